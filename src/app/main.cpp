@@ -1,0 +1,24 @@
+// hearth: CLI entry point. Flags become config structs; the work happens in the libraries.
+
+#include <CLI/CLI.hpp>
+
+#include <map>
+
+#include "app/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Hearth: a self-hosted LLM inference server that never prefills the same prompt twice"};
+  app.require_subcommand(1);
+  std::map<CLI::App*, hearth::app::Command> commands;
+  auto add = [&](auto adder, const char* name, const char* help) {
+    CLI::App* sub = app.add_subcommand(name, help);
+    commands[sub] = adder(*sub);
+  };
+  add(hearth::app::add_generate, "generate", "Generate text from a prompt with a GGUF model");
+  add(hearth::app::add_inspect, "inspect", "Describe a GGUF file: architecture, shapes, tensor types, size");
+  CLI11_PARSE(app, argc, argv);
+  for (auto& [sub, run] : commands) {
+    if (sub->parsed()) return run();
+  }
+  return 1;
+}

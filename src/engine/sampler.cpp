@@ -1,0 +1,65 @@
+#include "engine/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace hearth {
+
+Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {}
+
+TokenId argmax(std::span<const float> logits) {
+  HEARTH_CHECK(!logits.empty(), "argmax of empty logits");
+  size_t best = 0;
+  for (size_t i = 1; i < logits.size(); ++i) {
+    if (logits[i] > logits[best]) best = i;
+  }
+  return TokenId{static_cast<int32_t>(best)};
+}
+
+TokenId Sampler::sample(std::span<const float> logits) {
+  if (params_.temperature <= 0.0f) return argmax(logits);
+  return sample_stochastic(logits);
+}
+
+TokenId Sampler::sample_stochastic(std::span<const float> logits) {
+  candidates_.resize(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) candidates_[i] = {logits[i], static_cast<int32_t>(i)};
+  // Order by logit descending, id ascending on ties, so the result never depends on sort stability.
+  auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
+  size_t n = candidates_.size();
+  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < n) {
+    n = static_cast<size_t>(params_.top_k);
+    std::partial_sort(candidates_.begin(), candidates_.begin() + n, candidates_.end(), by_logit);
+  } else {
+    std::sort(candidates_.begin(), candidates_.end(), by_logit);
+  }
+  const float max_logit = candidates_[0].first;
+  double sum = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    candidates_[i].first = std::exp((candidates_[i].first - max_logit) / params_.temperature);
+    sum += candidates_[i].first;
+  }
+  if (params_.top_p < 1.0f) {
+    double cumulative = 0.0;
+    size_t keep = n;
+    for (size_t i = 0; i < n; ++i) {
+      cumulative += candidates_[i].first / sum;
+      if (cumulative >= params_.top_p) {
+        keep = i + 1;
+        break;
+      }
+    }
+    n = keep;
+    sum = 0.0;
+    for (size_t i = 0; i < n; ++i) sum += candidates_[i].first;
+  }
+  const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53 * sum;
+  double cumulative = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    cumulative += candidates_[i].first;
+    if (u < cumulative) return TokenId{candidates_[i].second};
+  }
+  return TokenId{candidates_[n - 1].second};
+}
+
+}  // namespace hearth

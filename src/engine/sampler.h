@@ -1,0 +1,36 @@
+#pragma once
+// Sampler: turns one row of logits into a token. Temperature 0 is greedy (argmax, lowest id on ties).
+// Otherwise: top-k, then softmax at the temperature, then top-p (nucleus), then a draw from a seeded RNG,
+// so a given seed always reproduces the same tokens.
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "sched/sampling_params.h"
+#include "util/ids.h"
+#include "util/result.h"
+
+namespace hearth {
+
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplingParams& params);
+
+  // Requires logits.size() > 0. Advances the RNG only when sampling (temperature > 0).
+  TokenId sample(std::span<const float> logits);
+
+ private:
+  TokenId sample_stochastic(std::span<const float> logits);
+
+  SamplingParams params_;
+  std::mt19937_64 rng_;
+  std::vector<std::pair<float, int32_t>> candidates_;  // (logit or prob, token id), reused across calls
+};
+
+TokenId argmax(std::span<const float> logits);
+
+}  // namespace hearth

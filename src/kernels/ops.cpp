@@ -1,0 +1,153 @@
+#include "kernels/ops.h"
+
+#include <immintrin.h>
+
+#include <cmath>
+
+namespace hearth {
+namespace {
+
+bool have_avx2() {
+  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return ok;
+}
+
+// Lane layout is fixed: 8 partial sums, lane l takes elements i ≡ l (mod 8) of the first n - n % 8,
+// then lanes are combined as ((0+4)+(2+6)) + ((1+5)+(3+7)), then the tail is added in order.
+float combine_lanes(const float* lanes) {
+  return ((lanes[0] + lanes[4]) + (lanes[2] + lanes[6])) + ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]));
+}
+
+float dot_lanes_scalar(const float* a, const float* b, int64_t n) {
+  float lanes[8] = {};
+  const int64_t n8 = n - n % 8;
+  for (int64_t i = 0; i < n8; i += 8) {
+    for (int l = 0; l < 8; ++l) lanes[l] = std::fma(a[i + l], b[i + l], lanes[l]);
+  }
+  float sum = combine_lanes(lanes);
+  for (int64_t i = n8; i < n; ++i) sum = std::fma(a[i], b[i], sum);
+  return sum;
+}
+
+__attribute__((target("avx2,fma"))) float dot_lanes_avx2(const float* a, const float* b, int64_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  const int64_t n8 = n - n % 8;
+  for (int64_t i = 0; i < n8; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, acc);
+  float sum = combine_lanes(lanes);
+  for (int64_t i = n8; i < n; ++i) sum = std::fma(a[i], b[i], sum);
+  return sum;
+}
+
+// out = out * a + x * b  (fixed per element, so trivially order-independent)
+__attribute__((target("avx2,fma"))) void scale_add_avx2(float* out, float a, const float* x, float b, int64_t n) {
+  const __m256 va = _mm256_set1_ps(a);
+  const __m256 vb = _mm256_set1_ps(b);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 o = _mm256_mul_ps(_mm256_loadu_ps(out + i), va);
+    _mm256_storeu_ps(out + i, _mm256_fmadd_ps(_mm256_loadu_ps(x + i), vb, o));
+  }
+  for (; i < n; ++i) out[i] = std::fma(x[i], b, out[i] * a);
+}
+
+void scale_add_scalar(float* out, float a, const float* x, float b, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = std::fma(x[i], b, out[i] * a);
+}
+
+}  // namespace
+
+void rms_norm(const float* x, const float* w, float* out, int64_t n, float eps) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  const float scale = 1.0f / std::sqrt(static_cast<float>(sum / static_cast<double>(n)) + eps);
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * w[i];
+}
+
+void rope_fill_cos_sin(int32_t pos, int32_t rope_dim, float base, float* cos_sin) {
+  for (int32_t i = 0; i < rope_dim / 2; ++i) {
+    const double freq = std::pow(static_cast<double>(base), -2.0 * i / rope_dim);
+    const double angle = pos * freq;
+    cos_sin[2 * i] = static_cast<float>(std::cos(angle));
+    cos_sin[2 * i + 1] = static_cast<float>(std::sin(angle));
+  }
+}
+
+void rope_apply(float* x, const float* cos_sin, int32_t rope_dim, bool neox) {
+  const int32_t half = rope_dim / 2;
+  for (int32_t i = 0; i < half; ++i) {
+    const int32_t a = neox ? i : 2 * i;
+    const int32_t b = neox ? i + half : 2 * i + 1;
+    const float c = cos_sin[2 * i];
+    const float s = cos_sin[2 * i + 1];
+    const float x0 = x[a];
+    const float x1 = x[b];
+    x[a] = x0 * c - x1 * s;
+    x[b] = x0 * s + x1 * c;
+  }
+}
+
+void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void add_inplace(float* x, const float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+}
+
+float dot_f32(const float* a, const float* b, int64_t n) {
+  return have_avx2() ? dot_lanes_avx2(a, b, n) : dot_lanes_scalar(a, b, n);
+}
+
+float dot_f32_reference(const float* a, const float* b, int64_t n) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(a[i]) * b[i];
+  return static_cast<float>(sum);
+}
+
+void attention_head(const float* q, const PagedKvView& k, const PagedKvView& v, int32_t head_offset,
+                    int32_t head_dim, int32_t n_keys, float scale, float* scores, float* out) {
+  float max_score = -INFINITY;
+  for (int32_t j = 0; j < n_keys; ++j) {
+    scores[j] = dot_f32(q, k.row(j) + head_offset, head_dim) * scale;
+    max_score = std::max(max_score, scores[j]);
+  }
+  float sum = 0.0f;
+  for (int32_t j = 0; j < n_keys; ++j) {
+    scores[j] = std::exp(scores[j] - max_score);
+    sum += scores[j];
+  }
+  for (int32_t d = 0; d < head_dim; ++d) out[d] = 0.0f;
+  const float inv_sum = 1.0f / sum;
+  const bool avx2 = have_avx2();
+  for (int32_t j = 0; j < n_keys; ++j) {
+    const float* vj = v.row(j) + head_offset;
+    if (avx2) {
+      scale_add_avx2(out, 1.0f, vj, scores[j] * inv_sum, head_dim);
+    } else {
+      scale_add_scalar(out, 1.0f, vj, scores[j] * inv_sum, head_dim);
+    }
+  }
+}
+
+void attention_head_reference(const float* q, const PagedKvView& k, const PagedKvView& v, int32_t head_offset,
+                              int32_t head_dim, int32_t n_keys, float scale, float* scores, float* out) {
+  double max_score = -INFINITY;
+  for (int32_t j = 0; j < n_keys; ++j) {
+    scores[j] = dot_f32_reference(q, k.row(j) + head_offset, head_dim) * scale;
+    max_score = std::max<double>(max_score, scores[j]);
+  }
+  double sum = 0.0;
+  for (int32_t j = 0; j < n_keys; ++j) sum += std::exp(scores[j] - max_score);
+  for (int32_t d = 0; d < head_dim; ++d) {
+    double acc = 0.0;
+    for (int32_t j = 0; j < n_keys; ++j) acc += std::exp(scores[j] - max_score) / sum * (v.row(j) + head_offset)[d];
+    out[d] = static_cast<float>(acc);
+  }
+}
+
+}  // namespace hearth

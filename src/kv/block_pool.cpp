@@ -1,0 +1,168 @@
+#include "kv/block_pool.h"
+
+#include <algorithm>
+
+#include "util/result.h"
+
+namespace hearth {
+
+BlockPool::BlockPool(int32_t num_blocks, int32_t block_size) : block_size_(block_size), blocks_(num_blocks) {
+  HEARTH_CHECK(num_blocks > 0 && block_size > 0, "BlockPool needs blocks ({}) and a block size ({})", num_blocks,
+               block_size);
+  for (int32_t i = 0; i < num_blocks; ++i) queue_push_back(i);
+}
+
+void BlockPool::queue_push_front(int32_t i) {
+  BlockMeta& b = blocks_[i];
+  b.prev_free = -1;
+  b.next_free = free_head_;
+  if (free_head_ >= 0) blocks_[free_head_].prev_free = i;
+  free_head_ = i;
+  if (free_tail_ < 0) free_tail_ = i;
+  b.in_free_queue = true;
+  ++num_free_;
+}
+
+void BlockPool::queue_push_back(int32_t i) {
+  BlockMeta& b = blocks_[i];
+  b.next_free = -1;
+  b.prev_free = free_tail_;
+  if (free_tail_ >= 0) blocks_[free_tail_].next_free = i;
+  free_tail_ = i;
+  if (free_head_ < 0) free_head_ = i;
+  b.in_free_queue = true;
+  ++num_free_;
+}
+
+void BlockPool::queue_remove(int32_t i) {
+  BlockMeta& b = blocks_[i];
+  HEARTH_CHECK(b.in_free_queue, "block {} is not in the free queue", i);
+  if (b.prev_free >= 0) blocks_[b.prev_free].next_free = b.next_free;
+  else free_head_ = b.next_free;
+  if (b.next_free >= 0) blocks_[b.next_free].prev_free = b.prev_free;
+  else free_tail_ = b.prev_free;
+  b.prev_free = b.next_free = -1;
+  b.in_free_queue = false;
+  --num_free_;
+}
+
+void BlockPool::evict(int32_t i) {
+  BlockMeta& b = blocks_[i];
+  index_.erase(b.key);
+  auto it = children_.find(b.parent_key);
+  HEARTH_CHECK(it != children_.end(), "cached block {} missing from its parent's children", i);
+  std::erase(it->second, BlockId{i});
+  if (it->second.empty()) children_.erase(it);
+  b.has_key = false;
+  b.key = {};
+  b.parent_key = {};
+  b.tokens.clear();
+  ++num_evictions_;
+}
+
+std::optional<BlockId> BlockPool::allocate() {
+  if (free_head_ < 0) return std::nullopt;
+  const int32_t i = free_head_;
+  queue_remove(i);
+  if (blocks_[i].has_key) evict(i);
+  blocks_[i].ref_cnt = 1;
+  blocks_[i].last_used = ++clock_;
+  return BlockId{i};
+}
+
+void BlockPool::touch(BlockId id) {
+  BlockMeta& b = blocks_[id.value];
+  if (b.ref_cnt == 0) queue_remove(id.value);
+  ++b.ref_cnt;
+  b.last_used = ++clock_;
+}
+
+void BlockPool::release(BlockId id) {
+  BlockMeta& b = blocks_[id.value];
+  HEARTH_CHECK(b.ref_cnt > 0, "release of unreferenced block {}", id.value);
+  b.last_used = ++clock_;
+  if (--b.ref_cnt > 0) return;
+  if (b.has_key) queue_push_back(id.value);
+  else queue_push_front(id.value);
+}
+
+bool BlockPool::cache(BlockId id, const BlockHash& key, const BlockHash& parent_key, std::span<const TokenId> tokens) {
+  BlockMeta& b = blocks_[id.value];
+  HEARTH_CHECK(b.ref_cnt > 0 && !b.has_key, "cache() of block {} (ref {}, cached {})", id.value, b.ref_cnt, b.has_key);
+  HEARTH_CHECK(static_cast<int32_t>(tokens.size()) == block_size_, "cache() of a block with {} tokens",
+               tokens.size());
+  if (index_.contains(key)) return false;
+  b.has_key = true;
+  b.key = key;
+  b.parent_key = parent_key;
+  b.tokens.assign(tokens.begin(), tokens.end());
+  index_.emplace(key, id);
+  children_[parent_key].push_back(id);
+  return true;
+}
+
+std::optional<BlockId> BlockPool::lookup(const BlockHash& key, std::span<const TokenId> tokens) const {
+  auto it = index_.find(key);
+  if (it == index_.end()) return std::nullopt;
+  const BlockMeta& b = blocks_[it->second.value];
+  if (!std::equal(b.tokens.begin(), b.tokens.end(), tokens.begin(), tokens.end())) return std::nullopt;
+  return it->second;
+}
+
+std::span<const BlockId> BlockPool::cached_children(const BlockHash& parent_key) const {
+  auto it = children_.find(parent_key);
+  if (it == children_.end()) return {};
+  return it->second;
+}
+
+std::vector<BlockId> BlockPool::free_queue() const {
+  std::vector<BlockId> out;
+  for (int32_t i = free_head_; i >= 0; i = blocks_[i].next_free) out.push_back(BlockId{i});
+  return out;
+}
+
+void BlockPool::check_invariants() const {
+  const int32_t n = num_blocks_total();
+  std::vector<int32_t> queue_pos(n, -1);
+  int32_t count = 0;
+  int32_t prev = -1;
+  for (int32_t i = free_head_; i >= 0; i = blocks_[i].next_free) {
+    HEARTH_CHECK(count < n, "free queue has a cycle");
+    HEARTH_CHECK(blocks_[i].prev_free == prev, "free queue back link broken at block {}", i);
+    HEARTH_CHECK(blocks_[i].in_free_queue && blocks_[i].ref_cnt == 0, "block {} in queue with ref {}", i,
+                 blocks_[i].ref_cnt);
+    queue_pos[i] = count++;
+    prev = i;
+  }
+  HEARTH_CHECK(prev == free_tail_, "free queue tail is {}, list ends at {}", free_tail_, prev);
+  HEARTH_CHECK(count == num_free_, "free queue holds {} blocks, counter says {}", count, num_free_);
+  int32_t num_keyed = 0, num_in_use = 0;
+  size_t num_children = 0;
+  for (const auto& [parent, kids] : children_) num_children += kids.size();
+  for (int32_t i = 0; i < n; ++i) {
+    const BlockMeta& b = blocks_[i];
+    HEARTH_CHECK(b.ref_cnt >= 0, "block {} has ref {}", i, b.ref_cnt);
+    HEARTH_CHECK((b.ref_cnt == 0) == b.in_free_queue, "block {} ref {} but in_free_queue {}", i, b.ref_cnt,
+                 b.in_free_queue);
+    num_in_use += b.ref_cnt > 0;
+    if (!b.has_key) continue;
+    ++num_keyed;
+    auto it = index_.find(b.key);
+    HEARTH_CHECK(it != index_.end() && it->second == BlockId{i}, "cached block {} is not indexed under its key", i);
+    auto kids = cached_children(b.parent_key);
+    HEARTH_CHECK(std::find(kids.begin(), kids.end(), BlockId{i}) != kids.end(), "block {} missing from children", i);
+    // A parent must outlive its children: if both are unreferenced, the parent sits behind the child.
+    auto parent = index_.find(b.parent_key);
+    if (b.ref_cnt == 0 && parent != index_.end()) {
+      const int32_t p = parent->second.value;
+      HEARTH_CHECK(blocks_[p].ref_cnt > 0 || queue_pos[p] > queue_pos[i],
+                   "cached block {} would outlive its parent {} (evicted first)", i, p);
+    }
+  }
+  HEARTH_CHECK(num_keyed == static_cast<int32_t>(index_.size()), "index has {} keys, blocks hold {}", index_.size(),
+               num_keyed);
+  HEARTH_CHECK(num_children == index_.size(), "children lists hold {} blocks, index {}", num_children, index_.size());
+  HEARTH_CHECK(num_in_use + num_free_ == n, "in use {} + free {} != total {}", num_in_use, num_free_, n);
+}
+
+}  // namespace hearth

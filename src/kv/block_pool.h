@@ -1,0 +1,99 @@
+#pragma once
+// BlockPool: metadata of every KV block (no tensors): reference count, cache key, last use, and an
+// intrusive doubly linked free queue so every removal is O(1).
+//
+// Every block is in exactly one of three states:
+//   in use  ref_cnt > 0                     (owned by running sequences or pins; never in the free queue)
+//   cached  ref_cnt == 0, has a key          (in the free queue, still findable through the prefix index)
+//   free    ref_cnt == 0, no key             (in the free queue)
+//
+// Free queue order is eviction order, front first:
+//
+//   front → [free][free] … [cached LRU] … [cached MRU] ← back
+//
+// Released blocks without a key go to the front (they hold nothing worth keeping); released cached blocks
+// go to the back. A sequence releases its blocks tail first, so within a chain the tail is evicted before
+// the head, and a cached block's parent is always evicted after it (no unreachable orphans).
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "kv/block_hash.h"
+#include "util/ids.h"
+
+namespace hearth {
+
+struct BlockMeta {
+  int32_t ref_cnt = 0;
+  bool has_key = false;
+  BlockHash key;
+  BlockHash parent_key;         // meaningful when has_key
+  std::vector<TokenId> tokens;  // the block's tokens when has_key: a hash hit is confirmed against them
+  uint64_t last_used = 0;       // logical clock of the last touch or release
+  bool in_free_queue = false;
+  int32_t prev_free = -1;
+  int32_t next_free = -1;
+};
+
+class BlockPool {
+ public:
+  BlockPool(int32_t num_blocks, int32_t block_size);
+
+  int32_t block_size() const { return block_size_; }
+  int32_t num_blocks_total() const { return static_cast<int32_t>(blocks_.size()); }
+  int32_t num_blocks_free() const { return num_free_; }  // unreferenced: free + cached
+  int32_t num_blocks_cached() const { return static_cast<int32_t>(index_.size()); }
+  int32_t num_blocks_in_use() const { return num_blocks_total() - num_free_; }
+  uint64_t num_evictions() const { return num_evictions_; }
+  const BlockMeta& meta(BlockId id) const { return blocks_[id.value]; }
+
+  // Takes the front of the free queue for new tokens, with ref_cnt 1. If that block was cached, its key is
+  // dropped from the index (an eviction). Returns nullopt when every block is in use.
+  [[nodiscard]] std::optional<BlockId> allocate();
+
+  // Adds a reference (a prefix hit, a copy source, a pin). An unreferenced block leaves the free queue.
+  void touch(BlockId id);
+
+  // Drops a reference. At zero the block joins the free queue: at the back when cached, else the front.
+  // Requires ref_cnt > 0.
+  void release(BlockId id);
+
+  // Registers a full, in-use block under `key`. If another block already holds `key`, nothing changes and
+  // false is returned (the caller keeps its block uncached). Requires ref_cnt > 0 and tokens.size() == block_size.
+  bool cache(BlockId id, const BlockHash& key, const BlockHash& parent_key, std::span<const TokenId> tokens);
+
+  // The cached block holding `key` whose stored tokens equal `tokens`, if any.
+  std::optional<BlockId> lookup(const BlockHash& key, std::span<const TokenId> tokens) const;
+
+  // Cached blocks whose parent key is `parent_key` (candidates for token-granular partial reuse).
+  std::span<const BlockId> cached_children(const BlockHash& parent_key) const;
+
+  // Free-queue order, front first (for tests and invariant checks).
+  std::vector<BlockId> free_queue() const;
+
+  // Aborts with a message when any invariant is broken: counts add up, the free queue is a well-formed list
+  // holding exactly the unreferenced blocks, the index matches block keys, children lists are exact, and
+  // an unreferenced cached block is never evicted before its cached children.
+  void check_invariants() const;
+
+ private:
+  void queue_push_front(int32_t i);
+  void queue_push_back(int32_t i);
+  void queue_remove(int32_t i);
+  void evict(int32_t i);
+
+  int32_t block_size_;
+  std::vector<BlockMeta> blocks_;
+  int32_t free_head_ = -1;
+  int32_t free_tail_ = -1;
+  int32_t num_free_ = 0;
+  uint64_t clock_ = 0;
+  uint64_t num_evictions_ = 0;
+  std::unordered_map<BlockHash, BlockId> index_;
+  std::unordered_map<BlockHash, std::vector<BlockId>> children_;  // parent key → cached children
+};
+
+}  // namespace hearth

@@ -1,0 +1,206 @@
+#include "kv/kv_cache_manager.h"
+
+#include <algorithm>
+
+namespace hearth {
+namespace {
+
+int32_t ceil_div(int32_t a, int32_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+KvCacheManager::KvCacheManager(const KvCacheConfig& config)
+    : pool_(config.num_blocks, config.block_size), max_pinned_blocks_(config.max_pinned_blocks) {}
+
+std::optional<BlockId> KvCacheManager::best_partial(const BlockHash& parent, std::span<const TokenId> next,
+                                                    int32_t* n_match) const {
+  std::optional<BlockId> best;
+  *n_match = 0;
+  for (BlockId child : pool_.cached_children(parent)) {
+    const auto& cached = pool_.meta(child).tokens;
+    const auto mismatch = std::mismatch(next.begin(), next.end(), cached.begin(), cached.end());
+    const auto n = static_cast<int32_t>(mismatch.first - next.begin());
+    if (n > *n_match) {
+      *n_match = n;
+      best = child;
+    }
+  }
+  return best;
+}
+
+PrefixMatch KvCacheManager::find_longest_prefix(const BlockHash& ns, std::span<const TokenId> tokens,
+                                                int32_t max_tokens) const {
+  const int32_t bs = pool_.block_size();
+  max_tokens = std::min(max_tokens, static_cast<int32_t>(tokens.size()));
+  PrefixMatch match;
+  match.block_size = bs;
+  BlockHash parent = ns;
+  int32_t begin = 0;
+  for (; begin + bs <= max_tokens; begin += bs) {
+    const auto block_tokens = tokens.subspan(begin, bs);
+    const BlockHash key = hash_block(parent, ns, block_tokens);
+    const auto hit = pool_.lookup(key, block_tokens);
+    if (!hit) break;
+    match.blocks.push_back(*hit);
+    match.keys.push_back(key);
+    parent = key;
+  }
+  if (begin < max_tokens) {
+    const auto next = tokens.subspan(begin, std::min(bs, max_tokens - begin));
+    match.partial_block = best_partial(parent, next, &match.partial_tokens);
+  }
+  return match;
+}
+
+int32_t KvCacheManager::num_unreferenced_among(const PrefixMatch& match) const {
+  int32_t n = 0;
+  for (BlockId b : match.blocks) n += pool_.meta(b).ref_cnt == 0;
+  if (match.partial_block) n += pool_.meta(*match.partial_block).ref_cnt == 0;
+  return n;
+}
+
+std::optional<AdmitResult> KvCacheManager::admit(RequestId id, const BlockHash& ns, std::span<const TokenId> tokens,
+                                                 int32_t num_tokens_to_cover, bool use_cache) {
+  HEARTH_CHECK(!seqs_.contains(id), "request {} admitted twice", id.value);
+  HEARTH_CHECK(!tokens.empty() && num_tokens_to_cover <= static_cast<int32_t>(tokens.size()),
+               "admit of {} tokens covering {}", tokens.size(), num_tokens_to_cover);
+  const int32_t bs = pool_.block_size();
+  PrefixMatch match;
+  match.block_size = bs;
+  if (use_cache) match = find_longest_prefix(ns, tokens, static_cast<int32_t>(tokens.size()) - 1);
+  const int32_t cover = std::max(num_tokens_to_cover, match.num_tokens());
+  const int32_t need = ceil_div(cover, bs) - static_cast<int32_t>(match.blocks.size());
+  if (pool_.num_blocks_free() - num_unreferenced_among(match) < need) return std::nullopt;
+
+  Sequence seq{ns, use_cache, {}, match.keys};
+  for (BlockId b : match.blocks) pool_.touch(b);
+  if (match.partial_block) pool_.touch(*match.partial_block);  // the copy source must survive until copied
+  seq.table = match.blocks;
+  for (int32_t i = 0; i < need; ++i) {
+    auto block = pool_.allocate();
+    HEARTH_CHECK(block.has_value(), "pool ran out of blocks it reported free");
+    seq.table.push_back(*block);
+  }
+  if (match.partial_block) {
+    pending_copies_.push_back({*match.partial_block, seq.table[match.blocks.size()], match.partial_tokens});
+  }
+  seqs_.emplace(id, std::move(seq));
+  if (use_cache) {
+    counters_.num_queries++;
+    counters_.num_query_tokens += tokens.size();
+    counters_.num_hit_tokens += match.num_tokens();
+    counters_.num_copied_tokens += match.partial_tokens;
+  }
+  return AdmitResult{match.num_tokens(), match.partial_tokens};
+}
+
+int32_t KvCacheManager::num_blocks_needed(RequestId id, int32_t num_total_tokens) const {
+  const Sequence& seq = seqs_.at(id);
+  return std::max(0, ceil_div(num_total_tokens, pool_.block_size()) - static_cast<int32_t>(seq.table.size()));
+}
+
+bool KvCacheManager::allocate_slots(RequestId id, int32_t num_total_tokens) {
+  HEARTH_CHECK(seqs_.contains(id), "allocate_slots for unknown request {}", id.value);
+  const int32_t need = num_blocks_needed(id, num_total_tokens);
+  if (need > pool_.num_blocks_free()) return false;
+  Sequence& seq = seqs_.at(id);
+  for (int32_t i = 0; i < need; ++i) seq.table.push_back(*pool_.allocate());
+  return true;
+}
+
+void KvCacheManager::cache_full_blocks(RequestId id, std::span<const TokenId> tokens, int32_t num_computed) {
+  Sequence& seq = seqs_.at(id);
+  if (!seq.use_cache) return;
+  const int32_t bs = pool_.block_size();
+  const int32_t n_full = std::min(num_computed, static_cast<int32_t>(tokens.size())) / bs;
+  HEARTH_CHECK(n_full <= static_cast<int32_t>(seq.table.size()), "computed tokens beyond the block table");
+  for (auto i = static_cast<int32_t>(seq.keys.size()); i < n_full; ++i) {
+    const BlockHash parent = i == 0 ? seq.ns : seq.keys[i - 1];
+    const auto block_tokens = tokens.subspan(static_cast<size_t>(i) * bs, bs);
+    const BlockHash key = hash_block(parent, seq.ns, block_tokens);
+    if (!pool_.cache(seq.table[i], key, parent, block_tokens)) {
+      // The same prefix is already cached in another block with identical K/V: share that one instead.
+      const auto existing = pool_.lookup(key, block_tokens);
+      if (!existing) return;  // a SHA-256 collision with different tokens: leave the rest uncached
+      pool_.touch(*existing);
+      pool_.release(seq.table[i]);
+      seq.table[i] = *existing;
+    }
+    seq.keys.push_back(key);
+  }
+}
+
+void KvCacheManager::complete_copies() {
+  for (const BlockCopy& copy : pending_copies_) pool_.release(copy.src);
+  pending_copies_.clear();
+}
+
+void KvCacheManager::release(RequestId id) {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end()) return;
+  const auto& table = it->second.table;
+  for (auto b = table.rbegin(); b != table.rend(); ++b) pool_.release(*b);
+  seqs_.erase(it);
+}
+
+std::span<const BlockId> KvCacheManager::block_table(RequestId id) const {
+  auto it = seqs_.find(id);
+  HEARTH_CHECK(it != seqs_.end(), "block_table of unknown request {}", id.value);
+  return it->second.table;
+}
+
+Result<PinInfo> KvCacheManager::pin_prefix(const BlockHash& ns, std::span<const TokenId> tokens) {
+  const PrefixMatch match = find_longest_prefix(ns, tokens, static_cast<int32_t>(tokens.size()));
+  const int32_t bs = pool_.block_size();
+  if (match.blocks.empty()) {
+    return make_error("nothing to pin: no full block of this {}-token prefix is cached yet (block size {})",
+                      tokens.size(), bs);
+  }
+  const BlockHash key = match.keys.back();
+  const auto n = static_cast<int32_t>(match.blocks.size());
+  if (pins_.contains(key)) return PinInfo{key, n * bs};
+  if (num_blocks_pinned_ + n > max_pinned_blocks_) {
+    return make_error("pinning {} blocks ({} tokens) would exceed the pin cap: {} of {} blocks already pinned", n,
+                      n * bs, num_blocks_pinned_, max_pinned_blocks_);
+  }
+  for (BlockId b : match.blocks) pool_.touch(b);
+  num_blocks_pinned_ += n;
+  pins_.emplace(key, Pin{match.blocks});
+  return PinInfo{key, n * bs};
+}
+
+bool KvCacheManager::unpin(const BlockHash& key) {
+  auto it = pins_.find(key);
+  if (it == pins_.end()) return false;
+  const auto& blocks = it->second.blocks;
+  for (auto b = blocks.rbegin(); b != blocks.rend(); ++b) pool_.release(*b);
+  num_blocks_pinned_ -= static_cast<int32_t>(blocks.size());
+  pins_.erase(it);
+  return true;
+}
+
+void KvCacheManager::check_invariants() const {
+  pool_.check_invariants();
+  std::vector<int32_t> refs(pool_.num_blocks_total(), 0);
+  for (const auto& [id, seq] : seqs_) {
+    for (BlockId b : seq.table) refs[b.value]++;
+    HEARTH_CHECK(seq.keys.size() <= seq.table.size(), "request {} has more keys than blocks", id.value);
+    for (size_t i = 0; i < seq.keys.size(); ++i) {
+      const BlockMeta& m = pool_.meta(seq.table[i]);
+      HEARTH_CHECK(m.has_key && m.key == seq.keys[i], "request {} block {} is not cached under its key", id.value, i);
+    }
+  }
+  int32_t pinned = 0;
+  for (const auto& [key, pin] : pins_) {
+    for (BlockId b : pin.blocks) refs[b.value]++;
+    pinned += static_cast<int32_t>(pin.blocks.size());
+  }
+  HEARTH_CHECK(pinned == num_blocks_pinned_, "pins hold {} blocks, counter says {}", pinned, num_blocks_pinned_);
+  for (const BlockCopy& c : pending_copies_) refs[c.src.value]++;
+  for (int32_t i = 0; i < pool_.num_blocks_total(); ++i) {
+    HEARTH_CHECK(refs[i] == pool_.meta(BlockId{i}).ref_cnt, "block {} has ref {} but {} holders", i,
+                 pool_.meta(BlockId{i}).ref_cnt, refs[i]);
+  }
+}
+
+}  // namespace hearth

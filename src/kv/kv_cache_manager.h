@@ -1,0 +1,144 @@
+#pragma once
+// KvCacheManager: the only owner of block tables. It maps each running sequence to blocks of the pool,
+// finds cached prefixes, registers newly full blocks, pins prefixes, and releases sequences through one
+// path. It never touches K/V memory: when reuse needs data copied (a partially matching block), it hands the
+// engine a BlockCopy to perform.
+//
+// Token-granular reuse, block size 4, cached chain A → B, new prompt shares 6 tokens:
+//
+//   cached:   [a0 a1 a2 a3] → [b0 b1 b2 b3]
+//   prompt:   [a0 a1 a2 a3]   [b0 b1 x  y ] z
+//   table:    [ A (shared)]   [ C: b0 b1 copied from B, x y z.. computed ]
+//
+// The last prompt token is always computed (never reused), so there are logits to sample from.
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "kv/block_hash.h"
+#include "kv/block_pool.h"
+#include "util/ids.h"
+#include "util/result.h"
+
+namespace hearth {
+
+struct KvCacheConfig {
+  int32_t num_blocks = 0;
+  int32_t block_size = 16;
+  int32_t max_pinned_blocks = 0;  // cap on blocks held by pins
+};
+
+// Where the engine must copy the first n_slots token slots of src into dst before computing dst's rest.
+struct BlockCopy {
+  BlockId src;
+  BlockId dst;
+  int32_t n_slots = 0;
+};
+
+// The longest cached prefix of a token sequence.
+struct PrefixMatch {
+  std::vector<BlockId> blocks;    // cached full blocks, in order
+  std::vector<BlockHash> keys;    // their keys
+  std::optional<BlockId> partial_block;  // a cached block whose first partial_tokens tokens match next
+  int32_t partial_tokens = 0;
+  int32_t block_size = 0;
+
+  int32_t num_tokens() const { return static_cast<int32_t>(blocks.size()) * block_size + partial_tokens; }
+};
+
+struct AdmitResult {
+  int32_t num_cached_tokens = 0;  // tokens that need no compute (shared blocks + copied slots)
+  int32_t num_copied_tokens = 0;  // of those, tokens copied from a partially matching block
+};
+
+struct PinInfo {
+  BlockHash key;  // key of the prefix's last pinned block; names the pin
+  int32_t num_tokens = 0;
+};
+
+struct CacheCounters {
+  uint64_t num_queries = 0;        // sequences admitted with the cache enabled
+  uint64_t num_query_tokens = 0;   // prompt tokens those sequences asked for
+  uint64_t num_hit_tokens = 0;     // of which were reused (shared or copied)
+  uint64_t num_copied_tokens = 0;  // of which were copied from a partially matching block
+};
+
+class KvCacheManager {
+ public:
+  explicit KvCacheManager(const KvCacheConfig& config);
+
+  int32_t block_size() const { return pool_.block_size(); }
+  const BlockPool& pool() const { return pool_; }
+  const CacheCounters& counters() const { return counters_; }
+  int32_t num_blocks_pinned() const { return num_blocks_pinned_; }
+
+  // Longest cached prefix of tokens[0, max_tokens). Read-only.
+  PrefixMatch find_longest_prefix(const BlockHash& ns, std::span<const TokenId> tokens, int32_t max_tokens) const;
+
+  // Starts sequence `id` over `tokens` (its prompt). With use_cache, it shares the cached prefix (at most
+  // tokens.size() - 1 tokens) and queues a BlockCopy for a partially matching block. It then allocates
+  // blocks to cover `num_tokens_to_cover` tokens. Returns nullopt, changing nothing, when the pool cannot
+  // supply the blocks now. Requires: id not active, tokens non-empty, num_tokens_to_cover <= tokens.size().
+  [[nodiscard]] std::optional<AdmitResult> admit(RequestId id, const BlockHash& ns, std::span<const TokenId> tokens,
+                                                 int32_t num_tokens_to_cover, bool use_cache);
+
+  // Grows `id`'s block table to cover num_total_tokens. All or nothing: false (no change) when the pool
+  // has too few unreferenced blocks. Requires id active.
+  [[nodiscard]] bool allocate_slots(RequestId id, int32_t num_total_tokens);
+
+  // Blocks `id` needs from the pool to cover num_total_tokens (0 when already covered).
+  int32_t num_blocks_needed(RequestId id, int32_t num_total_tokens) const;
+
+  // Registers the full blocks among the first num_computed of `tokens` (the sequence's tokens so far, prompt
+  // then generated). A block whose key is already cached elsewhere is swapped for the cached one (same data).
+  // No-op for sequences admitted without the cache.
+  void cache_full_blocks(RequestId id, std::span<const TokenId> tokens, int32_t num_computed);
+
+  // Copies queued by admit(); the engine performs them, then calls complete_copies() to drop the source refs.
+  std::span<const BlockCopy> pending_copies() const { return pending_copies_; }
+  void complete_copies();
+
+  // The one release path: drops every block reference of `id`, tail first, and forgets it. Cached blocks stay
+  // cached. No-op for an unknown id.
+  void release(RequestId id);
+
+  bool is_active(RequestId id) const { return seqs_.contains(id); }
+  std::span<const BlockId> block_table(RequestId id) const;
+
+  // Pins the cached full blocks of `tokens` so they are never evicted. Fails when nothing of the prefix is
+  // cached yet, or when the pin would exceed max_pinned_blocks (the message has the numbers).
+  // Pinning the same prefix twice returns the existing pin.
+  [[nodiscard]] Result<PinInfo> pin_prefix(const BlockHash& ns, std::span<const TokenId> tokens);
+  // Removes a pin by its key; false when no such pin exists.
+  bool unpin(const BlockHash& key);
+
+  // Pool invariants plus: every reference is accounted for by a block table, a pin, or a pending copy.
+  void check_invariants() const;
+
+ private:
+  struct Sequence {
+    BlockHash ns;
+    bool use_cache = true;
+    std::vector<BlockId> table;
+    std::vector<BlockHash> keys;  // keys of the leading full blocks known to be cached
+  };
+  struct Pin {
+    std::vector<BlockId> blocks;
+  };
+
+  std::optional<BlockId> best_partial(const BlockHash& parent, std::span<const TokenId> next, int32_t* n_match) const;
+  int32_t num_unreferenced_among(const PrefixMatch& match) const;
+
+  BlockPool pool_;
+  int32_t max_pinned_blocks_;
+  int32_t num_blocks_pinned_ = 0;
+  std::unordered_map<RequestId, Sequence> seqs_;
+  std::unordered_map<BlockHash, Pin> pins_;
+  std::vector<BlockCopy> pending_copies_;
+  CacheCounters counters_;
+};
+
+}  // namespace hearth

@@ -1,0 +1,97 @@
+#include "model/config.h"
+
+#include <array>
+#include <string_view>
+
+namespace hearth {
+namespace {
+
+constexpr std::array<std::string_view, 4> kSupportedArchitectures = {"llama", "mistral", "qwen2", "smollm"};
+
+Result<int32_t> read_positive(const GgufFile& file, const std::string& key, std::optional<int32_t> fallback) {
+  auto value = file.get_uint(key);
+  if (!value) return value.error();
+  if (!value->has_value()) {
+    if (fallback) return *fallback;
+    return make_error("{}: missing metadata key '{}'", file.name(), key);
+  }
+  const uint64_t v = **value;
+  if (v == 0 || v > (1u << 30)) return make_error("{}: metadata '{}' = {} is out of range", file.name(), key, v);
+  return static_cast<int32_t>(v);
+}
+
+Result<float> read_float(const GgufFile& file, const std::string& key, float fallback) {
+  auto value = file.get_float(key);
+  if (!value) return value.error();
+  return value->has_value() ? static_cast<float>(**value) : fallback;
+}
+
+}  // namespace
+
+Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
+  ModelConfig c;
+  auto arch = file.get_string("general.architecture");
+  if (!arch) return arch.error();
+  if (!arch->has_value()) return make_error("{}: missing metadata key 'general.architecture'", file.name());
+  c.architecture = **arch;
+  bool supported = false;
+  for (auto a : kSupportedArchitectures) supported |= (a == c.architecture);
+  if (!supported) {
+    return make_error("{}: architecture '{}' is not supported (supported: llama, mistral, qwen2, smollm)", file.name(),
+                      c.architecture);
+  }
+  auto name = file.get_string("general.name");
+  if (name && name->has_value()) c.name = **name;
+
+  const std::string p = c.architecture + ".";
+  auto dim = read_positive(file, p + "embedding_length", std::nullopt);
+  auto layers = read_positive(file, p + "block_count", std::nullopt);
+  auto heads = read_positive(file, p + "attention.head_count", std::nullopt);
+  auto ffn = read_positive(file, p + "feed_forward_length", std::nullopt);
+  auto ctx = read_positive(file, p + "context_length", 2048);
+  for (const auto* r : {&dim, &layers, &heads, &ffn, &ctx}) {
+    if (!*r) return r->error();
+  }
+  c.dim = *dim;
+  c.n_layers = *layers;
+  c.n_heads = *heads;
+  c.ffn_dim = *ffn;
+  c.n_ctx_train = *ctx;
+  auto kv_heads = read_positive(file, p + "attention.head_count_kv", c.n_heads);
+  if (!kv_heads) return kv_heads.error();
+  c.n_kv_heads = *kv_heads;
+  if (c.dim % c.n_heads != 0) {
+    return make_error("{}: embedding_length {} is not divisible by head_count {}", file.name(), c.dim, c.n_heads);
+  }
+  if (c.n_heads % c.n_kv_heads != 0) {
+    return make_error("{}: head_count {} is not a multiple of head_count_kv {}", file.name(), c.n_heads,
+                      c.n_kv_heads);
+  }
+  auto key_len = read_positive(file, p + "attention.key_length", c.dim / c.n_heads);
+  if (!key_len) return key_len.error();
+  c.head_dim = *key_len;
+  auto rope_dim = read_positive(file, p + "rope.dimension_count", c.head_dim);
+  if (!rope_dim) return rope_dim.error();
+  c.rope_dim = *rope_dim;
+  if (c.rope_dim > c.head_dim || c.rope_dim % 2 != 0) {
+    return make_error("{}: rope.dimension_count {} is invalid for head size {}", file.name(), c.rope_dim, c.head_dim);
+  }
+  auto base = read_float(file, p + "rope.freq_base", 10000.0f);
+  auto eps = read_float(file, p + "attention.layer_norm_rms_epsilon", 1e-5f);
+  if (!base) return base.error();
+  if (!eps) return eps.error();
+  c.rope_freq_base = *base;
+  c.rms_eps = *eps;
+  c.rope_style = c.architecture == "qwen2" ? RopeStyle::kNeox : RopeStyle::kNormal;
+
+  const GgufTensor* embd = file.find_tensor("token_embd.weight");
+  if (embd == nullptr) return make_error("{}: missing tensor 'token_embd.weight'", file.name());
+  if (embd->ne[0] != c.dim || embd->ne[1] <= 0 || embd->ne[1] > (1 << 24)) {
+    return make_error("{}: token_embd.weight has shape [{}, {}], expected [{}, n_vocab]", file.name(), embd->ne[0],
+                      embd->ne[1], c.dim);
+  }
+  c.n_vocab = static_cast<int32_t>(embd->ne[1]);
+  return c;
+}
+
+}  // namespace hearth

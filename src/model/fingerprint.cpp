@@ -1,0 +1,55 @@
+#include "model/fingerprint.h"
+
+#include <cstring>
+#include <type_traits>
+
+#include "util/sha256.h"
+
+namespace hearth {
+namespace {
+
+void hash_value(Sha256& h, const GgufValue& v) {
+  h.update_u32(static_cast<uint32_t>(v.type));
+  std::visit(
+      [&](const auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, uint64_t> || std::is_same_v<T, int64_t>) {
+          h.update_u64(static_cast<uint64_t>(x));
+        } else if constexpr (std::is_same_v<T, double>) {
+          uint64_t bits;
+          std::memcpy(&bits, &x, sizeof(bits));
+          h.update_u64(bits);
+        } else if constexpr (std::is_same_v<T, bool>) {
+          h.update_u32(x ? 1 : 0);
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          h.update_string(x);
+        } else {
+          h.update_u32(static_cast<uint32_t>(x->elem_type));
+          h.update_u64(x->items.size());
+          for (const GgufValue& item : x->items) hash_value(h, item);
+        }
+      },
+      v.data);
+}
+
+}  // namespace
+
+std::string model_fingerprint(const GgufFile& file) {
+  Sha256 h;
+  h.update_string("hearth-model-fingerprint-v1");
+  h.update_u64(file.metadata().size());
+  for (const auto& [key, value] : file.metadata()) {
+    h.update_string(key);
+    hash_value(h, value);
+  }
+  h.update_u64(file.tensors().size());
+  for (const GgufTensor& t : file.tensors()) {
+    h.update_string(t.name);
+    h.update_u32(static_cast<uint32_t>(t.type));
+    for (int64_t ne : t.ne) h.update_u64(static_cast<uint64_t>(ne));
+    h.update_u64(t.offset);
+  }
+  return to_hex(h.finish());
+}
+
+}  // namespace hearth

@@ -1,0 +1,186 @@
+#include "model/model.h"
+
+#include <cmath>
+
+#include "kernels/ops.h"
+#include "tensor/quant.h"
+
+namespace hearth {
+namespace {
+
+void grow(std::vector<float>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+}
+
+// Applies fn(row) to rows [0, n_rows), split across the pool.
+template <class F>
+void for_rows(ThreadPool& pool, int64_t n_rows, F&& fn) {
+  pool.run([&](int ith, int nth) {
+    const Range r = split_range(n_rows, ith, nth);
+    for (int64_t row = r.begin; row < r.end; ++row) fn(row);
+  });
+}
+
+}  // namespace
+
+Model::Model(std::shared_ptr<const GgufFile> file, ModelConfig config, ModelWeights weights)
+    : file_(std::move(file)), config_(std::move(config)), weights_(std::move(weights)) {}
+
+Result<std::unique_ptr<Model>> Model::load(std::shared_ptr<const GgufFile> file) {
+  auto config = ModelConfig::from_gguf(*file);
+  if (!config) return config.error();
+  auto weights = ModelWeights::from_gguf(*file, *config);
+  if (!weights) return weights.error();
+  return std::unique_ptr<Model>(new Model(std::move(file), std::move(*config), std::move(*weights)));
+}
+
+void Model::prepare_scratch(const BatchInput& batch, int n_threads) {
+  const auto& c = config_;
+  const size_t t = batch.tokens.size();
+  grow(s_.x, t * c.dim);
+  grow(s_.xn, t * c.dim);
+  grow(s_.q, t * c.q_dim());
+  grow(s_.k, t * c.kv_dim());
+  grow(s_.v, t * c.kv_dim());
+  grow(s_.attn, t * c.q_dim());
+  grow(s_.proj, t * c.dim);
+  grow(s_.gate, t * c.ffn_dim);
+  grow(s_.up, t * c.ffn_dim);
+  grow(s_.cos_sin, t * c.rope_dim);
+  s_.row_pos.resize(t);
+  s_.row_seq.resize(t);
+  int32_t max_keys = 0;
+  for (size_t si = 0; si < batch.seqs.size(); ++si) {
+    const BatchSequence& seq = batch.seqs[si];
+    HEARTH_CHECK(seq.first_row >= 0 && seq.n_tokens > 0 && seq.first_row + seq.n_tokens <= static_cast<int32_t>(t),
+                 "batch sequence {} rows out of range", si);
+    for (int32_t i = 0; i < seq.n_tokens; ++i) {
+      s_.row_pos[seq.first_row + i] = seq.pos_begin + i;
+      s_.row_seq[seq.first_row + i] = static_cast<int32_t>(si);
+    }
+    max_keys = std::max(max_keys, seq.pos_begin + seq.n_tokens);
+  }
+  grow(s_.scores, static_cast<size_t>(n_threads) * max_keys);
+}
+
+void Model::embed(const BatchInput& batch, ThreadPool& pool) {
+  const auto& c = config_;
+  const MatrixView& e = weights_.token_embd;
+  for_rows(pool, static_cast<int64_t>(batch.tokens.size()), [&](int64_t row) {
+    const int32_t id = batch.tokens[row].value;
+    HEARTH_CHECK(id >= 0 && id < c.n_vocab, "token id {} out of range [0, {})", id, c.n_vocab);
+    dequantize_row(e.type, e.data + static_cast<size_t>(id) * e.row_stride, s_.x.data() + row * c.dim, c.dim);
+    rope_fill_cos_sin(s_.row_pos[row], c.rope_dim, c.rope_freq_base, s_.cos_sin.data() + row * c.rope_dim);
+  });
+}
+
+void Model::store_kv(int layer, const BatchInput& batch, KvStorage& kv) {
+  const auto& c = config_;
+  const int32_t bs = kv.block_size();
+  for (int64_t row = 0; row < static_cast<int64_t>(batch.tokens.size()); ++row) {
+    const BatchSequence& seq = batch.seqs[s_.row_seq[row]];
+    const int32_t pos = s_.row_pos[row];
+    HEARTH_CHECK(pos / bs < static_cast<int32_t>(seq.block_table.size()), "block table too short for position {}",
+                 pos);
+    const BlockId block = seq.block_table[pos / bs];
+    std::copy_n(s_.k.data() + row * c.kv_dim(), c.kv_dim(), kv.k_row(layer, block, pos % bs));
+    std::copy_n(s_.v.data() + row * c.kv_dim(), c.kv_dim(), kv.v_row(layer, block, pos % bs));
+  }
+}
+
+void Model::attend(int layer, const BatchInput& batch, const KvStorage& kv, ThreadPool& pool) {
+  const auto& c = config_;
+  const int64_t n_rows = static_cast<int64_t>(batch.tokens.size());
+  const int32_t group = c.n_heads / c.n_kv_heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  const size_t scores_per_thread = s_.scores.size() / pool.num_threads();
+  pool.run([&](int ith, int nth) {
+    float* scores = s_.scores.data() + ith * scores_per_thread;
+    const Range r = split_range(n_rows * c.n_heads, ith, nth);
+    for (int64_t item = r.begin; item < r.end; ++item) {
+      const int64_t row = item / c.n_heads;
+      const int32_t head = static_cast<int32_t>(item % c.n_heads);
+      const BatchSequence& seq = batch.seqs[s_.row_seq[row]];
+      const PagedKvView kview = kv.layer_view(layer, 0, seq.block_table);
+      const PagedKvView vview = kv.layer_view(layer, 1, seq.block_table);
+      attention_head(s_.q.data() + row * c.q_dim() + head * c.head_dim, kview, vview, (head / group) * c.head_dim,
+                     c.head_dim, s_.row_pos[row] + 1, scale, scores,
+                     s_.attn.data() + row * c.q_dim() + head * c.head_dim);
+    }
+  });
+}
+
+void Model::attention_block(int layer, const BatchInput& batch, KvStorage& kv, ThreadPool& pool) {
+  const auto& c = config_;
+  const LayerWeights& w = weights_.layers[layer];
+  const int64_t n = static_cast<int64_t>(batch.tokens.size());
+  for_rows(pool, n, [&](int64_t row) {
+    rms_norm(s_.x.data() + row * c.dim, w.attn_norm.data(), s_.xn.data() + row * c.dim, c.dim, c.rms_eps);
+  });
+  matmul(w.wq, s_.xn.data(), n, s_.q.data(), pool, s_.matmul);
+  matmul(w.wk, s_.xn.data(), n, s_.k.data(), pool, s_.matmul);
+  matmul(w.wv, s_.xn.data(), n, s_.v.data(), pool, s_.matmul);
+  const bool neox = c.rope_style == RopeStyle::kNeox;
+  for_rows(pool, n, [&](int64_t row) {
+    const float* cs = s_.cos_sin.data() + row * c.rope_dim;
+    for (int32_t h = 0; h < c.n_heads; ++h) rope_apply(s_.q.data() + row * c.q_dim() + h * c.head_dim, cs, c.rope_dim, neox);
+    for (int32_t h = 0; h < c.n_kv_heads; ++h) {
+      rope_apply(s_.k.data() + row * c.kv_dim() + h * c.head_dim, cs, c.rope_dim, neox);
+    }
+  });
+  store_kv(layer, batch, kv);
+  attend(layer, batch, kv, pool);
+  matmul(w.wo, s_.attn.data(), n, s_.proj.data(), pool, s_.matmul);
+  for_rows(pool, n, [&](int64_t row) { add_inplace(s_.x.data() + row * c.dim, s_.proj.data() + row * c.dim, c.dim); });
+}
+
+void Model::ffn_block(int layer, int64_t n, ThreadPool& pool) {
+  const auto& c = config_;
+  const LayerWeights& w = weights_.layers[layer];
+  for_rows(pool, n, [&](int64_t row) {
+    rms_norm(s_.x.data() + row * c.dim, w.ffn_norm.data(), s_.xn.data() + row * c.dim, c.dim, c.rms_eps);
+  });
+  matmul(w.w_gate, s_.xn.data(), n, s_.gate.data(), pool, s_.matmul);
+  matmul(w.w_up, s_.xn.data(), n, s_.up.data(), pool, s_.matmul);
+  for_rows(pool, n, [&](int64_t row) {
+    float* g = s_.gate.data() + row * c.ffn_dim;
+    silu_mul(g, s_.up.data() + row * c.ffn_dim, g, c.ffn_dim);
+  });
+  matmul(w.w_down, s_.gate.data(), n, s_.proj.data(), pool, s_.matmul);
+  for_rows(pool, n, [&](int64_t row) { add_inplace(s_.x.data() + row * c.dim, s_.proj.data() + row * c.dim, c.dim); });
+}
+
+std::span<const float> Model::output_logits(const BatchInput& batch, ThreadPool& pool) {
+  const auto& c = config_;
+  std::vector<int64_t>& rows = s_.logit_rows;
+  rows.clear();
+  for (const BatchSequence& seq : batch.seqs) {
+    if (seq.want_logits) rows.push_back(seq.first_row + seq.n_tokens - 1);
+  }
+  const int64_t n_out = static_cast<int64_t>(rows.size());
+  if (n_out == 0) return {};
+  grow(s_.logits_in, n_out * c.dim);
+  grow(s_.logits, n_out * c.n_vocab);
+  for (int64_t i = 0; i < n_out; ++i) {
+    rms_norm(s_.x.data() + rows[i] * c.dim, weights_.output_norm.data(), s_.logits_in.data() + i * c.dim, c.dim,
+             c.rms_eps);
+  }
+  matmul(weights_.output, s_.logits_in.data(), n_out, s_.logits.data(), pool, s_.matmul);
+  return {s_.logits.data(), static_cast<size_t>(n_out * c.n_vocab)};
+}
+
+std::span<const float> Model::forward(const BatchInput& batch, KvStorage& kv, ThreadPool& pool) {
+  if (batch.tokens.empty()) return {};
+  HEARTH_CHECK(kv.kv_dim() == config_.kv_dim(), "KvStorage kv_dim {} != model kv_dim {}", kv.kv_dim(),
+               config_.kv_dim());
+  prepare_scratch(batch, pool.num_threads());
+  embed(batch, pool);
+  const int64_t n = static_cast<int64_t>(batch.tokens.size());
+  for (int layer = 0; layer < config_.n_layers; ++layer) {
+    attention_block(layer, batch, kv, pool);
+    ffn_block(layer, n, pool);
+  }
+  return output_logits(batch, pool);
+}
+
+}  // namespace hearth

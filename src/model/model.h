@@ -1,0 +1,77 @@
+#pragma once
+// Model: a llama-family transformer on the CPU. It owns the mapped GGUF, the weight views and the forward
+// scratch. K/V memory is passed in (KvStorage) and addressed through each sequence's block table, so the
+// same forward pass serves one sequence or a batch of many, cold or from a prefix cache.
+
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "gguf/gguf_file.h"
+#include "kernels/matmul.h"
+#include "model/config.h"
+#include "model/kv_storage.h"
+#include "model/weights.h"
+#include "util/ids.h"
+#include "util/result.h"
+#include "util/thread_pool.h"
+
+namespace hearth {
+
+// One sequence's slice of a batch. Its tokens are rows [first_row, first_row + n_tokens) of the batch and sit
+// at positions [pos_begin, pos_begin + n_tokens); positions before pos_begin are already in the KV blocks.
+struct BatchSequence {
+  int32_t first_row = 0;
+  int32_t n_tokens = 0;
+  int32_t pos_begin = 0;
+  std::span<const BlockId> block_table;  // must cover positions [0, pos_begin + n_tokens)
+  bool want_logits = false;              // produce logits for the last token
+};
+
+struct BatchInput {
+  std::span<const TokenId> tokens;  // [n_tokens]
+  std::span<const BatchSequence> seqs;
+};
+
+class Model {
+ public:
+  // Binds config and weights of an opened GGUF. Fails naming what is missing or unsupported.
+  [[nodiscard]] static Result<std::unique_ptr<Model>> load(std::shared_ptr<const GgufFile> file);
+
+  const ModelConfig& config() const { return config_; }
+  const GgufFile& file() const { return *file_; }
+
+  // Runs the batch: writes each token's K/V into `kv` at its position, then returns logits
+  // [n_logit_rows, n_vocab], one row per sequence with want_logits, in sequence order. The returned span stays
+  // valid until the next call. Logits of a token depend only on the sequence's tokens, never on how the batch
+  // was formed or chunked: results are bitwise reproducible.
+  // Requires: token ids < n_vocab, block tables covering every position, kv shaped for this model.
+  std::span<const float> forward(const BatchInput& batch, KvStorage& kv, ThreadPool& pool);
+
+ private:
+  Model(std::shared_ptr<const GgufFile> file, ModelConfig config, ModelWeights weights);
+
+  struct Scratch {
+    std::vector<float> x, xn, q, k, v, attn, proj, gate, up;  // [n_tokens, width]
+    std::vector<float> cos_sin;                               // [n_tokens, rope_dim]
+    std::vector<int32_t> row_pos, row_seq;                    // [n_tokens]
+    std::vector<int64_t> logit_rows;                          // [n_logit_rows]
+    std::vector<float> scores;                                // [n_threads, max_keys]
+    std::vector<float> logits_in, logits;                     // [n_logit_rows, dim | n_vocab]
+    MatmulScratch matmul;
+  };
+  void prepare_scratch(const BatchInput& batch, int n_threads);
+  void embed(const BatchInput& batch, ThreadPool& pool);
+  void attention_block(int layer, const BatchInput& batch, KvStorage& kv, ThreadPool& pool);
+  void store_kv(int layer, const BatchInput& batch, KvStorage& kv);
+  void attend(int layer, const BatchInput& batch, const KvStorage& kv, ThreadPool& pool);
+  void ffn_block(int layer, int64_t n_rows, ThreadPool& pool);
+  std::span<const float> output_logits(const BatchInput& batch, ThreadPool& pool);
+
+  std::shared_ptr<const GgufFile> file_;
+  ModelConfig config_;
+  ModelWeights weights_;
+  Scratch s_;
+};
+
+}  // namespace hearth

@@ -1,0 +1,101 @@
+#include "model/weights.h"
+
+#include <fmt/format.h>
+
+#include "tensor/quant.h"
+
+namespace hearth {
+namespace {
+
+class Binder {
+ public:
+  Binder(const GgufFile& file) : file_(file) {}
+
+  // Binds a 2-D matrix whose GGML shape is [n_cols, n_rows].
+  Result<MatrixView> matrix(const std::string& name, int64_t n_cols, int64_t n_rows) const {
+    const GgufTensor* t = file_.find_tensor(name);
+    if (t == nullptr) return make_error("{}: missing tensor '{}'", file_.name(), name);
+    if (t->ne[0] != n_cols || t->ne[1] != n_rows || t->ne[2] != 1 || t->ne[3] != 1) {
+      return make_error("{}: tensor '{}' has shape [{}, {}, {}, {}], expected [{}, {}]", file_.name(), name, t->ne[0],
+                        t->ne[1], t->ne[2], t->ne[3], n_cols, n_rows);
+    }
+    if (!dtype_info(t->type).compute_supported) {
+      return make_error("{}: tensor '{}' has type {}, which Hearth cannot compute with (supported: F32, F16, BF16, "
+                        "Q8_0, Q4_0, Q4_K, Q6_K)",
+                        file_.name(), name, dtype_name(t->type));
+    }
+    return MatrixView{t->type, n_rows, n_cols, t->data, row_bytes(t->type, n_cols)};
+  }
+
+  // Reads a 1-D vector of `n` elements into owned f32.
+  Result<std::vector<float>> vector(const std::string& name, int64_t n) const {
+    auto m = matrix(name, n, 1);
+    if (!m) return m.error();
+    std::vector<float> out(static_cast<size_t>(n));
+    dequantize_row(m->type, m->data, out.data(), n);
+    return out;
+  }
+
+  bool has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
+
+ private:
+  const GgufFile& file_;
+};
+
+Result<LayerWeights> bind_layer(const Binder& b, const ModelConfig& c, int il) {
+  const std::string p = fmt::format("blk.{}.", il);
+  LayerWeights l;
+  auto attn_norm = b.vector(p + "attn_norm.weight", c.dim);
+  auto wq = b.matrix(p + "attn_q.weight", c.dim, c.q_dim());
+  auto wk = b.matrix(p + "attn_k.weight", c.dim, c.kv_dim());
+  auto wv = b.matrix(p + "attn_v.weight", c.dim, c.kv_dim());
+  auto wo = b.matrix(p + "attn_output.weight", c.q_dim(), c.dim);
+  auto ffn_norm = b.vector(p + "ffn_norm.weight", c.dim);
+  auto gate = b.matrix(p + "ffn_gate.weight", c.dim, c.ffn_dim);
+  auto up = b.matrix(p + "ffn_up.weight", c.dim, c.ffn_dim);
+  auto down = b.matrix(p + "ffn_down.weight", c.ffn_dim, c.dim);
+  if (!attn_norm) return attn_norm.error();
+  if (!ffn_norm) return ffn_norm.error();
+  for (const auto* m : {&wq, &wk, &wv, &wo, &gate, &up, &down}) {
+    if (!*m) return m->error();
+  }
+  l.attn_norm = std::move(*attn_norm);
+  l.ffn_norm = std::move(*ffn_norm);
+  l.wq = *wq;
+  l.wk = *wk;
+  l.wv = *wv;
+  l.wo = *wo;
+  l.w_gate = *gate;
+  l.w_up = *up;
+  l.w_down = *down;
+  return l;
+}
+
+}  // namespace
+
+Result<ModelWeights> ModelWeights::from_gguf(const GgufFile& file, const ModelConfig& c) {
+  Binder b(file);
+  ModelWeights w;
+  auto embd = b.matrix("token_embd.weight", c.dim, c.n_vocab);
+  if (!embd) return embd.error();
+  w.token_embd = *embd;
+  auto norm = b.vector("output_norm.weight", c.dim);
+  if (!norm) return norm.error();
+  w.output_norm = std::move(*norm);
+  if (b.has("output.weight")) {
+    auto out = b.matrix("output.weight", c.dim, c.n_vocab);
+    if (!out) return out.error();
+    w.output = *out;
+  } else {
+    w.output = w.token_embd;  // tied embeddings
+  }
+  w.layers.reserve(c.n_layers);
+  for (int il = 0; il < c.n_layers; ++il) {
+    auto layer = bind_layer(b, c, il);
+    if (!layer) return layer.error();
+    w.layers.push_back(std::move(*layer));
+  }
+  return w;
+}
+
+}  // namespace hearth

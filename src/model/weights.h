@@ -1,0 +1,37 @@
+#pragma once
+// ModelWeights: views of a llama-family model's tensors inside the mapped GGUF. Matrices stay in the
+// mmap in their stored dtype; only the small norm vectors are converted to owned f32.
+
+#include <vector>
+
+#include "gguf/gguf_file.h"
+#include "kernels/matmul.h"
+#include "model/config.h"
+#include "util/result.h"
+
+namespace hearth {
+
+struct LayerWeights {
+  std::vector<float> attn_norm;  // [dim]
+  MatrixView wq;                 // [q_dim, dim]   (rows × cols: n_rows outputs of n_cols inputs)
+  MatrixView wk;                 // [kv_dim, dim]
+  MatrixView wv;                 // [kv_dim, dim]
+  MatrixView wo;                 // [dim, q_dim]
+  std::vector<float> ffn_norm;   // [dim]
+  MatrixView w_gate;             // [ffn_dim, dim]
+  MatrixView w_up;               // [ffn_dim, dim]
+  MatrixView w_down;             // [dim, ffn_dim]
+};
+
+struct ModelWeights {
+  MatrixView token_embd;            // [n_vocab, dim]
+  std::vector<float> output_norm;   // [dim]
+  MatrixView output;                // [n_vocab, dim]; token_embd when the output matrix is tied
+  std::vector<LayerWeights> layers;
+
+  // Binds every tensor of `config` in `file`. Fails naming the first tensor that is missing, has the
+  // wrong shape, or has a dtype Hearth cannot compute with.
+  [[nodiscard]] static Result<ModelWeights> from_gguf(const GgufFile& file, const ModelConfig& config);
+};
+
+}  // namespace hearth

@@ -1,0 +1,171 @@
+#include "sched/scheduler.h"
+
+#include <algorithm>
+
+namespace hearth {
+
+Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager& kv) : config_(config), kv_(kv) {}
+
+Result<void> Scheduler::add_request(std::unique_ptr<Request> request) {
+  Request& r = *request;
+  const int32_t n_prompt = r.num_prompt_tokens;
+  if (n_prompt <= 0 || n_prompt != r.num_tokens()) return make_error("the prompt is empty");
+  if (r.max_tokens < 1) return make_error("max_tokens must be at least 1, got {}", r.max_tokens);
+  if (n_prompt > config_.max_model_len) {
+    return make_error("the prompt is {} tokens, longer than the model context of {} tokens", n_prompt,
+                      config_.max_model_len);
+  }
+  const int64_t total = static_cast<int64_t>(n_prompt) + r.max_tokens;
+  if (total > config_.max_model_len) {
+    return make_error("the prompt ({} tokens) + max_tokens ({}) = {} tokens exceeds the model context of {} tokens",
+                      n_prompt, r.max_tokens, total, config_.max_model_len);
+  }
+  const int32_t bs = kv_.block_size();
+  const int64_t blocks_needed = (total + bs - 1) / bs;
+  const int32_t blocks_usable = kv_.pool().num_blocks_total() - kv_.num_blocks_pinned();
+  if (blocks_needed > blocks_usable) {
+    return make_error("the request needs {} KV blocks ({} tokens at {} per block) but the KV pool has only {} "
+                      "usable blocks ({} tokens); lower max_tokens or raise --kv-memory",
+                      blocks_needed, total, bs, blocks_usable, static_cast<int64_t>(blocks_usable) * bs);
+  }
+  if (static_cast<int32_t>(waiting_.size()) >= config_.max_waiting) {
+    return make_error("server overloaded: {} requests are already waiting (--max-queue {})", waiting_.size(),
+                      config_.max_waiting);
+  }
+  if (requests_.contains(r.id)) return make_error("request id {} is already in use", r.id.value);
+  r.status = RequestStatus::kWaiting;
+  waiting_.push_back(&r);
+  requests_.emplace(r.id, std::move(request));
+  return {};
+}
+
+const Request* Scheduler::find(RequestId id) const {
+  auto it = requests_.find(id);
+  return it == requests_.end() ? nullptr : it->second.get();
+}
+
+SchedulerOutput Scheduler::schedule() {
+  SchedulerOutput out;
+  int32_t budget = config_.max_batch_tokens;
+  schedule_running(out, budget);
+  // After a preemption the pool is short: admitting now would only thrash.
+  if (out.preempted.empty()) schedule_waiting(out, budget);
+  out.num_tokens = config_.max_batch_tokens - budget;
+  return out;
+}
+
+void Scheduler::schedule_running(SchedulerOutput& out, int32_t& budget) {
+  // Decoding requests first, so a long prefill never stalls them; then chunks of running prefills.
+  for (const bool decode_pass : {true, false}) {
+    for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
+      Request& r = *running_[i];
+      const int32_t remaining = r.num_tokens() - r.num_computed_tokens;
+      if (remaining <= 0 || (remaining == 1) != decode_pass) continue;
+      const int32_t n = std::min(remaining, budget);
+      bool self_preempted = false;
+      while (!kv_.allocate_slots(r.id, r.num_computed_tokens + n)) {
+        Request& victim = *running_.back();
+        preempt(victim, out, budget);
+        if (&victim == &r) {
+          self_preempted = true;
+          break;
+        }
+      }
+      if (self_preempted) break;  // r was the newest running request
+      out.chunks.push_back({&r, r.num_computed_tokens, n, r.num_computed_tokens + n == r.num_tokens()});
+      budget -= n;
+    }
+  }
+}
+
+bool Scheduler::admit(Request& r) {
+  auto admitted = kv_.admit(r.id, r.cache_namespace, r.tokens, r.num_tokens(), r.use_cache);
+  if (!admitted) return false;
+  r.num_computed_tokens = admitted->num_cached_tokens;
+  if (r.num_cached_tokens < 0) {
+    r.num_cached_tokens = admitted->num_cached_tokens;
+    r.num_copied_tokens = admitted->num_copied_tokens;
+  }
+  r.status = RequestStatus::kRunning;
+  r.admit_seq = next_admit_seq_++;
+  return true;
+}
+
+void Scheduler::schedule_waiting(SchedulerOutput& out, int32_t& budget) {
+  while (budget > 0 && !waiting_.empty() && static_cast<int32_t>(running_.size()) < config_.max_running) {
+    Request& r = *waiting_.front();
+    if (!admit(r)) break;  // in arrival order: a big request at the head is not starved by smaller ones
+    waiting_.pop_front();
+    running_.push_back(&r);
+    const int32_t n = std::min(r.num_tokens() - r.num_computed_tokens, budget);
+    out.chunks.push_back({&r, r.num_computed_tokens, n, r.num_computed_tokens + n == r.num_tokens()});
+    budget -= n;
+  }
+}
+
+void Scheduler::preempt(Request& r, SchedulerOutput& out, int32_t& budget) {
+  // A victim already planned for this step (a decode) gives its tokens back.
+  for (auto it = out.chunks.begin(); it != out.chunks.end();) {
+    if (it->request == &r) {
+      budget += it->num_tokens;
+      it = out.chunks.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  free_blocks(r);
+  std::erase(running_, &r);
+  r.status = RequestStatus::kWaiting;
+  r.num_computed_tokens = 0;
+  r.num_preemptions++;
+  num_preemptions_++;
+  waiting_.push_front(&r);
+  out.preempted.push_back(r.id);
+}
+
+void Scheduler::free_blocks(Request& r) { kv_.release(r.id); }
+
+std::unique_ptr<Request> Scheduler::take(RequestId id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return nullptr;
+  std::unique_ptr<Request> r = std::move(it->second);
+  requests_.erase(it);
+  std::erase(running_, r.get());
+  std::erase(waiting_, r.get());
+  return r;
+}
+
+std::unique_ptr<Request> Scheduler::finish(RequestId id, FinishReason reason) {
+  auto r = take(id);
+  if (!r) return nullptr;
+  free_blocks(*r);
+  r->status = RequestStatus::kFinished;
+  r->finish_reason = reason;
+  return r;
+}
+
+std::vector<std::unique_ptr<Request>> Scheduler::update(const SchedulerOutput& output,
+                                                        std::span<const TokenId> sampled) {
+  std::vector<std::unique_ptr<Request>> finished;
+  size_t next_sample = 0;
+  for (const ScheduledChunk& chunk : output.chunks) {
+    Request& r = *chunk.request;
+    r.num_computed_tokens += chunk.num_tokens;
+    kv_.cache_full_blocks(r.id, r.tokens, r.num_computed_tokens);
+    if (!chunk.needs_logits) continue;
+    HEARTH_CHECK(next_sample < sampled.size(), "update() got {} sampled tokens, needs more", sampled.size());
+    const TokenId token = sampled[next_sample++];
+    FinishReason reason = FinishReason::kNone;
+    if (std::find(r.stop_token_ids.begin(), r.stop_token_ids.end(), token) != r.stop_token_ids.end()) {
+      reason = FinishReason::kStop;
+    } else {
+      r.tokens.push_back(token);
+      if (r.num_output_tokens() >= r.max_tokens) reason = FinishReason::kLength;
+    }
+    if (reason != FinishReason::kNone) finished.push_back(finish(r.id, reason));
+  }
+  HEARTH_CHECK(next_sample == sampled.size(), "update() got {} sampled tokens, used {}", sampled.size(), next_sample);
+  return finished;
+}
+
+}  // namespace hearth

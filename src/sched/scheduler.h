@@ -1,0 +1,90 @@
+#pragma once
+// Scheduler: continuous batching under a per-step token budget.
+//
+// Each step (schedule()):
+//   1. running requests, oldest first, get their next tokens: one for a decoding request, a prefill chunk for
+//      one still catching up. A request that cannot get a block preempts the newest running request
+//      (recompute: its blocks are released but stay cached, so resuming is mostly a cache hit).
+//   2. the rest of the budget admits waiting requests in arrival order, if their blocks (after prefix reuse)
+//      fit, each with a prefill chunk.
+// After the forward pass, update() advances num_computed_tokens, registers full blocks in the prefix cache,
+// appends sampled tokens and finishes requests. Every finished, aborted or preempted request leaves the pool
+// through free_blocks(), the one release path.
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "kv/kv_cache_manager.h"
+#include "sched/request.h"
+#include "util/result.h"
+
+namespace hearth {
+
+struct SchedulerConfig {
+  int32_t max_batch_tokens = 512;  // tokens per step, decode and prefill together
+  int32_t max_running = 64;
+  int32_t max_waiting = 256;  // waiting requests beyond this are rejected as overloaded
+  int32_t max_model_len = 2048;
+};
+
+// One request's share of a step: tokens [pos_begin, pos_begin + num_tokens) of request->tokens.
+struct ScheduledChunk {
+  Request* request = nullptr;
+  int32_t pos_begin = 0;
+  int32_t num_tokens = 0;
+  bool needs_logits = false;  // the chunk reaches the last token: sample from it
+};
+
+struct SchedulerOutput {
+  std::vector<ScheduledChunk> chunks;
+  std::vector<RequestId> preempted;
+  int32_t num_tokens = 0;
+};
+
+class Scheduler {
+ public:
+  Scheduler(const SchedulerConfig& config, KvCacheManager& kv);
+
+  // Queues a request. Fails with the numbers when it can never run (prompt or prompt + max_tokens beyond
+  // the context, more blocks than the whole pool) or when the waiting queue is full (overloaded).
+  [[nodiscard]] Result<void> add_request(std::unique_ptr<Request> request);
+
+  // Plans one step. Empty when there is nothing to do.
+  SchedulerOutput schedule();
+
+  // Applies a step's results: `sampled` holds one token per chunk with needs_logits, in chunk order.
+  // Returns the requests that finished in this step (their blocks are already released).
+  std::vector<std::unique_ptr<Request>> update(const SchedulerOutput& output, std::span<const TokenId> sampled);
+
+  // Ends a request now (abort, stop string, disconnect) and releases its blocks. Returns it, or nullptr when
+  // the id is unknown or already finished.
+  std::unique_ptr<Request> finish(RequestId id, FinishReason reason);
+
+  int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
+  int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
+  bool has_unfinished() const { return !waiting_.empty() || !running_.empty(); }
+  uint64_t num_preemptions() const { return num_preemptions_; }
+  const Request* find(RequestId id) const;
+
+ private:
+  void schedule_running(SchedulerOutput& out, int32_t& budget);
+  void schedule_waiting(SchedulerOutput& out, int32_t& budget);
+  bool admit(Request& r);
+  void preempt(Request& r, SchedulerOutput& out, int32_t& budget);
+  void free_blocks(Request& r);
+  std::unique_ptr<Request> take(RequestId id);
+
+  SchedulerConfig config_;
+  KvCacheManager& kv_;
+  std::unordered_map<RequestId, std::unique_ptr<Request>> requests_;
+  std::deque<Request*> waiting_;
+  std::vector<Request*> running_;  // admission order, oldest first
+  uint64_t next_admit_seq_ = 1;
+  uint64_t num_preemptions_ = 0;
+};
+
+}  // namespace hearth

@@ -1,0 +1,79 @@
+#include "util/thread_pool.h"
+
+#include <immintrin.h>
+
+namespace hearth {
+namespace {
+// Workers spin this many polls before sleeping: decode steps arrive back to back, and waking a sleeping
+// thread costs tens of microseconds.
+constexpr int kSpinPolls = 1 << 14;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#endif
+}
+}  // namespace
+
+ThreadPool::ThreadPool(int num_threads) {
+  if (num_threads < 1) num_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  num_threads_ = num_threads;
+  workers_.reserve(num_threads_ - 1);
+  for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this, i] { worker_main(i); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_.store(true, std::memory_order_release);
+    generation_.fetch_add(1, std::memory_order_acq_rel);
+  }
+  wake_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::dispatch(Trampoline call, void* ctx) {
+  if (num_threads_ == 1) {
+    call(ctx, 0, 1);
+    return;
+  }
+  {
+    std::lock_guard lock(mutex_);
+    call_ = call;
+    ctx_ = ctx;
+    pending_.store(num_threads_ - 1, std::memory_order_release);
+    generation_.fetch_add(1, std::memory_order_acq_rel);
+  }
+  wake_.notify_all();
+  call(ctx, 0, num_threads_);
+  while (pending_.load(std::memory_order_acquire) != 0) cpu_relax();
+}
+
+void ThreadPool::worker_main(int ith) {
+  uint64_t seen = 0;
+  for (;;) {
+    uint64_t gen = generation_.load(std::memory_order_acquire);
+    for (int i = 0; gen == seen && i < kSpinPolls; ++i) {
+      cpu_relax();
+      gen = generation_.load(std::memory_order_acquire);
+    }
+    if (gen == seen) {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+      gen = generation_.load(std::memory_order_acquire);
+    }
+    seen = gen;
+    if (stop_.load(std::memory_order_acquire)) return;
+    Trampoline call;
+    void* ctx;
+    {
+      std::lock_guard lock(mutex_);
+      call = call_;
+      ctx = ctx_;
+    }
+    call(ctx, ith, num_threads_);
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+}  // namespace hearth

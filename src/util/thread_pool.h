@@ -1,0 +1,63 @@
+#pragma once
+// ThreadPool: a persistent pool for data-parallel kernels. Work is split by the callee as (ith, nth);
+// no threads are created and nothing is allocated per call.
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+namespace hearth {
+
+class ThreadPool {
+ public:
+  // `num_threads` counts the calling thread; 1 means everything runs inline. Values < 1 mean hardware concurrency.
+  explicit ThreadPool(int num_threads);
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+  ~ThreadPool();
+
+  int num_threads() const { return num_threads_; }
+
+  // Runs fn(ith, nth) for every ith in [0, nth), nth == num_threads(); the caller runs ith == 0.
+  // Returns when all have finished. Not reentrant: fn must not call run() on the same pool.
+  template <class F>
+  void run(F&& fn) {
+    using Fn = std::remove_reference_t<F>;
+    dispatch(
+        [](void* ctx, int ith, int nth) { (*static_cast<Fn*>(ctx))(ith, nth); },
+        const_cast<void*>(static_cast<const void*>(&fn)));
+  }
+
+ private:
+  using Trampoline = void (*)(void*, int, int);
+  void dispatch(Trampoline call, void* ctx);
+  void worker_main(int ith);
+
+  int num_threads_;
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stop_{false};
+  Trampoline call_ = nullptr;
+  void* ctx_ = nullptr;
+};
+
+// Splits [0, n) into nth near-equal contiguous ranges; returns the [begin, end) of part ith.
+struct Range {
+  int64_t begin;
+  int64_t end;
+};
+inline Range split_range(int64_t n, int ith, int nth) {
+  const int64_t per = n / nth;
+  const int64_t extra = n % nth;
+  const int64_t begin = ith * per + (ith < extra ? ith : extra);
+  return {begin, begin + per + (ith < extra ? 1 : 0)};
+}
+
+}  // namespace hearth

@@ -1,0 +1,70 @@
+#include "engine/sampler.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+namespace hearth {
+namespace {
+
+const std::vector<float> kLogits = {1.0f, 3.0f, 2.0f, 3.0f, -1.0f, 0.5f};
+
+TEST(Sampler, GreedyTakesArgmaxLowestIdOnTies) {
+  Sampler s({.temperature = 0.0f});
+  EXPECT_EQ(s.sample(kLogits), TokenId{1});
+}
+
+TEST(Sampler, TopKOneIsGreedy) {
+  Sampler s({.temperature = 1.5f, .top_k = 1, .top_p = 1.0f, .seed = 42});
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(s.sample(kLogits), TokenId{1});
+}
+
+TEST(Sampler, TinyTopPKeepsOnlyTheBest) {
+  Sampler s({.temperature = 1.0f, .top_k = 0, .top_p = 0.01f, .seed = 7});
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(s.sample(kLogits), TokenId{1});
+}
+
+TEST(Sampler, SameSeedSameTokensDifferentSeedDiffers) {
+  auto draw = [](uint64_t seed) {
+    Sampler s({.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .seed = seed});
+    std::vector<int32_t> out;
+    for (int i = 0; i < 64; ++i) out.push_back(s.sample(kLogits).value);
+    return out;
+  };
+  EXPECT_EQ(draw(1), draw(1));
+  EXPECT_NE(draw(1), draw(2));
+}
+
+TEST(Sampler, FrequenciesFollowTheSoftmax) {
+  Sampler s({.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .seed = 3});
+  std::vector<int> counts(kLogits.size());
+  const int n = 40000;
+  for (int i = 0; i < n; ++i) counts[s.sample(kLogits).value]++;
+  double z = 0;
+  for (float l : kLogits) z += std::exp(l);
+  for (size_t i = 0; i < kLogits.size(); ++i) {
+    const double p = std::exp(kLogits[i]) / z;
+    EXPECT_NEAR(counts[i] / static_cast<double>(n), p, 4 * std::sqrt(p * (1 - p) / n) + 1e-3) << "token " << i;
+  }
+}
+
+TEST(Sampler, TopKRestrictsToTheKBest) {
+  Sampler s({.temperature = 5.0f, .top_k = 3, .top_p = 1.0f, .seed = 5});
+  for (int i = 0; i < 500; ++i) {
+    const int32_t id = s.sample(kLogits).value;
+    EXPECT_TRUE(id == 1 || id == 3 || id == 2) << id;
+  }
+}
+
+TEST(Sampler, ValidateNamesTheBadField) {
+  EXPECT_FALSE(SamplingParams{.temperature = -1.0f}.validate().ok());
+  auto bad_p = SamplingParams{.top_p = 0.0f}.validate();
+  ASSERT_FALSE(bad_p.ok());
+  EXPECT_NE(bad_p.error().message.find("top_p"), std::string::npos);
+  EXPECT_FALSE(SamplingParams{.top_k = -3}.validate().ok());
+  EXPECT_TRUE(SamplingParams{}.validate().ok());
+}
+
+}  // namespace
+}  // namespace hearth

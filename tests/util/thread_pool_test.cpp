@@ -1,0 +1,55 @@
+#include "util/thread_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <vector>
+
+#include "util/result.h"
+
+namespace hearth {
+namespace {
+
+TEST(ThreadPool, RunsEveryPartExactlyOnce) {
+  for (int n : {1, 2, 3, 8}) {
+    ThreadPool pool(n);
+    ASSERT_EQ(pool.num_threads(), n);
+    for (int round = 0; round < 200; ++round) {
+      std::vector<std::atomic<int>> hits(n);
+      pool.run([&](int ith, int nth) {
+        EXPECT_EQ(nth, n);
+        hits[ith].fetch_add(1);
+      });
+      for (int i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "threads " << n << " part " << i;
+    }
+  }
+}
+
+TEST(ThreadPool, SplitRangeCoversEverythingOnce) {
+  for (int64_t n : {0, 1, 5, 16, 17, 1000}) {
+    for (int nth : {1, 2, 3, 7, 64}) {
+      int64_t expected_begin = 0;
+      for (int ith = 0; ith < nth; ++ith) {
+        const Range r = split_range(n, ith, nth);
+        EXPECT_EQ(r.begin, expected_begin);
+        EXPECT_LE(r.end - r.begin, n / nth + 1);
+        expected_begin = r.end;
+      }
+      EXPECT_EQ(expected_begin, n);
+    }
+  }
+}
+
+TEST(Result, CarriesValueOrError) {
+  Result<int> good = 7;
+  ASSERT_TRUE(good.ok());
+  EXPECT_EQ(*good, 7);
+  Result<int> bad = make_error("bad {} at {}", "thing", 12);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message, "bad thing at 12");
+  Result<void> fine;
+  EXPECT_TRUE(fine.ok());
+}
+
+}  // namespace
+}  // namespace hearth
