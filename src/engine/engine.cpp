@@ -77,6 +77,8 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineConfig& con
       SchedulerConfig{config.max_batch_tokens, config.max_running, config.max_waiting, c.n_ctx_train}, *kv_);
 }
 
+Engine::~Engine() = default;
+
 Result<RequestId> Engine::add_request(RequestSpec spec) {
   HEARTH_TRY(spec.sampling.validate());
   for (TokenId t : spec.prompt) {

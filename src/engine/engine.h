@@ -80,6 +80,10 @@ class Engine {
   [[nodiscard]] static Result<std::unique_ptr<Engine>> create(Model& model, const Tokenizer& tokenizer,
                                                               const EngineConfig& config, ThreadPool& pool);
 
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+  ~Engine();
+
   // Validates and queues a request; the error says what is wrong, with the numbers.
   [[nodiscard]] Result<RequestId> add_request(RequestSpec spec);
 

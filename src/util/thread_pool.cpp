@@ -46,7 +46,14 @@ void ThreadPool::dispatch(Trampoline call, void* ctx) {
   }
   wake_.notify_all();
   call(ctx, 0, num_threads_);
-  while (pending_.load(std::memory_order_acquire) != 0) cpu_relax();
+  // Spin briefly (workers usually finish together), then yield so an oversubscribed machine still progresses.
+  for (int i = 0; pending_.load(std::memory_order_acquire) != 0; ++i) {
+    if (i < kSpinPolls) {
+      cpu_relax();
+    } else {
+      std::this_thread::yield();
+    }
+  }
 }
 
 void ThreadPool::worker_main(int ith) {

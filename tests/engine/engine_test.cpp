@@ -1,0 +1,201 @@
+// The engine end to end on real models: prefix-cache hits reproduce cold logits bit for bit, batching and
+// preemption never change a token, stops and aborts behave, and every block comes back.
+#include "engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "engine/engine_test_util.h"  // tests/engine
+
+namespace hearth {
+namespace {
+
+using testing::load_model;
+using testing::run_to_completion;
+using testing::story_tokens;
+
+EngineConfig small_config(int64_t kv_bytes = 8ll << 20) {
+  EngineConfig c;
+  c.block_size = 16;
+  c.kv_memory_bytes = kv_bytes;
+  c.max_batch_tokens = 64;
+  return c;
+}
+
+RequestSpec greedy(std::vector<TokenId> prompt, int32_t max_tokens) {
+  RequestSpec spec;
+  spec.prompt = std::move(prompt);
+  spec.sampling.temperature = 0.0f;
+  spec.max_tokens = max_tokens;
+  spec.ignore_eos = true;
+  return spec;
+}
+
+// Runs `prompt` for one token and returns the logits it was sampled from.
+std::vector<float> first_logits(Engine& engine, const std::vector<TokenId>& prompt, RequestUsage* usage = nullptr) {
+  std::vector<float> logits;
+  engine.set_logits_observer([&](RequestId, std::span<const float> row) { logits.assign(row.begin(), row.end()); });
+  auto id = engine.add_request(greedy(prompt, 1));
+  EXPECT_TRUE(id.ok()) << id.error().message;
+  auto done = run_to_completion(engine);
+  if (usage != nullptr) *usage = done[id->value].usage;
+  engine.set_logits_observer({});
+  return logits;
+}
+
+void expect_hits_match_cold(const std::string& path) {
+  auto& m = load_model(path);
+  ThreadPool pool(2);
+  const auto base = story_tokens(*m.tokenizer, 80, "Once upon a time");
+  struct Case {
+    const char* name;
+    size_t shared;
+    size_t length;
+  };
+  for (const Case& c : {Case{"full blocks", 48, 70}, Case{"partial block", 37, 60}, Case{"fully cached", 80, 80}}) {
+    auto warm = *Engine::create(*m.model, *m.tokenizer, small_config(), pool);
+    first_logits(*warm, base);
+    std::vector<TokenId> prompt(base.begin(), base.begin() + c.length);
+    for (size_t i = c.shared; i < prompt.size(); ++i) prompt[i] = TokenId{static_cast<int32_t>(50 + i)};
+    RequestUsage usage;
+    const auto hit = first_logits(*warm, prompt, &usage);
+    EXPECT_EQ(usage.cached_tokens, static_cast<int32_t>(std::min(c.shared, c.length - 1))) << c.name;
+    auto cold_engine = *Engine::create(*m.model, *m.tokenizer, small_config(), pool);
+    const auto cold = first_logits(*cold_engine, prompt);
+    ASSERT_EQ(hit.size(), cold.size());
+    EXPECT_EQ(std::memcmp(hit.data(), cold.data(), hit.size() * sizeof(float)), 0)
+        << path << ": " << c.name << " hit differs from a cold run";
+  }
+}
+
+TEST(PrefixCacheHit, BitIdenticalToColdStories) { expect_hits_match_cold(testing::kStories); }
+TEST(PrefixCacheHit, BitIdenticalToColdQ8_0) {
+  expect_hits_match_cold(testing::kShared + "/models/synthetic/synth-tiny-q8_0.gguf");
+}
+TEST(PrefixCacheHit, BitIdenticalToColdQ4_K) {
+  expect_hits_match_cold(testing::kShared + "/models/synthetic/synth-tiny-q4_k_m.gguf");
+}
+
+// Greedy tokens of each prompt run alone in a fresh engine.
+std::vector<std::vector<TokenId>> run_alone(const std::vector<std::vector<TokenId>>& prompts, int32_t max_tokens) {
+  auto& m = load_model(testing::kStories);
+  ThreadPool pool(2);
+  std::vector<std::vector<TokenId>> out;
+  for (const auto& p : prompts) {
+    auto engine = *Engine::create(*m.model, *m.tokenizer, small_config(), pool);
+    auto id = *engine->add_request(greedy(p, max_tokens));
+    out.push_back(run_to_completion(*engine)[id.value].tokens);
+  }
+  return out;
+}
+
+std::vector<std::vector<TokenId>> varied_prompts(size_t n) {
+  auto& m = load_model(testing::kStories);
+  const char* starts[] = {"Once upon a time", "The little dog", "Lily and Ben", "One day, a bird"};
+  std::vector<std::vector<TokenId>> prompts;
+  for (size_t i = 0; i < n; ++i) {
+    prompts.push_back(story_tokens(*m.tokenizer, 20 + 13 * (i % 5), starts[i % 4]));
+  }
+  return prompts;
+}
+
+void expect_concurrent_equals_alone(size_t n, int64_t kv_bytes, bool expect_preemption) {
+  auto& m = load_model(testing::kStories);
+  ThreadPool pool(2);
+  const auto prompts = varied_prompts(n);
+  const auto alone = run_alone(prompts, 40);
+  auto engine = *Engine::create(*m.model, *m.tokenizer, small_config(kv_bytes), pool);
+  std::vector<RequestId> ids;
+  for (const auto& p : prompts) ids.push_back(*engine->add_request(greedy(p, 40)));
+  auto done = run_to_completion(*engine);
+  for (size_t i = 0; i < n; ++i) EXPECT_EQ(done[ids[i].value].tokens, alone[i]) << "request " << i << " of " << n;
+  if (expect_preemption) EXPECT_GT(engine->scheduler().num_preemptions(), 0u);
+}
+
+TEST(Batching, ConcurrentGreedyEqualsAlone1) { expect_concurrent_equals_alone(1, 8 << 20, false); }
+TEST(Batching, ConcurrentGreedyEqualsAlone4) { expect_concurrent_equals_alone(4, 8 << 20, false); }
+TEST(Batching, ConcurrentGreedyEqualsAlone16) { expect_concurrent_equals_alone(16, 8 << 20, false); }
+TEST(Batching, PreemptionUnderATightPoolChangesNoToken) {
+  // stories260K: 5 layers × 32 kv dims × 2 × 4 bytes = 1280 bytes/token, 20 KiB per block: 12 blocks.
+  expect_concurrent_equals_alone(8, 12 * 20480, true);
+}
+
+TEST(Stops, StopStringEndsTheTextBeforeIt) {
+  auto& m = load_model(testing::kStories);
+  ThreadPool pool(2);
+  auto engine = *Engine::create(*m.model, *m.tokenizer, small_config(), pool);
+  auto spec = greedy(m.tokenizer->encode("Once upon a time", true), 64);
+  spec.stop = {"Lily"};
+  auto id = *engine->add_request(spec);
+  auto done = run_to_completion(*engine);
+  EXPECT_EQ(done[id.value].text, ", there was a little girl named ");
+  EXPECT_EQ(done[id.value].reason, FinishReason::kStop);
+}
+
+TEST(Stops, MaxTokensEndsWithLength) {
+  auto& m = load_model(testing::kStories);
+  ThreadPool pool(2);
+  auto engine = *Engine::create(*m.model, *m.tokenizer, small_config(), pool);
+  auto id = *engine->add_request(greedy(m.tokenizer->encode("Once upon a time", true), 5));
+  auto done = run_to_completion(*engine);
+  EXPECT_EQ(done[id.value].tokens.size(), 5u);
+  EXPECT_EQ(done[id.value].reason, FinishReason::kLength);
+  EXPECT_EQ(done[id.value].usage.completion_tokens, 5);
+  EXPECT_EQ(done[id.value].usage.prompt_tokens, 5);
+}
+
+TEST(Abort, FreesBlocksWithinOneStep) {
+  auto& m = load_model(testing::kStories);
+  ThreadPool pool(2);
+  auto engine = *Engine::create(*m.model, *m.tokenizer, small_config(), pool);
+  auto id = *engine->add_request(greedy(story_tokens(*m.tokenizer, 100, "Once"), 200));
+  engine->step();
+  EXPECT_GT(engine->kv().pool().num_blocks_in_use(), 0);
+  engine->abort(id);
+  EXPECT_EQ(engine->kv().pool().num_blocks_in_use(), 0);
+  auto outputs = engine->step();
+  ASSERT_EQ(outputs.size(), 1u);
+  EXPECT_TRUE(outputs[0].finished);
+  EXPECT_EQ(outputs[0].finish_reason, FinishReason::kAborted);
+  EXPECT_FALSE(engine->has_unfinished());
+  engine->check_invariants();
+}
+
+TEST(Limits, ImpossibleRequestsAreRejectedWithTheNumbers) {
+  auto& m = load_model(testing::kStories);
+  ThreadPool pool(1);
+  auto engine = *Engine::create(*m.model, *m.tokenizer, small_config(12 * 20480), pool);
+  auto too_long = engine->add_request(greedy(story_tokens(*m.tokenizer, 600, "Once"), 1));
+  ASSERT_FALSE(too_long.ok());
+  EXPECT_NE(too_long.error().message.find("600"), std::string::npos) << too_long.error().message;
+  auto beyond = engine->add_request(greedy(story_tokens(*m.tokenizer, 300, "Once"), 300));
+  ASSERT_FALSE(beyond.ok());
+  EXPECT_NE(beyond.error().message.find("512"), std::string::npos) << beyond.error().message;
+  auto no_pool = engine->add_request(greedy(story_tokens(*m.tokenizer, 150, "Once"), 100));
+  ASSERT_FALSE(no_pool.ok());
+  EXPECT_NE(no_pool.error().message.find("KV blocks"), std::string::npos) << no_pool.error().message;
+  auto bad_token = engine->add_request(greedy({TokenId{1}, TokenId{9999}}, 1));
+  ASSERT_FALSE(bad_token.ok());
+}
+
+TEST(PrefixCache, SecondTurnReusesTheAnswer) {
+  auto& m = load_model(testing::kStories);
+  ThreadPool pool(2);
+  auto engine = *Engine::create(*m.model, *m.tokenizer, small_config(), pool);
+  auto prompt = story_tokens(*m.tokenizer, 40, "Once upon a time");
+  auto first = *engine->add_request(greedy(prompt, 30));
+  auto turn1 = run_to_completion(*engine)[first.value];
+  auto next = prompt;
+  next.insert(next.end(), turn1.tokens.begin(), turn1.tokens.end());
+  auto question = m.tokenizer->encode(" What did they see?", false);
+  next.insert(next.end(), question.begin(), question.end());
+  auto second = *engine->add_request(greedy(next, 5));
+  auto turn2 = run_to_completion(*engine)[second.value];
+  // Turn 1 computed 40 + 29 tokens (its last token was sampled, never fed back): 4 full blocks are cached,
+  // including the blocks that hold the answer.
+  EXPECT_EQ(turn2.usage.cached_tokens, 64);
+}
+
+}  // namespace
+}  // namespace hearth

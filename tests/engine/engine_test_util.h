@@ -1,0 +1,76 @@
+#pragma once
+// Shared fixtures for engine tests: load a model once, drive an Engine to completion step by step.
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+
+namespace hearth::testing {
+
+inline const std::string kShared = HEARTH_SHARED_DIR;
+inline const std::string kStories = kShared + "/models/stories260K.gguf";
+
+struct LoadedModel {
+  std::shared_ptr<const GgufFile> file;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+};
+
+// Loads once per path for the whole test binary.
+inline LoadedModel& load_model(const std::string& path) {
+  static std::map<std::string, LoadedModel> cache;
+  auto it = cache.find(path);
+  if (it != cache.end()) return it->second;
+  LoadedModel m;
+  auto file = GgufFile::open(path);
+  HEARTH_CHECK(file.ok(), "{}", file.error().message);
+  m.file = std::make_shared<const GgufFile>(std::move(*file));
+  auto model = Model::load(m.file);
+  HEARTH_CHECK(model.ok(), "{}", model.error().message);
+  m.model = std::move(*model);
+  auto tok = Tokenizer::from_gguf(*m.file);
+  HEARTH_CHECK(tok.ok(), "{}", tok.error().message);
+  m.tokenizer = std::make_unique<Tokenizer>(std::move(*tok));
+  return cache.emplace(path, std::move(m)).first->second;
+}
+
+struct Finished {
+  std::vector<TokenId> tokens;
+  std::string text;
+  FinishReason reason = FinishReason::kNone;
+  RequestUsage usage;
+};
+
+// Steps until the engine is idle, checking invariants after every step. Aborts the test on a stall.
+inline std::map<uint64_t, Finished> run_to_completion(Engine& engine) {
+  std::map<uint64_t, Finished> done;
+  for (int step = 0; engine.has_unfinished(); ++step) {
+    HEARTH_CHECK(step < 100000, "engine made no progress");
+    for (RequestOutput& out : engine.step()) {
+      Finished& f = done[out.id.value];
+      f.tokens.insert(f.tokens.end(), out.new_tokens.begin(), out.new_tokens.end());
+      f.text += out.new_text;
+      if (out.finished) {
+        f.reason = out.finish_reason;
+        f.usage = out.usage;
+      }
+    }
+    engine.check_invariants();
+  }
+  return done;
+}
+
+inline std::vector<TokenId> story_tokens(const Tokenizer& tok, size_t n, const std::string& seed_text) {
+  std::string text = seed_text;
+  while (tok.encode(text, true).size() < n) text += " Tom and Sue went to the big park. They saw a dog and a cat.";
+  auto t = tok.encode(text, true);
+  t.resize(n);
+  return t;
+}
+
+}  // namespace hearth::testing

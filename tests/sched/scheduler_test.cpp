@@ -1,0 +1,166 @@
+// Scheduler against the real KvCacheManager and no model at all: exact chunks, budgets, admission and preemption.
+#include "sched/scheduler.h"
+
+#include <gtest/gtest.h>
+
+namespace hearth {
+namespace {
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  void TearDown() override { kv_.check_invariants(); }
+
+  RequestId add(int32_t n_prompt, int32_t max_tokens = 8) {
+    auto r = std::make_unique<Request>();
+    r->id = RequestId{next_id_++};
+    for (int32_t i = 0; i < n_prompt; ++i) r->tokens.push_back(TokenId{static_cast<int32_t>(r->id.value * 1000 + i)});
+    r->num_prompt_tokens = n_prompt;
+    r->max_tokens = max_tokens;
+    r->stop_token_ids = {TokenId{2}};
+    const RequestId id = r->id;
+    auto added = sched_.add_request(std::move(r));
+    EXPECT_TRUE(added.ok()) << added.error().message;
+    return id;
+  }
+
+  // Plays the model: every chunk that needs logits "samples" token 7.
+  std::vector<std::unique_ptr<Request>> step(SchedulerOutput* plan_out = nullptr) {
+    SchedulerOutput plan = sched_.schedule();
+    std::vector<TokenId> sampled;
+    for (const auto& c : plan.chunks) {
+      if (c.needs_logits) sampled.push_back(TokenId{7});
+    }
+    auto finished = sched_.update(plan, sampled);
+    if (plan_out) *plan_out = plan;
+    kv_.check_invariants();
+    return finished;
+  }
+
+  KvCacheManager kv_{{.num_blocks = 10, .block_size = 4}};
+  Scheduler sched_{{.max_batch_tokens = 8, .max_running = 4, .max_waiting = 3, .max_model_len = 64}, kv_};
+  uint64_t next_id_ = 1;
+};
+
+std::vector<std::pair<uint64_t, int32_t>> chunks_of(const SchedulerOutput& plan) {
+  std::vector<std::pair<uint64_t, int32_t>> out;
+  for (const auto& c : plan.chunks) out.push_back({c.request->id.value, c.num_tokens});
+  return out;
+}
+
+TEST_F(SchedulerTest, LongPromptIsChunkedUnderTheBudget) {
+  add(20, 2);
+  SchedulerOutput plan;
+  step(&plan);
+  EXPECT_EQ(chunks_of(plan), (std::vector<std::pair<uint64_t, int32_t>>{{1, 8}}));
+  EXPECT_FALSE(plan.chunks[0].needs_logits);
+  step(&plan);
+  EXPECT_EQ(chunks_of(plan), (std::vector<std::pair<uint64_t, int32_t>>{{1, 8}}));
+  step(&plan);
+  EXPECT_EQ(chunks_of(plan), (std::vector<std::pair<uint64_t, int32_t>>{{1, 4}}));
+  EXPECT_TRUE(plan.chunks[0].needs_logits);
+  auto finished = step(&plan);  // decode the second token: max_tokens reached
+  ASSERT_EQ(finished.size(), 1u);
+  EXPECT_EQ(finished[0]->finish_reason, FinishReason::kLength);
+  EXPECT_EQ(finished[0]->num_output_tokens(), 2);
+  EXPECT_EQ(kv_.pool().num_blocks_in_use(), 0);
+}
+
+TEST_F(SchedulerTest, DecodesGoFirstSoAPrefillNeverStallsThem) {
+  add(3, 8);
+  step();  // request 1 prefilled, now decoding
+  add(30, 2);
+  SchedulerOutput plan;
+  step(&plan);
+  EXPECT_EQ(chunks_of(plan), (std::vector<std::pair<uint64_t, int32_t>>{{1, 1}, {2, 7}}));
+  step(&plan);
+  EXPECT_EQ(chunks_of(plan), (std::vector<std::pair<uint64_t, int32_t>>{{1, 1}, {2, 7}}));
+}
+
+TEST_F(SchedulerTest, StopTokenFinishesWithoutEmitting) {
+  auto r = std::make_unique<Request>();
+  r->id = RequestId{42};
+  r->tokens = {TokenId{1}, TokenId{5}};
+  r->num_prompt_tokens = 2;
+  r->max_tokens = 5;
+  r->stop_token_ids = {TokenId{7}};
+  ASSERT_TRUE(sched_.add_request(std::move(r)).ok());
+  auto finished = step();
+  ASSERT_EQ(finished.size(), 1u);
+  EXPECT_EQ(finished[0]->finish_reason, FinishReason::kStop);
+  EXPECT_EQ(finished[0]->num_output_tokens(), 0);
+}
+
+TEST_F(SchedulerTest, NewestRequestIsPreemptedAndResumesFromTheCache) {
+  add(8, 30);  // 2 blocks now, grows to 10 blocks' worth
+  add(8, 30);
+  for (int i = 0; i < 3; ++i) step();
+  EXPECT_EQ(sched_.num_running(), 2);
+  uint64_t preemptions = 0;
+  for (int i = 0; i < 40 && sched_.has_unfinished(); ++i) {
+    SchedulerOutput plan;
+    step(&plan);
+    for (RequestId p : plan.preempted) {
+      EXPECT_EQ(p, RequestId{2}) << "the newest request is the victim";
+      preemptions++;
+    }
+  }
+  EXPECT_GT(preemptions, 0u);
+  EXPECT_GT(sched_.find(RequestId{2})->num_preemptions, 0);
+}
+
+TEST_F(SchedulerTest, AdmissionWaitsForBlocks) {
+  add(24, 8);  // 6 blocks for the prompt
+  add(20, 8);  // 5 more: does not fit beside the first
+  SchedulerOutput plan;
+  step(&plan);
+  EXPECT_EQ(sched_.num_running(), 1);
+  EXPECT_EQ(sched_.num_waiting(), 1);
+}
+
+TEST_F(SchedulerTest, RejectsWhatCanNeverRunWithTheNumbers) {
+  auto make = [&](int32_t n_prompt, int32_t max_tokens) {
+    auto r = std::make_unique<Request>();
+    r->id = RequestId{next_id_++};
+    r->tokens.assign(n_prompt, TokenId{3});
+    r->num_prompt_tokens = n_prompt;
+    r->max_tokens = max_tokens;
+    return sched_.add_request(std::move(r));
+  };
+  auto too_long = make(65, 1);
+  ASSERT_FALSE(too_long.ok());
+  EXPECT_NE(too_long.error().message.find("65 tokens"), std::string::npos) << too_long.error().message;
+  auto beyond = make(40, 30);
+  ASSERT_FALSE(beyond.ok());
+  EXPECT_NE(beyond.error().message.find("70 tokens"), std::string::npos) << beyond.error().message;
+  auto pool = make(30, 20);  // 50 tokens = 13 blocks > 10
+  ASSERT_FALSE(pool.ok());
+  EXPECT_NE(pool.error().message.find("13 KV blocks"), std::string::npos) << pool.error().message;
+  EXPECT_FALSE(make(0, 1).ok());
+  EXPECT_FALSE(make(4, 0).ok());
+}
+
+TEST_F(SchedulerTest, FullWaitingQueueIsOverloaded) {
+  for (int i = 0; i < 3; ++i) add(4);
+  auto r = std::make_unique<Request>();
+  r->id = RequestId{99};
+  r->tokens = {TokenId{1}};
+  r->num_prompt_tokens = 1;
+  auto result = sched_.add_request(std::move(r));
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.error().message.find("overloaded"), std::string::npos);
+  while (sched_.has_unfinished()) step();
+}
+
+TEST_F(SchedulerTest, FinishReleasesAtOnce) {
+  const RequestId id = add(12, 8);
+  step();
+  EXPECT_GT(kv_.pool().num_blocks_in_use(), 0);
+  auto r = sched_.finish(id, FinishReason::kAborted);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(kv_.pool().num_blocks_in_use(), 0);
+  EXPECT_EQ(sched_.finish(id, FinishReason::kAborted), nullptr);
+  EXPECT_FALSE(sched_.has_unfinished());
+}
+
+}  // namespace
+}  // namespace hearth
