@@ -1,0 +1,52 @@
+#pragma once
+// Shared pieces of the AVX2 kernels. Include only from translation units that guard on x86-64. Every function
+// carries HEARTH_AVX2 so the rest of the binary stays baseline x86-64 and the ISA is chosen at run time.
+
+#include <immintrin.h>
+
+#include <array>
+#include <cstdint>
+#include <utility>
+
+#include "kernels/vec_dot.h"
+
+#define HEARTH_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+namespace hearth::kernels::avx2 {
+
+// Sum of the 8 lanes in one fixed order: (lo128 + hi128), then pairs, then the last two.
+HEARTH_AVX2 inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// Exact integer sum of the 8 int32 lanes (callers keep it within int32).
+HEARTH_AVX2 inline int hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+  return _mm_cvtsi128_si32(s);
+}
+
+HEARTH_AVX2 inline float load_fp16(const uint16_t* p) {
+  return _cvtsh_ss(*p);
+}
+
+// TileTable<Kernel, R, T>::run dispatches a TileArgs to Kernel::run<n_rows, n_tokens>, so every tile shape is its
+// own fully unrolled instance. Kernel::run must give each output the same arithmetic for every shape.
+template <class Kernel, int kMaxRows, int kMaxTokens>
+struct TileTable {
+  template <int... kIndex>
+  static constexpr std::array<TileFn, sizeof...(kIndex)> make(std::integer_sequence<int, kIndex...>) {
+    return {&Kernel::template run<kIndex / kMaxTokens + 1, kIndex % kMaxTokens + 1>...};
+  }
+  static constexpr std::array<TileFn, kMaxRows* kMaxTokens> kTable =
+      make(std::make_integer_sequence<int, kMaxRows * kMaxTokens>{});
+
+  static void run(const TileArgs& args) { kTable[(args.n_rows - 1) * kMaxTokens + (args.n_tokens - 1)](args); }
+  static TileKernel kernel() { return {&run, kMaxRows, kMaxTokens}; }
+};
+
+}  // namespace hearth::kernels::avx2

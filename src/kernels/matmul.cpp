@@ -1,0 +1,173 @@
+#include "kernels/matmul.h"
+
+#include <algorithm>
+#include <new>
+#include <vector>
+
+#include "kernels/vec_dot.h"
+#include "util/result.h"
+
+namespace hearth {
+namespace {
+
+using kernels::TileArgs;
+using kernels::TileKernel;
+
+// Tokens whose activations stay cache-resident (L2) while a block of weight rows is swept over them. At least
+// kMinTokenChunk tokens, so that each pass over the weights does enough work per byte read from memory.
+constexpr size_t kTokenChunkBytes = 192 * 1024;
+constexpr int64_t kMinTokenChunk = 16;
+constexpr size_t kScratchAlignment = 64;
+
+TileKernel select_kernel(DType type, IsaLevel level) {
+  if (level == IsaLevel::kAvx2) {
+    for (TileKernel kernel : {kernels::avx2_float_tile_kernel(type), kernels::avx2_q8_tile_kernel(type),
+                              kernels::avx2_kquant_tile_kernel(type)}) {
+      if (kernel.fn != nullptr) return kernel;
+    }
+  }
+  return kernels::scalar_tile_kernel(type);
+}
+
+void check_shape(const MatrixView& w, int64_t n_tokens) {
+  HEARTH_CHECK(matmul_supported(w.type), "matmul: unsupported weight type {}", dtype_name(w.type));
+  HEARTH_CHECK(w.n_rows >= 0 && w.n_cols >= 0 && n_tokens >= 0, "matmul: negative shape");
+  HEARTH_CHECK(w.n_cols % dtype_info(w.type).block_size == 0, "matmul: {} columns is not a multiple of {} for {}",
+               w.n_cols, dtype_info(w.type).block_size, dtype_name(w.type));
+  HEARTH_CHECK(w.row_stride >= row_bytes(w.type, w.n_cols), "matmul: row stride {} < row size", w.row_stride);
+}
+
+// The activation rows the tiles read: x itself for fp32 activations, else x quantized into `scratch`.
+struct Activations {
+  const uint8_t* data;
+  size_t stride;
+};
+
+Activations prepare_activations(const MatrixView& w, const float* x, int64_t n_tokens, ThreadPool& pool,
+                                MatmulScratch& scratch) {
+  const DType act_type = matmul_activation_type(w.type);
+  if (act_type == DType::F32) {
+    return {reinterpret_cast<const uint8_t*>(x), static_cast<size_t>(w.n_cols) * sizeof(float)};
+  }
+  const size_t stride = row_bytes(act_type, w.n_cols);
+  uint8_t* dst = scratch.reserve(stride * static_cast<size_t>(n_tokens));
+  auto quantize_range = [&](int ith, int nth) {
+    const Range tokens = split_range(n_tokens, ith, nth);
+    for (int64_t t = tokens.begin; t < tokens.end; ++t) {
+      kernels::quantize_activation_row(w.type, x + t * w.n_cols, dst + t * stride, w.n_cols);
+    }
+  };
+  if (n_tokens >= 2 * pool.num_threads() && pool.num_threads() > 1) {
+    pool.run(quantize_range);
+  } else {
+    quantize_range(0, 1);
+  }
+  return {dst, stride};
+}
+
+// Computes y for rows [rows.begin, rows.end) × tokens [tokens.begin, tokens.end). Each output comes from exactly one
+// tile call, so how the ranges are cut never changes a result.
+void run_tiles(const MatrixView& w, const TileKernel& kernel, const Activations& act, int64_t n_cols, float* y,
+               Range rows, Range tokens) {
+  const int64_t fit = static_cast<int64_t>(kTokenChunkBytes / std::max<size_t>(act.stride, 1));
+  const int64_t chunk_tokens = std::max(kMinTokenChunk, fit) / kernel.max_tokens * kernel.max_tokens;
+  TileArgs args;
+  args.w_stride = w.row_stride;
+  args.x_stride = act.stride;
+  args.y_stride = static_cast<size_t>(w.n_rows);
+  args.n_cols = n_cols;
+  for (int64_t t0 = tokens.begin; t0 < tokens.end; t0 += chunk_tokens) {
+    const int64_t t_end = std::min(t0 + chunk_tokens, tokens.end);
+    for (int64_t r = rows.begin; r < rows.end; r += kernel.max_rows) {
+      args.n_rows = static_cast<int>(std::min<int64_t>(kernel.max_rows, rows.end - r));
+      args.w = w.data + r * w.row_stride;
+      for (int64_t t = t0; t < t_end; t += kernel.max_tokens) {
+        args.n_tokens = static_cast<int>(std::min<int64_t>(kernel.max_tokens, t_end - t));
+        args.x = act.data + t * act.stride;
+        args.y = y + t * w.n_rows + r;
+        kernel.fn(args);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+uint8_t* MatmulScratch::reserve(size_t bytes) {
+  if (bytes > capacity_) {
+    buffer_.reset(static_cast<uint8_t*>(::operator new (bytes, std::align_val_t{kScratchAlignment})));
+    capacity_ = bytes;
+  }
+  return buffer_.get();
+}
+
+void MatmulScratch::AlignedFree::operator()(uint8_t* p) const {
+  ::operator delete (p, std::align_val_t{kScratchAlignment});
+}
+
+DType matmul_activation_type(DType weight_type) {
+  switch (weight_type) {
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16:
+      return DType::F32;
+    case DType::Q8_0:
+    case DType::Q4_0:
+      return DType::Q8_0;
+    case DType::Q4_K:
+    case DType::Q6_K:
+      return DType::Q8_K;
+    default:
+      HEARTH_CHECK(false, "matmul: unsupported weight type {}", dtype_name(weight_type));
+  }
+}
+
+bool matmul_supported(DType weight_type) {
+  switch (weight_type) {
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16:
+    case DType::Q8_0:
+    case DType::Q4_0:
+    case DType::Q4_K:
+    case DType::Q6_K:
+      return true;
+    default:
+      return false;
+  }
+}
+
+void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool, MatmulScratch& scratch) {
+  check_shape(w, n_tokens);
+  if (n_tokens == 0 || w.n_rows == 0) return;
+  const TileKernel kernel = select_kernel(w.type, active_isa_level());
+  const Activations act = prepare_activations(w, x, n_tokens, pool, scratch);
+  const int64_t n_row_blocks = (w.n_rows + kernel.max_rows - 1) / kernel.max_rows;
+  const int64_t n_token_tiles = (n_tokens + kernel.max_tokens - 1) / kernel.max_tokens;
+  pool.run([&](int ith, int nth) {
+    // Rows when there are enough of them (each thread streams its own weights); token tiles otherwise.
+    if (n_row_blocks >= nth || n_token_tiles < nth) {
+      const Range blocks = split_range(n_row_blocks, ith, nth);
+      const Range rows{blocks.begin * kernel.max_rows, std::min(w.n_rows, blocks.end * kernel.max_rows)};
+      run_tiles(w, kernel, act, w.n_cols, y, rows, Range{0, n_tokens});
+    } else {
+      const Range tiles = split_range(n_token_tiles, ith, nth);
+      const Range tokens{tiles.begin * kernel.max_tokens, std::min(n_tokens, tiles.end * kernel.max_tokens)};
+      run_tiles(w, kernel, act, w.n_cols, y, Range{0, w.n_rows}, tokens);
+    }
+  });
+}
+
+void matmul_reference(const MatrixView& w, const float* x, int64_t n_tokens, float* y) {
+  check_shape(w, n_tokens);
+  const DType act_type = matmul_activation_type(w.type);
+  std::vector<uint8_t> act(row_bytes(act_type, w.n_cols));
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    kernels::quantize_activation_row(w.type, x + t * w.n_cols, act.data(), w.n_cols);
+    for (int64_t r = 0; r < w.n_rows; ++r) {
+      y[t * w.n_rows + r] = kernels::vec_dot_reference(w.type, w.data + r * w.row_stride, act.data(), w.n_cols);
+    }
+  }
+}
+
+}  // namespace hearth

@@ -1,0 +1,68 @@
+#pragma once
+// matmul: y = x · Wᵀ for a weight matrix in any compute-supported dtype (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K).
+//
+// Determinism contract: y[t][r] is one dot product of weight row r with token row t, always reduced in the same
+// order over the columns. It is bitwise identical whatever n_tokens is, whichever other tokens share the batch,
+// and however many threads run, so a prefix-cache hit reproduces a miss exactly. Threads split rows (or token
+// tiles), never the reduction. Results may differ in the last bits between ISA levels (see cpu_isa.h).
+//
+// Activations: for Q8_0/Q4_0 weights each token row is quantized to Q8_0 (blocks of 32); for Q4_K/Q6_K to Q8_K
+// (blocks of 256). That quantization depends only on the row itself. F32/F16/BF16 weights use fp32 activations.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "tensor/dtype.h"
+#include "util/thread_pool.h"
+
+namespace hearth {
+
+// A row-major weight matrix [n_rows, n_cols] (GGML ne0 = n_cols). Row r starts at data + r * row_stride and holds
+// row_bytes(type, n_cols) bytes. n_cols must be a multiple of the type's block size.
+struct MatrixView {
+  DType type = DType::F32;
+  int64_t n_rows = 0;
+  int64_t n_cols = 0;
+  const uint8_t* data = nullptr;
+  size_t row_stride = 0;
+};
+
+// Reusable buffer for quantized activations. It grows only when a call needs more than it holds, so steady-state
+// calls allocate nothing. Not thread-safe: one scratch per concurrent matmul caller.
+class MatmulScratch {
+ public:
+  MatmulScratch() = default;
+  MatmulScratch(const MatmulScratch&) = delete;
+  MatmulScratch& operator=(const MatmulScratch&) = delete;
+  MatmulScratch(MatmulScratch&&) = default;
+  MatmulScratch& operator=(MatmulScratch&&) = default;
+
+  // Returns at least `bytes` bytes, 64-byte aligned; the previous contents are lost when it grows.
+  [[nodiscard]] uint8_t* reserve(size_t bytes);
+  size_t capacity() const { return capacity_; }
+
+ private:
+  struct AlignedFree {
+    void operator()(uint8_t* p) const;
+  };
+  std::unique_ptr<uint8_t, AlignedFree> buffer_;
+  size_t capacity_ = 0;
+};
+
+// The activation format a weight type is multiplied with: F32, Q8_0 or Q8_K.
+DType matmul_activation_type(DType weight_type);
+
+// True when matmul handles weights of this type.
+bool matmul_supported(DType weight_type);
+
+// y = x · Wᵀ with the active ISA level, rows split over `pool`.
+// x: [n_tokens, w.n_cols] fp32, contiguous.  y: [n_tokens, w.n_rows] fp32, contiguous; must not alias x.
+// Requires matmul_supported(w.type) and n_cols a multiple of the block size; aborts otherwise.
+void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool, MatmulScratch& scratch);
+
+// The scalar reference twin of matmul: same activation quantization, plain loops, one thread. matmul at
+// IsaLevel::kScalar gives bitwise the same result.
+void matmul_reference(const MatrixView& w, const float* x, int64_t n_tokens, float* y);
+
+}  // namespace hearth

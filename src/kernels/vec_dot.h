@@ -1,0 +1,49 @@
+#pragma once
+// Internal interface between the matmul driver and the per-ISA dot-product kernels.
+//
+// A tile kernel computes a small block of outputs, n_rows (<= max_rows) weight rows × n_tokens (<= max_tokens)
+// activation rows. Every output is one complete dot product over n_cols whose arithmetic does not depend on the
+// tile shape: the register-blocked 4×3 instance and the 1×1 instance give bitwise equal results. This is what
+// makes matmul batch-invariant.
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu_isa.h"
+#include "tensor/dtype.h"
+
+namespace hearth::kernels {
+
+struct TileArgs {
+  const uint8_t* w = nullptr;  // first weight row; row i at w + i * w_stride
+  size_t w_stride = 0;
+  const uint8_t* x = nullptr;  // first activation row (in the activation type); row t at x + t * x_stride
+  size_t x_stride = 0;
+  float* y = nullptr;  // output for (row i, token t) at y[t * y_stride + i]
+  size_t y_stride = 0;
+  int64_t n_cols = 0;
+  int n_rows = 0;
+  int n_tokens = 0;
+};
+
+using TileFn = void (*)(const TileArgs& args);
+
+struct TileKernel {
+  TileFn fn = nullptr;
+  int max_rows = 1;
+  int max_tokens = 1;
+};
+
+// Scalar reference dot product of one weight row with one activation row (already in the activation type).
+float vec_dot_reference(DType weight_type, const void* w, const void* x, int64_t n_cols);
+
+// The tile kernel for a weight type at an ISA level; fn == nullptr when that level has none for the type.
+TileKernel scalar_tile_kernel(DType weight_type);
+TileKernel avx2_float_tile_kernel(DType weight_type);   // F32, F16, BF16
+TileKernel avx2_q8_tile_kernel(DType weight_type);      // Q8_0, Q4_0
+TileKernel avx2_kquant_tile_kernel(DType weight_type);  // Q4_K, Q6_K
+
+// Converts one fp32 row to the activation type of `weight_type` (see matmul_activation_type).
+void quantize_activation_row(DType weight_type, const float* src, uint8_t* dst, int64_t n_cols);
+
+}  // namespace hearth::kernels

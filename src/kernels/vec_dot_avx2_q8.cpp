@@ -1,0 +1,109 @@
+// AVX2 tiles for Q8_0 and Q4_0 weights times Q8_0 activations.
+//
+// Reduction order of every output: per block of 32, the exact int8 products are summed pairwise into 8 int32 lanes
+// (maddubs + madd), converted to fp32 and accumulated with one fma by d_w·d_x into an 8-lane accumulator; at the
+// end one hsum. Both operands are within [-127, 127] resp. [-8, 7], so the 16-bit pair sums never saturate.
+
+#include "kernels/vec_dot.h"
+#include "tensor/dtype.h"
+
+#if defined(__x86_64__)
+
+#include "kernels/avx2_common.h"
+#include "tensor/quant.h"
+
+namespace hearth::kernels {
+namespace {
+
+using avx2::hsum;
+using avx2::load_fp16;
+using avx2::TileTable;
+
+// Signed int8 values of block b of a weight row, and its scale.
+struct DecodeQ8_0 {
+  HEARTH_AVX2 static __m256i load(const uint8_t* row, int64_t b, float* d) {
+    const BlockQ8_0* block = reinterpret_cast<const BlockQ8_0*>(row) + b;
+    *d = load_fp16(&block->d);
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block->qs));
+  }
+};
+
+struct DecodeQ4_0 {
+  HEARTH_AVX2 static __m256i load(const uint8_t* row, int64_t b, float* d) {
+    const BlockQ4_0* block = reinterpret_cast<const BlockQ4_0*>(row) + b;
+    *d = load_fp16(&block->d);
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block->qs));
+    const __m128i low_mask = _mm_set1_epi8(0x0F);
+    const __m128i lo = _mm_and_si128(packed, low_mask);                     // elements 0..15
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(packed, 4), low_mask);  // elements 16..31
+    return _mm256_sub_epi8(_mm256_set_m128i(hi, lo), _mm256_set1_epi8(8));
+  }
+};
+
+// Σ w·x over 32 int8 pairs as 8 int32 lanes. maddubs needs an unsigned first operand: |w| and x·sign(w).
+HEARTH_AVX2 inline __m256i dot_i8_lanes(__m256i w_abs, __m256i w, __m256i x) {
+  const __m256i products = _mm256_maddubs_epi16(w_abs, _mm256_sign_epi8(x, w));
+  return _mm256_madd_epi16(products, _mm256_set1_epi16(1));
+}
+
+template <class Decode>
+struct Q8Kernel {
+  template <int R, int T>
+  HEARTH_AVX2 static void run(const TileArgs& a) {
+    const BlockQ8_0* x[T];
+    for (int t = 0; t < T; ++t) x[t] = reinterpret_cast<const BlockQ8_0*>(a.x + t * a.x_stride);
+    __m256 acc[R][T];
+    for (int r = 0; r < R; ++r) {
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+    }
+    const int64_t n_blocks = a.n_cols / kQK8_0;
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      __m256i xq[T];
+      float xd[T];
+      for (int t = 0; t < T; ++t) {
+        xq[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[t][b].qs));
+        xd[t] = load_fp16(&x[t][b].d);
+      }
+      for (int r = 0; r < R; ++r) {
+        float wd;
+        const __m256i wq = Decode::load(a.w + r * a.w_stride, b, &wd);
+        const __m256i w_abs = _mm256_sign_epi8(wq, wq);
+        for (int t = 0; t < T; ++t) {
+          const __m256 sums = _mm256_cvtepi32_ps(dot_i8_lanes(w_abs, wq, xq[t]));
+          acc[r][t] = _mm256_fmadd_ps(sums, _mm256_set1_ps(wd * xd[t]), acc[r][t]);
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int t = 0; t < T; ++t) a.y[t * a.y_stride + r] = hsum(acc[r][t]);
+    }
+  }
+};
+
+constexpr int kQ8Rows = 4;
+constexpr int kQ8Tokens = 2;
+
+}  // namespace
+
+TileKernel avx2_q8_tile_kernel(DType weight_type) {
+  switch (weight_type) {
+    case DType::Q8_0:
+      return TileTable<Q8Kernel<DecodeQ8_0>, kQ8Rows, kQ8Tokens>::kernel();
+    case DType::Q4_0:
+      return TileTable<Q8Kernel<DecodeQ4_0>, kQ8Rows, kQ8Tokens>::kernel();
+    default:
+      return {};
+  }
+}
+
+}  // namespace hearth::kernels
+
+#else
+
+namespace hearth::kernels {
+TileKernel avx2_q8_tile_kernel(DType) {
+  return {};
+}
+}  // namespace hearth::kernels
+
+#endif

@@ -1,0 +1,230 @@
+// matmul: vector kernels against their scalar twins, the scalar path against plain math on dequantized
+// weights, and the determinism contract (bitwise batch-, neighbour- and thread-invariance).
+
+#include "kernels/matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu_isa.h"
+#include "tensor/quant.h"
+
+namespace hearth {
+namespace {
+
+std::vector<float> gaussian(int64_t n, uint32_t seed, float sd) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, sd);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// A random weight matrix stored in `type`, and its exact values as fp32.
+struct Weights {
+  DType type;
+  int64_t n_rows;
+  int64_t n_cols;
+  std::vector<uint8_t> bytes;
+  std::vector<float> values;  // dequantized, [n_rows, n_cols]
+
+  MatrixView view() const { return {type, n_rows, n_cols, bytes.data(), row_bytes(type, n_cols)}; }
+};
+
+Weights make_weights(DType type, int64_t n_rows, int64_t n_cols, uint32_t seed) {
+  Weights w{type, n_rows, n_cols, {}, {}};
+  const std::vector<float> source = gaussian(n_rows * n_cols, seed, 0.05f);
+  const size_t stride = row_bytes(type, n_cols);
+  w.bytes.resize(stride * static_cast<size_t>(n_rows));
+  w.values.resize(source.size());
+  for (int64_t r = 0; r < n_rows; ++r) {
+    quantize_row(type, source.data() + r * n_cols, w.bytes.data() + r * stride, n_cols);
+    dequantize_row(type, w.bytes.data() + r * stride, w.values.data() + r * n_cols, n_cols);
+  }
+  return w;
+}
+
+// Restores the ISA level a test changed.
+class IsaGuard {
+ public:
+  IsaGuard() : saved_(active_isa_level()) {}
+  ~IsaGuard() { set_isa_level(saved_); }
+
+ private:
+  IsaLevel saved_;
+};
+
+double nmse(const std::vector<float>& got, const std::vector<double>& want) {
+  double err = 0.0;
+  double ref = 0.0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    err += (got[i] - want[i]) * (got[i] - want[i]);
+    ref += want[i] * want[i];
+  }
+  return err / ref;
+}
+
+std::vector<double> to_double(const std::vector<float>& v) {
+  return {v.begin(), v.end()};
+}
+
+bool bitwise_equal(const float* a, const float* b, int64_t n) {
+  return std::memcmp(a, b, n * sizeof(float)) == 0;
+}
+
+struct TypeCase {
+  DType type;
+  int64_t n_cols;
+  double fast_vs_reference_nmse;  // vector kernel vs scalar twin (0: must be bitwise equal)
+  double reference_vs_math_nmse;  // scalar twin vs fp64 math on dequantized weights and raw activations
+};
+
+const TypeCase kCases[] = {
+    {DType::F32, 516, 1e-10, 1e-11}, {DType::F16, 516, 1e-10, 1e-11}, {DType::BF16, 516, 1e-10, 1e-11},
+    {DType::Q8_0, 512, 1e-11, 1e-4}, {DType::Q4_0, 512, 1e-11, 1e-4}, {DType::Q4_K, 768, 0.0, 1e-4},
+    {DType::Q6_K, 768, 0.0, 1e-4},
+};
+
+std::string case_name(const testing::TestParamInfo<TypeCase>& info) {
+  return std::string(dtype_name(info.param.type));
+}
+
+class MatmulTypeTest : public testing::TestWithParam<TypeCase> {};
+
+TEST_P(MatmulTypeTest, ReferenceMatchesDequantizedMath) {
+  const TypeCase c = GetParam();
+  const Weights w = make_weights(c.type, 37, c.n_cols, 11);
+  const int64_t n_tokens = 5;
+  const std::vector<float> x = gaussian(n_tokens * c.n_cols, 12, 1.0f);
+  std::vector<float> y(static_cast<size_t>(n_tokens * w.n_rows));
+  matmul_reference(w.view(), x.data(), n_tokens, y.data());
+  std::vector<double> want(y.size());
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t r = 0; r < w.n_rows; ++r) {
+      double sum = 0.0;
+      for (int64_t k = 0; k < c.n_cols; ++k) sum += double{w.values[r * c.n_cols + k]} * x[t * c.n_cols + k];
+      want[t * w.n_rows + r] = sum;
+    }
+  }
+  EXPECT_LT(nmse(y, want), c.reference_vs_math_nmse);
+}
+
+TEST_P(MatmulTypeTest, FastKernelMatchesScalarTwin) {
+  if (detected_isa_level() == IsaLevel::kScalar) GTEST_SKIP() << "no vector ISA on this CPU";
+  const TypeCase c = GetParam();
+  IsaGuard guard;
+  set_isa_level(detected_isa_level());
+  const Weights w = make_weights(c.type, 70, c.n_cols, 21);
+  const int64_t n_tokens = 9;
+  const std::vector<float> x = gaussian(n_tokens * c.n_cols, 22, 1.0f);
+  std::vector<float> fast(static_cast<size_t>(n_tokens * w.n_rows));
+  std::vector<float> reference(fast.size());
+  ThreadPool pool(2);
+  MatmulScratch scratch;
+  matmul(w.view(), x.data(), n_tokens, fast.data(), pool, scratch);
+  matmul_reference(w.view(), x.data(), n_tokens, reference.data());
+  if (c.fast_vs_reference_nmse == 0.0) {
+    EXPECT_TRUE(bitwise_equal(fast.data(), reference.data(), static_cast<int64_t>(fast.size())));
+  } else {
+    EXPECT_LT(nmse(fast, to_double(reference)), c.fast_vs_reference_nmse);
+  }
+}
+
+TEST_P(MatmulTypeTest, ScalarLevelIsBitwiseTheReference) {
+  const TypeCase c = GetParam();
+  IsaGuard guard;
+  set_isa_level(IsaLevel::kScalar);
+  const Weights w = make_weights(c.type, 13, c.n_cols, 31);
+  const int64_t n_tokens = 4;
+  const std::vector<float> x = gaussian(n_tokens * c.n_cols, 32, 1.0f);
+  std::vector<float> y(static_cast<size_t>(n_tokens * w.n_rows));
+  std::vector<float> reference(y.size());
+  ThreadPool pool(2);
+  MatmulScratch scratch;
+  matmul(w.view(), x.data(), n_tokens, y.data(), pool, scratch);
+  matmul_reference(w.view(), x.data(), n_tokens, reference.data());
+  EXPECT_TRUE(bitwise_equal(y.data(), reference.data(), static_cast<int64_t>(y.size())));
+}
+
+// y[t][r] must not depend on n_tokens, on which tokens share the batch, or on the thread count. Every token is
+// first computed alone on one thread; then inside batches of 1, 3, 7 and 64 tokens at varying offsets, on 1 and 2
+// threads. 37 rows exercise partial row tiles; 3 rows force the token-split path.
+TEST_P(MatmulTypeTest, BitwiseInvariantToBatchAndThreads) {
+  const TypeCase c = GetParam();
+  IsaGuard guard;
+  for (IsaLevel level : {IsaLevel::kScalar, detected_isa_level()}) {
+    set_isa_level(level);
+    for (int64_t n_rows : {37, 3}) {
+      const Weights w = make_weights(c.type, n_rows, c.n_cols, 41);
+      const int64_t n_pool = 80;
+      const std::vector<float> x = gaussian(n_pool * c.n_cols, 42, 1.0f);
+      std::vector<float> alone(static_cast<size_t>(n_pool * n_rows));
+      ThreadPool one(1);
+      ThreadPool two(2);
+      MatmulScratch scratch;
+      for (int64_t t = 0; t < n_pool; ++t) {
+        matmul(w.view(), x.data() + t * c.n_cols, 1, alone.data() + t * n_rows, one, scratch);
+      }
+      for (int64_t n_tokens : {1, 3, 7, 64}) {
+        for (int64_t offset : {0, 5, 16}) {
+          for (ThreadPool* pool : {&one, &two}) {
+            std::vector<float> y(static_cast<size_t>(n_tokens * n_rows));
+            matmul(w.view(), x.data() + offset * c.n_cols, n_tokens, y.data(), *pool, scratch);
+            ASSERT_TRUE(bitwise_equal(y.data(), alone.data() + offset * n_rows, n_tokens * n_rows))
+                << isa_level_name(level) << " rows " << n_rows << " n_tokens " << n_tokens << " offset " << offset
+                << " threads " << pool->num_threads();
+          }
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulTypeTest, testing::ValuesIn(kCases), case_name);
+
+TEST(MatmulTest, ScratchGrowsOnlyWhenNeeded) {
+  const Weights w = make_weights(DType::Q8_0, 8, 64, 51);
+  const std::vector<float> x = gaussian(16 * 64, 52, 1.0f);
+  std::vector<float> y(16 * 8);
+  ThreadPool pool(1);
+  MatmulScratch scratch;
+  matmul(w.view(), x.data(), 16, y.data(), pool, scratch);
+  const size_t capacity = scratch.capacity();
+  EXPECT_GE(capacity, 16 * row_bytes(DType::Q8_0, 64));
+  const uint8_t* buffer = scratch.reserve(0);
+  matmul(w.view(), x.data(), 4, y.data(), pool, scratch);
+  matmul(w.view(), x.data(), 16, y.data(), pool, scratch);
+  EXPECT_EQ(scratch.capacity(), capacity);
+  EXPECT_EQ(scratch.reserve(0), buffer);
+}
+
+TEST(MatmulTest, HonoursRowStride) {
+  const Weights w = make_weights(DType::Q4_0, 6, 64, 61);
+  const size_t stride = row_bytes(DType::Q4_0, 64);
+  std::vector<uint8_t> padded(6 * (stride + 14));
+  for (int r = 0; r < 6; ++r) std::memcpy(padded.data() + r * (stride + 14), w.bytes.data() + r * stride, stride);
+  const MatrixView strided{DType::Q4_0, 6, 64, padded.data(), stride + 14};
+  const std::vector<float> x = gaussian(3 * 64, 62, 1.0f);
+  std::vector<float> y(18);
+  std::vector<float> want(18);
+  ThreadPool pool(2);
+  MatmulScratch scratch;
+  matmul(strided, x.data(), 3, y.data(), pool, scratch);
+  matmul(w.view(), x.data(), 3, want.data(), pool, scratch);
+  EXPECT_EQ(y, want);
+}
+
+TEST(MatmulTest, ActivationTypes) {
+  EXPECT_EQ(matmul_activation_type(DType::F16), DType::F32);
+  EXPECT_EQ(matmul_activation_type(DType::Q4_0), DType::Q8_0);
+  EXPECT_EQ(matmul_activation_type(DType::Q6_K), DType::Q8_K);
+  EXPECT_FALSE(matmul_supported(DType::Q5_K));
+}
+
+}  // namespace
+}  // namespace hearth
