@@ -6,6 +6,16 @@
 //   magic "GGUF" | u32 version | u64 n_tensors | u64 n_kv | n_kv × (string key, u32 type, value)
 //   | n_tensors × (string name, u32 n_dims, n_dims × u64 ne, u32 dtype, u64 offset) | pad to alignment | data
 // A string is u64 length + bytes; an array is u32 element type + u64 count + elements (arrays may nest).
+//
+// Parsing never reads out of bounds, never allocates more than the input can justify (every count is checked
+// against the bytes that remain before anything is reserved), and rejects: a wrong magic; versions other than
+// 2 and 3; truncation anywhere; strings or arrays running past the end; unknown value or tensor types; BOOL
+// bytes other than 0/1; arrays nested deeper than 8; duplicate keys or tensor names; general.alignment that is
+// not a nonzero power of two; n_dims outside 1..4; dimensions <= 0; element or byte counts overflowing 64 bits;
+// rows that are not whole blocks; tensor offsets not aligned; tensor data past the end of the file.
+// A file without tensors may end right after its metadata (vocabulary-only files do).
+//
+// Moving a GgufFile keeps every tensor view valid: the mmap (or the caller's bytes) does not move.
 
 #include <cstdint>
 #include <map>
@@ -57,7 +67,7 @@ struct GgufTensor {
   DType type = DType::F32;
   int n_dims = 0;
   int64_t ne[4] = {1, 1, 1, 1};  // ne[0] is the contiguous (row) dimension, as in GGML
-  uint64_t offset = 0;            // relative to the data section
+  uint64_t offset = 0;           // relative to the data section
   size_t nbytes = 0;
   const uint8_t* data = nullptr;  // view into the mapped file
 
@@ -66,6 +76,11 @@ struct GgufTensor {
 
 class GgufFile {
  public:
+  GgufFile();  // an empty file: no metadata, no tensors
+  GgufFile(GgufFile&&) noexcept;
+  GgufFile& operator=(GgufFile&&) noexcept;
+  ~GgufFile();
+
   // Maps and parses `path`. Every failure names the file, the byte offset and what was wrong.
   [[nodiscard]] static Result<GgufFile> open(const std::string& path);
 

@@ -1,0 +1,83 @@
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include "app/commands.h"
+#include "model/synth.h"
+
+namespace hearth::app {
+namespace {
+
+struct SynthFlags {
+  std::string preset = "tiny";
+  std::string type = "q8_0";
+  SynthConfig overrides;
+  bool has_dim = false, has_layers = false, has_heads = false, has_kv_heads = false, has_ffn = false, has_ctx = false;
+};
+
+const std::map<std::string, DType> kWeightTypes = {
+    {"f32", DType::F32},   {"f16", DType::F16},   {"bf16", DType::BF16}, {"q8_0", DType::Q8_0},
+    {"q4_0", DType::Q4_0}, {"q4_k", DType::Q4_K}, {"q6_k", DType::Q6_K},
+};
+
+int run_synth(const SynthFlags& f) {
+  auto preset = synth_preset(f.preset);
+  if (!preset) {
+    std::fprintf(stderr, "error: unknown preset '%s' (tiny, 110m, 1b, 3b, 8b)\n", f.preset.c_str());
+    return 1;
+  }
+  SynthConfig c = *preset;
+  const SynthConfig& o = f.overrides;
+  c.out_path = o.out_path;
+  c.vocab_from = o.vocab_from;
+  c.seed = o.seed;
+  c.weight_type = kWeightTypes.at(f.type);
+  if (f.has_dim) c.dim = o.dim;
+  if (f.has_layers) c.n_layers = o.n_layers;
+  if (f.has_heads) c.n_heads = o.n_heads;
+  if (f.has_kv_heads) c.n_kv_heads = o.n_kv_heads;
+  if (f.has_ffn) c.ffn_dim = o.ffn_dim;
+  if (f.has_ctx) c.context_length = o.context_length;
+  auto written = write_synthetic_model(c);
+  if (!written) {
+    std::fprintf(stderr, "error: %s\n", written.error().message.c_str());
+    return 1;
+  }
+  std::printf("wrote %s: dim %lld, %lld layers, %lld heads (%lld KV), ffn %lld, context %lld, %s weights\n",
+              c.out_path.c_str(), static_cast<long long>(c.dim), static_cast<long long>(c.n_layers),
+              static_cast<long long>(c.n_heads), static_cast<long long>(c.n_kv_heads),
+              static_cast<long long>(c.ffn_dim), static_cast<long long>(c.context_length), f.type.c_str());
+  return 0;
+}
+
+}  // namespace
+
+Command add_synth(CLI::App& app) {
+  auto f = std::make_shared<SynthFlags>();
+  f->overrides.vocab_from = "../shared/models/stories260K.gguf";
+  app.add_option("-o,--output", f->overrides.out_path, "Output GGUF path (e.g. models/synth-110m-q8_0.gguf)")
+      ->required();
+  app.add_option("--preset", f->preset, "Shape: tiny, 110m, 1b, 3b, 8b")->capture_default_str();
+  app.add_option("--type", f->type, "Weight type")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k"}))
+      ->capture_default_str();
+  app.add_option("--vocab-from", f->overrides.vocab_from, "GGUF whose tokenizer is copied")
+      ->check(CLI::ExistingFile)
+      ->capture_default_str();
+  app.add_option("--seed", f->overrides.seed, "Weight seed")->capture_default_str();
+  app.add_option_function<int64_t>("--dim", [f](int64_t v) { f->overrides.dim = v, f->has_dim = true; }, "Width");
+  app.add_option_function<int64_t>("--layers", [f](int64_t v) { f->overrides.n_layers = v, f->has_layers = true; },
+                                   "Layers");
+  app.add_option_function<int64_t>("--heads", [f](int64_t v) { f->overrides.n_heads = v, f->has_heads = true; },
+                                   "Attention heads");
+  app.add_option_function<int64_t>("--kv-heads",
+                                   [f](int64_t v) { f->overrides.n_kv_heads = v, f->has_kv_heads = true; },
+                                   "KV heads");
+  app.add_option_function<int64_t>("--ffn", [f](int64_t v) { f->overrides.ffn_dim = v, f->has_ffn = true; },
+                                   "Feed-forward width");
+  app.add_option_function<int64_t>("--ctx", [f](int64_t v) { f->overrides.context_length = v, f->has_ctx = true; },
+                                   "Context length");
+  return [f] { return run_synth(*f); };
+}
+
+}  // namespace hearth::app

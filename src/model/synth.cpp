@@ -1,0 +1,246 @@
+#include "model/synth.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+#include <vector>
+
+#include "gguf/gguf_file.h"
+#include "gguf/gguf_writer.h"
+#include "tensor/quant.h"
+#include "util/thread_pool.h"
+
+namespace hearth {
+namespace {
+
+constexpr size_t kBatchBytes = 4 << 20;  // rows generated per parallel batch, before they are written
+
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+uint64_t fnv1a(std::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (char c : s) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
+  return h;
+}
+
+// xoshiro256+: fast, and plenty for weights nobody will train on.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) {
+    for (uint64_t& word : s_) word = splitmix64(seed);
+  }
+  // Uniform in (0, 1]: never 0, so log() below stays finite.
+  double uniform() { return static_cast<double>((next() >> 11) + 1) * 0x1p-53; }
+
+ private:
+  uint64_t next() {
+    const uint64_t result = s_[0] + s_[3];
+    const uint64_t t = s_[1] << 17;
+    s_[2] ^= s_[0];
+    s_[3] ^= s_[1];
+    s_[1] ^= s_[2];
+    s_[0] ^= s_[3];
+    s_[2] ^= t;
+    s_[3] = (s_[3] << 45) | (s_[3] >> 19);
+    return result;
+  }
+  uint64_t s_[4];
+};
+
+// row[0, n) ~ N(0, sd^2) by Box-Muller; a pure function of (stream, row_index).
+void gaussian_row(uint64_t stream, int64_t row_index, float sd, float* row, int64_t n) {
+  uint64_t seed = stream ^ (static_cast<uint64_t>(row_index) * 0xd1b54a32d192ed03ull);
+  Rng rng(splitmix64(seed));
+  for (int64_t i = 0; i < n; i += 2) {
+    const double radius = sd * std::sqrt(-2.0 * std::log(rng.uniform()));
+    const double angle = 2.0 * std::numbers::pi * rng.uniform();
+    row[i] = static_cast<float>(radius * std::cos(angle));
+    if (i + 1 < n) row[i + 1] = static_cast<float>(radius * std::sin(angle));
+  }
+}
+
+struct TensorPlan {
+  std::string name;
+  std::vector<int64_t> shape;  // GGML order
+  DType type;
+  bool ones;  // norm weights: F32 ones instead of random values
+};
+
+std::vector<TensorPlan> plan_tensors(const SynthConfig& c, int64_t n_vocab) {
+  const int64_t kv_dim = c.n_kv_heads * (c.dim / c.n_heads);
+  const DType w = c.weight_type;
+  std::vector<TensorPlan> plan;
+  plan.push_back({"token_embd.weight", {c.dim, n_vocab}, w, false});
+  for (int64_t i = 0; i < c.n_layers; ++i) {
+    const std::string blk = "blk." + std::to_string(i) + ".";
+    plan.push_back({blk + "attn_norm.weight", {c.dim}, DType::F32, true});
+    plan.push_back({blk + "attn_q.weight", {c.dim, c.dim}, w, false});
+    plan.push_back({blk + "attn_k.weight", {c.dim, kv_dim}, w, false});
+    plan.push_back({blk + "attn_v.weight", {c.dim, kv_dim}, w, false});
+    plan.push_back({blk + "attn_output.weight", {c.dim, c.dim}, w, false});
+    plan.push_back({blk + "ffn_norm.weight", {c.dim}, DType::F32, true});
+    plan.push_back({blk + "ffn_gate.weight", {c.dim, c.ffn_dim}, w, false});
+    plan.push_back({blk + "ffn_up.weight", {c.dim, c.ffn_dim}, w, false});
+    plan.push_back({blk + "ffn_down.weight", {c.ffn_dim, c.dim}, w, false});
+  }
+  plan.push_back({"output_norm.weight", {c.dim}, DType::F32, true});
+  plan.push_back({"output.weight", {c.dim, n_vocab}, w, false});
+  return plan;
+}
+
+// Streams a tensor's rows in batches: the pool generates and quantizes a batch, then the batch is written.
+GgufTensorFill make_fill(const TensorPlan& t, const SynthConfig& c, ThreadPool& pool) {
+  return [&t, &c, &pool](GgufDataSink& sink) -> Result<void> {
+    const int64_t row_len = t.shape[0];
+    int64_t n_rows = 1;
+    for (size_t d = 1; d < t.shape.size(); ++d) n_rows *= t.shape[d];
+    const size_t rbytes = row_bytes(t.type, row_len);
+    const int64_t batch_rows = std::clamp<int64_t>(static_cast<int64_t>(kBatchBytes / rbytes), 1, n_rows);
+    std::vector<uint8_t> batch(static_cast<size_t>(batch_rows) * rbytes);
+    std::vector<std::vector<float>> scratch(pool.num_threads(), std::vector<float>(row_len, 1.0f));
+    uint64_t stream_seed = c.seed ^ fnv1a(t.name);
+    const uint64_t stream = splitmix64(stream_seed);
+    for (int64_t first = 0; first < n_rows; first += batch_rows) {
+      const int64_t count = std::min(batch_rows, n_rows - first);
+      pool.run([&](int ith, int nth) {
+        const Range range = split_range(count, ith, nth);
+        float* row = scratch[ith].data();
+        for (int64_t r = range.begin; r < range.end; ++r) {
+          if (!t.ones) gaussian_row(stream, first + r, c.weight_sd, row, row_len);
+          quantize_row(t.type, row, batch.data() + r * rbytes, row_len);
+        }
+      });
+      HEARTH_TRY(sink.write({batch.data(), static_cast<size_t>(count) * rbytes}));
+    }
+    return {};
+  };
+}
+
+// llama.cpp's LLAMA_FTYPE for a file whose weights are all `type` (norms stay F32 in every ftype).
+uint32_t llama_file_type(DType type) {
+  switch (type) {
+    case DType::F32:
+      return 0;
+    case DType::F16:
+      return 1;
+    case DType::Q4_0:
+      return 2;
+    case DType::Q8_0:
+      return 7;
+    case DType::Q4_K:
+      return 14;  // MOSTLY_Q4_K_S
+    case DType::Q6_K:
+      return 18;
+    case DType::BF16:
+      return 32;
+    default:
+      return 0;  // unreachable: validate_synth_config admits only the types above
+  }
+}
+
+void add_metadata(GgufWriter& w, const SynthConfig& c, const GgufFile& vocab, int64_t n_vocab) {
+  auto u32 = [](int64_t v) { return gguf_u32(static_cast<uint32_t>(v)); };
+  w.add("general.architecture", gguf_string("llama"));
+  w.add("general.name", gguf_string(c.name));
+  w.add("general.file_type", gguf_u32(llama_file_type(c.weight_type)));
+  if (dtype_info(c.weight_type).block_size > 1) w.add("general.quantization_version", gguf_u32(2));
+  w.add("llama.vocab_size", u32(n_vocab));
+  w.add("llama.context_length", u32(c.context_length));
+  w.add("llama.embedding_length", u32(c.dim));
+  w.add("llama.block_count", u32(c.n_layers));
+  w.add("llama.feed_forward_length", u32(c.ffn_dim));
+  w.add("llama.attention.head_count", u32(c.n_heads));
+  w.add("llama.attention.head_count_kv", u32(c.n_kv_heads));
+  w.add("llama.attention.layer_norm_rms_epsilon", gguf_f32(c.rms_eps));
+  w.add("llama.rope.freq_base", gguf_f32(c.rope_freq_base));
+  w.add("llama.rope.dimension_count", u32(c.dim / c.n_heads));
+  for (const auto& [key, value] : vocab.metadata()) {
+    if (key.starts_with("tokenizer.")) w.add(key, value);
+  }
+}
+
+}  // namespace
+
+std::optional<SynthConfig> synth_preset(std::string_view name) {
+  struct Preset {
+    std::string_view name;
+    int64_t dim, n_layers, n_heads, n_kv_heads, ffn_dim, context_length;
+  };
+  static constexpr Preset kPresets[] = {
+      {"tiny", 256, 2, 4, 2, 768, 1024},
+      {"110m", 768, 12, 12, 12, 2048, 4096},
+      {"1b", 2048, 16, 32, 8, 8192, 4096},
+      {"3b", 3072, 28, 24, 8, 8192, 4096},
+      {"8b", 4096, 32, 32, 8, 14336, 8192},
+  };
+  for (const Preset& p : kPresets) {
+    if (p.name != name) continue;
+    SynthConfig c;
+    c.name = fmt::format("hearth-synthetic-{}", p.name);
+    c.dim = p.dim;
+    c.n_layers = p.n_layers;
+    c.n_heads = p.n_heads;
+    c.n_kv_heads = p.n_kv_heads;
+    c.ffn_dim = p.ffn_dim;
+    c.context_length = p.context_length;
+    return c;
+  }
+  return std::nullopt;
+}
+
+Result<void> validate_synth_config(const SynthConfig& c) {
+  constexpr int64_t kMax = int64_t{1} << 30;
+  auto bad = [](std::string_view what) { return make_error("synthetic model: {}", what); };
+  if (c.out_path.empty()) return bad("no output path");
+  if (c.vocab_from.empty()) return bad("no vocabulary file to copy the tokenizer from");
+  for (auto [name, v] : {std::pair{"dim", c.dim},
+                         {"n_layers", c.n_layers},
+                         {"n_heads", c.n_heads},
+                         {"n_kv_heads", c.n_kv_heads},
+                         {"ffn_dim", c.ffn_dim},
+                         {"context_length", c.context_length}}) {
+    if (v <= 0 || v > kMax) return bad(fmt::format("{} is {}, expected 1 to {}", name, v, kMax));
+  }
+  if (c.dim % c.n_heads != 0) return bad(fmt::format("dim {} is not divisible by n_heads {}", c.dim, c.n_heads));
+  if ((c.dim / c.n_heads) % 2 != 0) return bad(fmt::format("head dim {} is odd; RoPE needs pairs", c.dim / c.n_heads));
+  if (c.n_heads % c.n_kv_heads != 0) {
+    return bad(fmt::format("n_heads {} is not a multiple of n_kv_heads {}", c.n_heads, c.n_kv_heads));
+  }
+  if (!quant_row_supported(c.weight_type)) {
+    return bad(fmt::format("weight type {} has no quantizer (use F32, F16, BF16, Q8_0, Q4_0, Q4_K or Q6_K)",
+                           dtype_name(c.weight_type)));
+  }
+  const int64_t block = dtype_info(c.weight_type).block_size;
+  if (c.dim % block != 0 || c.ffn_dim % block != 0) {
+    return bad(fmt::format("{} rows need multiples of {} elements, but dim is {} and ffn_dim {}",
+                           dtype_name(c.weight_type), block, c.dim, c.ffn_dim));
+  }
+  if (!(c.weight_sd > 0) || !(c.rms_eps > 0) || !(c.rope_freq_base > 0)) {
+    return bad("weight_sd, rms_eps and rope_freq_base must be positive");
+  }
+  return {};
+}
+
+Result<void> write_synthetic_model(const SynthConfig& c) {
+  HEARTH_TRY(validate_synth_config(c));
+  auto vocab = GgufFile::open(c.vocab_from);
+  if (!vocab) return make_error("synthetic model: vocabulary: {}", vocab.error().message);
+  auto tokens = vocab->get_string_array("tokenizer.ggml.tokens");
+  if (!tokens) return make_error("synthetic model: vocabulary: {}", tokens.error().message);
+  if (tokens->empty()) return make_error("synthetic model: {} has no tokenizer.ggml.tokens", c.vocab_from);
+  const auto n_vocab = static_cast<int64_t>(tokens->size());
+
+  GgufWriter writer;
+  add_metadata(writer, c, *vocab, n_vocab);
+  ThreadPool pool(c.num_threads);
+  const std::vector<TensorPlan> plan = plan_tensors(c, n_vocab);
+  for (const TensorPlan& t : plan) writer.add_tensor({t.name, t.type, t.shape, make_fill(t, c, pool)});
+  return writer.write_file(c.out_path);
+}
+
+}  // namespace hearth

@@ -1,0 +1,65 @@
+#pragma once
+// Synthetic llama-architecture models: a real vocabulary (copied from an existing GGUF) with random Gaussian
+// weights at any shape and weight type. Speed does not depend on the weight values, so these stand in for real
+// 1B-8B models in benchmarks and tests (vLLM's "dummy" load format exists for the same reason).
+//
+// The file is what llama.cpp writes for a llama model: general.architecture = "llama", the llama.* hyperparameter
+// keys, and tensors named and shaped as llama.cpp names them (shapes in GGML order, ne[0] first):
+//   token_embd.weight        [dim, n_vocab]       weight type
+//   blk.N.attn_norm.weight   [dim]                F32, all ones
+//   blk.N.attn_q.weight      [dim, dim]           weight type
+//   blk.N.attn_k.weight      [dim, kv_dim]        kv_dim = n_kv_heads * head_dim
+//   blk.N.attn_v.weight      [dim, kv_dim]
+//   blk.N.attn_output.weight [dim, dim]
+//   blk.N.ffn_norm.weight    [dim]                F32, all ones
+//   blk.N.ffn_gate.weight    [dim, ffn_dim]
+//   blk.N.ffn_up.weight      [dim, ffn_dim]
+//   blk.N.ffn_down.weight    [ffn_dim, dim]
+//   output_norm.weight       [dim]                F32, all ones
+//   output.weight            [dim, n_vocab]
+//
+// Generation streams one row at a time (rows are generated in parallel in small batches), so a 1B model needs
+// a few MiB of memory, not the model's size. Weights are a pure function of (seed, tensor name, row): the same
+// config gives a byte-identical file whatever the thread count.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "tensor/dtype.h"
+#include "util/result.h"
+
+namespace hearth {
+
+struct SynthConfig {
+  std::string out_path;
+  std::string vocab_from;  // a GGUF whose tokenizer.* metadata is copied; its token list sets n_vocab
+  std::string name = "hearth-synthetic";
+  int64_t dim = 256;
+  int64_t n_layers = 2;
+  int64_t n_heads = 4;
+  int64_t n_kv_heads = 2;
+  int64_t ffn_dim = 768;
+  int64_t context_length = 1024;
+  DType weight_type = DType::F16;  // F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K
+  uint64_t seed = 1;
+  float weight_sd = 0.02f;
+  float rms_eps = 1e-5f;
+  float rope_freq_base = 10000.0f;
+  int num_threads = 0;  // < 1: hardware concurrency
+};
+
+// Named shapes: "tiny" (the shape of the shared synth-tiny models), "110m" (dim 768, 12 layers, 12 heads, ffn
+// 2048), "1b" (dim 2048, 16 layers, 32 heads, 8 KV
+// heads, ffn 8192), "3b", "8b". nullopt for an unknown name. Paths, type and seed keep their defaults.
+std::optional<SynthConfig> synth_preset(std::string_view name);
+
+// Checks shapes against each other and the weight type's block size; the error says which numbers disagree.
+[[nodiscard]] Result<void> validate_synth_config(const SynthConfig& config);
+
+// Writes the model to config.out_path (through a temporary name, so a failure leaves no partial file). Fails
+// with a message on a bad config, an unreadable vocabulary file, or a write error.
+[[nodiscard]] Result<void> write_synthetic_model(const SynthConfig& config);
+
+}  // namespace hearth

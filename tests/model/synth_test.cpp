@@ -1,0 +1,230 @@
+// The synthetic model generator: tiny models of every weight type, read back with GgufFile and checked for
+// metadata, tensor names, shapes, types and weight statistics; determinism; config errors.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+
+#include "gguf/gguf_file.h"
+#include "model/synth.h"
+#include "tensor/quant.h"
+
+namespace hearth {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kShared = HEARTH_SHARED_DIR;
+const std::string kVocab = kShared + "/models/stories260K.gguf";
+
+std::string tmp_path(const std::string& name) {
+  fs::create_directories(HEARTH_TEST_TMP_DIR);
+  return std::string(HEARTH_TEST_TMP_DIR) + "/synth_test_" + name;
+}
+
+// dim 64, 2 layers, 4 heads of 16, 2 KV heads (kv_dim 32), ffn 128: every block type that fits 32-wide rows.
+SynthConfig small_config(DType type, const std::string& file) {
+  SynthConfig c;
+  c.out_path = tmp_path(file);
+  c.vocab_from = kVocab;
+  c.dim = 64;
+  c.n_layers = 2;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.ffn_dim = 128;
+  c.context_length = 256;
+  c.weight_type = type;
+  c.seed = 42;
+  c.num_threads = 2;
+  return c;
+}
+
+// K-quants need 256-wide rows.
+SynthConfig k_quant_config(DType type, const std::string& file) {
+  SynthConfig c = small_config(type, file);
+  c.dim = 256;
+  c.ffn_dim = 256;
+  c.n_layers = 1;
+  return c;
+}
+
+std::vector<uint8_t> file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+void expect_shape(const GgufFile& f, const std::string& name, DType type, std::vector<int64_t> shape) {
+  const GgufTensor* t = f.find_tensor(name);
+  ASSERT_NE(t, nullptr) << name;
+  EXPECT_EQ(t->type, type) << name;
+  ASSERT_EQ(t->n_dims, static_cast<int>(shape.size())) << name;
+  for (size_t d = 0; d < shape.size(); ++d) EXPECT_EQ(t->ne[d], shape[d]) << name << " dim " << d;
+}
+
+// Mean and standard deviation of the whole tensor, dequantized row by row.
+std::pair<double, double> tensor_stats(const GgufTensor& t) {
+  std::vector<float> row(t.ne[0]);
+  const size_t rbytes = row_bytes(t.type, t.ne[0]);
+  const int64_t n_rows = t.num_elements() / t.ne[0];
+  double sum = 0, sum_sq = 0;
+  for (int64_t r = 0; r < n_rows; ++r) {
+    dequantize_row(t.type, t.data + r * rbytes, row.data(), t.ne[0]);
+    for (float v : row) {
+      sum += v;
+      sum_sq += double{v} * v;
+    }
+  }
+  const double n = static_cast<double>(t.num_elements());
+  const double mean = sum / n;
+  return {mean, std::sqrt(sum_sq / n - mean * mean)};
+}
+
+void check_model(const SynthConfig& c) {
+  auto f = GgufFile::open(c.out_path);
+  ASSERT_TRUE(f) << f.error().message;
+  EXPECT_EQ(f->version(), 3u);
+  EXPECT_EQ(*f->get_string("general.architecture").value(), "llama");
+  EXPECT_EQ(*f->get_uint("llama.embedding_length").value(), static_cast<uint64_t>(c.dim));
+  EXPECT_EQ(*f->get_uint("llama.block_count").value(), static_cast<uint64_t>(c.n_layers));
+  EXPECT_EQ(*f->get_uint("llama.feed_forward_length").value(), static_cast<uint64_t>(c.ffn_dim));
+  EXPECT_EQ(*f->get_uint("llama.attention.head_count").value(), static_cast<uint64_t>(c.n_heads));
+  EXPECT_EQ(*f->get_uint("llama.attention.head_count_kv").value(), static_cast<uint64_t>(c.n_kv_heads));
+  EXPECT_EQ(*f->get_uint("llama.context_length").value(), static_cast<uint64_t>(c.context_length));
+  EXPECT_EQ(*f->get_uint("llama.rope.dimension_count").value(), static_cast<uint64_t>(c.dim / c.n_heads));
+  EXPECT_EQ(*f->get_uint("llama.vocab_size").value(), 512u);
+  EXPECT_FLOAT_EQ(static_cast<float>(*f->get_float("llama.attention.layer_norm_rms_epsilon").value()), 1e-5f);
+  EXPECT_FLOAT_EQ(static_cast<float>(*f->get_float("llama.rope.freq_base").value()), 10000.0f);
+  EXPECT_TRUE(f->get_uint("general.file_type").value().has_value());
+  EXPECT_EQ(*f->get_string("tokenizer.ggml.model").value(), "llama");
+  EXPECT_EQ(f->get_string_array("tokenizer.ggml.tokens").value().size(), 512u);
+  EXPECT_EQ(f->get_float_array("tokenizer.ggml.scores").value().size(), 512u);
+  EXPECT_EQ(*f->get_uint("tokenizer.ggml.bos_token_id").value(), 1u);
+
+  const DType w = c.weight_type;
+  const int64_t kv_dim = c.n_kv_heads * (c.dim / c.n_heads);
+  ASSERT_EQ(f->tensors().size(), static_cast<size_t>(3 + 9 * c.n_layers));
+  expect_shape(*f, "token_embd.weight", w, {c.dim, 512});
+  expect_shape(*f, "output_norm.weight", DType::F32, {c.dim});
+  expect_shape(*f, "output.weight", w, {c.dim, 512});
+  for (int64_t i = 0; i < c.n_layers; ++i) {
+    const std::string b = "blk." + std::to_string(i) + ".";
+    expect_shape(*f, b + "attn_norm.weight", DType::F32, {c.dim});
+    expect_shape(*f, b + "attn_q.weight", w, {c.dim, c.dim});
+    expect_shape(*f, b + "attn_k.weight", w, {c.dim, kv_dim});
+    expect_shape(*f, b + "attn_v.weight", w, {c.dim, kv_dim});
+    expect_shape(*f, b + "attn_output.weight", w, {c.dim, c.dim});
+    expect_shape(*f, b + "ffn_norm.weight", DType::F32, {c.dim});
+    expect_shape(*f, b + "ffn_gate.weight", w, {c.dim, c.ffn_dim});
+    expect_shape(*f, b + "ffn_up.weight", w, {c.dim, c.ffn_dim});
+    expect_shape(*f, b + "ffn_down.weight", w, {c.ffn_dim, c.dim});
+  }
+  const auto* norm = reinterpret_cast<const float*>(f->find_tensor("blk.0.ffn_norm.weight")->data);
+  for (int64_t i = 0; i < c.dim; ++i) ASSERT_EQ(norm[i], 1.0f);
+  const auto [mean, sd] = tensor_stats(*f->find_tensor("token_embd.weight"));
+  EXPECT_NEAR(mean, 0.0, 0.002) << dtype_name(w);
+  EXPECT_NEAR(sd, 0.02, 0.002) << dtype_name(w);
+}
+
+class SynthEveryType : public ::testing::TestWithParam<DType> {};
+
+TEST_P(SynthEveryType, WritesAValidLlamaModel) {
+  const DType type = GetParam();
+  const std::string file = fmt::format("{}.gguf", dtype_name(type));
+  const SynthConfig c = dtype_info(type).block_size == 256 ? k_quant_config(type, file) : small_config(type, file);
+  auto written = write_synthetic_model(c);
+  ASSERT_TRUE(written) << written.error().message;
+  check_model(c);
+  fs::remove(c.out_path);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, SynthEveryType,
+                         ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K,
+                                           DType::Q6_K),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST(Synth, SameSeedSameBytesWhateverTheThreadCount) {
+  SynthConfig a = small_config(DType::Q8_0, "det_a.gguf");
+  SynthConfig b = small_config(DType::Q8_0, "det_b.gguf");
+  a.num_threads = 1;
+  b.num_threads = 3;
+  ASSERT_TRUE(write_synthetic_model(a));
+  ASSERT_TRUE(write_synthetic_model(b));
+  EXPECT_EQ(file_bytes(a.out_path), file_bytes(b.out_path));
+  b.seed = 43;
+  ASSERT_TRUE(write_synthetic_model(b));
+  EXPECT_NE(file_bytes(a.out_path), file_bytes(b.out_path));
+  fs::remove(a.out_path);
+  fs::remove(b.out_path);
+}
+
+TEST(Synth, TinyPresetMatchesTheSharedSyntheticModel) {
+  // The shared synth-tiny-f16.gguf was written by another tool; the "tiny" preset must produce the same layout.
+  std::optional<SynthConfig> c = synth_preset("tiny");
+  ASSERT_TRUE(c.has_value());
+  c->out_path = tmp_path("tiny.gguf");
+  c->vocab_from = kVocab;
+  ASSERT_TRUE(write_synthetic_model(*c));
+  auto ours = GgufFile::open(c->out_path);
+  auto theirs = GgufFile::open(kShared + "/models/synthetic/synth-tiny-f16.gguf");
+  ASSERT_TRUE(ours && theirs);
+  std::map<std::string, std::pair<DType, std::vector<int64_t>>> a, b;
+  for (const GgufTensor& t : ours->tensors()) a[t.name] = {t.type, {t.ne, t.ne + t.n_dims}};
+  for (const GgufTensor& t : theirs->tensors()) b[t.name] = {t.type, {t.ne, t.ne + t.n_dims}};
+  EXPECT_EQ(a, b);
+  for (const auto& [key, value] : theirs->metadata()) {
+    if (!key.starts_with("llama.")) continue;
+    const GgufValue* mine = ours->find(key);
+    ASSERT_NE(mine, nullptr) << key;
+    EXPECT_EQ(gguf_value_to_string(*mine), gguf_value_to_string(value)) << key;
+  }
+  fs::remove(c->out_path);
+}
+
+TEST(Synth, PresetsAreValid) {
+  for (const char* name : {"tiny", "1b", "3b", "8b"}) {
+    std::optional<SynthConfig> c = synth_preset(name);
+    ASSERT_TRUE(c.has_value()) << name;
+    c->out_path = "x.gguf";
+    c->vocab_from = kVocab;
+    for (DType type : {DType::F16, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+      c->weight_type = type;
+      auto valid = validate_synth_config(*c);
+      EXPECT_TRUE(valid) << name << " " << dtype_name(type) << ": " << valid.error().message;
+    }
+  }
+  EXPECT_FALSE(synth_preset("70b").has_value());
+}
+
+TEST(Synth, BadConfigsAreExplained) {
+  struct Case {
+    std::function<void(SynthConfig&)> change;
+    const char* error;
+  };
+  const Case cases[] = {
+      {[](SynthConfig& c) { c.out_path.clear(); }, "no output path"},
+      {[](SynthConfig& c) { c.vocab_from.clear(); }, "no vocabulary file"},
+      {[](SynthConfig& c) { c.dim = 0; }, "dim is 0, expected 1 to"},
+      {[](SynthConfig& c) { c.n_heads = 3; }, "dim 64 is not divisible by n_heads 3"},
+      {[](SynthConfig& c) { c.n_kv_heads = 3; }, "n_heads 4 is not a multiple of n_kv_heads 3"},
+      {[](SynthConfig& c) { c.n_heads = 64; }, "head dim 1 is odd"},
+      {[](SynthConfig& c) { c.weight_type = DType::Q4_K; }, "Q4_K rows need multiples of 256 elements"},
+      {[](SynthConfig& c) { c.ffn_dim = 48; }, "Q8_0 rows need multiples of 32 elements, but dim is 64 and ffn_dim 48"},
+      {[](SynthConfig& c) { c.weight_type = DType::Q5_K; }, "weight type Q5_K has no quantizer"},
+      {[](SynthConfig& c) { c.vocab_from = "/nonexistent/vocab.gguf"; }, "vocabulary: /nonexistent/vocab.gguf"},
+      {[](SynthConfig& c) { c.out_path = "/nonexistent-dir/m.gguf"; }, "cannot create"},
+  };
+  for (const Case& k : cases) {
+    SynthConfig c = small_config(DType::Q8_0, "bad.gguf");
+    k.change(c);
+    auto result = write_synthetic_model(c);
+    ASSERT_FALSE(result) << k.error;
+    EXPECT_NE(result.error().message.find(k.error), std::string::npos) << result.error().message;
+  }
+}
+
+}  // namespace
+}  // namespace hearth
