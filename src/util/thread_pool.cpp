@@ -6,7 +6,7 @@ namespace hearth {
 namespace {
 // Workers spin this many polls before sleeping: decode steps arrive back to back, and waking a sleeping
 // thread costs tens of microseconds.
-constexpr int kSpinPolls = 1 << 14;
+constexpr int kSpinPolls = 1 << 11;
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)

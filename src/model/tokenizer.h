@@ -1,0 +1,160 @@
+#pragma once
+// Tokenizer: text <-> token ids with the vocabulary stored in a GGUF file.
+//
+// Supported `tokenizer.ggml.model` values:
+//   "llama": SentencePiece-style BPE over scored pieces (Llama 2, Mistral, TinyLlama, Phi-3). Spaces become U+2581
+//            "▁", a "▁" is prepended to the text (add_space_prefix), and the adjacent pair whose concatenation is the
+//            highest-scoring vocab piece is merged first (ties: leftmost). Characters outside the vocab fall back to
+//            <0xNN> byte tokens.
+//   "gpt2":  byte-level BPE with ranked merges (see tokenizer_bpe.h), after the pre-tokenizer named by
+//            tokenizer.ggml.pre splits the text into words (gpt-2, mpt, olmo, starcoder, refact, smollm, llama3 /
+//            llama-bpe, qwen2; see tokenizer_pretokenize.h). Decoding is byte-exact: no clean-up of spaces.
+// Results match llama.cpp's tokenizer (commit c392e5094) token for token on the reference vocabularies in
+// shared/vocab (llama-spm, phi-3, gpt-2, mpt, starcoder, refact). No reference vocabulary exists there for the
+// llama3 and qwen2 pre-tokenizers: they are ports of llama.cpp's splitters, checked against their regexes by hand.
+//
+// Encoding never fails: ill-formed UTF-8 input is split into single bytes, which take the byte-fallback path.
+// Decoding always yields well-formed UTF-8: bytes that do not form a character become U+FFFD.
+//
+// A Tokenizer is immutable after construction, cheap to copy (the vocabulary is shared) and safe to use from
+// several threads at once.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "util/ids.h"
+#include "util/result.h"
+
+namespace hearth {
+
+class GgufFile;
+struct TokenizerVocab;
+
+// GGUF `tokenizer.ggml.token_type` values.
+enum class TokenType : int32_t {
+  kUndefined = 0,
+  kNormal = 1,
+  kUnknown = 2,
+  kControl = 3,      // <s>, </s>, chat markers: never produced from plain text unless parse_special is set
+  kUserDefined = 4,  // always matched verbatim in text, before the model's own splitting
+  kUnused = 5,
+  kByte = 6,  // <0xNN>
+};
+
+enum class TokenizerKind { kSpm, kBpe };
+
+struct DecodeOptions {
+  // Render control tokens (<s>, </s>, <|im_end|>) as their text instead of nothing.
+  bool render_special = false;
+  // Treat the first token as the start of a text even when it is not BOS, dropping the space that encoding
+  // prepended (add_space_prefix). Without it, only a sequence that starts with BOS counts as a text start; tokens
+  // that continue a text (e.g. generated after a prompt) decode verbatim.
+  bool starts_text = false;
+};
+
+// Plain-data description of a vocabulary, as GGUF stores it. Tokenizer::from_gguf fills one from file metadata;
+// tests and synthetic models may build one by hand.
+struct TokenizerVocab {
+  std::string model = "llama";           // tokenizer.ggml.model
+  std::string pre;                       // tokenizer.ggml.pre (pre-tokenizer name, BPE only)
+  std::string model_name;                // general.name: selects llama.cpp's per-model quirks (Phi-3)
+  std::vector<std::string> tokens;       // tokenizer.ggml.tokens
+  std::vector<float> scores;             // tokenizer.ggml.scores; empty means all 0
+  std::vector<int64_t> token_types;      // tokenizer.ggml.token_type; empty means all normal
+  std::vector<std::string> merges;       // tokenizer.ggml.merges ("left right" per line, rank = index), BPE only
+  std::optional<int64_t> bos_id;         // unset: the model's default (llama: 1)
+  std::optional<int64_t> eos_id;         // unset: the model's default (llama: 2)
+  std::optional<int64_t> unknown_id;     // unset: the model's default (llama: 0)
+  std::optional<int64_t> padding_id;     // unset or negative/0xFFFFFFFF: none
+  std::optional<int64_t> eot_id;         // end of turn (tokenizer.ggml.eot_token_id), if any
+  std::optional<bool> add_bos;           // unset: llama true, gpt2 false
+  std::optional<bool> add_eos;           // unset: false
+  std::optional<bool> add_space_prefix;  // unset: llama true, gpt2 false
+};
+
+class Tokenizer {
+ public:
+  // Reads the tokenizer.ggml.* metadata of `file`. Fails, naming the key and the problem, when the tokenizer is
+  // missing, of an unsupported model, or malformed (array lengths differ, a special id is out of range, ...).
+  [[nodiscard]] static Result<Tokenizer> from_gguf(const GgufFile& file);
+  // Validates and indexes `vocab`; same failures as from_gguf.
+  [[nodiscard]] static Result<Tokenizer> from_vocab(TokenizerVocab vocab);
+
+  // Tokenizes `text`. With `add_special`, adds BOS and/or EOS as the model asks (add_bos_token / add_eos_token).
+  // With `parse_special`, control tokens written in the text (e.g. "</s>") become their ids; otherwise they are
+  // tokenized as plain text. User-defined tokens are always matched.
+  [[nodiscard]] std::vector<TokenId> encode(std::string_view text, bool add_special, bool parse_special = false) const;
+
+  // The bytes one token stands for: "▁" becomes a space, <0xNN> the raw byte (so a piece may be a fragment of a
+  // UTF-8 character), control tokens nothing unless `render_special`, unused tokens nothing.
+  // Requires is_valid(token).
+  [[nodiscard]] std::string token_to_piece(TokenId token, bool render_special = false) const;
+
+  // Detokenizes a whole sequence into well-formed UTF-8; equal to streaming it through an IncrementalDecoder and
+  // flushing. decode(encode(s, true)) == s for well-formed s without special tokens. Requires all ids valid.
+  [[nodiscard]] std::string decode(std::span<const TokenId> tokens, DecodeOptions options = {}) const;
+
+  TokenizerKind kind() const;
+  int32_t vocab_size() const;
+  bool is_valid(TokenId token) const { return token.value >= 0 && token.value < vocab_size(); }
+  TokenId bos() const;
+  TokenId eos() const;
+  std::optional<TokenId> unknown() const;
+  std::optional<TokenId> padding() const;
+  bool add_bos_token() const;
+  bool add_eos_token() const;
+  bool add_space_prefix() const;
+
+  // Requires is_valid(token).
+  TokenType token_type(TokenId token) const;
+  bool is_control(TokenId token) const { return token_type(token) == TokenType::kControl; }
+  // End of generation: EOS, tokenizer.ggml.eot_token_id, and the end-of-turn markers of common chat formats found
+  // by their text (<|eot_id|>, <|im_end|>, <|end|>, <end_of_turn>, <|endoftext|>, <|eom_id|>, <EOT>), as llama.cpp.
+  bool is_eog(TokenId token) const;
+  // The token's text exactly as stored in the vocabulary (e.g. "▁the", "<0x0A>", "</s>").
+  std::string_view token_text(TokenId token) const;
+  // Exact vocabulary lookup of a piece's stored text.
+  std::optional<TokenId> find_token(std::string_view text) const;
+
+  struct Vocab;  // the indexed vocabulary, private to the implementation
+
+ private:
+  friend class IncrementalDecoder;
+
+  explicit Tokenizer(std::shared_ptr<const Vocab> vocab) : vocab_(std::move(vocab)) {}
+  // token_to_piece without the copy; valid as long as the tokenizer.
+  std::string_view piece_view(TokenId token, bool render_special) const;
+
+  std::shared_ptr<const Vocab> vocab_;
+};
+
+// Streams detokenization for one sequence: each push returns only complete UTF-8 characters, holding back the
+// start of a multi-byte character until its last byte arrives, so no character is ever split across two outputs.
+// Concatenating every push and the final flush gives Tokenizer::decode of the same tokens.
+class IncrementalDecoder {
+ public:
+  // `tokenizer` must outlive the decoder.
+  explicit IncrementalDecoder(const Tokenizer& tokenizer, DecodeOptions options = {});
+
+  // Adds one token (requires tokenizer.is_valid(token)); returns the text that became complete, possibly "".
+  [[nodiscard]] std::string push(TokenId token);
+  // Ends the sequence: returns what is held back, with an incomplete final character replaced by U+FFFD.
+  // The decoder can then start a new sequence.
+  [[nodiscard]] std::string flush();
+  // Bytes held back, waiting for the rest of a character (0..3).
+  size_t num_pending_bytes() const { return pending_.size(); }
+
+ private:
+  const Tokenizer* tokenizer_;
+  DecodeOptions options_;
+  std::string pending_;
+  size_t num_pushed_ = 0;
+  bool strip_next_space_ = false;
+};
+
+}  // namespace hearth

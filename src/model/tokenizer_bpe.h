@@ -1,0 +1,17 @@
+#pragma once
+// Internal to the tokenizer: byte-level BPE ("gpt2" tokenizer model), as in GPT-2 and its descendants.
+
+#include <string_view>
+#include <vector>
+
+#include "model/tokenizer_vocab.h"
+
+namespace hearth {
+
+// Builds the BPE tables (merge ranks, byte tokens, pieces) of `out` from `v`.
+[[nodiscard]] Result<void> bpe_build(const TokenizerVocab& v, Tokenizer::Vocab& out);
+
+// Appends the BPE tokens of one plain-text fragment to `out`.
+void bpe_encode_fragment(const Tokenizer::Vocab& vocab, std::string_view text, std::vector<TokenId>& out);
+
+}  // namespace hearth

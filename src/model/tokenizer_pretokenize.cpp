@@ -1,0 +1,196 @@
+#include "model/tokenizer_pretokenize.h"
+
+#include "model/tokenizer_unicode.h"
+#include "model/utf8.h"
+
+namespace hearth {
+namespace {
+
+constexpr char32_t kOutOfRange = 0xFFFFFFFF;
+constexpr char32_t kIllFormed = 0xFFFFFFFE;  // a byte that is not part of a well-formed character
+
+struct Char {
+  size_t offset;  // in the text
+  size_t length;  // bytes
+  char32_t cp;
+  CharClass cls;
+};
+
+std::vector<Char> decode_chars(std::string_view text) {
+  std::vector<Char> chars;
+  chars.reserve(text.size());
+  for (size_t pos = 0; pos < text.size();) {
+    const Utf8Scan scan = utf8_scan(text, pos);
+    if (scan.status == Utf8Status::kValid) {
+      const char32_t cp = utf8_decode(text, pos);
+      chars.push_back(Char{pos, scan.length, cp, char_class(cp)});
+      pos += scan.length;
+    } else {
+      chars.push_back(Char{pos, 1, kIllFormed, CharClass::kOther});
+      pos += 1;
+    }
+  }
+  return chars;
+}
+
+// Shared by the splitters: the chars [begin, end) of one piece, and the words cut from them so far. Lookahead never
+// sees past `end`, as when a regex runs on that piece alone.
+class Splitter {
+ public:
+  Splitter(std::string_view text, const std::vector<Char>& chars, size_t begin, size_t end,
+           std::vector<std::string_view>& words)
+      : text_(text), chars_(chars), begin_(begin), end_(end), prev_end_(begin), words_(words) {}
+
+ protected:
+  bool in_range(size_t p) const { return p >= begin_ && p < end_; }
+  char32_t cp(size_t p) const { return in_range(p) ? chars_[p].cp : kOutOfRange; }
+  bool is(size_t p, CharClass cls) const { return in_range(p) && chars_[p].cls == cls; }
+  bool is_newline(size_t p) const { return cp(p) == '\r' || cp(p) == '\n'; }
+
+  // Emits chars [prev_end_, end) as a word; returns `end`.
+  size_t add(size_t end) {
+    if (end > prev_end_) {
+      const size_t from = chars_[prev_end_].offset;
+      words_.push_back(text_.substr(from, chars_[end - 1].offset + chars_[end - 1].length - from));
+    }
+    prev_end_ = end;
+    return end;
+  }
+
+  // 's|'t|'re|'ve|'m|'ll|'d at `pos`, ASCII case-insensitive when asked; returns the end, or 0 for no match.
+  size_t match_contraction(size_t pos, bool ignore_case) const {
+    if (cp(pos) != '\'' || pos + 1 >= end_) return 0;
+    const auto lower = [&](char32_t c) { return ignore_case && c >= 'A' && c <= 'Z' ? c + 32 : c; };
+    const char32_t c1 = lower(cp(pos + 1));
+    if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') return pos + 2;
+    if (pos + 2 >= end_) return 0;
+    const char32_t c2 = lower(cp(pos + 2));
+    const bool two = (c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l');
+    return two ? pos + 3 : 0;
+  }
+
+  std::string_view text_;
+  const std::vector<Char>& chars_;
+  size_t begin_;
+  size_t end_;
+  size_t prev_end_;
+  std::vector<std::string_view>& words_;
+};
+
+// 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+class Gpt2Splitter : public Splitter {
+ public:
+  using Splitter::Splitter;
+
+  void run() {
+    for (size_t pos = begin_; pos < end_;) pos = match_at(pos);
+  }
+
+ private:
+  // Matches one word starting at `pos`; returns where the next one starts.
+  size_t match_at(size_t pos) {
+    if (const size_t end = match_contraction(pos, /*ignore_case=*/false)) return add(end);
+    const size_t start = cp(pos) == ' ' ? pos + 1 : pos;  // the optional leading space of the next three
+    for (const CharClass cls : {CharClass::kLetter, CharClass::kNumber, CharClass::kOther}) {
+      if (!is(start, cls)) continue;  //  ?\p{L}+ |  ?\p{N}+ |  ?[^\s\p{L}\p{N}]+
+      size_t p = start;
+      while (is(p, cls)) ++p;
+      return add(p);
+    }
+    size_t num_spaces = 0;
+    while (is(pos + num_spaces, CharClass::kWhitespace)) ++num_spaces;
+    if (num_spaces > 1 && in_range(pos + num_spaces)) return add(pos + num_spaces - 1);  // \s+(?!\S)
+    if (num_spaces > 0) return add(pos + num_spaces);                                    // \s+
+    return add(pos + 1);
+  }
+};
+
+// (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+// with N = 3 (Llama 3) or 1 (Qwen2).
+class Llama3Splitter : public Splitter {
+ public:
+  Llama3Splitter(std::string_view text, const std::vector<Char>& chars, size_t begin, size_t end,
+                 std::vector<std::string_view>& words, size_t max_digits)
+      : Splitter(text, chars, begin, end, words), max_digits_(max_digits) {}
+
+  void run() {
+    for (size_t pos = begin_; pos < end_;) pos = match_at(pos);
+  }
+
+ private:
+  size_t match_at(size_t pos) {
+    if (const size_t end = match_contraction(pos, /*ignore_case=*/true)) return add(end);
+    const CharClass cls = chars_[pos].cls;
+    if (!is_newline(pos) && cls != CharClass::kNumber &&
+        (cls == CharClass::kLetter || is(pos + 1, CharClass::kLetter))) {
+      size_t p = pos + 1;  // [^\r\n\p{L}\p{N}]?\p{L}+
+      while (is(p, CharClass::kLetter)) ++p;
+      return add(p);
+    }
+    if (cls == CharClass::kNumber) {  // \p{N}{1,N}
+      size_t p = pos;
+      while (p < pos + max_digits_ && is(p, CharClass::kNumber)) ++p;
+      return add(p);
+    }
+    const bool space = cp(pos) == ' ';
+    const size_t start = space ? pos + 1 : pos;
+    // A lone space that ends the piece lands here too, as in llama.cpp's matcher (the regex's \s+ cuts the same word).
+    if (is(start, CharClass::kOther) || (space && !in_range(start))) {
+      size_t p = start;  //  ?[^\s\p{L}\p{N}]+[\r\n]*
+      while (is(p, CharClass::kOther)) ++p;
+      while (is_newline(p)) ++p;
+      return add(p);
+    }
+    size_t num_spaces = 0;
+    size_t newline_end = 0;
+    for (; is(pos + num_spaces, CharClass::kWhitespace); ++num_spaces) {
+      if (is_newline(pos + num_spaces)) newline_end = pos + num_spaces + 1;
+    }
+    if (newline_end > 0) return add(newline_end);                                        // \s*[\r\n]+
+    if (num_spaces > 1 && in_range(pos + num_spaces)) return add(pos + num_spaces - 1);  // \s+(?!\S)
+    if (num_spaces > 0) return add(pos + num_spaces);                                    // \s+
+    return add(pos + 1);
+  }
+
+  size_t max_digits_;
+};
+
+}  // namespace
+
+Result<PreTokenizer> pre_tokenizer_from_name(std::string_view name) {
+  if (name == "gpt-2" || name == "mpt" || name == "olmo") return PreTokenizer::kGpt2;
+  if (name == "starcoder" || name == "refact" || name == "smollm") return PreTokenizer::kGpt2SingleDigits;
+  if (name == "llama3" || name == "llama-v3" || name == "llama-bpe" || name == "falcon3") return PreTokenizer::kLlama3;
+  if (name == "qwen2" || name == "deepseek-r1-qwen") return PreTokenizer::kQwen2;
+  return make_error(
+      "pre-tokenizer '{}' (tokenizer.ggml.pre) is not supported; supported: gpt-2, mpt, olmo, "
+      "starcoder, refact, smollm, llama3/llama-bpe, qwen2",
+      name);
+}
+
+void pre_tokenize(PreTokenizer pre, std::string_view text, std::vector<std::string_view>& words) {
+  const std::vector<Char> chars = decode_chars(text);
+  switch (pre) {
+    case PreTokenizer::kGpt2:
+      Gpt2Splitter(text, chars, 0, chars.size(), words).run();
+      break;
+    case PreTokenizer::kGpt2SingleDigits:
+      for (size_t begin = 0; begin < chars.size();) {
+        size_t end = begin + 1;
+        if (chars[begin].cls != CharClass::kNumber) {
+          while (end < chars.size() && chars[end].cls != CharClass::kNumber) ++end;
+        }
+        Gpt2Splitter(text, chars, begin, end, words).run();
+        begin = end;
+      }
+      break;
+    case PreTokenizer::kLlama3:
+      Llama3Splitter(text, chars, 0, chars.size(), words, 3).run();
+      break;
+    case PreTokenizer::kQwen2:
+      Llama3Splitter(text, chars, 0, chars.size(), words, 1).run();
+      break;
+  }
+}
+
+}  // namespace hearth

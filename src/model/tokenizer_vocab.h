@@ -1,0 +1,69 @@
+#pragma once
+// Internal to the tokenizer: the indexed vocabulary shared by the SentencePiece and BPE encoders.
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/tokenizer.h"
+#include "model/tokenizer_pretokenize.h"
+#include "model/tokenizer_tables.h"
+
+namespace hearth {
+
+struct TokenEntry {
+  std::string text;  // as stored in the vocabulary
+  float score = 0.0f;
+  TokenType type = TokenType::kNormal;
+  bool lstrip = false;  // when matched as a special token, whitespace before it is dropped
+  bool rstrip = false;  // ... and whitespace after it
+};
+
+// Neither copied nor moved once built (it lives behind the Tokenizer's shared_ptr).
+struct Tokenizer::Vocab {
+  static constexpr int32_t kNone = -1;
+
+  Vocab() = default;
+  Vocab(const Vocab&) = delete;
+  Vocab& operator=(const Vocab&) = delete;
+
+  TokenizerKind kind = TokenizerKind::kSpm;
+  std::vector<TokenEntry> entries;  // [vocab_size]
+  TokenTextIndex index;             // text -> id over `entries`; the last of duplicates wins, as in llama.cpp
+  // SentencePiece: byte -> its fallback token (<0xNN>, else the byte's own piece, else <unk>).
+  // BPE: byte -> the piece spelling that byte alone, or kNone.
+  std::array<int32_t, 256> byte_tokens{};
+  std::vector<int32_t> special_tokens;  // matched in text before splitting, longest text first
+  // token_to_piece without render_special, all in one buffer: token i is piece_bytes[piece_offsets[i], [i + 1]).
+  std::string piece_bytes;
+  std::vector<size_t> piece_offsets;  // [vocab_size + 1]
+
+  int32_t bos = kNone;
+  int32_t eos = kNone;
+  int32_t unknown = kNone;
+  int32_t padding = kNone;
+  int32_t eot = kNone;
+  std::vector<int32_t> eog_tokens;  // end of generation: EOS, EOT and the usual end-of-turn markers
+  bool add_bos = false;
+  bool add_eos = false;
+  bool add_space_prefix = false;
+
+  // BPE only: (left, right) -> (rank, merged token); lower ranks merge first.
+  MergeTable merges;
+  PreTokenizer pre = PreTokenizer::kGpt2;
+
+  std::string_view piece(int32_t id) const {
+    return std::string_view(piece_bytes).substr(piece_offsets[id], piece_offsets[id + 1] - piece_offsets[id]);
+  }
+
+  int32_t find(std::string_view text) const {
+    return index.find(text, [this](size_t id) -> std::string_view { return entries[id].text; });
+  }
+};
+
+// Appends the SentencePiece tokens of one plain-text fragment (spaces already escaped to "▁") to `out`.
+void spm_encode_fragment(const Tokenizer::Vocab& vocab, std::string_view text, std::vector<TokenId>& out);
+
+}  // namespace hearth

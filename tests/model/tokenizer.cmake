@@ -1,0 +1,7 @@
+# Tokenizer tests (src/model/tokenizer*.cpp, src/model/utf8.cpp). Included from tests/model/CMakeLists.txt.
+hearth_add_test(tokenizer_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/tokenizer_test.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/tokenizer_decode_test.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/tokenizer_bpe_test.cpp
+  LIBS hearth_model hearth_gguf
+  LABELS sanitize)

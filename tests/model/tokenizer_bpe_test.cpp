@@ -1,0 +1,154 @@
+// Byte-level BPE ("gpt2" tokenizer model): golden ids against llama.cpp's reference files and the pre-tokenizers.
+
+#include <gtest/gtest.h>
+
+#include "model/tokenizer_pretokenize.h"
+#include "tokenizer_test_util.h"
+
+namespace hearth {
+namespace {
+
+using test::ids;
+
+class BpeReference : public testing::TestWithParam<const char*> {};
+
+// Every case must match llama.cpp id for id; byte-level BPE decodes back to the exact text, whole or streamed.
+TEST_P(BpeReference, MatchesLlamaCpp) {
+  const std::string file = std::string("vocab/") + GetParam();
+  const Tokenizer& tok = test::cached_tokenizer(file);
+  EXPECT_EQ(tok.kind(), TokenizerKind::kBpe);
+  const auto cases = test::read_vocab_cases(file);
+  ASSERT_EQ(cases.size(), 46u);
+  for (const auto& c : cases) {
+    const auto encoded = tok.encode(c.text, false);
+    EXPECT_EQ(ids(encoded), c.expected) << "text: \"" << c.text << '"';
+    EXPECT_EQ(tok.decode(encoded), c.text);
+    EXPECT_EQ(test::stream_decode(tok, encoded), c.text);
+  }
+}
+
+// gpt-2 and mpt use the GPT-2 regex (mpt adds user-defined runs of spaces); starcoder and refact split digits first.
+INSTANTIATE_TEST_SUITE_P(Bpe, BpeReference,
+                         testing::Values("ggml-vocab-gpt-2.gguf", "ggml-vocab-mpt.gguf", "ggml-vocab-starcoder.gguf",
+                                         "ggml-vocab-refact.gguf"));
+
+TEST(TokenizerBpe, Gpt2Basics) {
+  const Tokenizer& tok = test::cached_tokenizer("vocab/ggml-vocab-gpt-2.gguf");
+  EXPECT_EQ(tok.vocab_size(), 50257);
+  EXPECT_EQ(tok.bos(), TokenId(50256));
+  EXPECT_FALSE(tok.add_bos_token());
+  EXPECT_FALSE(tok.add_space_prefix());
+  EXPECT_EQ(ids(tok.encode("Hello world", false)), (std::vector<int32_t>{15496, 995}));
+  EXPECT_EQ(ids(tok.encode("Hello world", true)), (std::vector<int32_t>{15496, 995})) << "GPT-2 adds no BOS";
+  EXPECT_EQ(tok.token_to_piece(TokenId(995)), " world") << "Ġ spells a space";
+  EXPECT_EQ(tok.token_to_piece(TokenId(198)), "\n");
+  EXPECT_EQ(tok.token_to_piece(TokenId(50256)), "");
+  EXPECT_EQ(tok.token_to_piece(TokenId(50256), true), "<|endoftext|>");
+  EXPECT_EQ(ids(tok.encode("a<|endoftext|>", false, true)), (std::vector<int32_t>{64, 50256}));
+  EXPECT_TRUE(tok.encode("", true).empty());
+  EXPECT_EQ(tok.decode(tok.encode(" leading space kept", false)), " leading space kept");
+}
+
+TEST(TokenizerBpe, InvalidUtf8RoundTripsAsBytes) {
+  const Tokenizer& tok = test::cached_tokenizer("vocab/ggml-vocab-gpt-2.gguf");
+  const std::string text = "ok \xFF\xC3 x\xE2\x82";
+  const auto encoded = tok.encode(text, false);
+  EXPECT_FALSE(encoded.empty());
+  std::string raw;
+  for (const TokenId t : encoded) raw += tok.token_to_piece(t);
+  EXPECT_EQ(raw, text) << "byte-level pieces keep every byte";
+  EXPECT_EQ(tok.decode(encoded), "ok \xEF\xBF\xBD\xEF\xBF\xBD x\xEF\xBF\xBD") << "decode() stays well-formed";
+}
+
+std::vector<std::string> split(PreTokenizer pre, std::string_view text) {
+  std::vector<std::string_view> words;
+  pre_tokenize(pre, text, words);
+  return std::vector<std::string>(words.begin(), words.end());
+}
+
+TEST(PreTokenizer, Gpt2Regex) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(split(PreTokenizer::kGpt2, "Hello, world!"), (V{"Hello", ",", " world", "!"}));
+  EXPECT_EQ(split(PreTokenizer::kGpt2, "I'm y'all's"), (V{"I", "'m", " y", "'", "all", "'s"}));
+  EXPECT_EQ(split(PreTokenizer::kGpt2, "a   b"), (V{"a", "  ", " b"})) << "\\s+(?!\\S) leaves one space";
+  EXPECT_EQ(split(PreTokenizer::kGpt2, "a  "), (V{"a", "  "})) << "trailing spaces stay together";
+  EXPECT_EQ(split(PreTokenizer::kGpt2, "x\n\ny"), (V{"x", "\n", "\n", "y"}));
+  EXPECT_EQ(split(PreTokenizer::kGpt2, "abc123 45"), (V{"abc", "123", " 45"}));
+  EXPECT_EQ(split(PreTokenizer::kGpt2, "naïve café"), (V{"naïve", " café"}));
+  EXPECT_EQ(split(PreTokenizer::kGpt2, "🦙🦙 ok"), (V{"🦙🦙", " ok"}));
+  EXPECT_EQ(split(PreTokenizer::kGpt2SingleDigits, "abc123 45"), (V{"abc", "1", "2", "3", " ", "4", "5"}));
+  EXPECT_EQ(split(PreTokenizer::kGpt2, "\xFF\xFEz"), (V{"\xFF\xFE", "z"}));
+  EXPECT_TRUE(split(PreTokenizer::kGpt2, "").empty());
+}
+
+// No reference vocabularies exist here for Llama 3 and Qwen2; these cases follow their regexes by hand.
+TEST(PreTokenizer, Llama3AndQwen2Regexes) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(split(PreTokenizer::kLlama3, "Hello, world! 12345 I'M here\n\n  ok  "),
+            (V{"Hello", ",", " world", "!", " ", "123", "45", " I", "'M", " here", "\n\n", " ", " ok", "  "}));
+  EXPECT_EQ(split(PreTokenizer::kLlama3, "a.\n\nb"), (V{"a", ".\n\n", "b"}));
+  EXPECT_EQ(split(PreTokenizer::kLlama3, "(hello)"), (V{"(hello", ")"}));
+  EXPECT_EQ(split(PreTokenizer::kLlama3, "x \n y"), (V{"x", " \n", " y"}));
+  EXPECT_EQ(split(PreTokenizer::kLlama3, "end "), (V{"end", " "}));
+  EXPECT_EQ(split(PreTokenizer::kQwen2, "x2024"), (V{"x", "2", "0", "2", "4"}));
+  EXPECT_EQ(split(PreTokenizer::kLlama3, "x2024"), (V{"x", "202", "4"}));
+}
+
+// Llama 3 takes a word that is itself a vocabulary piece without merging; GPT-2 always merges.
+TEST(TokenizerBpe, Llama3IgnoresMergesForWholeWords) {
+  TokenizerVocab v;
+  v.model = "gpt2";
+  v.tokens = {"a", "b", "c", "ab", "abc", "<s>"};
+  v.token_types = {1, 1, 1, 1, 1, 3};
+  v.merges = {"a b"};
+  v.bos_id = 5;
+  v.eos_id = 5;
+  v.pre = "gpt-2";
+  auto gpt2 = Tokenizer::from_vocab(v);
+  ASSERT_TRUE(gpt2) << gpt2.error().message;
+  EXPECT_EQ(ids(gpt2->encode("abc", true)), (std::vector<int32_t>{3, 2}));
+  v.pre = "llama-bpe";
+  auto llama3 = Tokenizer::from_vocab(v);
+  ASSERT_TRUE(llama3) << llama3.error().message;
+  EXPECT_EQ(ids(llama3->encode("abc", true)), (std::vector<int32_t>{5, 4})) << "Llama 3 adds BOS by default";
+}
+
+TEST(PreTokenizer, UnsupportedNamesAreErrors) {
+  EXPECT_TRUE(pre_tokenizer_from_name("gpt-2"));
+  EXPECT_TRUE(pre_tokenizer_from_name("smollm"));
+  EXPECT_TRUE(pre_tokenizer_from_name("llama-bpe"));
+  EXPECT_TRUE(pre_tokenizer_from_name("qwen2"));
+  EXPECT_FALSE(pre_tokenizer_from_name(""));
+  const auto unsupported = pre_tokenizer_from_name("deepseek-coder");
+  ASSERT_FALSE(unsupported);
+  EXPECT_NE(unsupported.error().message.find("pre-tokenizer 'deepseek-coder' (tokenizer.ggml.pre) is not supported"),
+            std::string::npos);
+}
+
+TEST(TokenizerBpe, MalformedVocabularies) {
+  TokenizerVocab v;
+  v.model = "gpt2";
+  v.pre = "gpt-2";
+  v.tokens = {"a", "b", "ab", "<|endoftext|>"};
+  v.token_types = {1, 1, 1, 3};
+  v.bos_id = 3;
+  v.eos_id = 3;
+  auto missing = Tokenizer::from_vocab(v);
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().message.find("tokenizer.ggml.merges is missing"), std::string::npos);
+  v.merges = {"ab"};
+  auto bad = Tokenizer::from_vocab(v);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("tokenizer.ggml.merges[0] = 'ab' is not two pieces"), std::string::npos);
+  v.merges = {"a b"};
+  auto good = Tokenizer::from_vocab(v);
+  ASSERT_TRUE(good) << good.error().message;
+  EXPECT_EQ(ids(good->encode("abba", false)), (std::vector<int32_t>{2, 1, 0}));
+  v.bos_id.reset();
+  auto no_bos = Tokenizer::from_vocab(v);
+  ASSERT_FALSE(no_bos);
+  EXPECT_NE(no_bos.error().message.find("no tokenizer.ggml.bos_token_id"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hearth
