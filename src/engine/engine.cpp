@@ -33,12 +33,19 @@ size_t stop_prefix_overlap(std::string_view text, const std::vector<std::string>
 
 struct Engine::Stream {
   Stream(const Tokenizer& tokenizer, const RequestSpec& spec)
-      : decoder(tokenizer), sampler(spec.sampling), stop(spec.stop), arrival(Clock::now()) {}
+      : decoder(tokenizer),
+        sampler(spec.sampling),
+        stop(spec.stop),
+        pin_prefix(spec.pin_prefix),
+        cache_salt(spec.cache_salt),
+        arrival(Clock::now()) {}
 
   IncrementalDecoder decoder;
   Sampler sampler;
   std::vector<std::string> stop;
   std::string held;  // decoded text not yet emitted: it may be the start of a stop string
+  bool pin_prefix;
+  std::string cache_salt;
   Clock::time_point arrival;
   Clock::time_point first_scheduled;
   Clock::time_point first_token;
@@ -73,11 +80,24 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineConfig& con
   storage_ = std::make_unique<KvStorage>(c.n_layers, c.kv_dim(), config.block_size, num_blocks);
   kv_ = std::make_unique<KvCacheManager>(KvCacheConfig{
       num_blocks, config.block_size, static_cast<int32_t>(num_blocks * config.max_pinned_fraction)});
+  const int64_t tokens = static_cast<int64_t>(num_blocks) * config.block_size;
+  spdlog::info("KV pool {:.2f} MiB, f32, {:.1f} KiB/token, {} tokens ({} blocks of {}): {} users at the full {}-token "
+               "context",
+               storage_->bytes_total() / 1048576.0, storage_->bytes_per_token() / 1024.0, tokens, num_blocks,
+               config.block_size, tokens / c.n_ctx_train, c.n_ctx_train);
   scheduler_ = std::make_unique<Scheduler>(
       SchedulerConfig{config.max_batch_tokens, config.max_running, config.max_waiting, c.n_ctx_train}, *kv_);
 }
 
 Engine::~Engine() = default;
+
+BlockHash Engine::cache_namespace(const std::string& cache_salt) const {
+  return CacheNamespace{fingerprint_, "f32", config_.block_size, config_.adapter_id, cache_salt}.digest();
+}
+
+Result<PinInfo> Engine::pin_prefix(std::span<const TokenId> prompt, const std::string& cache_salt) {
+  return kv_->pin_prefix(cache_namespace(cache_salt), prompt);
+}
 
 Result<RequestId> Engine::add_request(RequestSpec spec) {
   HEARTH_TRY(spec.sampling.validate());
@@ -98,9 +118,7 @@ Result<RequestId> Engine::add_request(RequestSpec spec) {
     request->stop_token_ids = eog_ids_;
   }
   request->use_cache = spec.use_cache;
-  request->cache_namespace = CacheNamespace{fingerprint_, "f32", config_.block_size, config_.adapter_id,
-                                            spec.cache_salt}
-                                 .digest();
+  request->cache_namespace = cache_namespace(spec.cache_salt);
   const RequestId id = request->id;
   auto stream = std::make_unique<Stream>(tokenizer_, spec);
   HEARTH_TRY(scheduler_->add_request(std::move(request)));
@@ -194,6 +212,15 @@ RequestOutput Engine::finish_output(std::unique_ptr<Request> request) {
   u.ttft_ms = stream.has_first_token ? ms_between(stream.arrival, stream.first_token) : 0;
   u.prefill_ms = stream.has_first_token && stream.scheduled ? ms_between(stream.first_scheduled, stream.first_token) : 0;
   u.total_ms = ms_between(stream.arrival, now);
+  if (stream.pin_prefix && request->finish_reason != FinishReason::kAborted) {
+    const std::span<const TokenId> prompt(request->tokens.data(), request->num_prompt_tokens);
+    auto pinned = kv_->pin_prefix(request->cache_namespace, prompt);
+    if (pinned) {
+      u.pinned_tokens = pinned->num_tokens;
+    } else {
+      u.pin_error = pinned.error().message;
+    }
+  }
   streams_.erase(it);
   counters_.num_finished++;
   return out;

@@ -42,6 +42,7 @@ struct RequestSpec {
   bool ignore_eos = false;
   bool use_cache = true;
   std::string cache_salt;
+  bool pin_prefix = false;  // when done, pin the prompt's cached full blocks (see Engine::pin_prefix)
 };
 
 // What a request spent and saved; reported with every finished request.
@@ -54,6 +55,8 @@ struct RequestUsage {
   double ttft_ms = 0;     // arrival to first token
   double prefill_ms = 0;  // first admission to first token
   double total_ms = 0;
+  int32_t pinned_tokens = 0;  // with pin_prefix: tokens of the prompt now pinned
+  std::string pin_error;      // with pin_prefix: why pinning failed (e.g. the pin cap)
 };
 
 // One request's news from a step.
@@ -94,6 +97,12 @@ class Engine {
   // Runs one step and returns every request's news. Empty when there is nothing to do.
   std::vector<RequestOutput> step();
 
+  // Pins the cached full blocks of `prompt` (in the namespace of `cache_salt`) so they are never evicted.
+  // Fails when nothing of it is cached or the pin cap (max_pinned_fraction of the pool) would be exceeded.
+  [[nodiscard]] Result<PinInfo> pin_prefix(std::span<const TokenId> prompt, const std::string& cache_salt);
+  // Removes a pin; false when no pin has this key.
+  bool unpin(const BlockHash& key) { return kv_->unpin(key); }
+
   bool has_unfinished() const { return scheduler_->has_unfinished() || !pending_outputs_.empty(); }
   const KvCacheManager& kv() const { return *kv_; }
   const Scheduler& scheduler() const { return *scheduler_; }
@@ -119,6 +128,7 @@ class Engine {
   std::vector<TokenId> sample(const SchedulerOutput& out, std::span<const float> logits);
   void emit_token(Stream& stream, TokenId token, RequestOutput& output);
   RequestOutput finish_output(std::unique_ptr<Request> request);
+  BlockHash cache_namespace(const std::string& cache_salt) const;
 
   Model& model_;
   const Tokenizer& tokenizer_;

@@ -199,3 +199,103 @@ TEST(PrefixCache, SecondTurnReusesTheAnswer) {
 
 }  // namespace
 }  // namespace hearth
+
+namespace hearth {
+namespace {
+
+TEST(Pinning, PinnedPromptSurvivesPressureAndTheCapIsEnforced) {
+  auto& m = load_model(testing::kStories);
+  ThreadPool pool(2);
+  // 16 blocks of 16 tokens; pins may hold half of them.
+  auto engine = *Engine::create(*m.model, *m.tokenizer, small_config(16 * 20480), pool);
+  const auto rules = story_tokens(*m.tokenizer, 64, "House rules: be kind.");
+  auto spec = greedy(rules, 2);
+  spec.pin_prefix = true;
+  auto id = *engine->add_request(spec);
+  auto done = run_to_completion(*engine);
+  EXPECT_EQ(done[id.value].usage.pinned_tokens, 64);
+  EXPECT_EQ(engine->kv().num_blocks_pinned(), 4);
+  for (int i = 0; i < 3; ++i) {  // one-off documents that need most of the pool
+    auto doc = *engine->add_request(greedy(story_tokens(*m.tokenizer, 150, "A long document " + std::to_string(i)), 20));
+    run_to_completion(*engine);
+    (void)doc;
+  }
+  EXPECT_GT(engine->kv().pool().num_evictions(), 0u);
+  auto again = *engine->add_request(greedy(rules, 1));
+  EXPECT_EQ(run_to_completion(*engine)[again.value].usage.cached_tokens, 63);
+
+  auto big = story_tokens(*m.tokenizer, 100, "Another prefix");
+  *engine->add_request(greedy(big, 1));
+  run_to_completion(*engine);
+  auto too_many = engine->pin_prefix(big, "");
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_NE(too_many.error().message.find("pin cap"), std::string::npos) << too_many.error().message;
+  auto pin = engine->pin_prefix(rules, "");
+  ASSERT_TRUE(pin.ok());  // pinning the same prefix again returns the existing pin
+  EXPECT_TRUE(engine->unpin(pin->key));
+  EXPECT_EQ(engine->kv().num_blocks_pinned(), 0);
+  engine->check_invariants();
+}
+
+TEST(Abort, MidPrefillAndMidDecodeLeaveOthersUntouched) {
+  auto& m = load_model(testing::kStories);
+  ThreadPool pool(2);
+  const auto keep = story_tokens(*m.tokenizer, 30, "Once upon a time");
+  auto alone_engine = *Engine::create(*m.model, *m.tokenizer, small_config(), pool);
+  auto alone_id = *alone_engine->add_request(greedy(keep, 30));
+  const auto alone = run_to_completion(*alone_engine)[alone_id.value].tokens;
+
+  auto engine = *Engine::create(*m.model, *m.tokenizer, small_config(), pool);
+  auto kept = *engine->add_request(greedy(keep, 30));
+  auto decoding = *engine->add_request(greedy(story_tokens(*m.tokenizer, 20, "The dog"), 100));
+  auto prefilling = *engine->add_request(greedy(story_tokens(*m.tokenizer, 300, "A long prompt"), 10));
+  std::map<uint64_t, std::vector<TokenId>> tokens;
+  std::map<uint64_t, FinishReason> reasons;
+  for (int step = 0; engine->has_unfinished(); ++step) {
+    if (step == 2) {
+      const Request* r = engine->scheduler().find(prefilling);
+      ASSERT_NE(r, nullptr);
+      EXPECT_LT(r->num_computed_tokens, r->num_prompt_tokens) << "should still be prefilling";
+      engine->abort(prefilling);
+    }
+    if (step == 6) engine->abort(decoding);
+    for (auto& out : engine->step()) {
+      tokens[out.id.value].insert(tokens[out.id.value].end(), out.new_tokens.begin(), out.new_tokens.end());
+      if (out.finished) reasons[out.id.value] = out.finish_reason;
+    }
+    engine->check_invariants();
+  }
+  EXPECT_EQ(reasons[prefilling.value], FinishReason::kAborted);
+  EXPECT_EQ(reasons[decoding.value], FinishReason::kAborted);
+  EXPECT_EQ(tokens[kept.value], alone);
+  EXPECT_EQ(engine->kv().pool().num_blocks_in_use(), 0);
+}
+
+TEST(Batching, SharedPrefixesAndMixedLengthsEqualAlone) {
+  auto& m = load_model(testing::kStories);
+  ThreadPool pool(2);
+  const auto stem = story_tokens(*m.tokenizer, 45, "House rules:");
+  std::vector<std::vector<TokenId>> prompts;
+  for (int i = 0; i < 6; ++i) {
+    auto p = stem;
+    auto tail = m.tokenizer->encode(" Question " + std::to_string(i) + " about the dog and the" +
+                                        std::string(i * 3, ' ') + " cat",
+                                    false);
+    p.insert(p.end(), tail.begin(), tail.end());
+    prompts.push_back(p);
+  }
+  std::vector<std::vector<TokenId>> alone;
+  for (const auto& p : prompts) {
+    auto e = *Engine::create(*m.model, *m.tokenizer, small_config(), pool);
+    auto id = *e->add_request(greedy(p, 25));
+    alone.push_back(run_to_completion(*e)[id.value].tokens);
+  }
+  auto engine = *Engine::create(*m.model, *m.tokenizer, small_config(), pool);
+  std::vector<RequestId> ids;
+  for (const auto& p : prompts) ids.push_back(*engine->add_request(greedy(p, 25)));
+  auto done = run_to_completion(*engine);
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(done[ids[i].value].tokens, alone[i]) << i;
+}
+
+}  // namespace
+}  // namespace hearth
