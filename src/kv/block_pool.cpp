@@ -48,11 +48,7 @@ void BlockPool::queue_remove(int32_t i) {
 
 void BlockPool::evict(int32_t i) {
   BlockMeta& b = blocks_[i];
-  index_.erase(b.key);
-  auto it = children_.find(b.parent_key);
-  HEARTH_CHECK(it != children_.end(), "cached block {} missing from its parent's children", i);
-  std::erase(it->second, BlockId{i});
-  if (it->second.empty()) children_.erase(it);
+  index_.erase(b.key, b.parent_key, BlockId{i});
   b.has_key = false;
   b.key = {};
   b.parent_key = {};
@@ -96,23 +92,20 @@ bool BlockPool::cache(BlockId id, const BlockHash& key, const BlockHash& parent_
   b.key = key;
   b.parent_key = parent_key;
   b.tokens.assign(tokens.begin(), tokens.end());
-  index_.emplace(key, id);
-  children_[parent_key].push_back(id);
+  index_.insert(key, parent_key, id);
   return true;
 }
 
 std::optional<BlockId> BlockPool::lookup(const BlockHash& key, std::span<const TokenId> tokens) const {
-  auto it = index_.find(key);
-  if (it == index_.end()) return std::nullopt;
-  const BlockMeta& b = blocks_[it->second.value];
+  const auto found = index_.find(key);
+  if (!found) return std::nullopt;
+  const BlockMeta& b = blocks_[found->value];
   if (!std::equal(b.tokens.begin(), b.tokens.end(), tokens.begin(), tokens.end())) return std::nullopt;
-  return it->second;
+  return found;
 }
 
 std::span<const BlockId> BlockPool::cached_children(const BlockHash& parent_key) const {
-  auto it = children_.find(parent_key);
-  if (it == children_.end()) return {};
-  return it->second;
+  return index_.children(parent_key);
 }
 
 std::vector<BlockId> BlockPool::free_queue() const {
@@ -137,8 +130,7 @@ void BlockPool::check_invariants() const {
   HEARTH_CHECK(prev == free_tail_, "free queue tail is {}, list ends at {}", free_tail_, prev);
   HEARTH_CHECK(count == num_free_, "free queue holds {} blocks, counter says {}", count, num_free_);
   int32_t num_keyed = 0, num_in_use = 0;
-  size_t num_children = 0;
-  for (const auto& [parent, kids] : children_) num_children += kids.size();
+  const size_t num_children = index_.num_children_entries();
   for (int32_t i = 0; i < n; ++i) {
     const BlockMeta& b = blocks_[i];
     HEARTH_CHECK(b.ref_cnt >= 0, "block {} has ref {}", i, b.ref_cnt);
@@ -147,14 +139,13 @@ void BlockPool::check_invariants() const {
     num_in_use += b.ref_cnt > 0;
     if (!b.has_key) continue;
     ++num_keyed;
-    auto it = index_.find(b.key);
-    HEARTH_CHECK(it != index_.end() && it->second == BlockId{i}, "cached block {} is not indexed under its key", i);
+    HEARTH_CHECK(index_.find(b.key) == BlockId{i}, "cached block {} is not indexed under its key", i);
     auto kids = cached_children(b.parent_key);
     HEARTH_CHECK(std::find(kids.begin(), kids.end(), BlockId{i}) != kids.end(), "block {} missing from children", i);
     // A parent must outlive its children: if both are unreferenced, the parent sits behind the child.
-    auto parent = index_.find(b.parent_key);
-    if (b.ref_cnt == 0 && parent != index_.end()) {
-      const int32_t p = parent->second.value;
+    const auto parent = index_.find(b.parent_key);
+    if (b.ref_cnt == 0 && parent) {
+      const int32_t p = parent->value;
       HEARTH_CHECK(blocks_[p].ref_cnt > 0 || queue_pos[p] > queue_pos[i],
                    "cached block {} would outlive its parent {} (evicted first)", i, p);
     }

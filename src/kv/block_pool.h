@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "kv/block_hash.h"
+#include "kv/prefix_index.h"
 #include "util/ids.h"
 
 namespace hearth {
@@ -92,8 +93,7 @@ class BlockPool {
   int32_t num_free_ = 0;
   uint64_t clock_ = 0;
   uint64_t num_evictions_ = 0;
-  std::unordered_map<BlockHash, BlockId> index_;
-  std::unordered_map<BlockHash, std::vector<BlockId>> children_;  // parent key → cached children
+  PrefixIndex index_;
 };
 
 }  // namespace hearth
