@@ -79,7 +79,8 @@ std::vector<double> latency_during_prefill(Engine& engine, const Tokenizer& tok,
   const int32_t n_decoders = std::max(1, f.users / 2);
   std::vector<RequestId> decoders;
   for (int32_t i = 0; i < n_decoders; ++i) {
-    auto id = engine.add_request(spec_for(random_prompt(tok, f.prompt_tokens, rng), 1000));
+    auto id = engine.add_request(
+        spec_for(random_prompt(tok, f.prompt_tokens, rng), engine.max_model_len() - f.prompt_tokens));
     HEARTH_CHECK(id.ok(), "{}", id.error().message);
     decoders.push_back(*id);
   }

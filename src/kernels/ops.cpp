@@ -1,16 +1,16 @@
 #include "kernels/ops.h"
 
+#include "kernels/cpu_isa.h"
+
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace hearth {
 namespace {
 
-bool have_avx2() {
-  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return ok;
-}
+bool have_avx2() { return active_isa_level() == IsaLevel::kAvx2; }
 
 // Lane layout is fixed: 8 partial sums, lane l takes elements i ≡ l (mod 8) of the first n - n % 8,
 // then lanes are combined as ((0+4)+(2+6)) + ((1+5)+(3+7)), then the tail is added in order.
@@ -109,28 +109,64 @@ float dot_f32_reference(const float* a, const float* b, int64_t n) {
   return static_cast<float>(sum);
 }
 
-void attention_head(const float* q, const PagedKvView& k, const PagedKvView& v, int32_t head_offset,
-                    int32_t head_dim, int32_t n_keys, float scale, float* scores, float* out) {
-  float max_score = -INFINITY;
-  for (int32_t j = 0; j < n_keys; ++j) {
-    scores[j] = dot_f32(q, k.row(j) + head_offset, head_dim) * scale;
-    max_score = std::max(max_score, scores[j]);
+namespace {
+
+// Visits keys 0..n_keys-1 block by block, so the block table is read once per block, not once per key.
+template <class F>
+inline void for_each_row(const PagedKvView& kv, int32_t head_offset, int32_t n_keys, F&& fn) {
+  for (int32_t b = 0, j = 0; j < n_keys; ++b) {
+    const float* row = kv.base + static_cast<size_t>(kv.block_table[b].value) * kv.block_stride + head_offset;
+    const int32_t end = std::min(n_keys, j + kv.block_size);
+    for (; j < end; ++j, row += kv.slot_stride) fn(j, row);
   }
+}
+
+// Softmax over scores[0, n) in place (fixed order); returns 1 / sum.
+float softmax_in_place(float* scores, int32_t n, float max_score) {
   float sum = 0.0f;
-  for (int32_t j = 0; j < n_keys; ++j) {
+  for (int32_t j = 0; j < n; ++j) {
     scores[j] = std::exp(scores[j] - max_score);
     sum += scores[j];
   }
+  return 1.0f / sum;
+}
+
+__attribute__((target("avx2,fma"))) void attention_head_avx2(const float* q, const PagedKvView& k,
+                                                               const PagedKvView& v, int32_t head_offset,
+                                                               int32_t head_dim, int32_t n_keys, float scale,
+                                                               float* scores, float* out) {
+  float max_score = -INFINITY;
+  for_each_row(k, head_offset, n_keys, [&](int32_t j, const float* kj) {
+    scores[j] = dot_lanes_avx2(q, kj, head_dim) * scale;
+    max_score = std::max(max_score, scores[j]);
+  });
+  const float inv_sum = softmax_in_place(scores, n_keys, max_score);
   for (int32_t d = 0; d < head_dim; ++d) out[d] = 0.0f;
-  const float inv_sum = 1.0f / sum;
-  const bool avx2 = have_avx2();
-  for (int32_t j = 0; j < n_keys; ++j) {
-    const float* vj = v.row(j) + head_offset;
-    if (avx2) {
-      scale_add_avx2(out, 1.0f, vj, scores[j] * inv_sum, head_dim);
-    } else {
-      scale_add_scalar(out, 1.0f, vj, scores[j] * inv_sum, head_dim);
-    }
+  for_each_row(v, head_offset, n_keys,
+               [&](int32_t j, const float* vj) { scale_add_avx2(out, 1.0f, vj, scores[j] * inv_sum, head_dim); });
+}
+
+void attention_head_scalar(const float* q, const PagedKvView& k, const PagedKvView& v, int32_t head_offset,
+                           int32_t head_dim, int32_t n_keys, float scale, float* scores, float* out) {
+  float max_score = -INFINITY;
+  for_each_row(k, head_offset, n_keys, [&](int32_t j, const float* kj) {
+    scores[j] = dot_lanes_scalar(q, kj, head_dim) * scale;
+    max_score = std::max(max_score, scores[j]);
+  });
+  const float inv_sum = softmax_in_place(scores, n_keys, max_score);
+  for (int32_t d = 0; d < head_dim; ++d) out[d] = 0.0f;
+  for_each_row(v, head_offset, n_keys,
+               [&](int32_t j, const float* vj) { scale_add_scalar(out, 1.0f, vj, scores[j] * inv_sum, head_dim); });
+}
+
+}  // namespace
+
+void attention_head(const float* q, const PagedKvView& k, const PagedKvView& v, int32_t head_offset,
+                    int32_t head_dim, int32_t n_keys, float scale, float* scores, float* out) {
+  if (have_avx2()) {
+    attention_head_avx2(q, k, v, head_offset, head_dim, n_keys, scale, scores, out);
+  } else {
+    attention_head_scalar(q, k, v, head_offset, head_dim, n_keys, scale, scores, out);
   }
 }
 

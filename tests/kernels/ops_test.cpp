@@ -1,6 +1,8 @@
 // The element-wise and attention kernels against their scalar reference twins.
 #include "kernels/ops.h"
 
+#include "kernels/cpu_isa.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -99,6 +101,27 @@ TEST(Ops, AttentionOverOneKeyReturnsItsValue) {
   attention_head(q.data(), f.view(f.k), f.view(f.v), 0, 8, 1, 1.0f, scores, out);
   const float* v0 = f.v.data() + 3 * 4 * 16;  // position 0 lives in block 3, slot 0
   for (int d = 0; d < 8; ++d) EXPECT_FLOAT_EQ(out[d], v0[d]);
+}
+
+}  // namespace
+}  // namespace hearth
+
+namespace hearth {
+namespace {
+
+TEST(Ops, AttentionIsBitIdenticalToTheScalarLaneOrder) {
+  // The AVX2 kernel and the portable fallback use the same lane order, so they agree bit for bit.
+  PagedFixture f;
+  auto q = random_vector(16, 11);
+  for (int32_t n_keys : {1, 5, 16}) {
+    std::vector<float> scores(n_keys), fast(16), scalar(16);
+    attention_head(q.data(), f.view(f.k), f.view(f.v), 0, 16, n_keys, 0.25f, scores.data(), fast.data());
+    const IsaLevel level = active_isa_level();
+    set_isa_level(IsaLevel::kScalar);
+    attention_head(q.data(), f.view(f.k), f.view(f.v), 0, 16, n_keys, 0.25f, scores.data(), scalar.data());
+    set_isa_level(level);
+    EXPECT_EQ(fast, scalar) << n_keys << " keys";
+  }
 }
 
 }  // namespace
