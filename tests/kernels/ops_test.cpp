@@ -72,7 +72,8 @@ struct PagedFixture {
   int32_t block_size = 4, n_blocks = 6, row = 16;
   std::vector<float> k, v;
   std::vector<BlockId> table{BlockId{3}, BlockId{0}, BlockId{5}, BlockId{1}};
-  PagedFixture() : k(random_vector(6 * 4 * 16, 5)), v(random_vector(6 * 4 * 16, 6)) {}
+  explicit PagedFixture(int32_t row_width = 16)
+      : row(row_width), k(random_vector(6 * 4 * row_width, 5)), v(random_vector(6 * 4 * row_width, 6)) {}
   PagedKvView view(const std::vector<float>& data) const {
     return {data.data(), static_cast<size_t>(block_size * row), static_cast<size_t>(row), block_size, table};
   }
@@ -111,16 +112,23 @@ namespace {
 
 TEST(Ops, AttentionIsBitIdenticalToTheScalarLaneOrder) {
   // The AVX2 kernel and the portable fallback use the same lane order, so they agree bit for bit.
-  PagedFixture f;
-  auto q = random_vector(16, 11);
-  for (int32_t n_keys : {1, 5, 16}) {
-    std::vector<float> scores(n_keys), fast(16), scalar(16);
-    attention_head(q.data(), f.view(f.k), f.view(f.v), 0, 16, n_keys, 0.25f, scores.data(), fast.data());
-    const IsaLevel level = active_isa_level();
-    set_isa_level(IsaLevel::kScalar);
-    attention_head(q.data(), f.view(f.k), f.view(f.v), 0, 16, n_keys, 0.25f, scores.data(), scalar.data());
-    set_isa_level(level);
-    EXPECT_EQ(fast, scalar) << n_keys << " keys";
+  for (int32_t head_dim : {8, 16, 64, 72, 128}) {
+    PagedFixture f(2 * head_dim);
+    auto q = random_vector(head_dim, 11);
+    for (int32_t n_keys : {1, 5, 16}) {
+      std::vector<float> scores(n_keys), fast(head_dim), scalar(head_dim), ref(head_dim);
+      attention_head(q.data(), f.view(f.k), f.view(f.v), head_dim, head_dim, n_keys, 0.25f, scores.data(),
+                     fast.data());
+      const IsaLevel level = active_isa_level();
+      set_isa_level(IsaLevel::kScalar);
+      attention_head(q.data(), f.view(f.k), f.view(f.v), head_dim, head_dim, n_keys, 0.25f, scores.data(),
+                     scalar.data());
+      set_isa_level(level);
+      EXPECT_EQ(fast, scalar) << "head_dim " << head_dim << ", " << n_keys << " keys";
+      attention_head_reference(q.data(), f.view(f.k), f.view(f.v), head_dim, head_dim, n_keys, 0.25f, scores.data(),
+                               ref.data());
+      for (int32_t d = 0; d < head_dim; ++d) EXPECT_NEAR(fast[d], ref[d], 1e-5f) << head_dim << " dim " << d;
+    }
   }
 }
 
