@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "model/loaded_model.h"
 
 namespace hearth {
 namespace {
@@ -102,28 +103,25 @@ std::vector<double> latency_during_prefill(Engine& engine, const Tokenizer& tok,
 }
 
 int run(const Flags& f) {
-  auto file = GgufFile::open(f.model_path);
-  if (!file) return std::fprintf(stderr, "error: %s\n", file.error().message.c_str()), 1;
-  auto shared = std::make_shared<const GgufFile>(std::move(*file));
-  auto model = Model::load(shared);
-  if (!model) return std::fprintf(stderr, "error: %s\n", model.error().message.c_str()), 1;
-  auto tok = Tokenizer::from_gguf(*shared);
-  if (!tok) return std::fprintf(stderr, "error: %s\n", tok.error().message.c_str()), 1;
+  auto loaded = load_model_file(f.model_path);
+  if (!loaded) return std::fprintf(stderr, "error: %s\n", loaded.error().message.c_str()), 1;
+  Model& model = *loaded->model;
+  const Tokenizer& tok = *loaded->tokenizer;
   ThreadPool pool(f.threads);
   EngineConfig config;
   config.kv_memory_bytes = f.kv_memory_mib << 20;
   config.max_batch_tokens = f.max_batch_tokens;
-  auto engine = Engine::create(**model, *tok, config, pool);
+  auto engine = Engine::create(model, tok, config, pool);
   if (!engine) return std::fprintf(stderr, "error: %s\n", engine.error().message.c_str()), 1;
   std::mt19937 rng(7);
   std::printf("model %s, %d threads, step budget %d tokens\n", f.model_path.c_str(), pool.num_threads(),
               f.max_batch_tokens);
-  const double single = decode_throughput(**engine, *tok, 1, f, rng);
-  const double batched = decode_throughput(**engine, *tok, f.users, f, rng);
+  const double single = decode_throughput(**engine, tok, 1, f, rng);
+  const double batched = decode_throughput(**engine, tok, f.users, f, rng);
   std::printf("decode: 1 sequence %.1f tok/s, %d sequences %.1f tok/s aggregate: %.2fx\n", single, f.users, batched,
               batched / single);
   int steps = 0;
-  auto lat = latency_during_prefill(**engine, *tok, f, rng, &steps);
+  auto lat = latency_during_prefill(**engine, tok, f, rng, &steps);
   std::sort(lat.begin(), lat.end());
   const double p50 = lat[(lat.size() - 1) / 2];
   const double p95 = lat[std::min(lat.size() - 1, static_cast<size_t>(0.95 * lat.size()))];

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "model/loaded_model.h"
 
 namespace hearth {
 namespace {
@@ -57,23 +58,20 @@ RequestUsage run_one(Engine& engine, std::vector<TokenId> prompt) {
 }
 
 int run(const Flags& f) {
-  auto file = GgufFile::open(f.model_path);
-  if (!file) return std::fprintf(stderr, "error: %s\n", file.error().message.c_str()), 1;
-  auto shared = std::make_shared<const GgufFile>(std::move(*file));
-  auto model = Model::load(shared);
-  if (!model) return std::fprintf(stderr, "error: %s\n", model.error().message.c_str()), 1;
-  auto tok = Tokenizer::from_gguf(*shared);
-  if (!tok) return std::fprintf(stderr, "error: %s\n", tok.error().message.c_str()), 1;
+  auto loaded = load_model_file(f.model_path);
+  if (!loaded) return std::fprintf(stderr, "error: %s\n", loaded.error().message.c_str()), 1;
+  Model& model = *loaded->model;
+  const Tokenizer& tok = *loaded->tokenizer;
   ThreadPool pool(f.threads);
   EngineConfig config;
   config.block_size = f.block_size;
   config.kv_memory_bytes = f.kv_memory_mib << 20;
-  auto engine = Engine::create(**model, *tok, config, pool);
+  auto engine = Engine::create(model, tok, config, pool);
   if (!engine) return std::fprintf(stderr, "error: %s\n", engine.error().message.c_str()), 1;
 
   std::mt19937 rng(f.seed);
-  std::vector<TokenId> prefix{tok->bos()};
-  const auto body = random_tokens(*tok, f.prefix_tokens - 1, rng);
+  std::vector<TokenId> prefix{tok.bos()};
+  const auto body = random_tokens(tok, f.prefix_tokens - 1, rng);
   prefix.insert(prefix.end(), body.begin(), body.end());
   std::printf("model %s, %d threads, block size %d\n", f.model_path.c_str(), pool.num_threads(), f.block_size);
   std::printf("%-8s %8s %8s %8s %10s\n", "request", "prompt", "reused", "computed", "TTFT ms");
@@ -81,7 +79,7 @@ int run(const Flags& f) {
   double cold = 0;
   for (int32_t i = 0; i <= f.num_suffixes; ++i) {
     auto prompt = prefix;
-    const auto suffix = random_tokens(*tok, f.suffix_tokens, rng);
+    const auto suffix = random_tokens(tok, f.suffix_tokens, rng);
     prompt.insert(prompt.end(), suffix.begin(), suffix.end());
     const RequestUsage u = run_one(**engine, prompt);
     std::printf("%-8s %8d %8d %8d %10.1f\n", i == 0 ? "cold" : ("warm " + std::to_string(i)).c_str(), u.prompt_tokens,

@@ -4,6 +4,7 @@
 
 #include "app/commands.h"
 #include "engine/generate.h"
+#include "model/loaded_model.h"
 #include "util/log.h"
 
 namespace hearth::app {
@@ -22,20 +23,9 @@ struct GenerateFlags {
 };
 
 int run_generate(const GenerateFlags& f) {
-  auto file = GgufFile::open(f.model_path);
-  if (!file) {
-    std::fprintf(stderr, "error: %s\n", file.error().message.c_str());
-    return 1;
-  }
-  auto shared_file = std::make_shared<const GgufFile>(std::move(*file));
-  auto model = Model::load(shared_file);
-  if (!model) {
-    std::fprintf(stderr, "error: %s\n", model.error().message.c_str());
-    return 1;
-  }
-  auto tokenizer = Tokenizer::from_gguf(*shared_file);
-  if (!tokenizer) {
-    std::fprintf(stderr, "error: %s\n", tokenizer.error().message.c_str());
+  auto loaded = load_model_file(f.model_path);
+  if (!loaded) {
+    std::fprintf(stderr, "error: %s\n", loaded.error().message.c_str());
     return 1;
   }
   ThreadPool pool(f.threads);
@@ -43,7 +33,7 @@ int run_generate(const GenerateFlags& f) {
   options.max_tokens = f.n_predict;
   options.sampling = {f.temperature, f.top_k, f.top_p, f.seed};
   std::fputs(f.prompt.c_str(), stdout);
-  auto result = generate(**model, *tokenizer, f.prompt, options, pool, [](std::string_view piece) {
+  auto result = generate(*loaded->model, *loaded->tokenizer, f.prompt, options, pool, [](std::string_view piece) {
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
   });

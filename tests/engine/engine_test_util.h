@@ -9,34 +9,21 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "model/loaded_model.h"
 
 namespace hearth::testing {
 
 inline const std::string kShared = HEARTH_SHARED_DIR;
 inline const std::string kStories = kShared + "/models/stories260K.gguf";
 
-struct LoadedModel {
-  std::shared_ptr<const GgufFile> file;
-  std::unique_ptr<Model> model;
-  std::unique_ptr<Tokenizer> tokenizer;
-};
-
 // Loads once per path for the whole test binary.
 inline LoadedModel& load_model(const std::string& path) {
   static std::map<std::string, LoadedModel> cache;
   auto it = cache.find(path);
   if (it != cache.end()) return it->second;
-  LoadedModel m;
-  auto file = GgufFile::open(path);
-  HEARTH_CHECK(file.ok(), "{}", file.error().message);
-  m.file = std::make_shared<const GgufFile>(std::move(*file));
-  auto model = Model::load(m.file);
-  HEARTH_CHECK(model.ok(), "{}", model.error().message);
-  m.model = std::move(*model);
-  auto tok = Tokenizer::from_gguf(*m.file);
-  HEARTH_CHECK(tok.ok(), "{}", tok.error().message);
-  m.tokenizer = std::make_unique<Tokenizer>(std::move(*tok));
-  return cache.emplace(path, std::move(m)).first->second;
+  auto loaded = load_model_file(path);
+  HEARTH_CHECK(loaded.ok(), "{}", loaded.error().message);
+  return cache.emplace(path, std::move(*loaded)).first->second;
 }
 
 struct Finished {
