@@ -12,5 +12,6 @@ using Command = std::function<int()>;
 Command add_generate(CLI::App& app);
 Command add_inspect(CLI::App& app);
 Command add_synth(CLI::App& app);
+Command add_serve(CLI::App& app);
 
 }  // namespace hearth::app

@@ -1,0 +1,45 @@
+// API-key enforcement: every endpoint but /health needs "Authorization: Bearer KEY".
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import OpenAI from 'openai';
+import { startServer } from './helpers.mjs';
+
+const KEY = 'sk-hearth-test-0123456789';
+let server;
+before(async () => {
+  server = await startServer([], { HEARTH_API_KEY: KEY });
+});
+after(async () => {
+  assert.equal((await server.stop()).code, 0);
+});
+
+test('the right key works', async () => {
+  const r = await server.client(KEY).completions.create({ prompt: 'Once upon a time', max_tokens: 4, temperature: 0 });
+  assert.equal(r.usage.completion_tokens, 4);
+  assert.equal((await server.client(KEY).models.list()).data.length, 1);
+});
+
+test('a wrong or missing key is a 401 on every endpoint except /health', async () => {
+  for (const key of ['sk-wrong', KEY + 'x', KEY.slice(0, -1)]) {
+    await assert.rejects(server.client(key).completions.create({ prompt: 'x', max_tokens: 1 }), (err) => {
+      assert.ok(err instanceof OpenAI.AuthenticationError);
+      assert.equal(err.status, 401);
+      assert.equal(err.error.type, 'authentication_error');
+      return true;
+    });
+  }
+  await assert.rejects(server.client('sk-wrong').models.list(), { status: 401 });
+  for (const [method, path] of [
+    ['GET', '/v1/models'],
+    ['GET', '/metrics'],
+    ['POST', '/v1/chat/completions'],
+    ['POST', '/v1/completions'],
+  ]) {
+    const res = await fetch(server.baseURL + path, { method, body: method === 'POST' ? '{}' : undefined });
+    assert.equal(res.status, 401, path);
+    assert.match((await res.json()).error.message, /API key/);
+  }
+  assert.equal((await fetch(`${server.baseURL}/health`)).status, 200);
+  const m = await fetch(`${server.baseURL}/metrics`, { headers: { Authorization: `Bearer ${KEY}` } });
+  assert.equal(m.status, 200);
+});

@@ -1,0 +1,193 @@
+// hearth serve: loads a model, starts the engine loop and the OpenAI-compatible HTTP server; SIGINT/SIGTERM stop
+// it gracefully (exit 0).
+
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "app/commands.h"
+#include "engine/engine_loop.h"
+#include "gguf/gguf_file.h"
+#include "model/model.h"
+#include "model/tokenizer.h"
+#include "server/server.h"
+#include "util/log.h"
+
+namespace hearth::app {
+namespace {
+
+struct ServeFlags {
+  std::string model_path;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::string kv_memory;  // empty: min(25% of RAM, 4 GiB)
+  int32_t block_size = 16;
+  int threads = 0;
+  int32_t max_queue = 256;
+  int32_t max_running = 64;
+  int32_t max_batch_tokens = 512;
+  std::string api_key;
+  std::string max_body = "4MiB";
+  std::string model_id;
+  double shutdown_grace_s = 10.0;
+};
+
+constexpr const char* kDefaultModel = "../shared/models/stories260K.gguf";
+
+// "512MiB", "2GiB", "1.5G", "1000000" → bytes; -1 when malformed.
+int64_t parse_bytes(const std::string& text) {
+  size_t pos = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &pos);
+  } catch (...) {
+    return -1;
+  }
+  std::string unit = text.substr(pos);
+  for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  double scale = 1;
+  if (unit.empty() || unit == "b")
+    scale = 1;
+  else if (unit == "k" || unit == "kib" || unit == "kb")
+    scale = 1024.0;
+  else if (unit == "m" || unit == "mib" || unit == "mb")
+    scale = 1024.0 * 1024;
+  else if (unit == "g" || unit == "gib" || unit == "gb")
+    scale = 1024.0 * 1024 * 1024;
+  else
+    return -1;
+  if (!(value > 0)) return -1;
+  return static_cast<int64_t>(value * scale);
+}
+
+int64_t default_kv_memory() {
+  const int64_t pages = sysconf(_SC_PHYS_PAGES);
+  const int64_t page_size = sysconf(_SC_PAGE_SIZE);
+  const int64_t ram = pages > 0 && page_size > 0 ? pages * page_size : (8ll << 30);
+  return std::min<int64_t>(ram / 4, int64_t{4} << 30);
+}
+
+std::string default_model_id(const std::string& path) {
+  return std::filesystem::path(path).stem().string();
+}
+
+int run_serve(ServeFlags f) {
+  if (f.model_path.empty()) {
+    if (!std::filesystem::exists(kDefaultModel)) {
+      std::fprintf(stderr, "error: no model given (-m MODEL.gguf) and %s does not exist\n", kDefaultModel);
+      return 1;
+    }
+    f.model_path = kDefaultModel;
+  }
+  const int64_t kv_bytes = f.kv_memory.empty() ? default_kv_memory() : parse_bytes(f.kv_memory);
+  const int64_t max_body = parse_bytes(f.max_body);
+  if (kv_bytes <= 0) return std::fprintf(stderr, "error: --kv-memory '%s' is not a size\n", f.kv_memory.c_str()), 1;
+  if (max_body <= 0) return std::fprintf(stderr, "error: --max-body-bytes '%s' is not a size\n", f.max_body.c_str()), 1;
+  if (f.api_key.empty()) {
+    if (const char* env = std::getenv("HEARTH_API_KEY")) f.api_key = env;
+  }
+
+  // SIGINT/SIGTERM are taken by a dedicated thread (sigwait), so every other thread, created after this, has
+  // them blocked; SIGPIPE from writes to closed sockets is ignored (the write reports the error).
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  auto file = GgufFile::open(f.model_path);
+  if (!file) return std::fprintf(stderr, "error: %s\n", file.error().message.c_str()), 1;
+  auto shared_file = std::make_shared<const GgufFile>(std::move(*file));
+  auto model = Model::load(shared_file);
+  if (!model) return std::fprintf(stderr, "error: %s\n", model.error().message.c_str()), 1;
+  auto tokenizer = Tokenizer::from_gguf(*shared_file);
+  if (!tokenizer) return std::fprintf(stderr, "error: %s\n", tokenizer.error().message.c_str()), 1;
+  std::string template_warning;
+  auto chat = server::ChatFormatter::create(*shared_file, *tokenizer, &template_warning);
+  if (!template_warning.empty()) spdlog::warn("chat template: {}", template_warning);
+  spdlog::info("chat format: {}", chat->describe());
+
+  ThreadPool pool(f.threads);
+  EngineConfig engine_config;
+  engine_config.block_size = f.block_size;
+  engine_config.kv_memory_bytes = kv_bytes;
+  engine_config.max_batch_tokens = f.max_batch_tokens;
+  engine_config.max_running = f.max_running;
+  engine_config.max_waiting = f.max_queue;
+  auto engine = Engine::create(**model, *tokenizer, engine_config, pool);
+  if (!engine) return std::fprintf(stderr, "error: %s\n", engine.error().message.c_str()), 1;
+  EngineLoop loop(**engine);
+
+  server::ServerConfig config;
+  config.host = f.host;
+  config.port = f.port;
+  config.api_key = f.api_key;
+  config.max_body_bytes = static_cast<size_t>(max_body);
+  config.model_id = f.model_id.empty() ? default_model_id(f.model_path) : f.model_id;
+  config.n_ctx = (*model)->config().n_ctx_train;
+  config.block_size = f.block_size;
+  config.kv_bytes_per_block =
+      static_cast<int64_t>((*engine)->storage().bytes_per_token()) * static_cast<int64_t>(f.block_size);
+  config.shutdown_grace_s = f.shutdown_grace_s;
+  server::HttpServer http(config, loop, *tokenizer, *chat);
+  if (auto bound = http.bind(); !bound) {
+    std::fprintf(stderr, "error: %s\n", bound.error().message.c_str());
+    return 1;
+  }
+
+  std::atomic<bool> done{false};
+  std::thread signal_thread([&] {
+    const timespec poll{0, 200 * 1000 * 1000};
+    while (!done.load()) {
+      const int sig = sigtimedwait(&stop_signals, nullptr, &poll);
+      if (sig == SIGINT || sig == SIGTERM) {
+        spdlog::info("received {}", sig == SIGINT ? "SIGINT" : "SIGTERM");
+        http.shutdown();
+        return;
+      }
+    }
+  });
+
+  // Tests and scripts read the port from this line (--port 0 picks a free one).
+  std::printf("hearth: serving %s (model id '%s') on http://%s:%d%s\n", f.model_path.c_str(), config.model_id.c_str(),
+              f.host.c_str(), http.bound_port(), f.api_key.empty() ? "" : " (API key set)");
+  std::fflush(stdout);
+  http.listen();
+  done = true;
+  signal_thread.join();
+  loop.stop(/*drain=*/false);
+  spdlog::info("stopped");
+  return 0;
+}
+
+}  // namespace
+
+Command add_serve(CLI::App& app) {
+  auto flags = std::make_shared<ServeFlags>();
+  app.add_option("-m,--model", flags->model_path, std::string("GGUF model file (default ") + kDefaultModel + ")");
+  app.add_option("--host", flags->host, "Address to listen on")->capture_default_str();
+  app.add_option("--port", flags->port, "Port to listen on; 0 picks a free one")->capture_default_str();
+  app.add_option("--kv-memory", flags->kv_memory, "KV pool size, e.g. 512MiB, 2GiB (default: min(RAM/4, 4GiB))");
+  app.add_option("--block-size", flags->block_size, "Tokens per KV block")->capture_default_str();
+  app.add_option("-t,--threads", flags->threads, "Compute threads; 0 uses every core")->capture_default_str();
+  app.add_option("--max-queue", flags->max_queue, "Waiting requests before 429")->capture_default_str();
+  app.add_option("--max-running", flags->max_running, "Requests computed at once")->capture_default_str();
+  app.add_option("--max-batch-tokens", flags->max_batch_tokens, "Token budget per engine step")->capture_default_str();
+  app.add_option("--api-key", flags->api_key, "Require 'Authorization: Bearer KEY' (or env HEARTH_API_KEY)");
+  app.add_option("--max-body-bytes", flags->max_body, "Largest request body, e.g. 4MiB")->capture_default_str();
+  app.add_option("--model-id", flags->model_id, "Model name for /v1/models (default: the file name)");
+  app.add_option("--shutdown-grace", flags->shutdown_grace_s, "Seconds in-flight requests may finish on SIGTERM")
+      ->capture_default_str();
+  return [flags] { return run_serve(*flags); };
+}
+
+}  // namespace hearth::app

@@ -1,0 +1,36 @@
+#include "server/chat.h"
+
+#include "gguf/gguf_file.h"
+#include "template/chat_template.h"
+
+namespace hearth::server {
+namespace {
+
+class TemplateFormatter final : public ChatFormatter {
+ public:
+  TemplateFormatter(ChatTemplate tmpl, std::string bos, std::string eos)
+      : tmpl_(std::move(tmpl)), bos_(std::move(bos)), eos_(std::move(eos)) {}
+
+  Result<std::string> render(const nlohmann::json& messages, const nlohmann::json& tools) const override {
+    return tmpl_.render(messages, tools, /*add_generation_prompt=*/true, bos_, eos_);
+  }
+  std::string describe() const override {
+    return tmpl_.is_fallback() ? "the fallback chat format (\"User: ...\\nAssistant:\")" : "the model's chat template";
+  }
+
+ private:
+  ChatTemplate tmpl_;
+  std::string bos_;
+  std::string eos_;
+};
+
+}  // namespace
+
+std::unique_ptr<ChatFormatter> ChatFormatter::create(const GgufFile& file, const Tokenizer& tokenizer,
+                                                     std::string* warning) {
+  std::string bos{tokenizer.token_text(tokenizer.bos())};
+  std::string eos{tokenizer.token_text(tokenizer.eos())};
+  return std::make_unique<TemplateFormatter>(ChatTemplate::from_gguf(file, warning), std::move(bos), std::move(eos));
+}
+
+}  // namespace hearth::server

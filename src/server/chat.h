@@ -1,0 +1,39 @@
+#pragma once
+// ChatFormatter: turns OpenAI chat messages into the prompt text the model expects, with the chat template
+// stored in the GGUF (tokenizer.chat_template, rendered by hearth_template's Jinja subset). A model without a
+// template, or with one the interpreter cannot run, gets the documented fallback format (see ChatTemplate), and
+// the reason is reported once at startup.
+// Fallback format (ChatTemplate::kFallbackSource): system contents then "\n\n"; "User: ...\n",
+// "Assistant: ...\n" per turn; then "Assistant:".
+
+#include <nlohmann/json.hpp>
+
+#include <memory>
+#include <string>
+
+#include "model/tokenizer.h"
+#include "util/result.h"
+
+namespace hearth {
+class GgufFile;
+}
+
+namespace hearth::server {
+
+class ChatFormatter {
+ public:
+  // `warning` receives a line for the startup log when the model's template is missing or unsupported.
+  [[nodiscard]] static std::unique_ptr<ChatFormatter> create(const GgufFile& file, const Tokenizer& tokenizer,
+                                                             std::string* warning);
+  virtual ~ChatFormatter() = default;
+
+  // Renders `messages` (normalized: every content is a string) and `tools` (null or an array) with the
+  // generation prompt for the assistant's turn. Fails with a message for the client (e.g. a template's
+  // raise_exception on an unsupported role order).
+  [[nodiscard]] virtual Result<std::string> render(const nlohmann::json& messages,
+                                                   const nlohmann::json& tools) const = 0;
+  // "gguf template", "fallback", ...: for the startup log.
+  [[nodiscard]] virtual std::string describe() const = 0;
+};
+
+}  // namespace hearth::server

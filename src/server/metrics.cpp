@@ -1,0 +1,130 @@
+#include "server/metrics.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace hearth::server {
+namespace {
+
+void header(std::string& out, const char* name, const char* type, const char* help) {
+  out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+}
+
+template <class T>
+void sample(std::string& out, const char* name, T value) {
+  out += fmt::format("{} {}\n", name, value);
+}
+
+void gauge(std::string& out, const char* name, const char* help, int64_t value) {
+  header(out, name, "gauge", help);
+  sample(out, name, value);
+}
+
+void counter(std::string& out, const char* name, const char* help, uint64_t value) {
+  header(out, name, "counter", help);
+  sample(out, name, value);
+}
+
+// Prometheus prints floats without exponent surprises; "+Inf" for the last bucket.
+std::string format_bound(double v) {
+  return fmt::format("{}", v);
+}
+
+}  // namespace
+
+Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+
+void Histogram::observe(double value) {
+  const size_t i = std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin();
+  ++counts_[i];
+  sum_ += value;
+  ++count_;
+}
+
+void Histogram::render(const std::string& name, std::string& out) const {
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    cumulative += counts_[i];
+    out += fmt::format("{}_bucket{{le=\"{}\"}} {}\n", name, format_bound(bounds_[i]), cumulative);
+  }
+  cumulative += counts_.back();
+  out += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n", name, cumulative);
+  out += fmt::format("{}_sum {}\n{}_count {}\n", name, sum_, name, count_);
+}
+
+Metrics::Metrics()
+    : ttft_({0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}),
+      e2e_({0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}) {}
+
+void Metrics::record_request(const std::string& endpoint, const std::string& finish_reason, double ttft_s,
+                             double e2e_s) {
+  std::lock_guard lock(mutex_);
+  ++requests_[{endpoint, finish_reason}];
+  ttft_.observe(ttft_s);
+  e2e_.observe(e2e_s);
+}
+
+void Metrics::record_error(int status) {
+  std::lock_guard lock(mutex_);
+  ++errors_[status];
+}
+
+void Metrics::record_disconnect() {
+  std::lock_guard lock(mutex_);
+  ++disconnects_;
+}
+
+std::string Metrics::render(const EngineSnapshot& e) const {
+  std::string out;
+  out.reserve(8192);
+  counter(out, "hearth_prefix_cache_queries_total", "Requests admitted with the prefix cache enabled.",
+          e.num_cache_queries);
+  counter(out, "hearth_prefix_cache_queried_tokens_total", "Prompt tokens looked up in the prefix cache.",
+          e.num_cache_query_tokens);
+  counter(out, "hearth_prefix_cache_hit_tokens_total", "Prompt tokens reused from the prefix cache (shared or copied).",
+          e.num_cache_hit_tokens);
+  counter(out, "hearth_prefix_cache_copied_tokens_total",
+          "Prompt tokens reused by copying the matching slots of a partially matching block.",
+          e.num_cache_copied_tokens);
+
+  header(out, "hearth_kv_blocks", "gauge",
+         "KV blocks by state: used (held by requests), pinned (held by pins), free (unreferenced, reusable; "
+         "includes cached ones), cached (in the prefix index, in use or not).");
+  out += fmt::format("hearth_kv_blocks{{state=\"used\"}} {}\n", e.num_blocks_in_use - e.num_blocks_pinned);
+  out += fmt::format("hearth_kv_blocks{{state=\"pinned\"}} {}\n", e.num_blocks_pinned);
+  out += fmt::format("hearth_kv_blocks{{state=\"free\"}} {}\n", e.num_blocks_free);
+  out += fmt::format("hearth_kv_blocks{{state=\"cached\"}} {}\n", e.num_blocks_cached);
+  gauge(out, "hearth_kv_blocks_total", "KV blocks in the pool.", e.num_blocks_total);
+  gauge(out, "hearth_kv_block_size_tokens", "Tokens per KV block.", e.block_size);
+  header(out, "hearth_kv_bytes", "gauge", "KV memory in bytes: total pool and the part held by requests and pins.");
+  out += fmt::format("hearth_kv_bytes{{state=\"total\"}} {}\n", e.kv_bytes_total);
+  out += fmt::format("hearth_kv_bytes{{state=\"used\"}} {}\n", e.num_blocks_in_use * e.kv_bytes_per_block);
+
+  counter(out, "hearth_kv_evictions_total", "Cached KV blocks evicted to make room.", e.num_evictions);
+  counter(out, "hearth_preemptions_total", "Running requests preempted by recompute.", e.num_preemptions);
+  gauge(out, "hearth_requests_running", "Requests being computed.", e.num_running);
+  gauge(out, "hearth_requests_waiting", "Requests queued for admission.", e.num_waiting);
+  counter(out, "hearth_prefill_tokens_total", "Prompt tokens computed (not reused).", e.num_prefill_tokens);
+  counter(out, "hearth_decode_tokens_total", "Tokens generated.", e.num_decode_tokens);
+  counter(out, "hearth_engine_steps_total", "Engine steps run.", e.num_steps);
+
+  std::lock_guard lock(mutex_);
+  header(out, "hearth_time_to_first_token_seconds", "histogram", "Arrival to first token, per finished request.");
+  ttft_.render("hearth_time_to_first_token_seconds", out);
+  header(out, "hearth_request_duration_seconds", "histogram", "Arrival to last token, per finished request.");
+  e2e_.render("hearth_request_duration_seconds", out);
+  header(out, "hearth_requests_total", "counter", "Finished requests by endpoint and finish reason.");
+  for (const auto& [key, n] : requests_) {
+    out += fmt::format("hearth_requests_total{{endpoint=\"{}\",finish_reason=\"{}\"}} {}\n", key.first, key.second, n);
+  }
+  header(out, "hearth_http_errors_total", "counter", "Error responses by HTTP status code.");
+  for (const auto& [status, n] : errors_) {
+    out += fmt::format("hearth_http_errors_total{{code=\"{}\"}} {}\n", status, n);
+  }
+  counter(out, "hearth_client_disconnects_total", "Streams whose client went away before the end (aborted).",
+          disconnects_);
+  return out;
+}
+
+}  // namespace hearth::server

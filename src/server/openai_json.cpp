@@ -1,0 +1,415 @@
+#include "server/openai_json.h"
+
+#include <fmt/format.h>
+
+#include <limits>
+
+namespace hearth::server {
+namespace {
+
+using nlohmann::json;
+
+constexpr size_t kMaxStopStrings = 16;
+
+const char* type_name(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null:
+      return "null";
+    case json::value_t::object:
+      return "object";
+    case json::value_t::array:
+      return "array";
+    case json::value_t::string:
+      return "string";
+    case json::value_t::boolean:
+      return "boolean";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned:
+      return "integer";
+    case json::value_t::number_float:
+      return "number";
+    case json::value_t::binary:
+    case json::value_t::discarded:
+      return "invalid";
+  }
+  return "invalid";
+}
+
+ApiError wrong_type(const std::string& param, const char* expected, const json& got) {
+  return invalid_request(fmt::format("'{}' must be {}, got {}", param, expected, type_name(got)), param,
+                         "invalid_type");
+}
+
+// Each reader leaves `out` alone when the key is absent or null, and returns an error for a wrong type.
+std::optional<ApiError> read_bool(const json& body, const char* key, bool& out) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_boolean()) return wrong_type(key, "a boolean", *it);
+  out = it->get<bool>();
+  return std::nullopt;
+}
+
+std::optional<ApiError> read_string(const json& body, const char* key, std::string& out) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_string()) return wrong_type(key, "a string", *it);
+  out = it->get<std::string>();
+  return std::nullopt;
+}
+
+std::optional<ApiError> read_number(const json& body, const char* key, double lo, double hi, float& out) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_number()) return wrong_type(key, "a number", *it);
+  const double v = it->get<double>();
+  if (!(v >= lo && v <= hi)) {
+    return invalid_request(fmt::format("'{}' is {}, outside the allowed range [{}, {}]", key, v, lo, hi), key,
+                           "invalid_value");
+  }
+  out = static_cast<float>(v);
+  return std::nullopt;
+}
+
+std::optional<ApiError> read_int(const json& body, const char* key, int64_t lo, int64_t hi,
+                                 std::optional<int64_t>& out) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_number_integer()) return wrong_type(key, "an integer", *it);
+  if (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(hi)) {
+    return invalid_request(fmt::format("'{}' is {}, above the maximum {}", key, it->get<uint64_t>(), hi), key,
+                           "invalid_value");
+  }
+  const int64_t v = it->get<int64_t>();
+  if (v < lo || v > hi) {
+    return invalid_request(fmt::format("'{}' is {}, outside the allowed range [{}, {}]", key, v, lo, hi), key,
+                           "invalid_value");
+  }
+  out = v;
+  return std::nullopt;
+}
+
+// Message content may be a string, null, or an array of {"type": "text", "text": ...} parts, joined here.
+std::optional<ApiError> normalize_content(const json& content, const std::string& param, json& out) {
+  if (content.is_null() || content.is_string()) {
+    out = content.is_null() ? json("") : content;
+    return std::nullopt;
+  }
+  if (!content.is_array()) return wrong_type(param, "a string or an array of content parts", content);
+  std::string text;
+  for (size_t i = 0; i < content.size(); ++i) {
+    const json& part = content[i];
+    const std::string part_param = fmt::format("{}[{}]", param, i);
+    if (!part.is_object()) return wrong_type(part_param, "an object", part);
+    auto type = part.find("type");
+    if (type == part.end() || !type->is_string() || *type != "text") {
+      return invalid_request(fmt::format("'{}.type' must be \"text\": only text content is supported", part_param),
+                             part_param + ".type", "unsupported_content");
+    }
+    auto t = part.find("text");
+    if (t == part.end() || !t->is_string())
+      return wrong_type(part_param + ".text", "a string", part.value("text", json()));
+    text += t->get<std::string>();
+  }
+  out = text;
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_messages(const json& body, CompletionRequest& r) {
+  auto it = body.find("messages");
+  if (it == body.end() || it->is_null()) {
+    return invalid_request("'messages' is required", "messages", "missing_required_parameter");
+  }
+  if (!it->is_array()) return wrong_type("messages", "an array", *it);
+  if (it->empty()) return invalid_request("'messages' must contain at least one message", "messages", "empty_array");
+  static const char* const kRoles[] = {"system", "developer", "user", "assistant", "tool"};
+  r.messages = json::array();
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& m = (*it)[i];
+    const std::string param = fmt::format("messages[{}]", i);
+    if (!m.is_object()) return wrong_type(param, "an object", m);
+    auto role = m.find("role");
+    if (role == m.end() || !role->is_string()) {
+      return invalid_request(fmt::format("'{}.role' is required and must be a string", param), param + ".role",
+                             "missing_required_parameter");
+    }
+    bool known = false;
+    for (const char* k : kRoles) known |= (*role == k);
+    if (!known) {
+      return invalid_request(fmt::format("'{}.role' is \"{}\"; expected system, developer, user, assistant or tool",
+                                         param, role->get<std::string>()),
+                             param + ".role", "invalid_value");
+    }
+    json normalized = m;
+    json content;
+    if (auto err = normalize_content(m.value("content", json()), param + ".content", content)) return err;
+    normalized["content"] = content;
+    r.messages.push_back(std::move(normalized));
+  }
+  if (auto t = body.find("tools"); t != body.end() && !t->is_null()) {
+    if (!t->is_array()) return wrong_type("tools", "an array", *t);
+    r.tools = *t;
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_token_array(const json& arr, const std::string& param, std::vector<int32_t>& out) {
+  for (const json& t : arr) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
+      return invalid_request(fmt::format("'{}' must be a string or an array of token ids", param), param,
+                             "invalid_type");
+    }
+    out.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+  return std::nullopt;
+}
+
+// prompt: a string, an array of one string, an array of token ids, or an array of one array of token ids.
+std::optional<ApiError> parse_prompt(const json& body, CompletionRequest& r) {
+  auto it = body.find("prompt");
+  if (it == body.end() || it->is_null()) {
+    return invalid_request("'prompt' is required", "prompt", "missing_required_parameter");
+  }
+  const json* p = &*it;
+  if (p->is_array() && !p->empty() && (p->front().is_string() || p->front().is_array())) {
+    if (p->size() != 1) {
+      return invalid_request(
+          fmt::format("'prompt' has {} prompts; only one prompt per request is supported", p->size()), "prompt",
+          "unsupported_value");
+    }
+    p = &p->front();
+  }
+  if (p->is_string()) {
+    r.prompt_text = p->get<std::string>();
+    return std::nullopt;
+  }
+  if (!p->is_array()) return wrong_type("prompt", "a string or an array of token ids", *p);
+  if (p->empty()) return invalid_request("'prompt' must not be an empty array", "prompt", "empty_array");
+  r.prompt_is_tokens = true;
+  return parse_token_array(*p, "prompt", r.prompt_tokens);
+}
+
+std::optional<ApiError> parse_stop(const json& body, CompletionRequest& r) {
+  auto it = body.find("stop");
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (it->is_string()) {
+    if (!it->get<std::string>().empty()) r.stop.push_back(it->get<std::string>());
+    return std::nullopt;
+  }
+  if (!it->is_array()) return wrong_type("stop", "a string or an array of strings", *it);
+  if (it->size() > kMaxStopStrings) {
+    return invalid_request(fmt::format("'stop' has {} strings; at most {} are allowed", it->size(), kMaxStopStrings),
+                           "stop", "invalid_value");
+  }
+  for (const json& s : *it) {
+    if (!s.is_string()) return wrong_type("stop", "a string or an array of strings", s);
+    if (!s.get<std::string>().empty()) r.stop.push_back(s.get<std::string>());
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_limits(const json& body, CompletionRequest& r) {
+  constexpr int64_t kMaxInt = std::numeric_limits<int32_t>::max();
+  for (const char* key : {"max_tokens", "max_completion_tokens"}) {
+    auto it = body.find(key);
+    if (it != body.end() && it->is_number_integer() && it->get<int64_t>() <= 0) {
+      return invalid_request(fmt::format("'{}' must be at least 1, got {}", key, it->get<int64_t>()), key,
+                             "invalid_value");
+    }
+    std::optional<int64_t> v;
+    if (auto err = read_int(body, key, 1, kMaxInt, v)) return err;
+    if (v) r.max_tokens = static_cast<int32_t>(*v);
+  }
+  std::optional<int64_t> n;
+  if (auto err = read_int(body, "n", std::numeric_limits<int64_t>::min(), kMaxInt, n)) return err;
+  if (n && *n != 1) {
+    return invalid_request(fmt::format("'n' is {}; only n = 1 is supported (send separate requests instead)", *n), "n",
+                           "unsupported_value");
+  }
+  std::optional<int64_t> best_of;
+  if (auto err = read_int(body, "best_of", 1, 1, best_of)) return err;
+  if (auto err = read_number(body, "temperature", 0.0, 2.0, r.temperature)) return err;
+  if (auto err = read_number(body, "top_p", 0.0, 1.0, r.top_p)) return err;
+  if (r.top_p <= 0.0f) return invalid_request("'top_p' must be greater than 0", "top_p", "invalid_value");
+  std::optional<int64_t> top_k;
+  if (auto err = read_int(body, "top_k", 0, kMaxInt, top_k)) return err;
+  if (top_k) r.top_k = static_cast<int32_t>(*top_k);
+  auto seed = body.find("seed");
+  if (seed != body.end() && !seed->is_null()) {
+    if (!seed->is_number_integer()) return wrong_type("seed", "an integer", *seed);
+    r.seed = seed->is_number_unsigned() ? seed->get<uint64_t>() : static_cast<uint64_t>(seed->get<int64_t>());
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_stream(const json& body, CompletionRequest& r) {
+  if (auto err = read_bool(body, "stream", r.stream)) return err;
+  auto it = body.find("stream_options");
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_object()) return wrong_type("stream_options", "an object", *it);
+  if (auto err = read_bool(*it, "include_usage", r.include_usage)) {
+    err->param = "stream_options.include_usage";
+    return err;
+  }
+  return std::nullopt;
+}
+
+// Cache controls: top level, or inside "hearth": {...}; the inner object wins.
+std::optional<ApiError> parse_cache_controls(const json& body, CompletionRequest& r) {
+  for (const json* scope : {&body, static_cast<const json*>(nullptr)}) {
+    const json* s = scope;
+    if (!s) {
+      auto it = body.find("hearth");
+      if (it == body.end() || it->is_null()) break;
+      if (!it->is_object()) return wrong_type("hearth", "an object", *it);
+      s = &*it;
+    }
+    if (auto err = read_string(*s, "cache_salt", r.cache_salt)) return err;
+    if (auto err = read_bool(*s, "pin_prefix", r.pin_prefix)) return err;
+    if (auto err = read_bool(*s, "cache_prompt", r.use_cache)) return err;
+    if (auto err = read_bool(*s, "ignore_eos", r.ignore_eos)) return err;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+ApiError invalid_request(std::string message, std::string param, std::string code) {
+  return ApiError{400, std::move(message), "invalid_request_error", std::move(param), std::move(code)};
+}
+
+const char* error_type_for_status(int status) {
+  if (status == 401) return "authentication_error";
+  if (status == 403) return "permission_error";
+  if (status == 404) return "not_found_error";
+  if (status == 429) return "rate_limit_error";
+  if (status >= 500) return "server_error";
+  return "invalid_request_error";
+}
+
+nlohmann::json error_json(const ApiError& e) {
+  json error = {{"message", e.message}, {"type", e.type}};
+  error["param"] = e.param.empty() ? json() : json(e.param);
+  error["code"] = e.code.empty() ? json() : json(e.code);
+  return json{{"error", std::move(error)}};
+}
+
+ApiResult<CompletionRequest> parse_completion_request(std::string_view body_text, Endpoint endpoint) {
+  json body = json::parse(body_text, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) {
+    return invalid_request("the request body is not valid JSON", {}, "invalid_json");
+  }
+  if (!body.is_object()) return invalid_request("the request body must be a JSON object", {}, "invalid_json");
+  CompletionRequest r;
+  r.endpoint = endpoint;
+  if (auto err = read_string(body, "model", r.model)) return *err;
+  if (endpoint == Endpoint::kChat) {
+    if (auto err = parse_messages(body, r)) return *err;
+  } else {
+    if (auto err = parse_prompt(body, r)) return *err;
+    if (auto err = read_bool(body, "echo", r.echo)) return *err;
+  }
+  for (auto parse : {parse_limits, parse_stop, parse_stream, parse_cache_controls}) {
+    if (auto err = parse(body, r)) return *err;
+  }
+  return r;
+}
+
+const char* finish_reason_text(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kAborted:
+      return "abort";
+    case FinishReason::kNone:
+      return "stop";
+  }
+  return "stop";
+}
+
+nlohmann::json usage_json(const RequestUsage& u, const CompletionRequest& request) {
+  json hearth = {
+      {"reused_tokens", u.cached_tokens},
+      {"copied_tokens", u.copied_tokens},
+      {"computed_prompt_tokens", u.prompt_tokens - u.cached_tokens},
+      {"reuse_stopped_at", u.cached_tokens},
+      {"prefill_ms", u.prefill_ms},
+      {"ttft_ms", u.ttft_ms},
+      {"total_ms", u.total_ms},
+      {"preemptions", u.preemptions},
+      {"cache", request.use_cache ? "on" : "off"},
+  };
+  if (request.pin_prefix) {
+    hearth["pinned_tokens"] = u.pinned_tokens;
+    hearth["pin_error"] = u.pin_error.empty() ? json() : json(u.pin_error);
+  }
+  return json{
+      {"prompt_tokens", u.prompt_tokens},
+      {"completion_tokens", u.completion_tokens},
+      {"total_tokens", u.prompt_tokens + u.completion_tokens},
+      {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}},
+      {"hearth", std::move(hearth)},
+  };
+}
+
+nlohmann::json response_json(const CompletionRequest& request, const ResponseMeta& meta, const std::string& text,
+                             FinishReason reason, const RequestUsage& usage) {
+  const bool chat = request.endpoint == Endpoint::kChat;
+  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason_text(reason)}};
+  if (chat) {
+    choice["message"] = {{"role", "assistant"}, {"content", text}, {"refusal", nullptr}};
+  } else {
+    choice["text"] = text;
+  }
+  return json{{"id", meta.id},
+              {"object", chat ? "chat.completion" : "text_completion"},
+              {"created", meta.created},
+              {"model", meta.model},
+              {"system_fingerprint", nullptr},
+              {"choices", json::array({std::move(choice)})},
+              {"usage", usage_json(usage, request)}};
+}
+
+nlohmann::json chunk_json(const CompletionRequest& request, const ResponseMeta& meta, const std::string& text,
+                          bool first, FinishReason reason) {
+  const bool chat = request.endpoint == Endpoint::kChat;
+  json choice = {{"index", 0}, {"logprobs", nullptr}};
+  choice["finish_reason"] = reason == FinishReason::kNone ? json() : json(finish_reason_text(reason));
+  if (chat) {
+    json delta = json::object();
+    if (first) delta["role"] = "assistant";
+    if (!text.empty() || (first && reason == FinishReason::kNone)) delta["content"] = text;
+    choice["delta"] = std::move(delta);
+  } else {
+    choice["text"] = text;
+  }
+  json chunk = {{"id", meta.id},
+                {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                {"created", meta.created},
+                {"model", meta.model},
+                {"system_fingerprint", nullptr},
+                {"choices", json::array({std::move(choice)})}};
+  if (request.include_usage) chunk["usage"] = nullptr;
+  return chunk;
+}
+
+nlohmann::json usage_chunk_json(const CompletionRequest& request, const ResponseMeta& meta, const RequestUsage& usage) {
+  const bool chat = request.endpoint == Endpoint::kChat;
+  return json{{"id", meta.id},
+              {"object", chat ? "chat.completion.chunk" : "text_completion"},
+              {"created", meta.created},
+              {"model", meta.model},
+              {"system_fingerprint", nullptr},
+              {"choices", json::array()},
+              {"usage", usage_json(usage, request)}};
+}
+
+std::string sse_event(const nlohmann::json& payload) {
+  std::string out = "data: ";
+  out += payload.dump(-1, ' ', false, json::error_handler_t::replace);
+  out += "\n\n";
+  return out;
+}
+
+}  // namespace hearth::server

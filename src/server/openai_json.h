@@ -1,0 +1,102 @@
+#pragma once
+// OpenAI wire format: parsing and validating /v1/chat/completions and /v1/completions bodies, and rendering
+// responses, stream chunks, usage and error objects. Pure functions of their inputs (no engine, no sockets), so
+// the table-driven tests in tests/server cover them without a model.
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "engine/engine.h"
+
+namespace hearth::server {
+
+// An OpenAI error object with its HTTP status: {"error": {"message", "type", "param", "code"}}.
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;  // empty renders as null
+  std::string code;   // empty renders as null
+};
+
+[[nodiscard]] ApiError invalid_request(std::string message, std::string param = {}, std::string code = {});
+[[nodiscard]] nlohmann::json error_json(const ApiError& error);
+// The OpenAI error type for a status without a more specific one (401 authentication_error, 404 not_found_error,
+// 429 rate_limit_error, 5xx server_error, else invalid_request_error).
+[[nodiscard]] const char* error_type_for_status(int status);
+
+template <class T>
+using ApiResult = std::variant<T, ApiError>;
+
+enum class Endpoint { kChat, kCompletion };
+
+// A validated request body. Unset optionals take the server's defaults.
+struct CompletionRequest {
+  Endpoint endpoint = Endpoint::kCompletion;
+  std::string model;  // empty when the client sent none
+  // chat: messages normalized to {role, content: string, ...}; tools as sent (null when absent)
+  nlohmann::json messages;
+  nlohmann::json tools;
+  // completions: either text or token ids
+  std::string prompt_text;
+  std::vector<int32_t> prompt_tokens;
+  bool prompt_is_tokens = false;
+
+  bool stream = false;
+  bool include_usage = false;
+  std::optional<int32_t> max_tokens;  // max_tokens or max_completion_tokens
+  float temperature = 1.0f;           // OpenAI's default
+  float top_p = 1.0f;
+  int32_t top_k = 0;  // extension; 0 disables
+  std::optional<uint64_t> seed;
+  std::vector<std::string> stop;
+  bool echo = false;  // completions: prepend the prompt text
+
+  // Cache controls (Hearth extensions; also accepted inside a top-level "hearth" object).
+  std::string cache_salt;
+  bool pin_prefix = false;
+  bool use_cache = true;  // false with "cache_prompt": false (llama.cpp's name)
+  bool ignore_eos = false;
+};
+
+// Parses and validates a request body. Errors are 400s naming the offending field in `param`.
+[[nodiscard]] ApiResult<CompletionRequest> parse_completion_request(std::string_view body, Endpoint endpoint);
+
+// What the server knows when it renders a response.
+struct ResponseMeta {
+  std::string id;  // "chatcmpl-..." or "cmpl-..."
+  int64_t created = 0;
+  std::string model;
+};
+
+// "stop", "length", or "abort" (server shutdown or cancellation).
+[[nodiscard]] const char* finish_reason_text(FinishReason reason);
+
+// usage: prompt/completion/total tokens, prompt_tokens_details.cached_tokens (always present) and the `hearth`
+// extension: reused_tokens, copied_tokens, computed_prompt_tokens, reuse_stopped_at, prefill_ms, ttft_ms,
+// total_ms, preemptions, cache ("on"/"off") and, with a pin request, pinned_tokens / pin_error.
+[[nodiscard]] nlohmann::json usage_json(const RequestUsage& usage, const CompletionRequest& request);
+
+// A whole non-streaming response.
+[[nodiscard]] nlohmann::json response_json(const CompletionRequest& request, const ResponseMeta& meta,
+                                           const std::string& text, FinishReason reason, const RequestUsage& usage);
+
+// One streamed chunk carrying `text` (chat: delta.content; the first chat chunk also carries role). With a
+// finish reason, the chunk that ends the choice. With include_usage, every chunk has "usage": null.
+[[nodiscard]] nlohmann::json chunk_json(const CompletionRequest& request, const ResponseMeta& meta,
+                                        const std::string& text, bool first, FinishReason reason);
+// The final usage chunk of stream_options.include_usage: "choices": [] and the usage object.
+[[nodiscard]] nlohmann::json usage_chunk_json(const CompletionRequest& request, const ResponseMeta& meta,
+                                              const RequestUsage& usage);
+
+// SSE framing: "data: <json>\n\n" and the terminator "data: [DONE]\n\n".
+[[nodiscard]] std::string sse_event(const nlohmann::json& payload);
+inline constexpr std::string_view kSseDone = "data: [DONE]\n\n";
+
+}  // namespace hearth::server

@@ -1,0 +1,255 @@
+// HttpServer set-up: routes, authentication, error mapping, /health, /v1/models, /metrics, /tokenize, shutdown.
+// The completion endpoints live in completions.cpp.
+
+#include "server/server.h"
+
+#include <httplib.h>
+
+#include <chrono>
+#include <ctime>
+#include <thread>
+
+#include "util/log.h"
+
+namespace hearth::server {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kJson = "application/json";
+
+// The message for a status httplib produced before any handler ran (unknown route, body too large, ...).
+std::string default_message(int status, const httplib::Request& req, size_t max_body_bytes) {
+  switch (status) {
+    case 404:
+      return "unknown endpoint: " + req.method + " " + req.path;
+    case 405:
+      return "method " + req.method + " is not allowed on " + req.path;
+    case 413:
+      return fmt::format("the request body exceeds the limit of {} bytes (--max-body-bytes)", max_body_bytes);
+    case 400:
+      return "malformed HTTP request";
+    default:
+      return fmt::format("HTTP error {}", status);
+  }
+}
+
+}  // namespace
+
+bool bearer_matches(std::string_view header, std::string_view key) {
+  constexpr std::string_view kPrefix = "Bearer ";
+  if (header.size() < kPrefix.size() || header.substr(0, kPrefix.size()) != kPrefix) return false;
+  const std::string_view given = header.substr(kPrefix.size());
+  // Compare every byte of the longer length so timing reveals neither the key nor the matching prefix length.
+  const size_t n = std::max(given.size(), key.size());
+  unsigned diff = given.size() == key.size() ? 0u : 1u;
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char a = i < given.size() ? static_cast<unsigned char>(given[i]) : 0;
+    const unsigned char b = i < key.size() ? static_cast<unsigned char>(key[i]) : 0;
+    diff |= static_cast<unsigned>(a ^ b);
+  }
+  return diff == 0;
+}
+
+HttpServer::HttpServer(ServerConfig config, EngineLoop& loop, const Tokenizer& tokenizer, const ChatFormatter& chat)
+    : config_(std::move(config)),
+      loop_(loop),
+      tokenizer_(tokenizer),
+      chat_(chat),
+      http_(std::make_unique<httplib::Server>()) {
+  const int threads = config_.http_threads;
+  http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  http_->set_payload_max_length(config_.max_body_bytes);
+  http_->set_keep_alive_timeout(2);
+  http_->set_read_timeout(30);
+  http_->set_write_timeout(30);
+  install_routes();
+}
+
+HttpServer::~HttpServer() = default;
+
+void HttpServer::send_error(httplib::Response& res, const ApiError& error) {
+  res.status = error.status;
+  res.set_content(error_json(error).dump(-1, ' ', false, json::error_handler_t::replace), kJson);
+  if (error.status == 429 || error.status == 503) res.set_header("Retry-After", "1");
+  metrics_.record_error(error.status);
+}
+
+void HttpServer::install_routes() {
+  // Every handler runs inside this wrapper: an exception becomes a 500 error object, never a dropped connection.
+  auto guarded = [this](auto fn) {
+    return [this, fn](const httplib::Request& req, httplib::Response& res) {
+      try {
+        fn(req, res);
+      } catch (const std::exception& e) {
+        send_error(res, ApiError{500, std::string("internal error: ") + e.what(), "server_error", {}, {}});
+      } catch (...) {
+        send_error(res, ApiError{500, "internal error", "server_error", {}, {}});
+      }
+    };
+  };
+
+  http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    // httplib 0.11 enforces set_payload_max_length only on Content-Length bodies and would read a chunked body of
+    // any size, so chunked request bodies are refused before they are read (clients send Content-Length).
+    if (req.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos) {
+      send_error(res, ApiError{411, "chunked request bodies are not accepted; send Content-Length",
+                               "invalid_request_error", {}, "length_required"});
+      res.set_header("Connection", "close");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (req.path == "/health" || config_.api_key.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    if (bearer_matches(req.get_header_value("Authorization"), config_.api_key)) {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    const bool missing = !req.has_header("Authorization");
+    send_error(res,
+               ApiError{401,
+                        missing ? "missing API key: send 'Authorization: Bearer KEY'" : "incorrect API key provided",
+                        "authentication_error",
+                        {},
+                        "invalid_api_key"});
+    res.set_header("WWW-Authenticate", "Bearer");
+    return httplib::Server::HandlerResponse::Handled;
+  });
+
+  // Statuses httplib sets itself (404 route, 413 body, 400 framing) get an error object too.
+  http_->set_error_handler(
+      httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        const int status = res.status;
+        ApiError error{status,
+                       default_message(status, req, config_.max_body_bytes),
+                       error_type_for_status(status),
+                       {},
+                       status == 413 ? "request_too_large" : (status == 404 ? "unknown_url" : "")};
+        send_error(res, error);
+        return httplib::Server::HandlerResponse::Handled;
+      }));
+
+  http_->set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+    send_error(res, ApiError{500, "internal error", "server_error", {}, {}});
+  });
+
+  http_->Get("/health", guarded([this](const httplib::Request&, httplib::Response& res) {
+               if (draining_) {
+                 res.status = 503;
+                 res.set_header("Retry-After", "1");
+                 res.set_content(R"({"status":"shutting_down"})", kJson);
+                 return;
+               }
+               res.set_content(R"({"status":"ok"})", kJson);
+             }));
+
+  auto model_json = [this] {
+    return json{{"id", config_.model_id},
+                {"object", "model"},
+                {"created", 0},
+                {"owned_by", "hearth"},
+                {"meta", {{"n_ctx", config_.n_ctx}, {"block_size", config_.block_size}}}};
+  };
+  http_->Get("/v1/models", guarded([model_json](const httplib::Request&, httplib::Response& res) {
+               res.set_content(json{{"object", "list"}, {"data", json::array({model_json()})}}.dump(), kJson);
+             }));
+  http_->Get(R"(/v1/models/(.+))", guarded([this, model_json](const httplib::Request& req, httplib::Response& res) {
+               if (req.matches[1] != config_.model_id) {
+                 send_error(res,
+                            ApiError{404, fmt::format("the model '{}' does not exist", std::string(req.matches[1])),
+                                     "invalid_request_error", "model", "model_not_found"});
+                 return;
+               }
+               res.set_content(model_json().dump(), kJson);
+             }));
+
+  http_->Get("/metrics", guarded([this](const httplib::Request&, httplib::Response& res) { handle_metrics(res); }));
+  http_->Post("/tokenize",
+              guarded([this](const httplib::Request& req, httplib::Response& res) { handle_tokenize(req, res); }));
+  http_->Post("/v1/chat/completions", guarded([this](const httplib::Request& req, httplib::Response& res) {
+                handle_completion(req, res, Endpoint::kChat);
+              }));
+  http_->Post("/v1/completions", guarded([this](const httplib::Request& req, httplib::Response& res) {
+                handle_completion(req, res, Endpoint::kCompletion);
+              }));
+}
+
+void HttpServer::handle_metrics(httplib::Response& res) {
+  EngineSnapshot snap;
+  snap.block_size = config_.block_size;
+  snap.kv_bytes_per_block = config_.kv_bytes_per_block;
+  {
+    std::shared_lock lock(loop_mutex_);
+    if (!loop_stopped_) {
+      loop_.run_on_loop([&snap](Engine& engine) {
+        const KvCacheManager& kv = engine.kv();
+        const BlockPool& pool = kv.pool();
+        snap.num_blocks_total = pool.num_blocks_total();
+        snap.num_blocks_in_use = pool.num_blocks_in_use();
+        snap.num_blocks_pinned = kv.num_blocks_pinned();
+        snap.num_blocks_cached = pool.num_blocks_cached();
+        snap.num_blocks_free = pool.num_blocks_free();
+        snap.num_evictions = pool.num_evictions();
+        snap.num_preemptions = engine.scheduler().num_preemptions();
+        snap.num_running = engine.scheduler().num_running();
+        snap.num_waiting = engine.scheduler().num_waiting();
+        snap.num_cache_queries = kv.counters().num_queries;
+        snap.num_cache_query_tokens = kv.counters().num_query_tokens;
+        snap.num_cache_hit_tokens = kv.counters().num_hit_tokens;
+        snap.num_cache_copied_tokens = kv.counters().num_copied_tokens;
+        snap.num_prefill_tokens = engine.counters().num_prefill_tokens;
+        snap.num_decode_tokens = engine.counters().num_decode_tokens;
+        snap.num_steps = engine.counters().num_steps;
+      });
+    }
+  }
+  snap.kv_bytes_total = snap.num_blocks_total * snap.kv_bytes_per_block;
+  res.set_content(metrics_.render(snap), "text/plain; version=0.0.4; charset=utf-8");
+}
+
+void HttpServer::handle_tokenize(const httplib::Request& req, httplib::Response& res) {
+  json body = json::parse(req.body, nullptr, false);
+  if (body.is_discarded() || !body.is_object() || !body.contains("content") || !body["content"].is_string()) {
+    send_error(res, invalid_request("'content' is required and must be a string", "content"));
+    return;
+  }
+  const bool add_special = body.value("add_special", true);
+  const bool parse_special = body.value("parse_special", false);
+  json tokens = json::array();
+  for (TokenId t : tokenizer_.encode(body["content"].get<std::string>(), add_special, parse_special)) {
+    tokens.push_back(t.value);
+  }
+  res.set_content(json{{"tokens", std::move(tokens)}}.dump(), kJson);
+}
+
+Result<void> HttpServer::bind() {
+  if (config_.port == 0) {
+    bound_port_ = http_->bind_to_any_port(config_.host);
+  } else if (http_->bind_to_port(config_.host, config_.port)) {
+    bound_port_ = config_.port;
+  } else {
+    bound_port_ = -1;
+  }
+  if (bound_port_ <= 0)
+    return make_error("cannot listen on {}:{} (address in use or invalid)", config_.host, config_.port);
+  return {};
+}
+
+void HttpServer::listen() {
+  if (!draining_) http_->listen_after_bind();
+}
+
+void HttpServer::shutdown() {
+  if (draining_.exchange(true)) return;
+  spdlog::info("shutting down: refusing new requests, {} in flight", num_in_flight_.load());
+  http_->stop();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(config_.shutdown_grace_s);
+  // Bounded wait for in-flight generations to finish on their own; the rest are aborted below.
+  while (num_in_flight_.load() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (num_in_flight_.load() > 0) spdlog::info("aborting {} requests still in flight", num_in_flight_.load());
+  std::unique_lock lock(loop_mutex_);
+  loop_stopped_ = true;
+  loop_.stop(/*drain=*/false);
+}
+
+}  // namespace hearth::server

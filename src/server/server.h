@@ -1,0 +1,93 @@
+#pragma once
+// HttpServer: the OpenAI-compatible HTTP front end over an EngineLoop (cpp-httplib).
+//
+//   POST /v1/chat/completions, /v1/completions   parse → template → tokenize → EngineLoop::submit → JSON or SSE
+//   GET  /v1/models, /v1/models/{id}, /health, /metrics;  POST /tokenize (token ids of a text, llama.cpp style)
+//
+// Every error leaves as an OpenAI error object with its status; handlers never throw into httplib (one wrapper
+// maps exceptions to 500). With an API key, every endpoint except /health needs "Authorization: Bearer KEY".
+// A stream whose client goes away aborts its request (the RequestHandle is dropped), so its blocks return to the
+// pool within one engine step.
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <shared_mutex>
+#include <string>
+
+#include "engine/engine_loop.h"
+#include "model/tokenizer.h"
+#include "server/chat.h"
+#include "server/metrics.h"
+#include "server/openai_json.h"
+
+namespace httplib {
+class Server;
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace hearth::server {
+
+struct ServerConfig {
+  std::string host = "127.0.0.1";
+  int port = 8080;      // 0 picks a free port (see bound_port)
+  std::string api_key;  // empty: no authentication
+  size_t max_body_bytes = 4u << 20;
+  std::string model_id;  // the name /v1/models lists; requests naming another model get 404
+  int32_t n_ctx = 0;     // the model's context length
+  int32_t block_size = 16;
+  int64_t kv_bytes_per_block = 0;
+  int http_threads = 128;          // connections served at once (streams hold one each)
+  double shutdown_grace_s = 10.0;  // in-flight requests may finish for this long after SIGINT/SIGTERM
+};
+
+// Constant-time comparison of an Authorization header against "Bearer KEY".
+[[nodiscard]] bool bearer_matches(std::string_view header, std::string_view key);
+
+class HttpServer {
+ public:
+  HttpServer(ServerConfig config, EngineLoop& loop, const Tokenizer& tokenizer, const ChatFormatter& chat);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds the socket; fails with the reason (port in use, bad host).
+  [[nodiscard]] Result<void> bind();
+  int bound_port() const { return bound_port_; }
+  // Serves until shutdown() has run and every connection is done. Requires bind().
+  void listen();
+  // Graceful stop, from any thread: refuse new work (503), stop accepting, let in-flight requests finish for up to
+  // shutdown_grace_s, then abort the rest and stop the engine loop. Idempotent.
+  void shutdown();
+
+ private:
+  struct Generation;
+  void install_routes();
+  void handle_completion(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
+  void handle_metrics(httplib::Response& res);
+  void handle_tokenize(const httplib::Request& req, httplib::Response& res);
+  ApiResult<std::vector<TokenId>> build_prompt(const CompletionRequest& request) const;
+  ApiResult<RequestSpec> build_spec(const CompletionRequest& request, std::vector<TokenId> prompt) const;
+  void respond_whole(std::shared_ptr<Generation> gen, httplib::Response& res);
+  void respond_stream(std::shared_ptr<Generation> gen, httplib::Response& res);
+  bool stream_step(Generation& gen, const std::function<bool(const std::string&)>& write);
+  void finish(Generation& gen, const RequestOutput& out);
+  void on_disconnect(Generation& gen);
+  void send_error(httplib::Response& res, const ApiError& error);
+
+  ServerConfig config_;
+  EngineLoop& loop_;
+  const Tokenizer& tokenizer_;
+  const ChatFormatter& chat_;
+  Metrics metrics_;
+  std::unique_ptr<httplib::Server> http_;
+  int bound_port_ = 0;
+  std::atomic<bool> draining_{false};
+  std::atomic<int> num_in_flight_{0};
+  std::atomic<uint64_t> next_id_{1};
+  std::shared_mutex loop_mutex_;  // shared: a run_on_loop call in progress; unique: stopping the loop
+  bool loop_stopped_ = false;     // guarded by loop_mutex_
+};
+
+}  // namespace hearth::server

@@ -1,0 +1,104 @@
+// Prometheus text exposition: exact lines for gauges, counters, labels and cumulative histogram buckets.
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "server/metrics.h"
+
+namespace hearth::server {
+namespace {
+
+bool has_line(const std::string& text, const std::string& line) {
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) {
+    if (l == line) return true;
+  }
+  return false;
+}
+
+TEST(Histogram, BucketsAreCumulative) {
+  Histogram h({0.1, 1});
+  h.observe(0.05);
+  h.observe(0.1);  // le is inclusive
+  h.observe(0.5);
+  h.observe(7);
+  std::string out;
+  h.render("x", out);
+  EXPECT_EQ(out,
+            "x_bucket{le=\"0.1\"} 2\n"
+            "x_bucket{le=\"1\"} 3\n"
+            "x_bucket{le=\"+Inf\"} 4\n"
+            "x_sum 7.65\n"
+            "x_count 4\n");
+}
+
+TEST(Metrics, RendersEngineSnapshotAndServerSeries) {
+  Metrics m;
+  m.record_request("chat", "stop", 0.02, 0.3);
+  m.record_request("chat", "stop", 0.02, 0.3);
+  m.record_request("completions", "length", 0.004, 0.05);
+  m.record_error(400);
+  m.record_error(400);
+  m.record_error(429);
+  m.record_disconnect();
+  EngineSnapshot e;
+  e.num_blocks_total = 100;
+  e.num_blocks_in_use = 12;
+  e.num_blocks_pinned = 2;
+  e.num_blocks_cached = 30;
+  e.num_blocks_free = 88;
+  e.kv_bytes_per_block = 1024;
+  e.kv_bytes_total = 102400;
+  e.num_cache_query_tokens = 500;
+  e.num_cache_hit_tokens = 320;
+  e.num_running = 3;
+  e.num_waiting = 1;
+  e.num_evictions = 4;
+  e.num_preemptions = 5;
+  e.num_prefill_tokens = 180;
+  e.num_decode_tokens = 64;
+  const std::string text = m.render(e);
+
+  for (const char* line : {
+           "# TYPE hearth_prefix_cache_queried_tokens_total counter",
+           "hearth_prefix_cache_queried_tokens_total 500",
+           "hearth_prefix_cache_hit_tokens_total 320",
+           "# TYPE hearth_kv_blocks gauge",
+           "hearth_kv_blocks{state=\"used\"} 10",
+           "hearth_kv_blocks{state=\"pinned\"} 2",
+           "hearth_kv_blocks{state=\"free\"} 88",
+           "hearth_kv_blocks{state=\"cached\"} 30",
+           "hearth_kv_bytes{state=\"total\"} 102400",
+           "hearth_kv_bytes{state=\"used\"} 12288",
+           "hearth_kv_evictions_total 4",
+           "hearth_preemptions_total 5",
+           "hearth_requests_running 3",
+           "hearth_requests_waiting 1",
+           "hearth_prefill_tokens_total 180",
+           "hearth_decode_tokens_total 64",
+           "# TYPE hearth_time_to_first_token_seconds histogram",
+           "hearth_time_to_first_token_seconds_bucket{le=\"0.005\"} 1",
+           "hearth_time_to_first_token_seconds_bucket{le=\"0.025\"} 3",
+           "hearth_time_to_first_token_seconds_count 3",
+           "hearth_request_duration_seconds_bucket{le=\"+Inf\"} 3",
+           "hearth_requests_total{endpoint=\"chat\",finish_reason=\"stop\"} 2",
+           "hearth_requests_total{endpoint=\"completions\",finish_reason=\"length\"} 1",
+           "hearth_http_errors_total{code=\"400\"} 2",
+           "hearth_http_errors_total{code=\"429\"} 1",
+           "hearth_client_disconnects_total 1",
+       }) {
+    EXPECT_TRUE(has_line(text, line)) << "missing: " << line << "\n" << text;
+  }
+  // Every sample's metric has HELP and TYPE lines before it.
+  std::istringstream in(text);
+  std::string typed;
+  for (std::string l; std::getline(in, l);) {
+    if (l.rfind("# TYPE ", 0) == 0) typed = l.substr(7, l.find(' ', 7) - 7);
+    if (l.empty() || l[0] == '#') continue;
+    EXPECT_EQ(l.rfind(typed, 0), 0u) << l;
+  }
+}
+
+}  // namespace
+}  // namespace hearth::server

@@ -1,0 +1,225 @@
+// Request parsing and validation (table-driven), response and usage rendering, API-key comparison.
+
+#include <gtest/gtest.h>
+
+#include "server/openai_json.h"
+#include "server/server.h"
+
+namespace hearth::server {
+namespace {
+
+using nlohmann::json;
+
+struct BadCase {
+  const char* name;
+  Endpoint endpoint;
+  const char* body;
+  const char* param;  // expected error param ("" for null)
+  const char* message_part;
+};
+
+class BadRequestTest : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(BadRequestTest, IsA400NamingTheField) {
+  const BadCase& c = GetParam();
+  auto result = parse_completion_request(c.body, c.endpoint);
+  ASSERT_TRUE(std::holds_alternative<ApiError>(result)) << c.body;
+  const ApiError& e = std::get<ApiError>(result);
+  EXPECT_EQ(e.status, 400);
+  EXPECT_EQ(e.type, "invalid_request_error");
+  EXPECT_EQ(e.param, c.param);
+  EXPECT_NE(e.message.find(c.message_part), std::string::npos) << e.message;
+  const json j = error_json(e);
+  EXPECT_TRUE(j["error"].contains("message") && j["error"].contains("type") && j["error"].contains("param") &&
+              j["error"].contains("code"));
+}
+
+constexpr Endpoint kChat = Endpoint::kChat;
+constexpr Endpoint kCompl = Endpoint::kCompletion;
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, BadRequestTest,
+    ::testing::Values(
+        BadCase{"malformed", kChat, R"({"messages": [)", "", "not valid JSON"},
+        BadCase{"not_object", kChat, R"([1, 2])", "", "JSON object"},
+        BadCase{"missing_messages", kChat, R"({"model": "m"})", "messages", "required"},
+        BadCase{"messages_not_array", kChat, R"({"messages": "hi"})", "messages", "must be an array"},
+        BadCase{"empty_messages", kChat, R"({"messages": []})", "messages", "at least one"},
+        BadCase{"message_not_object", kChat, R"({"messages": [3]})", "messages[0]", "an object"},
+        BadCase{"missing_role", kChat, R"({"messages": [{"content": "x"}]})", "messages[0].role", "required"},
+        BadCase{"bad_role", kChat, R"({"messages": [{"role": "wizard", "content": "x"}]})", "messages[0].role",
+                "wizard"},
+        BadCase{"bad_content", kChat, R"({"messages": [{"role": "user", "content": 5}]})", "messages[0].content",
+                "string or an array"},
+        BadCase{"image_part", kChat,
+                R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]})",
+                "messages[0].content[0].type", "only text"},
+        BadCase{"missing_prompt", kCompl, R"({"model": "m"})", "prompt", "required"},
+        BadCase{"prompt_number", kCompl, R"({"prompt": 5})", "prompt", "string or an array"},
+        BadCase{"two_prompts", kCompl, R"({"prompt": ["a", "b"]})", "prompt", "2 prompts"},
+        BadCase{"bad_token", kCompl, R"({"prompt": [1, -2]})", "prompt", "token ids"},
+        BadCase{"model_type", kCompl, R"({"prompt": "x", "model": 3})", "model", "a string"},
+        BadCase{"max_tokens_zero", kCompl, R"({"prompt": "x", "max_tokens": 0})", "max_tokens", "at least 1"},
+        BadCase{"max_tokens_negative", kChat, R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": -5})",
+                "max_tokens", "at least 1"},
+        BadCase{"max_completion_tokens_zero", kChat,
+                R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 0})",
+                "max_completion_tokens", "at least 1"},
+        BadCase{"max_tokens_string", kCompl, R"({"prompt": "x", "max_tokens": "9"})", "max_tokens", "an integer"},
+        BadCase{"max_tokens_float", kCompl, R"({"prompt": "x", "max_tokens": 1.5})", "max_tokens", "an integer"},
+        BadCase{"n_two", kCompl, R"({"prompt": "x", "n": 2})", "n", "only n = 1"},
+        BadCase{"temperature_high", kCompl, R"({"prompt": "x", "temperature": 3})", "temperature", "range"},
+        BadCase{"temperature_type", kCompl, R"({"prompt": "x", "temperature": "hot"})", "temperature", "a number"},
+        BadCase{"top_p_zero", kCompl, R"({"prompt": "x", "top_p": 0})", "top_p", "greater than 0"},
+        BadCase{"seed_type", kCompl, R"({"prompt": "x", "seed": "s"})", "seed", "an integer"},
+        BadCase{"stop_type", kCompl, R"({"prompt": "x", "stop": 7})", "stop", "string or an array"},
+        BadCase{"stop_item_type", kCompl, R"({"prompt": "x", "stop": ["a", 1]})", "stop", "string or an array"},
+        BadCase{"stream_type", kCompl, R"({"prompt": "x", "stream": "yes"})", "stream", "a boolean"},
+        BadCase{"include_usage_type", kCompl,
+                R"({"prompt": "x", "stream": true, "stream_options": {"include_usage": 1}})",
+                "stream_options.include_usage", "a boolean"},
+        BadCase{"salt_type", kCompl, R"({"prompt": "x", "cache_salt": 1})", "cache_salt", "a string"},
+        BadCase{"hearth_type", kCompl, R"({"prompt": "x", "hearth": []})", "hearth", "an object"},
+        BadCase{"pin_type", kCompl, R"({"prompt": "x", "hearth": {"pin_prefix": "yes"}})", "pin_prefix", "a boolean"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(ParseRequest, ChatFieldsAndDefaults) {
+  auto result = parse_completion_request(R"({
+      "model": "stories260K",
+      "messages": [{"role": "system", "content": "Be brief."},
+                   {"role": "user", "content": [{"type": "text", "text": "Hel"}, {"type": "text", "text": "lo"}]}],
+      "max_completion_tokens": 12, "temperature": 0, "top_p": 0.5, "seed": 7, "stop": "\n",
+      "stream": true, "stream_options": {"include_usage": true},
+      "cache_salt": "tenant-a", "hearth": {"pin_prefix": true}, "cache_prompt": false, "n": 1})",
+                                         Endpoint::kChat);
+  ASSERT_TRUE(std::holds_alternative<CompletionRequest>(result)) << std::get<ApiError>(result).message;
+  const auto& r = std::get<CompletionRequest>(result);
+  EXPECT_EQ(r.model, "stories260K");
+  ASSERT_EQ(r.messages.size(), 2u);
+  EXPECT_EQ(r.messages[1]["content"], "Hello");
+  EXPECT_EQ(r.max_tokens, 12);
+  EXPECT_EQ(r.temperature, 0.0f);
+  EXPECT_EQ(r.top_p, 0.5f);
+  EXPECT_EQ(r.seed, 7u);
+  EXPECT_EQ(r.stop, std::vector<std::string>{"\n"});
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+  EXPECT_EQ(r.cache_salt, "tenant-a");
+  EXPECT_TRUE(r.pin_prefix);
+  EXPECT_FALSE(r.use_cache);
+}
+
+TEST(ParseRequest, CompletionPromptForms) {
+  struct Case {
+    const char* body;
+    bool is_tokens;
+    std::string text;
+    std::vector<int32_t> tokens;
+  };
+  const Case cases[] = {
+      {R"({"prompt": "Once"})", false, "Once", {}},
+      {R"({"prompt": ["Once"]})", false, "Once", {}},
+      {R"({"prompt": ""})", false, "", {}},
+      {R"({"prompt": [1, 403, 407]})", true, "", {1, 403, 407}},
+      {R"({"prompt": [[1, 403]]})", true, "", {1, 403}},
+  };
+  for (const Case& c : cases) {
+    auto result = parse_completion_request(c.body, Endpoint::kCompletion);
+    ASSERT_TRUE(std::holds_alternative<CompletionRequest>(result)) << c.body;
+    const auto& r = std::get<CompletionRequest>(result);
+    EXPECT_EQ(r.prompt_is_tokens, c.is_tokens) << c.body;
+    EXPECT_EQ(r.prompt_text, c.text) << c.body;
+    EXPECT_EQ(r.prompt_tokens, c.tokens) << c.body;
+    EXPECT_FALSE(r.max_tokens.has_value());
+    EXPECT_TRUE(r.use_cache);
+    EXPECT_FALSE(r.stream);
+  }
+}
+
+TEST(Render, UsageHasCachedTokensAndHearthExtension) {
+  RequestUsage u;
+  u.prompt_tokens = 100;
+  u.completion_tokens = 7;
+  u.cached_tokens = 96;
+  u.copied_tokens = 0;
+  u.prefill_ms = 1.5;
+  u.ttft_ms = 2.5;
+  u.total_ms = 9;
+  CompletionRequest r;
+  const json j = usage_json(u, r);
+  EXPECT_EQ(j["prompt_tokens"], 100);
+  EXPECT_EQ(j["completion_tokens"], 7);
+  EXPECT_EQ(j["total_tokens"], 107);
+  EXPECT_EQ(j["prompt_tokens_details"]["cached_tokens"], 96);
+  EXPECT_EQ(j["hearth"]["reused_tokens"], 96);
+  EXPECT_EQ(j["hearth"]["computed_prompt_tokens"], 4);
+  EXPECT_EQ(j["hearth"]["reuse_stopped_at"], 96);
+  EXPECT_EQ(j["hearth"]["prefill_ms"], 1.5);
+  EXPECT_EQ(j["hearth"]["ttft_ms"], 2.5);
+  EXPECT_EQ(j["hearth"]["cache"], "on");
+  EXPECT_FALSE(j["hearth"].contains("pinned_tokens"));
+
+  r.pin_prefix = true;
+  u.pinned_tokens = 96;
+  EXPECT_EQ(usage_json(u, r)["hearth"]["pinned_tokens"], 96);
+  EXPECT_TRUE(usage_json(u, r)["hearth"]["pin_error"].is_null());
+}
+
+TEST(Render, ZeroCachedTokensIsStillPresent) {
+  RequestUsage u;
+  u.prompt_tokens = 5;
+  const json j = usage_json(u, CompletionRequest{});
+  ASSERT_TRUE(j["prompt_tokens_details"].contains("cached_tokens"));
+  EXPECT_EQ(j["prompt_tokens_details"]["cached_tokens"], 0);
+}
+
+TEST(Render, ChatResponseAndChunks) {
+  CompletionRequest r;
+  r.endpoint = Endpoint::kChat;
+  r.include_usage = true;
+  const ResponseMeta meta{"chatcmpl-1", 123, "m"};
+  RequestUsage u;
+  const json whole = response_json(r, meta, "Hi", FinishReason::kLength, u);
+  EXPECT_EQ(whole["object"], "chat.completion");
+  EXPECT_EQ(whole["choices"][0]["message"]["content"], "Hi");
+  EXPECT_EQ(whole["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(whole["choices"][0]["finish_reason"], "length");
+
+  const json first = chunk_json(r, meta, "H", true, FinishReason::kNone);
+  EXPECT_EQ(first["object"], "chat.completion.chunk");
+  EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_EQ(first["choices"][0]["delta"]["content"], "H");
+  EXPECT_TRUE(first["choices"][0]["finish_reason"].is_null());
+  EXPECT_TRUE(first.contains("usage") && first["usage"].is_null());
+
+  const json last = chunk_json(r, meta, "", false, FinishReason::kStop);
+  EXPECT_EQ(last["choices"][0]["finish_reason"], "stop");
+  EXPECT_TRUE(last["choices"][0]["delta"].empty());
+
+  const json usage = usage_chunk_json(r, meta, u);
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(usage["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+
+  EXPECT_EQ(sse_event(json{{"a", 1}}), "data: {\"a\":1}\n\n");
+}
+
+TEST(Render, CompletionChunkHasText) {
+  CompletionRequest r;
+  const json c = chunk_json(r, ResponseMeta{"cmpl-1", 1, "m"}, "abc", true, FinishReason::kNone);
+  EXPECT_EQ(c["object"], "text_completion");
+  EXPECT_EQ(c["choices"][0]["text"], "abc");
+  EXPECT_FALSE(c.contains("usage"));
+}
+
+TEST(Auth, BearerMatchesExactly) {
+  EXPECT_TRUE(bearer_matches("Bearer sk-1", "sk-1"));
+  EXPECT_FALSE(bearer_matches("Bearer sk-2", "sk-1"));
+  EXPECT_FALSE(bearer_matches("Bearer sk-12", "sk-1"));
+  EXPECT_FALSE(bearer_matches("Bearer sk-", "sk-1"));
+  EXPECT_FALSE(bearer_matches("bearer sk-1", "sk-1"));
+  EXPECT_FALSE(bearer_matches("", "sk-1"));
+  EXPECT_FALSE(bearer_matches("sk-1", "sk-1"));
+}
+
+}  // namespace
+}  // namespace hearth::server
