@@ -39,6 +39,7 @@ struct Request {
   int32_t num_copied_tokens = 0;   // of those, copied from a partially matching block
   int32_t num_preemptions = 0;
   uint64_t admit_seq = 0;  // admission order; the newest is preempted first
+  std::vector<BlockHash> prompt_block_keys;  // keys of the prompt's full blocks, computed when first needed
 
   int32_t num_output_tokens() const { return static_cast<int32_t>(tokens.size()) - num_prompt_tokens; }
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }

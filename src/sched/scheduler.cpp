@@ -91,10 +91,43 @@ bool Scheduler::admit(Request& r) {
   return true;
 }
 
+const std::vector<BlockHash>& Scheduler::prompt_block_keys(Request& r) const {
+  if (r.prompt_block_keys.empty()) {
+    const int32_t bs = kv_.block_size();
+    BlockHash parent = r.cache_namespace;
+    for (int32_t begin = 0; begin + bs <= r.num_prompt_tokens; begin += bs) {
+      parent = hash_block(parent, r.cache_namespace, std::span(r.tokens).subspan(begin, bs));
+      r.prompt_block_keys.push_back(parent);
+    }
+  }
+  return r.prompt_block_keys;
+}
+
+bool Scheduler::waits_for_shared_prefix(Request& r) const {
+  if (!r.use_cache || r.num_cached_tokens >= 0) return false;  // only on first admission, with the cache
+  const auto& keys = prompt_block_keys(r);
+  if (keys.empty()) return false;
+  const int32_t bs = kv_.block_size();
+  const auto cached_blocks = static_cast<int32_t>(
+      kv_.find_longest_prefix(r.cache_namespace, r.tokens, r.num_prompt_tokens - 1).blocks.size());
+  for (Request* q : running_) {
+    if (!q->use_cache || q->num_computed_tokens >= q->num_prompt_tokens) continue;
+    const auto& q_keys = prompt_block_keys(*q);
+    const auto shared = static_cast<int32_t>(
+        std::mismatch(keys.begin(), keys.end(), q_keys.begin(), q_keys.end()).first - keys.begin());
+    // q has yet to compute blocks r could then share: admitting r now would compute them twice.
+    if (shared > cached_blocks && shared > q->num_computed_tokens / bs) return true;
+  }
+  return false;
+}
+
 void Scheduler::schedule_waiting(SchedulerOutput& out, int32_t& budget) {
   while (budget > 0 && !waiting_.empty() && static_cast<int32_t>(running_.size()) < config_.max_running) {
     Request& r = *waiting_.front();
-    if (!admit(r)) break;  // in arrival order: a big request at the head is not starved by smaller ones
+    // In arrival order: a request at the head that must wait (for blocks, or for a shared prefix another request
+    // is computing) holds back those behind it, so large requests are never starved by smaller ones.
+    if (waits_for_shared_prefix(r)) break;
+    if (!admit(r)) break;
     waiting_.pop_front();
     running_.push_back(&r);
     const int32_t n = std::min(r.num_tokens() - r.num_computed_tokens, budget);

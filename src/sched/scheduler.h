@@ -6,7 +6,8 @@
 //      one still catching up. A request that cannot get a block preempts the newest running request
 //      (recompute: its blocks are released but stay cached, so resuming is mostly a cache hit).
 //   2. the rest of the budget admits waiting requests in arrival order, if their blocks (after prefix reuse)
-//      fit, each with a prefill chunk.
+//      fit, each with a prefill chunk. A request whose leading blocks another running request is still
+//      prefilling waits until they are computed, then shares them (one computation for simultaneous arrivals).
 // After the forward pass, update() advances num_computed_tokens, registers full blocks in the prefix cache,
 // appends sampled tokens and finishes requests. Every finished, aborted or preempted request leaves the pool
 // through free_blocks(), the one release path.
@@ -74,6 +75,10 @@ class Scheduler {
   void schedule_running(SchedulerOutput& out, int32_t& budget);
   void schedule_waiting(SchedulerOutput& out, int32_t& budget);
   bool admit(Request& r);
+  // True while a running request is still prefilling prompt blocks that `r` shares and could reuse once they
+  // are computed: requests that arrive together with the same prefix compute it once, not once each.
+  bool waits_for_shared_prefix(Request& r) const;
+  const std::vector<BlockHash>& prompt_block_keys(Request& r) const;
   void preempt(Request& r, SchedulerOutput& out, int32_t& budget);
   void free_blocks(Request& r);
   std::unique_ptr<Request> take(RequestId id);

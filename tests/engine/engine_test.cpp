@@ -299,3 +299,36 @@ TEST(Batching, SharedPrefixesAndMixedLengthsEqualAlone) {
 
 }  // namespace
 }  // namespace hearth
+
+namespace hearth {
+namespace {
+
+TEST(SharedPrefix, FourUsersAtOnceComputeTheSystemPromptOnce) {
+  auto& m = load_model(testing::kStories);
+  ThreadPool pool(2);
+  const auto system = story_tokens(*m.tokenizer, 128, "House rules: be kind and tidy.");
+  std::vector<std::vector<TokenId>> prompts;
+  int32_t suffix_tokens = 0;
+  for (int i = 0; i < 4; ++i) {
+    auto p = system;
+    auto q = m.tokenizer->encode(" Question " + std::to_string(i) + ": where is the cat?", false);
+    p.insert(p.end(), q.begin(), q.end());
+    suffix_tokens += static_cast<int32_t>(q.size());
+    prompts.push_back(p);
+  }
+  auto engine = *Engine::create(*m.model, *m.tokenizer, small_config(), pool);
+  std::vector<RequestId> ids;
+  for (const auto& p : prompts) ids.push_back(*engine->add_request(greedy(p, 10)));
+  auto done = run_to_completion(*engine);
+  // The 128-token system prompt (8 full blocks) is computed once; each request computes only its question.
+  EXPECT_EQ(engine->counters().num_prefill_tokens, static_cast<uint64_t>(128 + suffix_tokens));
+  for (size_t i = 1; i < ids.size(); ++i) EXPECT_EQ(done[ids[i].value].usage.cached_tokens, 128) << i;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto alone = *Engine::create(*m.model, *m.tokenizer, small_config(), pool);
+    auto id = *alone->add_request(greedy(prompts[i], 10));
+    EXPECT_EQ(run_to_completion(*alone)[id.value].tokens, done[ids[i].value].tokens) << i;
+  }
+}
+
+}  // namespace
+}  // namespace hearth

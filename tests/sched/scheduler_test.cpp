@@ -151,6 +151,38 @@ TEST_F(SchedulerTest, FullWaitingQueueIsOverloaded) {
   while (sched_.has_unfinished()) step();
 }
 
+TEST(SchedulerSharedPrefix, SimultaneousArrivalsComputeTheSharedPrefixOnce) {
+  for (const bool dedup_expected : {true, false}) {
+    KvCacheManager kv({.num_blocks = 64, .block_size = 4});
+    Scheduler sched({.max_batch_tokens = 8, .max_running = 8, .max_waiting = 8, .max_model_len = 64}, kv);
+    for (uint64_t id = 1; id <= 4; ++id) {
+      auto r = std::make_unique<Request>();
+      r->id = RequestId{id};
+      for (int32_t i = 0; i < 16; ++i) r->tokens.push_back(TokenId{500 + i});  // the shared "system prompt"
+      for (int32_t i = 0; i < 3; ++i) r->tokens.push_back(TokenId{static_cast<int32_t>(id * 100 + i)});
+      r->num_prompt_tokens = 19;
+      r->max_tokens = 2;
+      r->use_cache = dedup_expected;  // without the cache nothing is shared, so everything is computed
+      ASSERT_TRUE(sched.add_request(std::move(r)).ok());
+    }
+    int32_t prompt_tokens_computed = 0;
+    for (int step = 0; sched.has_unfinished() && step < 100; ++step) {
+      SchedulerOutput plan = sched.schedule();
+      std::vector<TokenId> sampled;
+      for (const auto& c : plan.chunks) {
+        const int32_t prompt_end = std::min(c.pos_begin + c.num_tokens, c.request->num_prompt_tokens);
+        prompt_tokens_computed += std::max(0, prompt_end - c.pos_begin);
+        if (c.needs_logits) sampled.push_back(TokenId{7});
+      }
+      sched.update(plan, sampled);
+      kv.check_invariants();
+    }
+    EXPECT_FALSE(sched.has_unfinished());
+    // With the cache: the first request computes all 19 tokens, the other three only their 3-token suffixes.
+    EXPECT_EQ(prompt_tokens_computed, dedup_expected ? 19 + 3 * 3 : 4 * 19);
+  }
+}
+
 TEST_F(SchedulerTest, FinishReleasesAtOnce) {
   const RequestId id = add(12, 8);
   step();
