@@ -13,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "bench/bench_tokens.h"
 #include "engine/engine.h"
 #include "model/loaded_model.h"
 
@@ -32,13 +33,11 @@ struct Flags {
   int64_t kv_memory_mib = 1024;
 };
 
+// BOS, then n - 1 random normal tokens.
 std::vector<TokenId> random_prompt(const Tokenizer& tok, int32_t n, std::mt19937& rng) {
   std::vector<TokenId> out{tok.bos()};
-  std::uniform_int_distribution<int32_t> dist(0, tok.vocab_size() - 1);
-  while (static_cast<int32_t>(out.size()) < n) {
-    const TokenId t{dist(rng)};
-    if (tok.token_type(t) == TokenType::kNormal) out.push_back(t);
-  }
+  const auto body = random_normal_tokens(tok, n - 1, rng);
+  out.insert(out.end(), body.begin(), body.end());
   return out;
 }
 

@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "bench/bench_tokens.h"
 #include "engine/engine.h"
 #include "model/loaded_model.h"
 
@@ -28,17 +29,6 @@ struct Flags {
   uint32_t seed = 1;
 };
 
-// Normal (non-control, non-byte) token ids drawn with a fixed seed: the weights are random anyway, and this
-// keeps the workload exact in tokens.
-std::vector<TokenId> random_tokens(const Tokenizer& tok, int32_t n, std::mt19937& rng) {
-  std::vector<TokenId> out;
-  std::uniform_int_distribution<int32_t> dist(0, tok.vocab_size() - 1);
-  while (static_cast<int32_t>(out.size()) < n) {
-    const TokenId t{dist(rng)};
-    if (tok.token_type(t) == TokenType::kNormal) out.push_back(t);
-  }
-  return out;
-}
 
 RequestUsage run_one(Engine& engine, std::vector<TokenId> prompt) {
   RequestSpec spec;
@@ -71,7 +61,7 @@ int run(const Flags& f) {
 
   std::mt19937 rng(f.seed);
   std::vector<TokenId> prefix{tok.bos()};
-  const auto body = random_tokens(tok, f.prefix_tokens - 1, rng);
+  const auto body = random_normal_tokens(tok, f.prefix_tokens - 1, rng);
   prefix.insert(prefix.end(), body.begin(), body.end());
   std::printf("model %s, %d threads, block size %d\n", f.model_path.c_str(), pool.num_threads(), f.block_size);
   std::printf("%-8s %8s %8s %8s %10s\n", "request", "prompt", "reused", "computed", "TTFT ms");
@@ -79,7 +69,7 @@ int run(const Flags& f) {
   double cold = 0;
   for (int32_t i = 0; i <= f.num_suffixes; ++i) {
     auto prompt = prefix;
-    const auto suffix = random_tokens(tok, f.suffix_tokens, rng);
+    const auto suffix = random_normal_tokens(tok, f.suffix_tokens, rng);
     prompt.insert(prompt.end(), suffix.begin(), suffix.end());
     const RequestUsage u = run_one(**engine, prompt);
     std::printf("%-8s %8d %8d %8d %10.1f\n", i == 0 ? "cold" : ("warm " + std::to_string(i)).c_str(), u.prompt_tokens,

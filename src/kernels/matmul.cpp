@@ -123,18 +123,8 @@ DType matmul_activation_type(DType weight_type) {
 }
 
 bool matmul_supported(DType weight_type) {
-  switch (weight_type) {
-    case DType::F32:
-    case DType::F16:
-    case DType::BF16:
-    case DType::Q8_0:
-    case DType::Q4_0:
-    case DType::Q4_K:
-    case DType::Q6_K:
-      return true;
-    default:
-      return false;
-  }
+  // One list of computable types: the dtype table.
+  return dtype_info(weight_type).compute_supported;
 }
 
 void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool, MatmulScratch& scratch) {

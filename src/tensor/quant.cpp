@@ -113,18 +113,8 @@ void dequantize_row_q8_k(const BlockQ8_K* src, float* dst, int64_t n) {
 }
 
 bool quant_row_supported(DType type) {
-  switch (type) {
-    case DType::F32:
-    case DType::F16:
-    case DType::BF16:
-    case DType::Q8_0:
-    case DType::Q4_0:
-    case DType::Q4_K:
-    case DType::Q6_K:
-      return true;
-    default:
-      return false;
-  }
+  // One list of computable types: the dtype table.
+  return dtype_info(type).compute_supported;
 }
 
 void dequantize_row(DType type, const void* src, float* dst, int64_t n) {

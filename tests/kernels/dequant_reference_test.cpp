@@ -116,7 +116,7 @@ class DequantReferenceTest : public testing::TestWithParam<std::string> {};
 
 TEST_P(DequantReferenceTest, EveryTensorMatchesItsF16Source) {
   auto pair = open_pair(GetParam());
-  if (!pair) GTEST_SKIP() << "synthetic models not found in " << kModelDir;
+  ASSERT_TRUE(pair.has_value()) << "synthetic models not found in " << kModelDir;
   int n_quantized = 0;
   for (const GgufTensor& tensor : pair->quant.tensors()) {
     const GgufTensor* source = pair->source.find_tensor(tensor.name);
@@ -186,7 +186,7 @@ TEST(DequantReferenceTest, BrokenLayoutsFailByAWideMargin) {
   };
   for (const BrokenLayout& c : cases) {
     auto pair = open_pair(c.file);
-    if (!pair) GTEST_SKIP() << "synthetic models not found in " << kModelDir;
+    ASSERT_TRUE(pair.has_value()) << "synthetic models not found in " << kModelDir;
     const Bound bound = bound_for(c.type);
     int n_checked = 0;
     for (const GgufTensor& tensor : pair->quant.tensors()) {
@@ -210,7 +210,7 @@ TEST(DequantReferenceTest, MatmulOnIndependentlyQuantizedTensors) {
   for (const char* file : {"synth-tiny-q8_0.gguf", "synth-tiny-q4_0.gguf", "synth-tiny-q4_k_m.gguf",
                            "synth-tiny-q6_k.gguf", "synth-tiny-bf16.gguf"}) {
     auto pair = open_pair(file);
-    if (!pair) GTEST_SKIP() << "synthetic models not found in " << kModelDir;
+    ASSERT_TRUE(pair.has_value()) << "synthetic models not found in " << kModelDir;
     std::set<DType> seen;
     for (const GgufTensor& tensor : pair->quant.tensors()) {
       if (tensor.n_dims != 2 || !matmul_supported(tensor.type) || !seen.insert(tensor.type).second) continue;
