@@ -16,6 +16,7 @@
 #include "app/commands.h"
 #include "engine/engine_loop.h"
 #include "gguf/gguf_file.h"
+#include "kv/kv_plan.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
 #include "server/server.h"
@@ -29,6 +30,9 @@ struct ServeFlags {
   std::string host = "127.0.0.1";
   int port = 8080;
   std::string kv_memory;  // empty: min(25% of RAM, 4 GiB)
+  std::string kv_dtype = "f16";
+  std::string kv_dtype_k;  // empty: kv_dtype
+  std::string kv_dtype_v;
   int32_t block_size = 16;
   int threads = 0;
   int32_t max_queue = 256;
@@ -41,32 +45,6 @@ struct ServeFlags {
 };
 
 constexpr const char* kDefaultModel = "../shared/models/stories260K.gguf";
-
-// "512MiB", "2GiB", "1.5G", "1000000" → bytes; -1 when malformed.
-int64_t parse_bytes(const std::string& text) {
-  size_t pos = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &pos);
-  } catch (...) {
-    return -1;
-  }
-  std::string unit = text.substr(pos);
-  for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  double scale = 1;
-  if (unit.empty() || unit == "b")
-    scale = 1;
-  else if (unit == "k" || unit == "kib" || unit == "kb")
-    scale = 1024.0;
-  else if (unit == "m" || unit == "mib" || unit == "mb")
-    scale = 1024.0 * 1024;
-  else if (unit == "g" || unit == "gib" || unit == "gb")
-    scale = 1024.0 * 1024 * 1024;
-  else
-    return -1;
-  if (!(value > 0)) return -1;
-  return static_cast<int64_t>(value * scale);
-}
 
 int64_t default_kv_memory() {
   const int64_t pages = sysconf(_SC_PHYS_PAGES);
@@ -87,10 +65,12 @@ int run_serve(ServeFlags f) {
     }
     f.model_path = kDefaultModel;
   }
-  const int64_t kv_bytes = f.kv_memory.empty() ? default_kv_memory() : parse_bytes(f.kv_memory);
-  const int64_t max_body = parse_bytes(f.max_body);
-  if (kv_bytes <= 0) return std::fprintf(stderr, "error: --kv-memory '%s' is not a size\n", f.kv_memory.c_str()), 1;
-  if (max_body <= 0) return std::fprintf(stderr, "error: --max-body-bytes '%s' is not a size\n", f.max_body.c_str()), 1;
+  auto kv_bytes = f.kv_memory.empty() ? Result<int64_t>(default_kv_memory()) : parse_bytes(f.kv_memory);
+  if (!kv_bytes) return std::fprintf(stderr, "error: --kv-memory: %s\n", kv_bytes.error().message.c_str()), 1;
+  auto max_body = parse_bytes(f.max_body);
+  if (!max_body) return std::fprintf(stderr, "error: --max-body-bytes: %s\n", max_body.error().message.c_str()), 1;
+  auto kv_format = parse_kv_format(f.kv_dtype, f.kv_dtype_k, f.kv_dtype_v);
+  if (!kv_format) return std::fprintf(stderr, "error: %s\n", kv_format.error().message.c_str()), 1;
   if (f.api_key.empty()) {
     if (const char* env = std::getenv("HEARTH_API_KEY")) f.api_key = env;
   }
@@ -119,7 +99,8 @@ int run_serve(ServeFlags f) {
   ThreadPool pool(f.threads);
   EngineConfig engine_config;
   engine_config.block_size = f.block_size;
-  engine_config.kv_memory_bytes = kv_bytes;
+  engine_config.kv_memory_bytes = *kv_bytes;
+  engine_config.kv_format = *kv_format;
   engine_config.max_batch_tokens = f.max_batch_tokens;
   engine_config.max_running = f.max_running;
   engine_config.max_waiting = f.max_queue;
@@ -131,12 +112,12 @@ int run_serve(ServeFlags f) {
   config.host = f.host;
   config.port = f.port;
   config.api_key = f.api_key;
-  config.max_body_bytes = static_cast<size_t>(max_body);
+  config.max_body_bytes = static_cast<size_t>(*max_body);
   config.model_id = f.model_id.empty() ? default_model_id(f.model_path) : f.model_id;
   config.n_ctx = (*model)->config().n_ctx_train;
   config.block_size = f.block_size;
-  config.kv_bytes_per_block =
-      static_cast<int64_t>((*engine)->storage().bytes_per_token()) * static_cast<int64_t>(f.block_size);
+  config.kv_plan = (*engine)->kv_plan();
+  config.weights_bytes = static_cast<int64_t>(shared_file->tensor_data_bytes());
   config.shutdown_grace_s = f.shutdown_grace_s;
   server::HttpServer http(config, loop, *tokenizer, *chat);
   if (auto bound = http.bind(); !bound) {
@@ -177,6 +158,10 @@ Command add_serve(CLI::App& app) {
   app.add_option("--host", flags->host, "Address to listen on")->capture_default_str();
   app.add_option("--port", flags->port, "Port to listen on; 0 picks a free one")->capture_default_str();
   app.add_option("--kv-memory", flags->kv_memory, "KV pool size, e.g. 512MiB, 2GiB (default: min(RAM/4, 4GiB))");
+  app.add_option("--kv-dtype", flags->kv_dtype, "KV cache dtype for K and V: f32, f16, bf16, q8_0, q4_0")
+      ->capture_default_str();
+  app.add_option("--kv-dtype-k", flags->kv_dtype_k, "KV dtype of keys (overrides --kv-dtype)");
+  app.add_option("--kv-dtype-v", flags->kv_dtype_v, "KV dtype of values (overrides --kv-dtype)");
   app.add_option("--block-size", flags->block_size, "Tokens per KV block")->capture_default_str();
   app.add_option("-t,--threads", flags->threads, "Compute threads; 0 uses every core")->capture_default_str();
   app.add_option("--max-queue", flags->max_queue, "Waiting requests before 429")->capture_default_str();

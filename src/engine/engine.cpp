@@ -56,35 +56,36 @@ struct Engine::Stream {
 Result<std::unique_ptr<Engine>> Engine::create(Model& model, const Tokenizer& tokenizer, const EngineConfig& config,
                                                ThreadPool& pool) {
   const ModelConfig& c = model.config();
-  if (config.block_size < 1 || config.block_size > 1024) {
-    return make_error("block size {} is out of range [1, 1024]", config.block_size);
-  }
   if (config.max_batch_tokens < 1) return make_error("max batch tokens must be >= 1");
-  const int64_t bytes_per_block = 2ll * c.n_layers * c.kv_dim() * sizeof(float) * config.block_size;
-  const int64_t num_blocks = config.kv_memory_bytes / bytes_per_block;
-  if (num_blocks < 1) {
-    return make_error("KV memory of {} bytes holds no block: one block of {} tokens needs {} bytes",
-                      config.kv_memory_bytes, config.block_size, bytes_per_block);
-  }
-  if (num_blocks > (1ll << 30)) return make_error("KV memory of {} bytes is too large", config.kv_memory_bytes);
-  return std::unique_ptr<Engine>(new Engine(model, tokenizer, config, pool, static_cast<int32_t>(num_blocks)));
+  auto plan = plan_kv_pool({c.n_layers, c.n_kv_heads, c.head_dim}, config.kv_format, config.block_size,
+                           config.kv_memory_bytes);
+  if (!plan) return plan.error();
+  auto storage = KvStorage::create({c.n_layers, c.n_kv_heads, c.head_dim}, config.kv_format, config.block_size,
+                                   static_cast<int32_t>(plan->num_blocks));
+  if (!storage) return storage.error();
+  HEARTH_CHECK(static_cast<int64_t>((*storage)->bytes_total()) == plan->pool_bytes,
+               "KV storage holds {} bytes but the plan says {}", (*storage)->bytes_total(), plan->pool_bytes);
+  return std::unique_ptr<Engine>(new Engine(model, tokenizer, config, pool, *plan, std::move(*storage)));
 }
 
 Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineConfig& config, ThreadPool& pool,
-               int32_t num_blocks)
-    : model_(model), tokenizer_(tokenizer), config_(config), pool_(pool), fingerprint_(model_fingerprint(model.file())) {
+               const KvPlan& plan, std::unique_ptr<KvStorage> storage)
+    : model_(model),
+      tokenizer_(tokenizer),
+      config_(config),
+      pool_(pool),
+      fingerprint_(model_fingerprint(model.file())),
+      plan_(plan),
+      storage_(std::move(storage)) {
   const ModelConfig& c = model.config();
   for (int32_t t = 0; t < tokenizer.vocab_size(); ++t) {
     if (tokenizer.is_eog(TokenId{t})) eog_ids_.push_back(TokenId{t});
   }
-  storage_ = std::make_unique<KvStorage>(c.n_layers, c.kv_dim(), config.block_size, num_blocks);
+  const auto num_blocks = static_cast<int32_t>(plan.num_blocks);
   kv_ = std::make_unique<KvCacheManager>(KvCacheConfig{
       num_blocks, config.block_size, static_cast<int32_t>(num_blocks * config.max_pinned_fraction)});
-  const int64_t tokens = static_cast<int64_t>(num_blocks) * config.block_size;
-  spdlog::info("KV pool {:.2f} MiB, f32, {:.1f} KiB/token, {} tokens ({} blocks of {}): {} users at the full {}-token "
-               "context",
-               storage_->bytes_total() / 1048576.0, storage_->bytes_per_token() / 1024.0, tokens, num_blocks,
-               config.block_size, tokens / c.n_ctx_train, c.n_ctx_train);
+  spdlog::info("{} ({} blocks of {}; the model's full context is {} tokens)", describe_kv_plan(plan), num_blocks,
+               config.block_size, c.n_ctx_train);
   scheduler_ = std::make_unique<Scheduler>(
       SchedulerConfig{config.max_batch_tokens, config.max_running, config.max_waiting, c.n_ctx_train}, *kv_);
 }
@@ -92,7 +93,7 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineConfig& con
 Engine::~Engine() = default;
 
 BlockHash Engine::cache_namespace(const std::string& cache_salt) const {
-  return CacheNamespace{fingerprint_, "f32", config_.block_size, config_.adapter_id, cache_salt}.digest();
+  return CacheNamespace{fingerprint_, config_.kv_format.name(), config_.block_size, config_.adapter_id, cache_salt}.digest();
 }
 
 Result<PinInfo> Engine::pin_prefix(std::span<const TokenId> prompt, const std::string& cache_salt) {

@@ -17,6 +17,7 @@
 #include "engine/sampler.h"
 #include "kv/kv_cache_manager.h"
 #include "model/kv_storage.h"
+#include "kv/kv_plan.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
 #include "sched/scheduler.h"
@@ -26,7 +27,8 @@ namespace hearth {
 
 struct EngineConfig {
   int32_t block_size = 16;
-  int64_t kv_memory_bytes = 256ll << 20;  // the whole KV pool; turned into a block count
+  int64_t kv_memory_bytes = 256ll << 20;  // the whole KV pool, scales included; turned into a block count
+  KvFormat kv_format{KvDtype::kF16, KvDtype::kF16};
   int32_t max_batch_tokens = 512;
   int32_t max_running = 64;
   int32_t max_waiting = 256;
@@ -108,6 +110,7 @@ class Engine {
   const Scheduler& scheduler() const { return *scheduler_; }
   const EngineCounters& counters() const { return counters_; }
   const KvStorage& storage() const { return *storage_; }
+  const KvPlan& kv_plan() const { return plan_; }
   int32_t max_model_len() const { return model_.config().n_ctx_train; }
 
   // Test hook: called with each logits row before sampling.
@@ -121,7 +124,8 @@ class Engine {
 
  private:
   struct Stream;
-  Engine(Model& model, const Tokenizer& tokenizer, const EngineConfig& config, ThreadPool& pool, int32_t num_blocks);
+  Engine(Model& model, const Tokenizer& tokenizer, const EngineConfig& config, ThreadPool& pool, const KvPlan& plan,
+         std::unique_ptr<KvStorage> storage);
 
   void apply_block_copies();
   std::span<const float> run_batch(const SchedulerOutput& out);
@@ -136,6 +140,7 @@ class Engine {
   ThreadPool& pool_;
   std::string fingerprint_;
   std::vector<TokenId> eog_ids_;  // tokens that end generation unless ignore_eos
+  KvPlan plan_;
   std::unique_ptr<KvStorage> storage_;
   std::unique_ptr<KvCacheManager> kv_;
   std::unique_ptr<Scheduler> scheduler_;

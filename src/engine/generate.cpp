@@ -37,7 +37,10 @@ Result<GenerateResult> generate(Model& model, const Tokenizer& tokenizer, std::s
   // One sequence owns a contiguous run of blocks; the paged block pool replaces this in the engine.
   const int32_t n_positions = static_cast<int32_t>(result.prompt_tokens.size()) + options.max_tokens;
   const int32_t n_blocks = (n_positions + options.block_size - 1) / options.block_size;
-  KvStorage kv(c.n_layers, c.kv_dim(), options.block_size, n_blocks);
+  auto storage = KvStorage::create({c.n_layers, c.n_kv_heads, c.head_dim}, options.kv_format, options.block_size,
+                                   n_blocks);
+  if (!storage) return storage.error();
+  KvStorage& kv = **storage;
   std::vector<BlockId> block_table;
   for (int32_t b = 0; b < n_blocks; ++b) block_table.push_back(BlockId{b});
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/sampler.h"
+#include "model/kv_storage.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
 #include "sched/request.h"
@@ -20,6 +21,7 @@ struct GenerateOptions {
   int32_t max_tokens = 64;
   SamplingParams sampling;
   int32_t block_size = 16;
+  KvFormat kv_format;  // f32 K and V: the reference precision
   bool stop_at_eos = true;
 };
 

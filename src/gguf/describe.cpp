@@ -90,18 +90,6 @@ Rows hyperparameters(const GgufFile& file, const std::string& arch) {
 
 }  // namespace
 
-std::string format_bytes(uint64_t bytes) {
-  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(bytes);
-  size_t unit = 0;
-  while (v >= 1024.0 && unit + 1 < std::size(kUnits)) {
-    v /= 1024.0;
-    ++unit;
-  }
-  if (unit == 0) return fmt::format("{} B", bytes);
-  return fmt::format("{:.{}f} {}", v, v < 10 ? 2 : v < 100 ? 1 : 0, kUnits[unit]);
-}
-
 std::string format_count(uint64_t count) {
   static constexpr const char* kUnits[] = {"", "K", "M", "B", "T"};
   double v = static_cast<double>(count);

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "gguf/gguf_file.h"
+#include "util/units.h"
 
 namespace hearth {
 
@@ -11,8 +12,6 @@ namespace hearth {
 // `<arch>.*` hyperparameters and the tokenizer. Never fails: missing or odd metadata shows as "-" or its raw value.
 std::string describe_gguf(const GgufFile& file);
 
-// "1.18 MiB", "3.50 GiB": binary units, three significant digits.
-std::string format_bytes(uint64_t bytes);
 // "260.8K", "1.10B": decimal units for parameter counts.
 std::string format_count(uint64_t count);
 

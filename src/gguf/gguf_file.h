@@ -107,6 +107,12 @@ class GgufFile {
   [[nodiscard]] Result<std::vector<int64_t>> get_int_array(std::string_view key) const;
 
   const std::vector<GgufTensor>& tensors() const { return tensors_; }
+  // Bytes of all tensor data (the weights), from the header alone.
+  size_t tensor_data_bytes() const {
+    size_t n = 0;
+    for (const GgufTensor& t : tensors_) n += t.nbytes;
+    return n;
+  }
   const GgufTensor* find_tensor(std::string_view name) const;
 
  private:

@@ -1,34 +1,89 @@
 #include "model/kv_storage.h"
 
 #include <cstring>
-
-#include "util/result.h"
+#include <new>
 
 namespace hearth {
 
-KvStorage::KvStorage(int32_t n_layers, int32_t kv_dim, int32_t block_size, int32_t num_blocks)
-    : n_layers_(n_layers), kv_dim_(kv_dim), block_size_(block_size), num_blocks_(num_blocks) {
-  HEARTH_CHECK(n_layers > 0 && kv_dim > 0 && block_size > 0 && num_blocks > 0, "bad KvStorage shape");
-  data_.assign(static_cast<size_t>(n_layers) * 2 * num_blocks * block_size * kv_dim, 0.0f);
+Result<std::unique_ptr<KvStorage>> KvStorage::create(const KvShape& shape, const KvFormat& format,
+                                                     int32_t block_size, int32_t num_blocks) {
+  if (shape.n_layers < 1 || shape.n_kv_heads < 1 || shape.head_dim < 1 || block_size < 1 || num_blocks < 1) {
+    return make_error("bad KV shape: {} layers, {} KV heads, head size {}, {} blocks of {}", shape.n_layers,
+                      shape.n_kv_heads, shape.head_dim, num_blocks, block_size);
+  }
+  HEARTH_TRY(kv_group_size(format.k, shape.head_dim));
+  HEARTH_TRY(kv_group_size(format.v, shape.head_dim));
+  try {
+    return std::unique_ptr<KvStorage>(new KvStorage(shape, format, block_size, num_blocks));
+  } catch (const std::bad_alloc&) {
+    const size_t bytes = static_cast<size_t>(shape.n_layers) * shape.n_kv_heads *
+                         (kv_head_bytes(format.k, shape.head_dim) + kv_head_bytes(format.v, shape.head_dim)) *
+                         block_size * num_blocks;
+    return make_error("cannot allocate the KV pool of {} bytes", bytes);
+  }
+}
+
+KvStorage::KvStorage(int32_t n_layers, int32_t n_kv_heads, int32_t head_dim, int32_t block_size,
+                     int32_t num_blocks)
+    : KvStorage(KvShape{n_layers, n_kv_heads, head_dim}, KvFormat{}, block_size, num_blocks) {}
+
+KvStorage::KvStorage(const KvShape& shape, const KvFormat& format, int32_t block_size, int32_t num_blocks)
+    : shape_(shape), format_(format), block_size_(block_size), num_blocks_(num_blocks) {
+  HEARTH_CHECK(shape.n_layers > 0 && shape.n_kv_heads > 0 && shape.head_dim > 0 && block_size > 0 && num_blocks > 0,
+               "bad KvStorage shape");
+  k_row_bytes_ = kv_head_bytes(format.k, shape.head_dim) * shape.n_kv_heads;
+  v_row_bytes_ = kv_head_bytes(format.v, shape.head_dim) * shape.n_kv_heads;
+  // Not value-initialized: the pages stay uncommitted until a block is written, and only written slots are read.
+  data_ = std::make_unique_for_overwrite<uint8_t[]>(bytes_total());
+}
+
+size_t KvStorage::plane_offset(int32_t layer, int kv) const {
+  const size_t k_plane = k_row_bytes_ * block_size_ * num_blocks_;
+  const size_t v_plane = v_row_bytes_ * block_size_ * num_blocks_;
+  return static_cast<size_t>(layer) * (k_plane + v_plane) + (kv == 0 ? 0 : k_plane);
 }
 
 size_t KvStorage::offset(int32_t layer, int kv, BlockId block, int32_t slot) const {
-  HEARTH_CHECK(layer >= 0 && layer < n_layers_ && block.value >= 0 && block.value < num_blocks_ && slot >= 0 &&
+  HEARTH_CHECK(layer >= 0 && layer < shape_.n_layers && block.value >= 0 && block.value < num_blocks_ && slot >= 0 &&
                    slot < block_size_,
                "KV access out of range: layer {} block {} slot {}", layer, block.value, slot);
-  const size_t per_block = static_cast<size_t>(block_size_) * kv_dim_;
-  const size_t per_kv = per_block * num_blocks_;
-  return (static_cast<size_t>(layer) * 2 + kv) * per_kv + block.value * per_block +
-         static_cast<size_t>(slot) * kv_dim_;
+  const size_t rb = row_bytes(kv);
+  return plane_offset(layer, kv) + (static_cast<size_t>(block.value) * block_size_ + slot) * rb;
+}
+
+void KvStorage::store_row(int32_t layer, int kv, BlockId block, int32_t slot, const float* row) {
+  uint8_t* dst = data_.get() + offset(layer, kv, block, slot);
+  const KvDtype type = kv == 0 ? format_.k : format_.v;
+  const size_t head_bytes = kv_head_bytes(type, shape_.head_dim);
+  for (int32_t h = 0; h < shape_.n_kv_heads; ++h) {
+    kv_quantize_head(type, row + static_cast<size_t>(h) * shape_.head_dim, dst + h * head_bytes, shape_.head_dim);
+  }
+}
+
+const uint8_t* KvStorage::row(int32_t layer, int kv, BlockId block, int32_t slot) const {
+  return data_.get() + offset(layer, kv, block, slot);
+}
+
+PagedKvView KvStorage::layer_view(int32_t layer, int kv, std::span<const BlockId> block_table) const {
+  const size_t rb = row_bytes(kv);
+  const KvDtype type = kv == 0 ? format_.k : format_.v;
+  return PagedKvView{data_.get() + plane_offset(layer, kv),
+                     rb * block_size_,
+                     rb,
+                     block_size_,
+                     block_table,
+                     type,
+                     kv_head_bytes(type, shape_.head_dim)};
 }
 
 void KvStorage::copy_slots(BlockId dst, BlockId src, int32_t n_slots) {
   HEARTH_CHECK(n_slots >= 0 && n_slots <= block_size_, "copy_slots: {} slots", n_slots);
   if (n_slots == 0) return;
-  const size_t n = static_cast<size_t>(n_slots) * kv_dim_ * sizeof(float);
-  for (int32_t layer = 0; layer < n_layers_; ++layer) {
-    std::memcpy(k_row(layer, dst, 0), k_row(layer, src, 0), n);
-    std::memcpy(v_row(layer, dst, 0), v_row(layer, src, 0), n);
+  for (int32_t layer = 0; layer < shape_.n_layers; ++layer) {
+    for (int kv = 0; kv < 2; ++kv) {
+      std::memcpy(data_.get() + offset(layer, kv, dst, 0), data_.get() + offset(layer, kv, src, 0),
+                  static_cast<size_t>(n_slots) * row_bytes(kv));
+    }
   }
 }
 

@@ -1,63 +1,71 @@
 #pragma once
 // KvStorage: the K/V memory of every block, for every layer. Bookkeeping (which block belongs to whom) lives
-// in the `kv` layer; this class only holds the numbers and hands out rows by (layer, block, slot).
+// in the `kv` layer; this class only holds the bytes and hands out rows by (layer, block, slot).
 //
-// Layout, per layer and per K/V:  [block][slot][kv_dim]   (kv_dim = n_kv_heads × head_dim)
-// so one token's K for all heads is a contiguous row, written straight from the K projection output.
+// Layout, per layer and per K/V:  [block][slot][kv head][head slice in the K or V dtype]
+// so one token's K for all heads is one contiguous row, quantized straight from the K projection output.
+// The pool is one allocation of exactly bytes_total() bytes, scales included; its pages are committed by the
+// OS as blocks are first written, so a process's memory grows with the KV it really holds, up to the budget.
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
-#include <vector>
 
-#include "kernels/ops.h"
+#include "kernels/attention.h"
+#include "tensor/kv_dtype.h"
 #include "util/ids.h"
+#include "util/result.h"
 
 namespace hearth {
 
+struct KvShape {
+  int32_t n_layers = 0;
+  int32_t n_kv_heads = 0;
+  int32_t head_dim = 0;
+};
+
 class KvStorage {
  public:
-  KvStorage(int32_t n_layers, int32_t kv_dim, int32_t block_size, int32_t num_blocks);
+  // Error when a dtype cannot hold this head size, or the shape is not positive.
+  static Result<std::unique_ptr<KvStorage>> create(const KvShape& shape, const KvFormat& format, int32_t block_size,
+                                                   int32_t num_blocks);
+  // f32 K and V; aborts on a bad shape (tests and single-sequence generation).
+  KvStorage(int32_t n_layers, int32_t n_kv_heads, int32_t head_dim, int32_t block_size, int32_t num_blocks);
 
   int32_t block_size() const { return block_size_; }
   int32_t num_blocks() const { return num_blocks_; }
-  int32_t kv_dim() const { return kv_dim_; }
-  size_t bytes_per_token() const { return 2 * static_cast<size_t>(n_layers_) * kv_dim_ * sizeof(float); }
-  size_t bytes_total() const { return bytes_per_token() * block_size_ * num_blocks_; }
+  const KvShape& shape() const { return shape_; }
+  const KvFormat& format() const { return format_; }
+  int32_t kv_dim() const { return shape_.n_kv_heads * shape_.head_dim; }
+  size_t row_bytes(int kv) const { return kv == 0 ? k_row_bytes_ : v_row_bytes_; }
+  size_t bytes_per_token() const { return static_cast<size_t>(shape_.n_layers) * (k_row_bytes_ + v_row_bytes_); }
+  size_t bytes_per_block() const { return bytes_per_token() * block_size_; }
+  size_t bytes_total() const { return bytes_per_block() * num_blocks_; }
 
-  // Row of one token's K (or V) in `layer`. Requires block < num_blocks(), slot < block_size().
-  float* k_row(int32_t layer, BlockId block, int32_t slot) { return data_.data() + offset(layer, 0, block, slot); }
-  float* v_row(int32_t layer, BlockId block, int32_t slot) { return data_.data() + offset(layer, 1, block, slot); }
-  const float* k_row(int32_t layer, BlockId block, int32_t slot) const {
-    return data_.data() + offset(layer, 0, block, slot);
-  }
-  const float* v_row(int32_t layer, BlockId block, int32_t slot) const {
-    return data_.data() + offset(layer, 1, block, slot);
-  }
+  // Stores one token's K (kv == 0) or V (kv == 1) row of kv_dim floats, converted to the storage dtype.
+  void store_row(int32_t layer, int kv, BlockId block, int32_t slot, const float* row);
+  // The stored bytes of one token's row. Requires block < num_blocks(), slot < block_size().
+  const uint8_t* row(int32_t layer, int kv, BlockId block, int32_t slot) const;
 
   // The K (kv == 0) or V (kv == 1) rows of `layer` as a paged view through `block_table`.
-  PagedKvView layer_view(int32_t layer, int kv, std::span<const BlockId> block_table) const {
-    const size_t per_block = static_cast<size_t>(block_size_) * kv_dim_;
-    return PagedKvView{data_.data() + offset(layer, kv, BlockId{0}, 0), per_block, static_cast<size_t>(kv_dim_),
-                       block_size_, block_table};
-  }
+  PagedKvView layer_view(int32_t layer, int kv, std::span<const BlockId> block_table) const;
 
   // Copies the first `n_slots` token slots of `src` into `dst`, in every layer (copy-on-partial-reuse).
   void copy_slots(BlockId dst, BlockId src, int32_t n_slots);
 
  private:
+  KvStorage(const KvShape& shape, const KvFormat& format, int32_t block_size, int32_t num_blocks);
   size_t offset(int32_t layer, int kv, BlockId block, int32_t slot) const;
+  size_t plane_offset(int32_t layer, int kv) const;
 
-  int32_t n_layers_;
-  int32_t kv_dim_;
+  KvShape shape_;
+  KvFormat format_;
   int32_t block_size_;
   int32_t num_blocks_;
-  std::vector<float> data_;  // [layer][k|v][block][slot][kv_dim]
-};
-
-// A sequence's view of the storage: position p lives in block_table[p / block_size], slot p % block_size.
-struct SequenceKv {
-  std::span<const BlockId> block_table;
+  size_t k_row_bytes_;
+  size_t v_row_bytes_;
+  std::unique_ptr<uint8_t[]> data_;  // [layer][k|v][block][slot][row bytes]
 };
 
 }  // namespace hearth

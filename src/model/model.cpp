@@ -1,12 +1,17 @@
 #include "model/model.h"
 
+#include <atomic>
 #include <cmath>
 
+#include "kernels/attention.h"
 #include "kernels/ops.h"
 #include "tensor/quant.h"
 
 namespace hearth {
 namespace {
+
+// Query rows that share one pass over their sequence's K/V tiles.
+constexpr int32_t kAttnRows = 16;
 
 void grow(std::vector<float>& v, size_t n) {
   if (v.size() < n) v.resize(n);
@@ -34,7 +39,7 @@ Result<std::unique_ptr<Model>> Model::load(std::shared_ptr<const GgufFile> file)
   return std::unique_ptr<Model>(new Model(std::move(file), std::move(*config), std::move(*weights)));
 }
 
-void Model::prepare_scratch(const BatchInput& batch, int n_threads) {
+void Model::prepare_scratch(const BatchInput& batch, int32_t block_size, int n_threads) {
   const auto& c = config_;
   const size_t t = batch.tokens.size();
   grow(s_.x, t * c.dim);
@@ -49,7 +54,7 @@ void Model::prepare_scratch(const BatchInput& batch, int n_threads) {
   grow(s_.cos_sin, t * c.rope_dim);
   s_.row_pos.resize(t);
   s_.row_seq.resize(t);
-  int32_t max_keys = 0;
+  s_.attn_items.clear();
   for (size_t si = 0; si < batch.seqs.size(); ++si) {
     const BatchSequence& seq = batch.seqs[si];
     HEARTH_CHECK(seq.first_row >= 0 && seq.n_tokens > 0 && seq.first_row + seq.n_tokens <= static_cast<int32_t>(t),
@@ -58,9 +63,16 @@ void Model::prepare_scratch(const BatchInput& batch, int n_threads) {
       s_.row_pos[seq.first_row + i] = seq.pos_begin + i;
       s_.row_seq[seq.first_row + i] = static_cast<int32_t>(si);
     }
-    max_keys = std::max(max_keys, seq.pos_begin + seq.n_tokens);
+    // Latest rows first: they read the most keys, and the pool takes items in order.
+    for (int32_t row0 = ((seq.n_tokens - 1) / kAttnRows) * kAttnRows; row0 >= 0; row0 -= kAttnRows) {
+      for (int32_t h = 0; h < c.n_kv_heads; ++h) {
+        s_.attn_items.push_back({static_cast<int32_t>(si), h, row0, std::min(kAttnRows, seq.n_tokens - row0)});
+      }
+    }
   }
-  grow(s_.scores, static_cast<size_t>(n_threads) * max_keys);
+  s_.attn_scratch_per_thread =
+      attention_scratch_floats(block_size, c.head_dim, kAttnRows, c.n_heads / c.n_kv_heads);
+  grow(s_.attn_scratch, static_cast<size_t>(n_threads) * s_.attn_scratch_per_thread);
 }
 
 void Model::embed(const BatchInput& batch, ThreadPool& pool) {
@@ -83,29 +95,38 @@ void Model::store_kv(int layer, const BatchInput& batch, KvStorage& kv) {
     HEARTH_CHECK(pos / bs < static_cast<int32_t>(seq.block_table.size()), "block table too short for position {}",
                  pos);
     const BlockId block = seq.block_table[pos / bs];
-    std::copy_n(s_.k.data() + row * c.kv_dim(), c.kv_dim(), kv.k_row(layer, block, pos % bs));
-    std::copy_n(s_.v.data() + row * c.kv_dim(), c.kv_dim(), kv.v_row(layer, block, pos % bs));
+    kv.store_row(layer, 0, block, pos % bs, s_.k.data() + row * c.kv_dim());
+    kv.store_row(layer, 1, block, pos % bs, s_.v.data() + row * c.kv_dim());
   }
 }
 
 void Model::attend(int layer, const BatchInput& batch, const KvStorage& kv, ThreadPool& pool) {
   const auto& c = config_;
-  const int64_t n_rows = static_cast<int64_t>(batch.tokens.size());
   const int32_t group = c.n_heads / c.n_kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  const size_t scores_per_thread = s_.scores.size() / pool.num_threads();
-  pool.run([&](int ith, int nth) {
-    float* scores = s_.scores.data() + ith * scores_per_thread;
-    const Range r = split_range(n_rows * c.n_heads, ith, nth);
-    for (int64_t item = r.begin; item < r.end; ++item) {
-      const int64_t row = item / c.n_heads;
-      const int32_t head = static_cast<int32_t>(item % c.n_heads);
-      const BatchSequence& seq = batch.seqs[s_.row_seq[row]];
-      const PagedKvView kview = kv.layer_view(layer, 0, seq.block_table);
-      const PagedKvView vview = kv.layer_view(layer, 1, seq.block_table);
-      attention_head(s_.q.data() + row * c.q_dim() + head * c.head_dim, kview, vview, (head / group) * c.head_dim,
-                     c.head_dim, s_.row_pos[row] + 1, scale, scores,
-                     s_.attn.data() + row * c.q_dim() + head * c.head_dim);
+  // Items differ in cost (later rows read more keys), so threads take them one at a time. Which thread runs
+  // an item never changes its result.
+  std::atomic<size_t> next{0};
+  pool.run([&](int ith, int) {
+    float* scratch = s_.attn_scratch.data() + ith * s_.attn_scratch_per_thread;
+    for (size_t i = next.fetch_add(1, std::memory_order_relaxed); i < s_.attn_items.size();
+         i = next.fetch_add(1, std::memory_order_relaxed)) {
+      const AttnItem& item = s_.attn_items[i];
+      const BatchSequence& seq = batch.seqs[item.seq];
+      const int64_t row = seq.first_row + item.row0;
+      const int32_t head0 = item.kv_head * group;
+      const AttentionTile tile{s_.q.data() + row * c.q_dim() + head0 * c.head_dim,
+                               static_cast<size_t>(c.q_dim()),
+                               s_.attn.data() + row * c.q_dim() + head0 * c.head_dim,
+                               static_cast<size_t>(c.q_dim()),
+                               item.n_rows,
+                               seq.pos_begin + item.row0,
+                               group,
+                               item.kv_head,
+                               c.head_dim,
+                               scale};
+      attention_tile(tile, kv.layer_view(layer, 0, seq.block_table), kv.layer_view(layer, 1, seq.block_table),
+                     scratch);
     }
   });
 }
@@ -171,9 +192,12 @@ std::span<const float> Model::output_logits(const BatchInput& batch, ThreadPool&
 
 std::span<const float> Model::forward(const BatchInput& batch, KvStorage& kv, ThreadPool& pool) {
   if (batch.tokens.empty()) return {};
-  HEARTH_CHECK(kv.kv_dim() == config_.kv_dim(), "KvStorage kv_dim {} != model kv_dim {}", kv.kv_dim(),
-               config_.kv_dim());
-  prepare_scratch(batch, pool.num_threads());
+  HEARTH_CHECK(kv.shape().n_layers == config_.n_layers && kv.shape().n_kv_heads == config_.n_kv_heads &&
+                   kv.shape().head_dim == config_.head_dim,
+               "KvStorage shape ({} layers, {} KV heads of {}) does not match the model's ({}, {} of {})",
+               kv.shape().n_layers, kv.shape().n_kv_heads, kv.shape().head_dim, config_.n_layers,
+               config_.n_kv_heads, config_.head_dim);
+  prepare_scratch(batch, kv.block_size(), pool.num_threads());
   embed(batch, pool);
   const int64_t n = static_cast<int64_t>(batch.tokens.size());
   for (int layer = 0; layer < config_.n_layers; ++layer) {

@@ -51,16 +51,22 @@ class Model {
  private:
   Model(std::shared_ptr<const GgufFile> file, ModelConfig config, ModelWeights weights);
 
+  // One unit of attention work: rows [row0, row0 + n_rows) of sequence `seq` against KV head `kv_head`.
+  struct AttnItem {
+    int32_t seq, kv_head, row0, n_rows;
+  };
   struct Scratch {
     std::vector<float> x, xn, q, k, v, attn, proj, gate, up;  // [n_tokens, width]
     std::vector<float> cos_sin;                               // [n_tokens, rope_dim]
     std::vector<int32_t> row_pos, row_seq;                    // [n_tokens]
     std::vector<int64_t> logit_rows;                          // [n_logit_rows]
-    std::vector<float> scores;                                // [n_threads, max_keys]
+    std::vector<AttnItem> attn_items;                         // attention work of one forward
+    std::vector<float> attn_scratch;                          // [n_threads, attention_scratch_floats]
+    size_t attn_scratch_per_thread = 0;
     std::vector<float> logits_in, logits;                     // [n_logit_rows, dim | n_vocab]
     MatmulScratch matmul;
   };
-  void prepare_scratch(const BatchInput& batch, int n_threads);
+  void prepare_scratch(const BatchInput& batch, int32_t block_size, int n_threads);
   void embed(const BatchInput& batch, ThreadPool& pool);
   void attention_block(int layer, const BatchInput& batch, KvStorage& kv, ThreadPool& pool);
   void store_kv(int layer, const BatchInput& batch, KvStorage& kv);

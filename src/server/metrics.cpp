@@ -101,6 +101,10 @@ std::string Metrics::render(const EngineSnapshot& e) const {
   out += fmt::format("hearth_kv_bytes{{state=\"total\"}} {}\n", e.kv_bytes_total);
   out += fmt::format("hearth_kv_bytes{{state=\"used\"}} {}\n", e.num_blocks_in_use * e.kv_bytes_per_block);
 
+  header(out, "hearth_kv_bytes_per_token", "gauge", "KV bytes one token costs over all layers, block scales included.");
+  out += fmt::format("hearth_kv_bytes_per_token{{kv_dtype=\"{}\"}} {}\n", e.kv_dtype, e.kv_bytes_per_token);
+  gauge(out, "hearth_kv_capacity_tokens", "Tokens the KV pool holds when full.", e.kv_capacity_tokens);
+
   counter(out, "hearth_kv_evictions_total", "Cached KV blocks evicted to make room.", e.num_evictions);
   counter(out, "hearth_preemptions_total", "Running requests preempted by recompute.", e.num_preemptions);
   gauge(out, "hearth_requests_running", "Requests being computed.", e.num_running);

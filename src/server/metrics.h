@@ -36,6 +36,9 @@ struct EngineSnapshot {
   int64_t num_blocks_free = 0;    // unreferenced: empty or cached, reusable
   int64_t kv_bytes_total = 0;
   int64_t kv_bytes_per_block = 0;
+  int64_t kv_bytes_per_token = 0;  // scales included
+  int64_t kv_capacity_tokens = 0;
+  std::string kv_dtype;
   int32_t block_size = 0;
   uint64_t num_evictions = 0;
   uint64_t num_preemptions = 0;

@@ -3,6 +3,8 @@
 
 #include "server/server.h"
 
+#include "server/kv_plan_json.h"
+
 #include <httplib.h>
 
 #include <chrono>
@@ -162,6 +164,8 @@ void HttpServer::install_routes() {
              }));
 
   http_->Get("/metrics", guarded([this](const httplib::Request&, httplib::Response& res) { handle_metrics(res); }));
+  http_->Get("/v1/kv/plan",
+             guarded([this](const httplib::Request& req, httplib::Response& res) { handle_kv_plan(req, res); }));
   http_->Post("/tokenize",
               guarded([this](const httplib::Request& req, httplib::Response& res) { handle_tokenize(req, res); }));
   http_->Post("/v1/chat/completions", guarded([this](const httplib::Request& req, httplib::Response& res) {
@@ -175,7 +179,10 @@ void HttpServer::install_routes() {
 void HttpServer::handle_metrics(httplib::Response& res) {
   EngineSnapshot snap;
   snap.block_size = config_.block_size;
-  snap.kv_bytes_per_block = config_.kv_bytes_per_block;
+  snap.kv_bytes_per_block = config_.kv_plan.bytes_per_block;
+  snap.kv_bytes_per_token = config_.kv_plan.bytes_per_token;
+  snap.kv_capacity_tokens = config_.kv_plan.capacity_tokens;
+  snap.kv_dtype = config_.kv_plan.format.name();
   {
     std::shared_lock lock(loop_mutex_);
     if (!loop_stopped_) {
@@ -203,6 +210,46 @@ void HttpServer::handle_metrics(httplib::Response& res) {
   }
   snap.kv_bytes_total = snap.num_blocks_total * snap.kv_bytes_per_block;
   res.set_content(metrics_.render(snap), "text/plain; version=0.0.4; charset=utf-8");
+}
+
+// The pool the server runs with, and the memory plan for ?ctx=&users=&memory= (default: the model's context,
+// one user, no budget) at the server's KV dtype, with every other dtype for comparison.
+void HttpServer::handle_kv_plan(const httplib::Request& req, httplib::Response& res) {
+  MemoryPlanRequest request;
+  const KvPlan& pool = config_.kv_plan;
+  request.shape = pool.shape;
+  request.weights_bytes = config_.weights_bytes;
+  request.block_size = pool.block_size;
+  request.context = config_.n_ctx;
+  request.format = pool.format;
+  auto read_int = [&](const char* name, int64_t& out) {
+    if (!req.has_param(name)) return true;
+    const std::string text = req.get_param_value(name);
+    char* end = nullptr;
+    const long long v = std::strtoll(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0' || v < 1) {
+      send_error(res, invalid_request(fmt::format("'{}' must be a positive integer, got '{}'", name, text), name));
+      return false;
+    }
+    out = v;
+    return true;
+  };
+  if (!read_int("ctx", request.context) || !read_int("users", request.users)) return;
+  if (req.has_param("memory")) {
+    auto memory = parse_bytes(req.get_param_value("memory"));
+    if (!memory) {
+      send_error(res, invalid_request(memory.error().message, "memory"));
+      return;
+    }
+    request.memory_bytes = *memory;
+  }
+  auto plan = plan_memory(request);
+  if (!plan) {
+    send_error(res, invalid_request(plan.error().message, "ctx"));
+    return;
+  }
+  json out = {{"object", "kv.plan"}, {"pool", kv_pool_json(pool)}, {"plan", memory_plan_json(*plan)}};
+  res.set_content(out.dump(), kJson);
 }
 
 void HttpServer::handle_tokenize(const httplib::Request& req, httplib::Response& res) {

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "engine/engine_loop.h"
+#include "kv/kv_plan.h"
 #include "model/tokenizer.h"
 #include "server/chat.h"
 #include "server/metrics.h"
@@ -37,7 +38,8 @@ struct ServerConfig {
   std::string model_id;  // the name /v1/models lists; requests naming another model get 404
   int32_t n_ctx = 0;     // the model's context length
   int32_t block_size = 16;
-  int64_t kv_bytes_per_block = 0;
+  KvPlan kv_plan;              // the engine's KV pool
+  int64_t weights_bytes = 0;   // for GET /v1/kv/plan
   int http_threads = 128;          // connections served at once (streams hold one each)
   double shutdown_grace_s = 10.0;  // in-flight requests may finish for this long after SIGINT/SIGTERM
 };
@@ -66,6 +68,7 @@ class HttpServer {
   void install_routes();
   void handle_completion(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
   void handle_metrics(httplib::Response& res);
+  void handle_kv_plan(const httplib::Request& req, httplib::Response& res);
   void handle_tokenize(const httplib::Request& req, httplib::Response& res);
   ApiResult<std::vector<TokenId>> build_prompt(const CompletionRequest& request) const;
   ApiResult<RequestSpec> build_spec(const CompletionRequest& request, std::vector<TokenId> prompt) const;

@@ -15,10 +15,17 @@ using testing::load_model;
 using testing::run_to_completion;
 using testing::story_tokens;
 
-EngineConfig small_config(int64_t kv_bytes = 8ll << 20) {
+// f32 KV unless a test is about KV dtypes: it is the reference precision.
+// Bytes of `n_blocks` 16-token blocks of stories260K KV (5 layers, 4 KV heads of 8) in `format`.
+int64_t stories_blocks(int64_t n_blocks, KvFormat format = {}) {
+  return n_blocks * 16 * *kv_bytes_per_token({5, 4, 8}, format);
+}
+
+EngineConfig small_config(int64_t kv_bytes = 8ll << 20, KvFormat format = {}) {
   EngineConfig c;
   c.block_size = 16;
   c.kv_memory_bytes = kv_bytes;
+  c.kv_format = format;
   c.max_batch_tokens = 64;
   return c;
 }
@@ -44,7 +51,7 @@ std::vector<float> first_logits(Engine& engine, const std::vector<TokenId>& prom
   return logits;
 }
 
-void expect_hits_match_cold(const std::string& path) {
+void expect_hits_match_cold(const std::string& path, KvFormat format) {
   auto& m = load_model(path);
   ThreadPool pool(2);
   const auto base = story_tokens(*m.tokenizer, 80, "Once upon a time");
@@ -54,36 +61,44 @@ void expect_hits_match_cold(const std::string& path) {
     size_t length;
   };
   for (const Case& c : {Case{"full blocks", 48, 70}, Case{"partial block", 37, 60}, Case{"fully cached", 80, 80}}) {
-    auto warm = *Engine::create(*m.model, *m.tokenizer, small_config(), pool);
+    auto warm = *Engine::create(*m.model, *m.tokenizer, small_config(8 << 20, format), pool);
     first_logits(*warm, base);
     std::vector<TokenId> prompt(base.begin(), base.begin() + c.length);
     for (size_t i = c.shared; i < prompt.size(); ++i) prompt[i] = TokenId{static_cast<int32_t>(50 + i)};
     RequestUsage usage;
     const auto hit = first_logits(*warm, prompt, &usage);
     EXPECT_EQ(usage.cached_tokens, static_cast<int32_t>(std::min(c.shared, c.length - 1))) << c.name;
-    auto cold_engine = *Engine::create(*m.model, *m.tokenizer, small_config(), pool);
+    auto cold_engine = *Engine::create(*m.model, *m.tokenizer, small_config(8 << 20, format), pool);
     const auto cold = first_logits(*cold_engine, prompt);
     ASSERT_EQ(hit.size(), cold.size());
     EXPECT_EQ(std::memcmp(hit.data(), cold.data(), hit.size() * sizeof(float)), 0)
-        << path << ": " << c.name << " hit differs from a cold run";
+        << path << " at KV " << format.name() << ": " << c.name << " hit differs from a cold run";
+    warm->check_invariants();
   }
 }
 
-TEST(PrefixCacheHit, BitIdenticalToColdStories) { expect_hits_match_cold(testing::kStories); }
+// Hit == miss bit for bit at every KV dtype, and with K and V in different dtypes.
+void expect_hits_match_cold_at_every_kv_dtype(const std::string& path) {
+  for (KvDtype type : all_kv_dtypes()) expect_hits_match_cold(path, {type, type});
+  expect_hits_match_cold(path, {KvDtype::kQ8_0, KvDtype::kQ4_0});
+}
+
+TEST(PrefixCacheHit, BitIdenticalToColdStories) { expect_hits_match_cold_at_every_kv_dtype(testing::kStories); }
 TEST(PrefixCacheHit, BitIdenticalToColdQ8_0) {
-  expect_hits_match_cold(testing::kShared + "/models/synthetic/synth-tiny-q8_0.gguf");
+  expect_hits_match_cold_at_every_kv_dtype(testing::kShared + "/models/synthetic/synth-tiny-q8_0.gguf");
 }
 TEST(PrefixCacheHit, BitIdenticalToColdQ4_K) {
-  expect_hits_match_cold(testing::kShared + "/models/synthetic/synth-tiny-q4_k_m.gguf");
+  expect_hits_match_cold_at_every_kv_dtype(testing::kShared + "/models/synthetic/synth-tiny-q4_k_m.gguf");
 }
 
 // Greedy tokens of each prompt run alone in a fresh engine.
-std::vector<std::vector<TokenId>> run_alone(const std::vector<std::vector<TokenId>>& prompts, int32_t max_tokens) {
+std::vector<std::vector<TokenId>> run_alone(const std::vector<std::vector<TokenId>>& prompts, int32_t max_tokens,
+                                            KvFormat format = {}) {
   auto& m = load_model(testing::kStories);
   ThreadPool pool(2);
   std::vector<std::vector<TokenId>> out;
   for (const auto& p : prompts) {
-    auto engine = *Engine::create(*m.model, *m.tokenizer, small_config(), pool);
+    auto engine = *Engine::create(*m.model, *m.tokenizer, small_config(8 << 20, format), pool);
     auto id = *engine->add_request(greedy(p, max_tokens));
     out.push_back(run_to_completion(*engine)[id.value].tokens);
   }
@@ -100,25 +115,30 @@ std::vector<std::vector<TokenId>> varied_prompts(size_t n) {
   return prompts;
 }
 
-void expect_concurrent_equals_alone(size_t n, int64_t kv_bytes, bool expect_preemption) {
+void expect_concurrent_equals_alone(size_t n, int64_t kv_bytes, bool expect_preemption, KvFormat format = {}) {
   auto& m = load_model(testing::kStories);
   ThreadPool pool(2);
   const auto prompts = varied_prompts(n);
-  const auto alone = run_alone(prompts, 40);
-  auto engine = *Engine::create(*m.model, *m.tokenizer, small_config(kv_bytes), pool);
+  const auto alone = run_alone(prompts, 40, format);
+  auto engine = *Engine::create(*m.model, *m.tokenizer, small_config(kv_bytes, format), pool);
   std::vector<RequestId> ids;
   for (const auto& p : prompts) ids.push_back(*engine->add_request(greedy(p, 40)));
   auto done = run_to_completion(*engine);
   for (size_t i = 0; i < n; ++i) EXPECT_EQ(done[ids[i].value].tokens, alone[i]) << "request " << i << " of " << n;
   if (expect_preemption) EXPECT_GT(engine->scheduler().num_preemptions(), 0u);
+  engine->check_invariants();
 }
 
 TEST(Batching, ConcurrentGreedyEqualsAlone1) { expect_concurrent_equals_alone(1, 8 << 20, false); }
 TEST(Batching, ConcurrentGreedyEqualsAlone4) { expect_concurrent_equals_alone(4, 8 << 20, false); }
 TEST(Batching, ConcurrentGreedyEqualsAlone16) { expect_concurrent_equals_alone(16, 8 << 20, false); }
 TEST(Batching, PreemptionUnderATightPoolChangesNoToken) {
-  // stories260K: 5 layers × 32 kv dims × 2 × 4 bytes = 1280 bytes/token, 20 KiB per block: 12 blocks.
+  // stories260K at f32: 5 layers × 32 kv dims × 2 × 4 bytes = 1280 bytes/token, 20 KiB per block: 12 blocks.
   expect_concurrent_equals_alone(8, 12 * 20480, true);
+}
+TEST(Batching, PreemptionAtQ8_0KvChangesNoToken) {
+  const KvFormat q8{KvDtype::kQ8_0, KvDtype::kQ8_0};
+  expect_concurrent_equals_alone(8, stories_blocks(12, q8), true, q8);
 }
 
 TEST(Stops, StopStringEndsTheTextBeforeIt) {
@@ -165,7 +185,7 @@ TEST(Abort, FreesBlocksWithinOneStep) {
 TEST(Limits, ImpossibleRequestsAreRejectedWithTheNumbers) {
   auto& m = load_model(testing::kStories);
   ThreadPool pool(1);
-  auto engine = *Engine::create(*m.model, *m.tokenizer, small_config(12 * 20480), pool);
+  auto engine = *Engine::create(*m.model, *m.tokenizer, small_config(stories_blocks(12)), pool);
   auto too_long = engine->add_request(greedy(story_tokens(*m.tokenizer, 600, "Once"), 1));
   ASSERT_FALSE(too_long.ok());
   EXPECT_NE(too_long.error().message.find("600"), std::string::npos) << too_long.error().message;
@@ -207,7 +227,7 @@ TEST(Pinning, PinnedPromptSurvivesPressureAndTheCapIsEnforced) {
   auto& m = load_model(testing::kStories);
   ThreadPool pool(2);
   // 16 blocks of 16 tokens; pins may hold half of them.
-  auto engine = *Engine::create(*m.model, *m.tokenizer, small_config(16 * 20480), pool);
+  auto engine = *Engine::create(*m.model, *m.tokenizer, small_config(stories_blocks(16)), pool);
   const auto rules = story_tokens(*m.tokenizer, 64, "House rules: be kind.");
   auto spec = greedy(rules, 2);
   spec.pin_prefix = true;

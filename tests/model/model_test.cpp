@@ -66,7 +66,7 @@ TEST(StoriesGolden, GreedyTextMatchesIndependentImplementation) {
 std::vector<float> prefill_in_chunks(Model& model, std::span<const TokenId> tokens, int32_t chunk, ThreadPool& pool) {
   const int32_t block_size = 16;
   const int32_t n = static_cast<int32_t>(tokens.size());
-  KvStorage kv(model.config().n_layers, model.config().kv_dim(), block_size, (n + block_size - 1) / block_size);
+  KvStorage kv(model.config().n_layers, model.config().n_kv_heads, model.config().head_dim, block_size, (n + block_size - 1) / block_size);
   std::vector<BlockId> table;
   for (int32_t b = 0; b < kv.num_blocks(); ++b) table.push_back(BlockId{kv.num_blocks() - 1 - b});  // scrambled
   std::span<const float> logits;
@@ -121,7 +121,7 @@ TEST(Determinism, BatchedSequencesMatchSequencesAlone) {
   const auto alone_b = prefill_in_chunks(*m.model, b, static_cast<int32_t>(b.size()), pool);
 
   const auto& c = m.model->config();
-  KvStorage kv(c.n_layers, c.kv_dim(), 16, 8);
+  KvStorage kv(c.n_layers, c.n_kv_heads, c.head_dim, 16, 8);
   std::vector<BlockId> table_a{BlockId{5}, BlockId{1}, BlockId{7}}, table_b{BlockId{2}, BlockId{0}};
   std::vector<TokenId> tokens(a.begin(), a.end());
   tokens.insert(tokens.end(), b.begin(), b.end());

@@ -50,6 +50,9 @@ TEST(Metrics, RendersEngineSnapshotAndServerSeries) {
   e.num_blocks_free = 88;
   e.kv_bytes_per_block = 1024;
   e.kv_bytes_total = 102400;
+  e.kv_bytes_per_token = 64;
+  e.kv_capacity_tokens = 1600;
+  e.kv_dtype = "q8_0";
   e.num_cache_query_tokens = 500;
   e.num_cache_hit_tokens = 320;
   e.num_running = 3;
@@ -71,6 +74,8 @@ TEST(Metrics, RendersEngineSnapshotAndServerSeries) {
            "hearth_kv_blocks{state=\"cached\"} 30",
            "hearth_kv_bytes{state=\"total\"} 102400",
            "hearth_kv_bytes{state=\"used\"} 12288",
+           "hearth_kv_bytes_per_token{kv_dtype=\"q8_0\"} 64",
+           "hearth_kv_capacity_tokens 1600",
            "hearth_kv_evictions_total 4",
            "hearth_preemptions_total 5",
            "hearth_requests_running 3",

@@ -1,0 +1,66 @@
+#pragma once
+// Causal attention over paged, possibly quantized K/V, flash style: keys are visited one KV block (a tile of
+// block_size keys) at a time with an online softmax, so no n×n score matrix is ever formed and each K/V tile is
+// dequantized once for every query that reads it.
+//
+// Per query, the arithmetic is a fixed function of its position alone: tiles are the absolute KV blocks, keys
+// within a tile go in order, and the running (max, sum, accumulator) is updated tile by tile. How many queries
+// share a call, which thread runs them, and how a prompt was chunked never change a result bit.
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "tensor/kv_dtype.h"
+#include "util/ids.h"
+
+namespace hearth {
+
+// K or V of one layer stored in fixed-size blocks of token rows. Position p of a sequence lives at
+//   base + block_table[p / block_size] * block_stride + (p % block_size) * slot_stride   (bytes)
+// and KV head h's slice of that row starts head_bytes × h further on.
+struct PagedKvView {
+  const uint8_t* base = nullptr;
+  size_t block_stride = 0;
+  size_t slot_stride = 0;
+  int32_t block_size = 0;
+  std::span<const BlockId> block_table;
+  KvDtype dtype = KvDtype::kF32;
+  size_t head_bytes = 0;
+
+  const uint8_t* head(int32_t pos, int32_t kv_head) const {
+    return base + static_cast<size_t>(block_table[pos / block_size].value) * block_stride +
+           static_cast<size_t>(pos % block_size) * slot_stride + head_bytes * kv_head;
+  }
+};
+
+// n_rows consecutive query rows of one sequence, at positions first_pos, first_pos + 1, ..., each with
+// n_q_heads query heads that read KV head kv_head (GQA group). Query head g of row r is
+//   q + r × q_stride + g × head_dim,    and its output goes to out + r × out_stride + g × head_dim.
+// Row r attends to keys [0, first_pos + r].
+struct AttentionTile {
+  const float* q = nullptr;
+  size_t q_stride = 0;
+  float* out = nullptr;
+  size_t out_stride = 0;
+  int32_t n_rows = 0;
+  int32_t first_pos = 0;
+  int32_t n_q_heads = 1;
+  int32_t kv_head = 0;
+  int32_t head_dim = 0;
+  float scale = 1.0f;
+};
+
+// Floats of scratch attention_tile needs.
+size_t attention_scratch_floats(int32_t block_size, int32_t head_dim, int32_t n_rows, int32_t n_q_heads);
+
+void attention_tile(const AttentionTile& t, const PagedKvView& k, const PagedKvView& v, float* scratch);
+
+// Twin: two-pass softmax in double precision per query, K/V read through the reference dequantizer.
+void attention_tile_reference(const AttentionTile& t, const PagedKvView& k, const PagedKvView& v);
+
+// One head's slice of K or V to floats: the vector path where the CPU has one; equal to
+// kv_dequantize_head_reference bit for bit.
+void kv_dequantize_head(KvDtype type, const uint8_t* src, float* dst, int32_t head_dim);
+
+}  // namespace hearth

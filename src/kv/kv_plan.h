@@ -1,0 +1,87 @@
+#pragma once
+// The KV memory plan: how many bytes one token of KV costs for a model shape and KV format, and what a memory
+// budget holds. Pure arithmetic on shapes; the same numbers drive the engine's pool, `hearth plan`,
+// GET /v1/kv/plan and /metrics, so what users read is what the server allocates.
+//
+//   bytes per token = layers × KV heads × (K head bytes + V head bytes)
+//   K/V head bytes  = head_dim × bytes per value + the block scales of quantized formats
+//   pool            = ⌊budget / (bytes per token × block size)⌋ blocks
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tensor/kv_dtype.h"
+#include "util/result.h"
+#include "util/units.h"
+
+namespace hearth {
+
+struct KvModelShape {
+  int32_t n_layers = 0;
+  int32_t n_kv_heads = 0;
+  int32_t head_dim = 0;
+};
+
+struct KvPlan {
+  KvModelShape shape;
+  KvFormat format;
+  int32_t block_size = 0;
+  int64_t budget_bytes = 0;
+  int64_t bytes_per_token = 0;        // scales included
+  int64_t scale_bytes_per_token = 0;  // of which scales
+  int64_t bytes_per_block = 0;
+  int64_t num_blocks = 0;
+  int64_t capacity_tokens = 0;  // num_blocks × block_size
+  int64_t pool_bytes = 0;       // num_blocks × bytes_per_block ≤ budget_bytes
+
+  // Users that fit at once when each holds `context` tokens (whole blocks each, nothing shared).
+  int64_t users_at(int64_t context) const;
+};
+
+// Bytes of one token's K and V over all layers, or an error when a dtype cannot hold this head size.
+Result<int64_t> kv_bytes_per_token(const KvModelShape& shape, const KvFormat& format);
+
+// The pool a budget holds. Error when the shape is not positive, the block size is outside [1, 1024], or the
+// budget holds no block (the message has the numbers).
+Result<KvPlan> plan_kv_pool(const KvModelShape& shape, const KvFormat& format, int32_t block_size,
+                            int64_t budget_bytes);
+
+// One line for logs: "KV pool 2.00 GiB, q8_0, 34.0 KiB/token, 61,680 tokens, 3 users at 16k context or 15 at 4k".
+std::string describe_kv_plan(const KvPlan& plan);
+
+// What a model needs in memory at a context × users, for each KV dtype, and what fits in a budget: the table of
+// `hearth plan` and GET /v1/kv/plan. Weights are counted at their file size (they are mapped, not copied).
+struct MemoryPlanRequest {
+  KvModelShape shape;
+  int64_t weights_bytes = 0;
+  int32_t block_size = 16;
+  int64_t context = 0;  // tokens per user
+  int64_t users = 1;
+  KvFormat format{KvDtype::kF16, KvDtype::kF16};  // the row the totals are for
+  int64_t memory_bytes = 0;                        // 0: no budget given
+};
+
+struct MemoryPlanRow {
+  KvFormat format;
+  int64_t bytes_per_token = 0;
+  int64_t scale_bytes_per_token = 0;
+  int64_t kv_bytes = 0;     // users × whole blocks of `context` tokens
+  int64_t total_bytes = 0;  // weights + kv
+  // With a budget: the longest context each of `users` users can hold, and how many users fit at `context`.
+  int64_t max_context = 0;
+  int64_t max_users = 0;
+};
+
+struct MemoryPlan {
+  MemoryPlanRequest request;
+  std::vector<MemoryPlanRow> rows;  // every KV dtype (same for K and V), then the requested format if mixed
+  const MemoryPlanRow& requested() const;
+};
+
+Result<MemoryPlan> plan_memory(const MemoryPlanRequest& request);
+// The plan as a table a person reads.
+std::string render_memory_plan(const MemoryPlan& plan);
+
+}  // namespace hearth

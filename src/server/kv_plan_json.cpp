@@ -1,0 +1,54 @@
+#include "server/kv_plan_json.h"
+
+namespace hearth::server {
+
+nlohmann::json kv_pool_json(const KvPlan& p) {
+  return {{"kv_dtype", p.format.name()},
+          {"kv_dtype_k", std::string(kv_dtype_name(p.format.k))},
+          {"kv_dtype_v", std::string(kv_dtype_name(p.format.v))},
+          {"block_size", p.block_size},
+          {"budget_bytes", p.budget_bytes},
+          {"pool_bytes", p.pool_bytes},
+          {"bytes_per_token", p.bytes_per_token},
+          {"scale_bytes_per_token", p.scale_bytes_per_token},
+          {"num_blocks", p.num_blocks},
+          {"capacity_tokens", p.capacity_tokens},
+          {"users_at_4k", p.users_at(4096)},
+          {"users_at_16k", p.users_at(16384)},
+          {"summary", describe_kv_plan(p)}};
+}
+
+nlohmann::json memory_plan_json(const MemoryPlan& plan) {
+  const MemoryPlanRequest& r = plan.request;
+  nlohmann::json rows = nlohmann::json::array();
+  for (const MemoryPlanRow& row : plan.rows) {
+    nlohmann::json j = {{"kv_dtype", row.format.name()},
+                        {"bytes_per_token", row.bytes_per_token},
+                        {"scale_bytes_per_token", row.scale_bytes_per_token},
+                        {"kv_bytes", row.kv_bytes},
+                        {"total_bytes", row.total_bytes}};
+    if (r.memory_bytes > 0) {
+      j["max_context"] = row.max_context;
+      j["max_users"] = row.max_users;
+    }
+    rows.push_back(std::move(j));
+  }
+  nlohmann::json out = {{"model",
+                         {{"n_layers", r.shape.n_layers},
+                          {"n_kv_heads", r.shape.n_kv_heads},
+                          {"head_dim", r.shape.head_dim},
+                          {"weights_bytes", r.weights_bytes}}},
+                        {"context", r.context},
+                        {"users", r.users},
+                        {"block_size", r.block_size},
+                        {"kv_dtype", r.format.name()},
+                        {"dtypes", rows},
+                        {"requested", rows.empty() ? nlohmann::json() : nlohmann::json()}};
+  for (const nlohmann::json& row : rows) {
+    if (row["kv_dtype"] == r.format.name()) out["requested"] = row;
+  }
+  if (r.memory_bytes > 0) out["memory_bytes"] = r.memory_bytes;
+  return out;
+}
+
+}  // namespace hearth::server

@@ -1,0 +1,173 @@
+// Flash-style paged attention and the KV dtypes: against the double-precision twin, against f32 KV, across
+// ISA levels, and across query tilings (the bit-identical rule of the prefix cache).
+#include "kernels/attention.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu_isa.h"
+#include "tensor/kv_dtype.h"
+
+namespace hearth {
+namespace {
+
+std::vector<float> random_vector(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+// Paged K/V of one layer in a given dtype, with a scrambled block table, filled from float rows.
+struct PagedKv {
+  int32_t block_size, n_kv_heads, head_dim, n_positions;
+  KvDtype dtype;
+  size_t head_bytes, row_bytes;
+  std::vector<BlockId> table;
+  std::vector<uint8_t> bytes;
+
+  PagedKv(KvDtype type, int32_t bs, int32_t heads, int32_t hd, int32_t n_pos, uint32_t seed)
+      : block_size(bs), n_kv_heads(heads), head_dim(hd), n_positions(n_pos), dtype(type) {
+    head_bytes = kv_head_bytes(type, hd);
+    row_bytes = head_bytes * heads;
+    const int32_t n_blocks = (n_pos + bs - 1) / bs;
+    for (int32_t b = 0; b < n_blocks; ++b) table.push_back(BlockId{(b * 5 + 3) % n_blocks});  // 5 ⟂ n_blocks
+    bytes.assign(static_cast<size_t>(n_blocks) * bs * row_bytes, 0);
+    const auto values = random_vector(static_cast<size_t>(n_pos) * heads * hd, seed);
+    for (int32_t p = 0; p < n_pos; ++p) {
+      for (int32_t h = 0; h < heads; ++h) {
+        kv_quantize_head(type, values.data() + (static_cast<size_t>(p) * heads + h) * hd,
+                         const_cast<uint8_t*>(view().head(p, h)), hd);
+      }
+    }
+  }
+  PagedKvView view() const {
+    return {bytes.data(), row_bytes * block_size, row_bytes, block_size, table, dtype, head_bytes};
+  }
+};
+
+struct Shape {
+  int32_t head_dim, group, block_size;
+};
+
+constexpr Shape kShapes[] = {{8, 2, 4}, {64, 1, 16}, {64, 4, 16}, {72, 1, 5}, {128, 2, 32}};
+
+// Runs attention for `n_rows` rows starting at first_pos, head group `group` of KV head 1.
+std::vector<float> run(const PagedKv& k, const PagedKv& v, const std::vector<float>& q, Shape s, int32_t first_pos,
+                       int32_t n_rows, bool reference) {
+  const size_t stride = static_cast<size_t>(s.group) * s.head_dim;
+  std::vector<float> out(n_rows * stride, NAN);
+  const AttentionTile t{q.data(), stride, out.data(), stride, n_rows, first_pos, s.group, 1, s.head_dim, 0.2f};
+  if (reference) {
+    attention_tile_reference(t, k.view(), v.view());
+  } else {
+    std::vector<float> scratch(attention_scratch_floats(s.block_size, s.head_dim, n_rows, s.group));
+    attention_tile(t, k.view(), v.view(), scratch.data());
+  }
+  return out;
+}
+
+TEST(Attention, MatchesReferenceForEveryDtypeAndShape) {
+  for (KvDtype type : all_kv_dtypes()) {
+    for (Shape s : kShapes) {
+      const int32_t n_pos = 70;
+      PagedKv k(type, s.block_size, 2, s.head_dim, n_pos, 1), v(type, s.block_size, 2, s.head_dim, n_pos, 2);
+      for (auto [first_pos, n_rows] : {std::pair{0, 1}, {0, 3}, {5, 1}, {9, 17}, {40, 30}}) {
+        const auto q = random_vector(static_cast<size_t>(n_rows) * s.group * s.head_dim, 3 + first_pos);
+        const auto fast = run(k, v, q, s, first_pos, n_rows, false);
+        const auto ref = run(k, v, q, s, first_pos, n_rows, true);
+        for (size_t i = 0; i < fast.size(); ++i) {
+          ASSERT_NEAR(fast[i], ref[i], 2e-5f) << kv_dtype_name(type) << " head_dim " << s.head_dim << " rows "
+                                               << first_pos << "+" << n_rows << " at " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(Attention, OneKeyReturnsItsValue) {
+  const Shape s{64, 1, 16};
+  PagedKv k(KvDtype::kF32, 16, 2, 64, 1, 4), v(KvDtype::kF32, 16, 2, 64, 1, 5);
+  const auto out = run(k, v, random_vector(64, 6), s, 0, 1, false);
+  const auto* v0 = reinterpret_cast<const float*>(v.view().head(0, 1));
+  for (int d = 0; d < 64; ++d) EXPECT_FLOAT_EQ(out[d], v0[d]);
+}
+
+TEST(Attention, RowResultDoesNotDependOnTheTileItIsIn) {
+  // Computing rows 9..25 together must give each row exactly what computing it alone gives.
+  for (KvDtype type : all_kv_dtypes()) {
+    for (Shape s : kShapes) {
+      PagedKv k(type, s.block_size, 2, s.head_dim, 40, 7), v(type, s.block_size, 2, s.head_dim, 40, 8);
+      const int32_t first = 9, n_rows = 17;
+      const size_t stride = static_cast<size_t>(s.group) * s.head_dim;
+      const auto q = random_vector(n_rows * stride, 9);
+      const auto together = run(k, v, q, s, first, n_rows, false);
+      for (int32_t r = 0; r < n_rows; ++r) {
+        const std::vector<float> q_row(q.begin() + r * stride, q.begin() + (r + 1) * stride);
+        const auto alone = run(k, v, q_row, s, first + r, 1, false);
+        for (size_t i = 0; i < stride; ++i) {
+          ASSERT_EQ(together[r * stride + i], alone[i]) << kv_dtype_name(type) << " row " << r;
+        }
+      }
+    }
+  }
+}
+
+TEST(Attention, VectorAndScalarPathsAgreeBitForBit) {
+  // Same lane order, one rounding per fma in both, exact dequantization: the ISA level changes no bit.
+  if (active_isa_level() == IsaLevel::kScalar) GTEST_SKIP() << "this CPU has no vector path to compare";
+  for (KvDtype type : all_kv_dtypes()) {
+    for (Shape s : kShapes) {
+      PagedKv k(type, s.block_size, 2, s.head_dim, 50, 10), v(type, s.block_size, 2, s.head_dim, 50, 11);
+      const auto q = random_vector(static_cast<size_t>(7) * s.group * s.head_dim, 12);
+      const auto fast = run(k, v, q, s, 43, 7, false);
+      const IsaLevel level = active_isa_level();
+      set_isa_level(IsaLevel::kScalar);
+      const auto scalar = run(k, v, q, s, 43, 7, false);
+      set_isa_level(level);
+      EXPECT_EQ(fast, scalar) << kv_dtype_name(type) << " head_dim " << s.head_dim;
+    }
+  }
+}
+
+TEST(Attention, QuantizedKvStaysCloseToF32Kv) {
+  // Output error of attention when K and V are stored in a smaller dtype, relative to f32 storage. Values are
+  // N(0, 1), so outputs are averages of O(1) numbers.
+  const struct {
+    KvDtype type;
+    float max_abs_error;
+  } bounds[] = {{KvDtype::kF16, 2e-3f}, {KvDtype::kBF16, 2e-2f}, {KvDtype::kQ8_0, 4e-2f}, {KvDtype::kQ4_0, 0.35f}};
+  const Shape s{64, 2, 16};
+  PagedKv k32(KvDtype::kF32, 16, 2, 64, 200, 13), v32(KvDtype::kF32, 16, 2, 64, 200, 14);
+  const auto q = random_vector(static_cast<size_t>(4) * s.group * s.head_dim, 15);
+  const auto exact = run(k32, v32, q, s, 196, 4, false);
+  for (auto [type, bound] : bounds) {
+    PagedKv k(type, 16, 2, 64, 200, 13), v(type, 16, 2, 64, 200, 14);
+    const auto approx = run(k, v, q, s, 196, 4, false);
+    float worst = 0;
+    for (size_t i = 0; i < exact.size(); ++i) worst = std::max(worst, std::fabs(exact[i] - approx[i]));
+    EXPECT_LT(worst, bound) << kv_dtype_name(type);
+    EXPECT_GT(worst, 0.0f) << kv_dtype_name(type) << " changed nothing: is it really stored smaller?";
+  }
+}
+
+TEST(KvDequantize, VectorPathEqualsReferenceBitForBit) {
+  for (KvDtype type : all_kv_dtypes()) {
+    for (int32_t hd : {8, 16, 40, 64, 72, 80, 128, 256}) {
+      const auto x = random_vector(hd, 16 + hd, 3.0f);
+      std::vector<uint8_t> q(kv_head_bytes(type, hd));
+      kv_quantize_head(type, x.data(), q.data(), hd);
+      std::vector<float> fast(hd), ref(hd);
+      kv_dequantize_head(type, q.data(), fast.data(), hd);
+      kv_dequantize_head_reference(type, q.data(), ref.data(), hd);
+      EXPECT_EQ(fast, ref) << kv_dtype_name(type) << " head_dim " << hd;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace hearth

@@ -1,0 +1,114 @@
+// The KV memory plan against hand-computed numbers: stories260K and the synthetic 1B shape.
+#include "kv/kv_plan.h"
+
+#include <gtest/gtest.h>
+
+namespace hearth {
+namespace {
+
+constexpr KvModelShape kStories{5, 4, 8};   // 5 layers, 4 KV heads of 8
+constexpr KvModelShape k1B{16, 8, 64};      // 16 layers, 8 KV heads of 64
+constexpr KvFormat kF16{KvDtype::kF16, KvDtype::kF16};
+constexpr KvFormat kQ8{KvDtype::kQ8_0, KvDtype::kQ8_0};
+constexpr KvFormat kQ4{KvDtype::kQ4_0, KvDtype::kQ4_0};
+
+TEST(KvPlan, BytesPerTokenByHand) {
+  // stories260K: layers × KV heads × (K + V head bytes). q8_0: 8 values + 2-byte scale; q4_0: 4 bytes + scale.
+  EXPECT_EQ(*kv_bytes_per_token(kStories, {}), 5 * 4 * (32 + 32));
+  EXPECT_EQ(*kv_bytes_per_token(kStories, kF16), 640);
+  EXPECT_EQ(*kv_bytes_per_token(kStories, kQ8), 400);
+  EXPECT_EQ(*kv_bytes_per_token(kStories, kQ4), 240);
+  // 1B: q8_0 head = 64 + 2, q4_0 head = 2 × (16 + 2).
+  EXPECT_EQ(*kv_bytes_per_token(k1B, kF16), 16 * 8 * 256);
+  EXPECT_EQ(*kv_bytes_per_token(k1B, kQ8), 16 * 8 * 132);
+  EXPECT_EQ(*kv_bytes_per_token(k1B, kQ4), 16 * 8 * 72);
+  EXPECT_EQ(*kv_bytes_per_token(k1B, {KvDtype::kQ8_0, KvDtype::kF16}), 16 * 8 * (66 + 128));
+}
+
+TEST(KvPlan, QuantizedFormatsFitTheRequiredMultipleOfF16Tokens) {
+  // Scales included: q8_0 ≥ 1.9×, q4_0 ≥ 3.5× the tokens of f16 in the same budget.
+  for (int64_t budget : {int64_t{64} << 20, int64_t{2} << 30}) {
+    const auto f16 = *plan_kv_pool(k1B, kF16, 16, budget);
+    const auto q8 = *plan_kv_pool(k1B, kQ8, 16, budget);
+    const auto q4 = *plan_kv_pool(k1B, kQ4, 16, budget);
+    EXPECT_GE(static_cast<double>(q8.capacity_tokens) / f16.capacity_tokens, 1.9);
+    EXPECT_GE(static_cast<double>(q4.capacity_tokens) / f16.capacity_tokens, 3.5);
+    EXPECT_LE(q4.pool_bytes, budget);
+  }
+}
+
+TEST(KvPlan, PoolNeverExceedsTheBudgetAndSaysWhyWhenNothingFits) {
+  const auto p = *plan_kv_pool(k1B, kQ8, 16, (int64_t{2} << 30) + 12345);
+  EXPECT_EQ(p.bytes_per_block, 16 * 16896);
+  EXPECT_EQ(p.num_blocks, ((int64_t{2} << 30) + 12345) / (16 * 16896));
+  EXPECT_LE(p.pool_bytes, p.budget_bytes);
+  EXPECT_GT(p.pool_bytes + p.bytes_per_block, p.budget_bytes);
+  auto none = plan_kv_pool(k1B, kQ8, 16, 1000);
+  ASSERT_FALSE(none);
+  EXPECT_NE(none.error().message.find("270336 bytes"), std::string::npos) << none.error().message;
+}
+
+TEST(KvPlan, StartupLineMatchesTheIssueFormat) {
+  // 2 GiB of q8_0 for the 1B shape: 16,896 B/token → 127,100 blocks... computed by hand below.
+  const auto p = *plan_kv_pool(k1B, kQ8, 16, int64_t{2} << 30);
+  const int64_t blocks = (int64_t{2} << 30) / (16 * 16896);  // 7943
+  EXPECT_EQ(p.num_blocks, blocks);
+  EXPECT_EQ(p.users_at(16384), blocks / 1024);  // 7
+  EXPECT_EQ(p.users_at(4096), blocks / 256);    // 31
+  EXPECT_EQ(describe_kv_plan(p), "KV pool 2.00 GiB, q8_0, 16.5 KiB/token, 127,088 tokens, 7 users at 16k context or 31 at 4k");
+}
+
+TEST(KvPlan, MemoryPlanByHandFor1B) {
+  MemoryPlanRequest r;
+  r.shape = k1B;
+  r.weights_bytes = 1'000'000'000;
+  r.context = 4096;
+  r.users = 4;
+  r.memory_bytes = int64_t{8} << 30;
+  const auto plan = *plan_memory(r);
+  ASSERT_EQ(plan.rows.size(), 5u);
+  const auto& f16 = plan.requested();
+  EXPECT_EQ(f16.bytes_per_token, 32768);
+  EXPECT_EQ(f16.kv_bytes, int64_t{4} * 4096 * 32768);  // 512 MiB
+  EXPECT_EQ(f16.total_bytes, 1'000'000'000 + (int64_t{512} << 20));
+  // KV budget 8 GiB − 1e9 = 7,589,934,592 bytes = 14,476 blocks of 524,288.
+  EXPECT_EQ(f16.max_users, 14476 / 256);
+  EXPECT_EQ(f16.max_context, 14476 / 4 * 16);
+  const auto text = render_memory_plan(plan);
+  EXPECT_NE(text.find("f16 *"), std::string::npos) << text;
+  EXPECT_NE(text.find("32,768"), std::string::npos) << text;
+  EXPECT_NE(text.find("57,904"), std::string::npos) << text;
+}
+
+TEST(KvPlan, MemoryPlanForStoriesAndBadRequests) {
+  MemoryPlanRequest r;
+  r.shape = kStories;
+  r.weights_bytes = 1185376;
+  r.context = 512;
+  r.users = 3;
+  r.format = kQ4;
+  const auto plan = *plan_memory(r);
+  EXPECT_EQ(plan.requested().bytes_per_token, 240);
+  EXPECT_EQ(plan.requested().kv_bytes, 3 * 512 * 240);
+  EXPECT_EQ(plan.requested().max_users, 0);  // no budget given
+  r.users = 0;
+  EXPECT_FALSE(plan_memory(r));
+  r.users = 1;
+  r.context = 0;
+  EXPECT_FALSE(plan_memory(r));
+}
+
+TEST(KvPlan, ParsesSizes) {
+  EXPECT_EQ(*parse_bytes("8GiB"), int64_t{8} << 30);
+  EXPECT_EQ(*parse_bytes("512 MiB"), int64_t{512} << 20);
+  EXPECT_EQ(*parse_bytes("1.5g"), int64_t{3} << 29);
+  EXPECT_EQ(*parse_bytes("4096"), 4096);
+  EXPECT_FALSE(parse_bytes("lots"));
+  EXPECT_FALSE(parse_bytes("-1GiB"));
+  EXPECT_FALSE(parse_bytes("3 parsecs"));
+  EXPECT_EQ(format_thousands(61680), "61,680");
+  EXPECT_EQ(format_bytes(34816), "34.0 KiB");
+}
+
+}  // namespace
+}  // namespace hearth
