@@ -40,4 +40,25 @@ ReuseExplanation describe_reuse(const Tokenizer& tokenizer, const PrefixExplanat
   return out;
 }
 
+PromptComparison compare_prompts(const Tokenizer& tokenizer, std::span<const TokenId> a, std::span<const TokenId> b,
+                                 int32_t block_size) {
+  PromptComparison c;
+  c.a_tokens = static_cast<int32_t>(a.size());
+  c.b_tokens = static_cast<int32_t>(b.size());
+  c.block_size = block_size;
+  c.divergence = common_prefix_length(a, b);
+  c.identical = c.a_tokens == c.b_tokens && c.divergence == c.a_tokens;
+  c.divergence_block = c.divergence / block_size;
+  c.reusable_tokens = std::min(c.divergence, std::max(0, c.b_tokens - 1));
+  c.shared_full_blocks = c.reusable_tokens / block_size;
+  c.shared_partial_tokens = c.reusable_tokens % block_size;
+  c.context_text = token_excerpt(tokenizer, b, c.divergence - kExcerptTokens, c.divergence);
+  c.a_text = token_excerpt(tokenizer, a, c.divergence, c.divergence + kExcerptTokens);
+  c.b_text = token_excerpt(tokenizer, b, c.divergence, c.divergence + kExcerptTokens);
+  if (c.divergence < std::min(c.a_tokens, c.b_tokens)) {
+    c.realignment = find_realignment(b, a, c.divergence, kRealignWindow, kRealignMinRun);
+  }
+  return c;
+}
+
 }  // namespace hearth
