@@ -88,6 +88,11 @@ PrefixExplanation KvCacheManager::explain_prefix(const BlockHash& ns, std::span<
     e.cached_continuation = cached_continuation(*nearest, e.reuse_stopped_at - block_begin);
     return e;
   }
+  if (block_begin + bs > static_cast<int32_t>(tokens.size())) {
+    // Only a tail that never fills a block is left: only full blocks are cached, so nothing more was reusable.
+    e.reason = ReuseStop::kEndOfPrompt;
+    return e;
+  }
   e.reason = e.reuse_stopped_at > 0 ? ReuseStop::kEndOfCachedPrefix : ReuseStop::kNoCachedPrefix;
   return e;
 }

@@ -10,8 +10,9 @@
 //   diverged         a cached prefix continues differently from reuse_stopped_at on
 //   end_of_cached_prefix  what is cached ends there; the rest of the prompt is new
 //   no_cached_prefix nothing of the prompt is cached
-// plus end_of_prompt (everything that may be reused was; a request's last prompt token is always computed) and
-// cache_disabled (the request opted out of the cache).
+// plus end_of_prompt (everything that may be reused was: reuse reached max_tokens, since a request's last prompt
+// token is always computed, or only a tail that does not fill a block is left, and only full blocks are cached)
+// and cache_disabled (the request opted out of the cache).
 
 #include <cstdint>
 #include <vector>

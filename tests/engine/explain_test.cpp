@@ -82,7 +82,7 @@ TEST_F(ExplainTest, TimestampAtToken5IsReportedAsDivergenceAtToken5WithTheText) 
   EXPECT_EQ(base_report.cached_tokens, 496);  // 31 full blocks; the last 4 tokens never filled a block
   EXPECT_EQ(base_report.cached_tokens_ram, 496);
   EXPECT_EQ(base_report.reusable_tokens, 496);
-  EXPECT_EQ(base_report.explanation.reason, "end_of_cached_prefix");
+  EXPECT_EQ(base_report.explanation.reason, "end_of_prompt");  // only full blocks are cached
   EXPECT_EQ(engine_->explain_prompt(std::span(base).first(480), "").explanation.reason, "end_of_prompt");
   EXPECT_EQ(engine_->explain_prompt(base, "", /*use_cache=*/false).explanation.reason, "cache_disabled");
 
