@@ -21,5 +21,6 @@ Command add_inspect(CLI::App& app);
 Command add_synth(CLI::App& app);
 Command add_serve(CLI::App& app);
 Command add_plan(CLI::App& app);
+Command add_explain(CLI::App& app);
 
 }  // namespace hearth::app

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   add(hearth::app::add_inspect, "inspect", "Describe a GGUF file: architecture, shapes, tensor types, size");
   add(hearth::app::add_serve, "serve", "Serve a GGUF model over an OpenAI-compatible HTTP API");
   add(hearth::app::add_plan, "plan", "KV memory plan: bytes per token by KV dtype, and what fits in a budget");
+  add(hearth::app::add_explain, "explain", "Show where two prompts diverge for the prefix cache (tokenizer only)");
   add(hearth::app::add_synth, "synth", "Write a synthetic llama GGUF with random weights at a chosen shape");
   CLI11_PARSE(app, argc, argv);
   for (auto& [sub, run] : commands) {

@@ -96,6 +96,41 @@ BlockHash Engine::cache_namespace(const std::string& cache_salt) const {
   return CacheNamespace{fingerprint_, config_.kv_format.name(), config_.block_size, config_.adapter_id, cache_salt}.digest();
 }
 
+std::vector<BlockHash> Engine::other_namespaces(const BlockHash& ns) const {
+  std::vector<BlockHash> out;
+  const BlockHash unsalted = cache_namespace("");
+  if (ns != unsalted) out.push_back(unsalted);
+  for (const BlockHash& other : recent_namespaces_) {
+    if (other != ns && other != unsalted) out.push_back(other);
+  }
+  return out;
+}
+
+void Engine::remember_namespace(const BlockHash& ns) {
+  std::erase(recent_namespaces_, ns);
+  recent_namespaces_.push_back(ns);
+  if (recent_namespaces_.size() > kRecentNamespaces) recent_namespaces_.pop_front();
+}
+
+CacheReport Engine::explain_prompt(std::span<const TokenId> prompt, const std::string& cache_salt,
+                                   bool use_cache) const {
+  CacheReport report;
+  report.prompt_tokens = static_cast<int32_t>(prompt.size());
+  PrefixExplanation e;
+  if (use_cache) {
+    const BlockHash ns = cache_namespace(cache_salt);
+    e = kv_->explain_prefix(ns, prompt, report.prompt_tokens, other_namespaces(ns));
+  } else {
+    e.reason = ReuseStop::kCacheDisabled;
+    e.num_tokens = report.prompt_tokens;
+  }
+  report.cached_tokens = e.reuse_stopped_at;
+  report.cached_tokens_ram = e.reuse_stopped_at;
+  report.reusable_tokens = std::min(e.reuse_stopped_at, std::max(0, report.prompt_tokens - 1));
+  report.explanation = describe_reuse(tokenizer_, e, prompt, config_.block_size);
+  return report;
+}
+
 Result<PinInfo> Engine::pin_prefix(std::span<const TokenId> prompt, const std::string& cache_salt) {
   return kv_->pin_prefix(cache_namespace(cache_salt), prompt);
 }
@@ -120,6 +155,8 @@ Result<RequestId> Engine::add_request(RequestSpec spec) {
   }
   request->use_cache = spec.use_cache;
   request->cache_namespace = cache_namespace(spec.cache_salt);
+  request->other_namespaces = other_namespaces(request->cache_namespace);
+  remember_namespace(request->cache_namespace);
   const RequestId id = request->id;
   auto stream = std::make_unique<Stream>(tokenizer_, spec);
   HEARTH_TRY(scheduler_->add_request(std::move(request)));
@@ -213,6 +250,10 @@ RequestOutput Engine::finish_output(std::unique_ptr<Request> request) {
   u.ttft_ms = stream.has_first_token ? ms_between(stream.arrival, stream.first_token) : 0;
   u.prefill_ms = stream.has_first_token && stream.scheduled ? ms_between(stream.first_scheduled, stream.first_token) : 0;
   u.total_ms = ms_between(stream.arrival, now);
+  if (request->explanation) {
+    const std::span<const TokenId> prompt(request->tokens.data(), request->num_prompt_tokens);
+    u.reuse = describe_reuse(tokenizer_, *request->explanation, prompt, config_.block_size);
+  }
   if (stream.pin_prefix && request->finish_reason != FinishReason::kAborted) {
     const std::span<const TokenId> prompt(request->tokens.data(), request->num_prompt_tokens);
     auto pinned = kv_->pin_prefix(request->cache_namespace, prompt);

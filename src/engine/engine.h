@@ -7,6 +7,7 @@
 //            → sample → Scheduler.update() → text pieces, stop strings, finish events.
 
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <span>
@@ -14,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/explain.h"
 #include "engine/sampler.h"
 #include "kv/kv_cache_manager.h"
 #include "model/kv_storage.h"
@@ -59,6 +61,16 @@ struct RequestUsage {
   double total_ms = 0;
   int32_t pinned_tokens = 0;  // with pin_prefix: tokens of the prompt now pinned
   std::string pin_error;      // with pin_prefix: why pinning failed (e.g. the pin cap)
+  ReuseExplanation reuse;     // where prefix reuse stopped and why (reason empty if never admitted)
+};
+
+// What the cache holds of a prompt right now (Engine::explain_prompt); nothing is computed or changed.
+struct CacheReport {
+  int32_t prompt_tokens = 0;
+  int32_t cached_tokens = 0;    // leading prompt tokens whose K/V is cached now (whole blocks + a partial match)
+  int32_t reusable_tokens = 0;  // of those, what a request would reuse (its last prompt token is always computed)
+  int32_t cached_tokens_ram = 0;  // per tier; RAM (the block pool) is the only tier so far
+  ReuseExplanation explanation;   // over the whole prompt: end_of_prompt means all of it is cached
 };
 
 // One request's news from a step.
@@ -102,6 +114,10 @@ class Engine {
   // Pins the cached full blocks of `prompt` (in the namespace of `cache_salt`) so they are never evicted.
   // Fails when nothing of it is cached or the pin cap (max_pinned_fraction of the pool) would be exceeded.
   [[nodiscard]] Result<PinInfo> pin_prefix(std::span<const TokenId> prompt, const std::string& cache_salt);
+  // What the cache holds of `prompt` under `cache_salt`, and why reuse would stop where it does. Read-only; call
+  // it on the engine's thread (EngineLoop::run_on_loop).
+  [[nodiscard]] CacheReport explain_prompt(std::span<const TokenId> prompt, const std::string& cache_salt,
+                                           bool use_cache = true) const;
   // Removes a pin; false when no pin has this key.
   bool unpin(const BlockHash& key) { return kv_->unpin(key); }
 
@@ -133,6 +149,9 @@ class Engine {
   void emit_token(Stream& stream, TokenId token, RequestOutput& output);
   RequestOutput finish_output(std::unique_ptr<Request> request);
   BlockHash cache_namespace(const std::string& cache_salt) const;
+  // Namespaces other than `ns` worth trying to explain a miss as different_salt: the unsalted one and recent ones.
+  std::vector<BlockHash> other_namespaces(const BlockHash& ns) const;
+  void remember_namespace(const BlockHash& ns);
 
   Model& model_;
   const Tokenizer& tokenizer_;
@@ -149,6 +168,8 @@ class Engine {
   std::function<void(RequestId, std::span<const float>)> logits_observer_;
   EngineCounters counters_;
   uint64_t next_request_id_ = 1;
+  std::deque<BlockHash> recent_namespaces_;  // distinct, most recent last; bounded by kRecentNamespaces
+  static constexpr size_t kRecentNamespaces = 8;
   // Batch buffers, reused every step.
   std::vector<TokenId> batch_tokens_;
   std::vector<BatchSequence> batch_seqs_;

@@ -49,6 +49,7 @@ void BlockPool::queue_remove(int32_t i) {
 void BlockPool::evict(int32_t i) {
   BlockMeta& b = blocks_[i];
   index_.erase(b.key, b.parent_key, BlockId{i});
+  recently_evicted_.insert(b.key);
   b.has_key = false;
   b.key = {};
   b.parent_key = {};

@@ -23,6 +23,7 @@
 
 #include "kv/block_hash.h"
 #include "kv/prefix_index.h"
+#include "kv/recent_keys.h"
 #include "util/ids.h"
 
 namespace hearth {
@@ -50,6 +51,11 @@ class BlockPool {
   int32_t num_blocks_in_use() const { return num_blocks_total() - num_free_; }
   uint64_t num_evictions() const { return num_evictions_; }
   const BlockMeta& meta(BlockId id) const { return blocks_[id.value]; }
+
+  // True when a block with `key` was evicted recently (a bounded record of the last kRecentEvictions keys), so a
+  // miss on it can be explained as an eviction rather than a prefix never seen.
+  bool was_evicted(const BlockHash& key) const { return recently_evicted_.contains(key); }
+  static constexpr size_t kRecentEvictions = 8192;
 
   // Takes the front of the free queue for new tokens, with ref_cnt 1. If that block was cached, its key is
   // dropped from the index (an eviction). Returns nullopt when every block is in use.
@@ -94,6 +100,7 @@ class BlockPool {
   uint64_t clock_ = 0;
   uint64_t num_evictions_ = 0;
   PrefixIndex index_;
+  RecentKeys recently_evicted_{kRecentEvictions};
 };
 
 }  // namespace hearth

@@ -20,6 +20,7 @@
 
 #include "kv/block_hash.h"
 #include "kv/block_pool.h"
+#include "kv/prefix_explain.h"
 #include "util/ids.h"
 #include "util/result.h"
 
@@ -78,6 +79,12 @@ class KvCacheManager {
   // Longest cached prefix of tokens[0, max_tokens). Read-only.
   PrefixMatch find_longest_prefix(const BlockHash& ns, std::span<const TokenId> tokens, int32_t max_tokens) const;
 
+  // Why reuse of tokens[0, max_tokens) stops where it does (see prefix_explain.h). `other_namespaces` are
+  // namespaces to try for a different_salt explanation (e.g. the unsalted one and recently used salts). Read-only.
+  [[nodiscard]] PrefixExplanation explain_prefix(const BlockHash& ns, std::span<const TokenId> tokens,
+                                                 int32_t max_tokens,
+                                                 std::span<const BlockHash> other_namespaces = {}) const;
+
   // Starts sequence `id` over `tokens` (its prompt). With use_cache, it shares the cached prefix (at most
   // tokens.size() - 1 tokens) and queues a BlockCopy for a partially matching block. It then allocates
   // blocks to cover `num_tokens_to_cover` tokens. Returns nullopt, changing nothing, when the pool cannot
@@ -131,6 +138,10 @@ class KvCacheManager {
 
   std::optional<BlockId> best_partial(const BlockHash& parent, std::span<const TokenId> next, int32_t* n_match) const;
   int32_t num_unreferenced_among(const PrefixMatch& match) const;
+  std::optional<BlockId> most_recent_child(const BlockHash& parent) const;
+  // Tokens of the cached chain starting at `first` (from its slot `offset`), following the most recently used
+  // child, at most PrefixExplanation::kMaxContinuation.
+  std::vector<TokenId> cached_continuation(BlockId first, int32_t offset) const;
 
   BlockPool pool_;
   int32_t max_pinned_blocks_;

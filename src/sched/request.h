@@ -7,10 +7,12 @@
 //   to make it catch up with tokens.size(); there is no separate prefill or decode phase.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "kv/block_hash.h"
+#include "kv/prefix_explain.h"
 #include "sched/sampling_params.h"
 #include "util/ids.h"
 
@@ -31,6 +33,7 @@ struct Request {
   std::vector<TokenId> stop_token_ids;  // end the request without emitting the token
   BlockHash cache_namespace;
   bool use_cache = true;
+  std::vector<BlockHash> other_namespaces;  // tried when explaining a miss as different_salt
 
   RequestStatus status = RequestStatus::kWaiting;
   FinishReason finish_reason = FinishReason::kNone;
@@ -39,6 +42,7 @@ struct Request {
   int32_t num_copied_tokens = 0;   // of those, copied from a partially matching block
   int32_t num_preemptions = 0;
   uint64_t admit_seq = 0;  // admission order; the newest is preempted first
+  std::optional<PrefixExplanation> explanation;  // why reuse stopped, set at first admission
   std::vector<BlockHash> prompt_block_keys;  // keys of the prompt's full blocks, computed when first needed
 
   int32_t num_output_tokens() const { return static_cast<int32_t>(tokens.size()) - num_prompt_tokens; }

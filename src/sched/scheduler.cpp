@@ -79,16 +79,31 @@ void Scheduler::schedule_running(SchedulerOutput& out, int32_t& budget) {
 }
 
 bool Scheduler::admit(Request& r) {
+  // Explained before admission changes the pool (it may evict), with the same limit as admit(): the last prompt
+  // token is always computed.
+  std::optional<PrefixExplanation> explanation;
+  if (r.num_cached_tokens < 0) explanation = explain(r);
   auto admitted = kv_.admit(r.id, r.cache_namespace, r.tokens, r.num_tokens(), r.use_cache);
   if (!admitted) return false;
   r.num_computed_tokens = admitted->num_cached_tokens;
   if (r.num_cached_tokens < 0) {
     r.num_cached_tokens = admitted->num_cached_tokens;
     r.num_copied_tokens = admitted->num_copied_tokens;
+    r.explanation = std::move(explanation);
   }
   r.status = RequestStatus::kRunning;
   r.admit_seq = next_admit_seq_++;
   return true;
+}
+
+PrefixExplanation Scheduler::explain(const Request& r) const {
+  if (!r.use_cache) {
+    PrefixExplanation e;
+    e.reason = ReuseStop::kCacheDisabled;
+    e.num_tokens = r.num_tokens() - 1;
+    return e;
+  }
+  return kv_.explain_prefix(r.cache_namespace, r.tokens, r.num_tokens() - 1, r.other_namespaces);
 }
 
 const std::vector<BlockHash>& Scheduler::prompt_block_keys(Request& r) const {

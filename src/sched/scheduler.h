@@ -75,6 +75,7 @@ class Scheduler {
   void schedule_running(SchedulerOutput& out, int32_t& budget);
   void schedule_waiting(SchedulerOutput& out, int32_t& budget);
   bool admit(Request& r);
+  PrefixExplanation explain(const Request& r) const;
   // True while a running request is still prefilling prompt blocks that `r` shares and could reuse once they
   // are computed: requests that arrive together with the same prefix compute it once, not once each.
   bool waits_for_shared_prefix(Request& r) const;

@@ -127,6 +127,7 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
   auto spec = build_spec(request, std::move(std::get<std::vector<TokenId>>(prompt)));
   if (auto* error = std::get_if<ApiError>(&spec)) return send_error(res, *error);
 
+  if (std::get<RequestSpec>(spec).use_cache) observe_prompt(std::get<RequestSpec>(spec).prompt, std::get<RequestSpec>(spec));
   num_in_flight_.fetch_add(1);
   auto gen = std::make_shared<Generation>();
   gen->server = this;
@@ -146,6 +147,7 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
 
 void HttpServer::finish(Generation& gen, const RequestOutput& out) {
   gen.finished = true;
+  if (!out.usage.reuse.reason.empty()) metrics_.record_reuse_stop(out.usage.reuse.reason);
   metrics_.record_request(gen.request.endpoint == Endpoint::kChat ? "chat" : "completions",
                           finish_reason_text(out.finish_reason), out.usage.ttft_ms / 1000.0,
                           out.usage.total_ms / 1000.0);

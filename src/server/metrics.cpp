@@ -128,7 +128,32 @@ std::string Metrics::render(const EngineSnapshot& e) const {
   }
   counter(out, "hearth_client_disconnects_total", "Streams whose client went away before the end (aborted).",
           disconnects_);
+  header(out, "hearth_prefix_reuse_stops_total", "counter",
+         "Finished requests by why prefix reuse stopped (end_of_prompt, diverged, evicted, different_salt, ...).");
+  for (const auto& [reason, n] : reuse_stops_) {
+    out += fmt::format("hearth_prefix_reuse_stops_total{{reason=\"{}\"}} {}\n", reason, n);
+  }
+  counter(out, "hearth_volatile_prefix_requests_total",
+          "Prompts whose shared text follows a region that differs per request (a timestamp, an id), so it is "
+          "recomputed.",
+          volatile_requests_);
+  counter(out, "hearth_volatile_prefix_warnings_total", "Volatile-prefix warnings logged (rate-limited).",
+          volatile_warnings_);
+  gauge(out, "hearth_volatile_prefix_tokens_lost", "Shared tokens recomputed per request behind the last volatile region.",
+        volatile_tokens_lost_);
   return out;
+}
+
+void Metrics::record_reuse_stop(const std::string& reason) {
+  std::lock_guard lock(mutex_);
+  reuse_stops_[reason]++;
+}
+
+void Metrics::record_volatile_prefix(int64_t tokens_lost, bool warned) {
+  std::lock_guard lock(mutex_);
+  volatile_requests_++;
+  volatile_warnings_ += warned ? 1 : 0;
+  volatile_tokens_lost_ = tokens_lost;
 }
 
 }  // namespace hearth::server

@@ -63,6 +63,10 @@ class Metrics {
   void record_error(int status);
   // A stream whose client went away before the end.
   void record_disconnect();
+  // Why a finished request's prefix reuse stopped (a reuse_stop_name).
+  void record_reuse_stop(const std::string& reason);
+  // A prompt with a volatile prefix region costing `tokens_lost` recomputed tokens; `warned` when it was logged.
+  void record_volatile_prefix(int64_t tokens_lost, bool warned);
 
   // The whole exposition: engine snapshot first, then the server's own series.
   [[nodiscard]] std::string render(const EngineSnapshot& engine) const;
@@ -74,6 +78,10 @@ class Metrics {
   std::map<std::pair<std::string, std::string>, uint64_t> requests_;  // (endpoint, finish_reason) -> count
   std::map<int, uint64_t> errors_;                                    // status -> count
   uint64_t disconnects_ = 0;
+  std::map<std::string, uint64_t> reuse_stops_;  // reason -> count
+  uint64_t volatile_requests_ = 0;
+  uint64_t volatile_warnings_ = 0;
+  int64_t volatile_tokens_lost_ = 0;  // of the last volatile prompt
 };
 
 }  // namespace hearth::server

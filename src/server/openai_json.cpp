@@ -328,6 +328,33 @@ const char* finish_reason_text(FinishReason reason) {
   return "stop";
 }
 
+nlohmann::json reuse_stop_detail_json(const ReuseExplanation& r) {
+  json detail = {{"block", r.stopped_block}, {"block_size", r.block_size}};
+  if (r.reason == "diverged" || r.reason == "evicted" || r.reason == "different_salt" ||
+      r.reason == "end_of_cached_prefix") {
+    detail["context_text"] = r.context_text;
+    detail["prompt_text"] = r.prompt_text;
+  }
+  if (r.reason == "diverged") detail["cached_text"] = r.cached_text;
+  if (r.reason == "evicted") detail["evicted_block"] = r.evicted_block;
+  if (r.reason == "different_salt") detail["other_salt_tokens"] = r.other_salt_tokens;
+  return detail;
+}
+
+nlohmann::json cache_report_json(const CacheReport& report, const std::string& model) {
+  return json{
+      {"object", "cache.explanation"},
+      {"model", model},
+      {"prompt_tokens", report.prompt_tokens},
+      {"cached_tokens", report.cached_tokens},
+      {"reusable_tokens", report.reusable_tokens},
+      {"tiers", {{"ram", report.cached_tokens_ram}}},
+      {"reuse_stopped_at", report.explanation.stopped_at},
+      {"reuse_stop_reason", report.explanation.reason},
+      {"reuse_stop", reuse_stop_detail_json(report.explanation)},
+  };
+}
+
 nlohmann::json usage_json(const RequestUsage& u, const CompletionRequest& request) {
   json hearth = {
       {"reused_tokens", u.cached_tokens},
@@ -340,6 +367,8 @@ nlohmann::json usage_json(const RequestUsage& u, const CompletionRequest& reques
       {"preemptions", u.preemptions},
       {"cache", request.use_cache ? "on" : "off"},
   };
+  hearth["reuse_stop_reason"] = u.reuse.reason.empty() ? json() : json(u.reuse.reason);
+  if (!u.reuse.reason.empty()) hearth["reuse_stop"] = reuse_stop_detail_json(u.reuse);
   if (request.pin_prefix) {
     hearth["pinned_tokens"] = u.pinned_tokens;
     hearth["pin_error"] = u.pin_error.empty() ? json() : json(u.pin_error);

@@ -80,8 +80,17 @@ struct ResponseMeta {
 
 // usage: prompt/completion/total tokens, prompt_tokens_details.cached_tokens (always present) and the `hearth`
 // extension: reused_tokens, copied_tokens, computed_prompt_tokens, reuse_stopped_at, prefill_ms, ttft_ms,
-// total_ms, preemptions, cache ("on"/"off") and, with a pin request, pinned_tokens / pin_error.
+// total_ms, preemptions, cache ("on"/"off"), reuse_stop_reason and reuse_stop (see reuse_stop_detail_json) and,
+// with a pin request, pinned_tokens / pin_error.
 [[nodiscard]] nlohmann::json usage_json(const RequestUsage& usage, const CompletionRequest& request);
+
+// The `reuse_stop` object: the block where reuse stopped and, by reason, the text around it (context_text before,
+// prompt_text from it, cached_text of the nearest cached prefix from it), evicted_block, other_salt_tokens.
+[[nodiscard]] nlohmann::json reuse_stop_detail_json(const ReuseExplanation& reuse);
+
+// The body of POST /v1/cache/explain: prompt_tokens, cached_tokens, reusable_tokens, tiers {ram}, reuse_stopped_at,
+// reuse_stop_reason and reuse_stop.
+[[nodiscard]] nlohmann::json cache_report_json(const CacheReport& report, const std::string& model);
 
 // A whole non-streaming response.
 [[nodiscard]] nlohmann::json response_json(const CompletionRequest& request, const ResponseMeta& meta,

@@ -58,7 +58,8 @@ HttpServer::HttpServer(ServerConfig config, EngineLoop& loop, const Tokenizer& t
       loop_(loop),
       tokenizer_(tokenizer),
       chat_(chat),
-      http_(std::make_unique<httplib::Server>()) {
+      http_(std::make_unique<httplib::Server>()),
+      volatile_(config_.volatile_prefix) {
   const int threads = config_.http_threads;
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http_->set_payload_max_length(config_.max_body_bytes);
@@ -168,6 +169,8 @@ void HttpServer::install_routes() {
              guarded([this](const httplib::Request& req, httplib::Response& res) { handle_kv_plan(req, res); }));
   http_->Post("/tokenize",
               guarded([this](const httplib::Request& req, httplib::Response& res) { handle_tokenize(req, res); }));
+  http_->Post("/v1/cache/explain",
+              guarded([this](const httplib::Request& req, httplib::Response& res) { handle_cache_explain(req, res); }));
   http_->Post("/v1/chat/completions", guarded([this](const httplib::Request& req, httplib::Response& res) {
                 handle_completion(req, res, Endpoint::kChat);
               }));

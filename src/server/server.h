@@ -3,6 +3,7 @@
 //
 //   POST /v1/chat/completions, /v1/completions   parse → template → tokenize → EngineLoop::submit → JSON or SSE
 //   GET  /v1/models, /v1/models/{id}, /health, /metrics;  POST /tokenize (token ids of a text, llama.cpp style)
+//   POST /v1/cache/explain   what the prefix cache holds of a prompt and why reuse would stop (no model run)
 //
 // Every error leaves as an OpenAI error object with its status; handlers never throw into httplib (one wrapper
 // maps exceptions to 500). With an API key, every endpoint except /health needs "Authorization: Bearer KEY".
@@ -12,11 +13,13 @@
 #include <atomic>
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <shared_mutex>
 #include <string>
 
 #include "engine/engine_loop.h"
 #include "kv/kv_plan.h"
+#include "kv/volatile_prefix.h"
 #include "model/tokenizer.h"
 #include "server/chat.h"
 #include "server/metrics.h"
@@ -42,6 +45,7 @@ struct ServerConfig {
   int64_t weights_bytes = 0;   // for GET /v1/kv/plan
   int http_threads = 128;          // connections served at once (streams hold one each)
   double shutdown_grace_s = 10.0;  // in-flight requests may finish for this long after SIGINT/SIGTERM
+  VolatilePrefixConfig volatile_prefix;  // the volatile-prefix warning (see kv/volatile_prefix.h)
 };
 
 // Constant-time comparison of an Authorization header against "Bearer KEY".
@@ -70,6 +74,9 @@ class HttpServer {
   void handle_metrics(httplib::Response& res);
   void handle_kv_plan(const httplib::Request& req, httplib::Response& res);
   void handle_tokenize(const httplib::Request& req, httplib::Response& res);
+  void handle_cache_explain(const httplib::Request& req, httplib::Response& res);
+  // Feeds an admitted prompt to the volatile-prefix detector; logs (rate-limited) and counts what it finds.
+  void observe_prompt(std::span<const TokenId> prompt, const RequestSpec& spec);
   ApiResult<std::vector<TokenId>> build_prompt(const CompletionRequest& request) const;
   ApiResult<RequestSpec> build_spec(const CompletionRequest& request, std::vector<TokenId> prompt) const;
   void respond_whole(std::shared_ptr<Generation> gen, httplib::Response& res);
@@ -91,6 +98,8 @@ class HttpServer {
   std::atomic<uint64_t> next_id_{1};
   std::shared_mutex loop_mutex_;  // shared: a run_on_loop call in progress; unique: stopping the loop
   bool loop_stopped_ = false;     // guarded by loop_mutex_
+  std::mutex volatile_mutex_;
+  VolatilePrefixDetector volatile_;  // guarded by volatile_mutex_
 };
 
 }  // namespace hearth::server

@@ -107,3 +107,30 @@ TEST(Metrics, RendersEngineSnapshotAndServerSeries) {
 
 }  // namespace
 }  // namespace hearth::server
+
+namespace hearth::server {
+namespace {
+
+TEST(Metrics, RendersReuseStopsAndVolatilePrefixSeries) {
+  Metrics m;
+  m.record_reuse_stop("diverged");
+  m.record_reuse_stop("diverged");
+  m.record_reuse_stop("end_of_prompt");
+  m.record_volatile_prefix(300, true);
+  m.record_volatile_prefix(280, false);
+  const std::string text = m.render(EngineSnapshot{});
+  for (const char* line : {
+           "# TYPE hearth_prefix_reuse_stops_total counter",
+           "hearth_prefix_reuse_stops_total{reason=\"diverged\"} 2",
+           "hearth_prefix_reuse_stops_total{reason=\"end_of_prompt\"} 1",
+           "hearth_volatile_prefix_requests_total 2",
+           "hearth_volatile_prefix_warnings_total 1",
+           "# TYPE hearth_volatile_prefix_tokens_lost gauge",
+           "hearth_volatile_prefix_tokens_lost 280",
+       }) {
+    EXPECT_NE(text.find(std::string(line) + "\n"), std::string::npos) << line;
+  }
+}
+
+}  // namespace
+}  // namespace hearth::server

@@ -165,6 +165,44 @@ TEST(Render, UsageHasCachedTokensAndHearthExtension) {
   EXPECT_TRUE(usage_json(u, r)["hearth"]["pin_error"].is_null());
 }
 
+TEST(Render, UsageExplainsWhereReuseStopped) {
+  RequestUsage u;
+  u.prompt_tokens = 40;
+  u.cached_tokens = 5;
+  u.reuse = ReuseExplanation{"diverged", 5, 0, 16, "<s> Once", " 08:00", " upon", -1, 0};
+  const json h = usage_json(u, CompletionRequest{})["hearth"];
+  EXPECT_EQ(h["reuse_stopped_at"], 5);
+  EXPECT_EQ(h["reuse_stop_reason"], "diverged");
+  EXPECT_EQ(h["reuse_stop"], (json{{"block", 0},
+                                   {"block_size", 16},
+                                   {"context_text", "<s> Once"},
+                                   {"prompt_text", " 08:00"},
+                                   {"cached_text", " upon"}}));
+  u.reuse = ReuseExplanation{"evicted", 32, 2, 16, "a", "b", "", 2, 0};
+  EXPECT_EQ(usage_json(u, CompletionRequest{})["hearth"]["reuse_stop"]["evicted_block"], 2);
+  u.reuse = ReuseExplanation{};  // never admitted (aborted while waiting)
+  const json none = usage_json(u, CompletionRequest{})["hearth"];
+  EXPECT_TRUE(none["reuse_stop_reason"].is_null());
+  EXPECT_FALSE(none.contains("reuse_stop"));
+}
+
+TEST(Render, CacheReportHasTiersAndReason) {
+  CacheReport r;
+  r.prompt_tokens = 100;
+  r.cached_tokens = 64;
+  r.cached_tokens_ram = 64;
+  r.reusable_tokens = 64;
+  r.explanation = ReuseExplanation{"different_salt", 0, 0, 16, "", "<s> Once", "", -1, 99};
+  const json j = cache_report_json(r, "m");
+  EXPECT_EQ(j["object"], "cache.explanation");
+  EXPECT_EQ(j["model"], "m");
+  EXPECT_EQ(j["cached_tokens"], 64);
+  EXPECT_EQ(j["tiers"], (json{{"ram", 64}}));
+  EXPECT_EQ(j["reuse_stop_reason"], "different_salt");
+  EXPECT_EQ(j["reuse_stop"]["other_salt_tokens"], 99);
+  EXPECT_EQ(j["reuse_stop"]["prompt_text"], "<s> Once");
+}
+
 TEST(Render, ZeroCachedTokensIsStillPresent) {
   RequestUsage u;
   u.prompt_tokens = 5;

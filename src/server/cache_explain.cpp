@@ -1,0 +1,59 @@
+// POST /v1/cache/explain and the volatile-prefix warning: the server side of cache-miss explanations.
+
+#include <httplib.h>
+
+#include "server/server.h"
+#include "util/log.h"
+
+namespace hearth::server {
+
+void HttpServer::handle_cache_explain(const httplib::Request& req, httplib::Response& res) {
+  // The body is a completion or chat body (prompt or messages, cache_salt, cache_prompt, model); generation
+  // fields are accepted and ignored.
+  const nlohmann::json peek = nlohmann::json::parse(req.body, nullptr, false);
+  const bool chat = peek.is_object() && peek.contains("messages");
+  auto parsed = parse_completion_request(req.body, chat ? Endpoint::kChat : Endpoint::kCompletion);
+  if (auto* error = std::get_if<ApiError>(&parsed)) return send_error(res, *error);
+  const CompletionRequest& request = std::get<CompletionRequest>(parsed);
+  if (!request.model.empty() && request.model != config_.model_id) {
+    return send_error(res, ApiError{404,
+                                    fmt::format("the model '{}' does not exist; this server serves '{}'", request.model,
+                                                config_.model_id),
+                                    "invalid_request_error", "model", "model_not_found"});
+  }
+  auto prompt = build_prompt(request);
+  if (auto* error = std::get_if<ApiError>(&prompt)) return send_error(res, *error);
+  const auto& tokens = std::get<std::vector<TokenId>>(prompt);
+  std::optional<CacheReport> report;
+  {
+    std::shared_lock lock(loop_mutex_);
+    if (!loop_stopped_) {
+      loop_.run_on_loop([&](Engine& engine) { report = engine.explain_prompt(tokens, request.cache_salt, request.use_cache); });
+    }
+  }
+  if (!report) {
+    return send_error(res, ApiError{503, "the server is shutting down", "server_error", {}, "server_shutting_down"});
+  }
+  res.set_content(cache_report_json(*report, config_.model_id)
+                      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                  "application/json");
+}
+
+void HttpServer::observe_prompt(std::span<const TokenId> prompt, const RequestSpec& spec) {
+  std::optional<VolatilePrefixDetector::Finding> finding;
+  {
+    std::lock_guard lock(volatile_mutex_);
+    finding = volatile_.observe(spec.cache_salt, prompt);
+  }
+  if (!finding) return;
+  const VolatileRegion& r = finding->region;
+  metrics_.record_volatile_prefix(r.tokens_lost, finding->warn);
+  if (!finding->warn) return;
+  const std::string text = token_excerpt(tokenizer_, prompt, r.begin, std::min(r.end, r.begin + 2 * kExcerptTokens));
+  spdlog::warn("volatile prompt prefix: tokens {}..{} ({:?}) differ in {} recent requests that share the {} tokens "
+               "after them, so each request recomputes about {} tokens; move the changing part after the shared "
+               "text to let the prefix cache reuse it",
+               r.begin, r.end, text, r.num_requests, r.tokens_lost, r.tokens_lost);
+}
+
+}  // namespace hearth::server
