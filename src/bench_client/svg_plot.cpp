@@ -1,0 +1,149 @@
+#include "bench_client/svg_plot.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+namespace hearth::bench {
+namespace {
+
+constexpr std::array kColors = {"#9aa5b1", "#e07a2f", "#3b7dd8", "#4caf50"};
+constexpr double kWidth = 760;
+constexpr double kHeight = 460;
+constexpr double kLeft = 80;   // room for the y ticks and label
+constexpr double kRight = 30;
+constexpr double kTop = 84;    // title, subtitle, legend
+constexpr double kBottom = 64;  // x ticks and label
+
+std::string escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string tick_label(double v, double step) {
+  const int decimals = step >= 1 ? 0 : static_cast<int>(std::ceil(-std::log10(step)));
+  return fmt::format("{:.{}f}", v, decimals);
+}
+
+}  // namespace
+
+double nice_tick_step(double max_value) {
+  if (!(max_value > 0)) return 1;
+  const double raw = max_value / 5;
+  const double magnitude = std::pow(10, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0, 10.0}) {
+    if (m * magnitude >= raw) return m * magnitude;
+  }
+  return 10 * magnitude;
+}
+
+std::string render_ttft_svg(const std::string& title, const std::string& subtitle,
+                            const std::vector<PlotSeries>& series) {
+  size_t num_turns = 0;
+  double max_value = 0;
+  for (const PlotSeries& s : series) {
+    num_turns = std::max(num_turns, s.p50_s.size());
+    for (double v : s.p50_s) max_value = std::max(max_value, v);
+    for (double v : s.p95_s) max_value = std::max(max_value, v);
+  }
+  const double step = nice_tick_step(max_value);
+  const double y_max = std::max(step, std::ceil(max_value / step) * step);
+  const double plot_w = kWidth - kLeft - kRight;
+  const double plot_h = kHeight - kTop - kBottom;
+  auto y_of = [&](double v) { return kTop + plot_h * (1 - v / y_max); };
+
+  std::string svg = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
+      "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n"
+      "<rect width=\"{0}\" height=\"{1}\" fill=\"white\"/>\n",
+      kWidth, kHeight);
+  svg += fmt::format("<text x=\"{}\" y=\"28\" font-size=\"18\" font-weight=\"bold\">{}</text>\n", kLeft,
+                     escape(title));
+  svg += fmt::format("<text x=\"{}\" y=\"48\" font-size=\"12\" fill=\"#555\">{}</text>\n", kLeft, escape(subtitle));
+
+  // Grid and y axis.
+  for (double v = 0; v <= y_max + step / 2; v += step) {
+    const double y = y_of(v);
+    svg += fmt::format("<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"#e3e3e3\"/>\n", kLeft, y,
+                       kWidth - kRight, y);
+    svg += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"12\" text-anchor=\"end\">{}</text>\n", kLeft - 8,
+                       y + 4, tick_label(v, step));
+  }
+  svg += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"#333\"/>\n", kLeft, kTop,
+                     kTop + plot_h);
+  svg += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"#333\"/>\n", kLeft, kTop + plot_h,
+                     kWidth - kRight);
+  svg += fmt::format(
+      "<text transform=\"translate(22,{:.1f}) rotate(-90)\" font-size=\"13\" text-anchor=\"middle\">time to first "
+      "token (s)</text>\n",
+      kTop + plot_h / 2);
+  svg += fmt::format("<text x=\"{:.1f}\" y=\"{}\" font-size=\"13\" text-anchor=\"middle\">conversation turn</text>\n",
+                     kLeft + plot_w / 2, kHeight - 16);
+
+  // Bars: one group per turn, one bar per series.
+  const double group_w = num_turns > 0 ? plot_w / static_cast<double>(num_turns) : plot_w;
+  const double bar_w = std::min(70.0, group_w * 0.7 / std::max<size_t>(series.size(), 1));
+  for (size_t t = 0; t < num_turns; ++t) {
+    const double center = kLeft + group_w * (static_cast<double>(t) + 0.5);
+    svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"12\" text-anchor=\"middle\">{}</text>\n", center,
+                       kTop + plot_h + 18, t + 1);
+    const double x0 = center - bar_w * static_cast<double>(series.size()) / 2;
+    for (size_t s = 0; s < series.size(); ++s) {
+      if (t >= series[s].p50_s.size() || series[s].p50_s[t] < 0) continue;
+      const double v = series[s].p50_s[t];
+      const double x = x0 + bar_w * static_cast<double>(s);
+      svg += fmt::format(
+          "<rect class=\"bar\" data-series=\"{}\" data-turn=\"{}\" data-p50=\"{:.4f}\" x=\"{:.1f}\" y=\"{:.1f}\" "
+          "width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\"/>\n",
+          escape(series[s].name), t + 1, v, x + 2, y_of(v), bar_w - 4, y_of(0) - y_of(v), kColors[s % kColors.size()]);
+      if (t < series[s].p95_s.size() && series[s].p95_s[t] > v) {
+        const double xm = x + bar_w / 2;
+        svg += fmt::format(
+            "<path d=\"M{0:.1f} {1:.1f} V{2:.1f} M{3:.1f} {2:.1f} H{4:.1f}\" stroke=\"#222\" fill=\"none\"/>\n", xm,
+            y_of(v), y_of(series[s].p95_s[t]), xm - 6, xm + 6);
+      }
+      std::string label = v >= 1 ? fmt::format("{:.1f} s", v) : fmt::format("{:.0f} ms", v * 1000);
+      if (series.size() == 2 && s == 1 && t < series[0].p50_s.size() && series[0].p50_s[t] > 0) {
+        label = fmt::format("{:.0f}% of off", 100 * v / series[0].p50_s[t]);
+      }
+      svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"middle\">{}</text>\n",
+                         x + bar_w / 2, y_of(v) - 5, escape(label));
+    }
+  }
+
+  // Legend, top right, with the whisker explained.
+  double lx = kWidth - kRight - 150.0 * static_cast<double>(series.size()) - 120;
+  for (size_t s = 0; s < series.size(); ++s) {
+    svg += fmt::format("<rect x=\"{:.1f}\" y=\"60\" width=\"14\" height=\"14\" fill=\"{}\"/>\n", lx,
+                       kColors[s % kColors.size()]);
+    svg += fmt::format("<text x=\"{:.1f}\" y=\"72\" font-size=\"12\">{} (p50)</text>\n", lx + 20,
+                       escape(series[s].name));
+    lx += 150;
+  }
+  svg += fmt::format("<path d=\"M{0:.1f} 60 V74 M{1:.1f} 60 H{2:.1f}\" stroke=\"#222\"/>\n", lx + 7, lx + 1, lx + 13);
+  svg += fmt::format("<text x=\"{:.1f}\" y=\"72\" font-size=\"12\">p95</text>\n", lx + 20);
+  svg += "</svg>\n";
+  return svg;
+}
+
+}  // namespace hearth::bench
