@@ -18,6 +18,11 @@ int main(int argc, char** argv) {
   add(hearth::app::add_inspect, "inspect", "Describe a GGUF file: architecture, shapes, tensor types, size");
   add(hearth::app::add_serve, "serve", "Serve a GGUF model over an OpenAI-compatible HTTP API");
   add(hearth::app::add_synth, "synth", "Write a synthetic llama GGUF with random weights at a chosen shape");
+  CLI::App* bench = app.add_subcommand("bench", "Benchmarks");
+  bench->require_subcommand(1);
+  CLI::App* household = bench->add_subcommand(
+      "household", "Household workload (shared prefix, multi-turn chats) against any OpenAI-compatible server");
+  commands[household] = hearth::app::add_bench_household(*household);
   CLI11_PARSE(app, argc, argv);
   for (auto& [sub, run] : commands) {
     if (sub->parsed()) return run();

@@ -92,10 +92,13 @@ class AnswerReader {
       const auto delta = choice.find("delta");
       if (delta != choice.end() && delta->is_object()) {
         const auto content = delta->find("content");
-        if (content != delta->end() && content->is_string() && !content->get_ref<const std::string&>().empty()) {
+        // The first content field marks the first token, even when empty: a server sends "" there when the
+        // token's text is not complete yet (part of a UTF-8 character) or as OpenAI's opening chunk.
+        if (content != delta->end() && content->is_string()) {
           if (r_.ttft_s < 0) r_.ttft_s = seconds_since(start_);
-          r_.text += content->get<std::string>();
-          ++r_.num_content_chunks;
+          const auto& piece = content->get_ref<const std::string&>();
+          r_.text += piece;
+          r_.num_content_chunks += !piece.empty();
         }
       }
       const auto reason = choice.find("finish_reason");

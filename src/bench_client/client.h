@@ -56,7 +56,8 @@ struct RequestResult {
 };
 
 // POSTs `body` (a chat completion request with "stream": true) to <endpoint>/v1/chat/completions and reads the
-// SSE answer. TTFT is taken at the first chunk whose delta carries non-empty content.
+// SSE answer. TTFT is taken at the first chunk whose delta has a "content" string, even an empty one (servers
+// send the first such chunk with the first token; a role-only chunk does not count).
 [[nodiscard]] RequestResult stream_chat(const Endpoint& endpoint, const nlohmann::json& body,
                                         const RequestOptions& options);
 

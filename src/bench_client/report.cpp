@@ -51,7 +51,7 @@ Summary summarize_records(const std::vector<TurnRecord>& records, std::optional<
     if (!r.ok()) {
       const std::string kind = r.error == ErrorKind::kHttp ? fmt::format("http_{}", r.http_status)
                                                            : std::string(error_kind_name(r.error));
-      ++s.errors[kind];
+      if (s.errors[kind]++ == 0) s.error_examples[kind] = r.error_detail;
       continue;
     }
     ++s.num_ok;
@@ -104,6 +104,9 @@ std::string format_table(const Report& report) {
     out += "errors:";
     for (const auto& [kind, n] : report.overall.errors) out += fmt::format(" {} {}", kind, n);
     out += '\n';
+    for (const auto& [kind, example] : report.overall.error_examples) {
+      out += fmt::format("  first {}: {}\n", kind, example.substr(0, 160));
+    }
   }
   if (report.run.num_not_started > 0) {
     out += fmt::format("{} turns not started (--duration ran out)\n", report.run.num_not_started);
@@ -145,6 +148,7 @@ json to_json(const Summary& s) {
   return {{"requests", s.num_requests},
           {"ok", s.num_ok},
           {"errors", s.errors},
+          {"error_examples", s.error_examples},
           {"ttft_s", distribution_json(s.ttft_s)},
           {"e2e_s", distribution_json(s.e2e_s)},
           {"prompt_tokens", s.prompt_tokens},

@@ -18,6 +18,7 @@ struct Summary {
   int num_requests = 0;
   int num_ok = 0;
   std::map<std::string, int> errors;  // by kind; HTTP errors as "http_<status>"
+  std::map<std::string, std::string> error_examples;  // kind -> the first such error's detail
   Distribution ttft_s;                // successful requests with a first token
   Distribution e2e_s;
   int64_t prompt_tokens = 0;  // summed over requests that reported usage

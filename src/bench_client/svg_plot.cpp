@@ -67,7 +67,8 @@ std::string render_ttft_svg(const std::string& title, const std::string& subtitl
     for (double v : s.p95_s) max_value = std::max(max_value, v);
   }
   const double step = nice_tick_step(max_value);
-  const double y_max = std::max(step, std::ceil(max_value / step) * step);
+  // Headroom above the tallest whisker for the two label lines.
+  const double y_max = std::max(step, std::ceil(max_value * 1.18 / step) * step);
   const double plot_w = kWidth - kLeft - kRight;
   const double plot_h = kHeight - kTop - kBottom;
   auto y_of = [&](double v) { return kTop + plot_h * (1 - v / y_max); };
@@ -108,26 +109,40 @@ std::string render_ttft_svg(const std::string& title, const std::string& subtitl
     svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"12\" text-anchor=\"middle\">{}</text>\n", center,
                        kTop + plot_h + 18, t + 1);
     const double x0 = center - bar_w * static_cast<double>(series.size()) / 2;
+    bool any_bar = false;
     for (size_t s = 0; s < series.size(); ++s) {
       if (t >= series[s].p50_s.size() || series[s].p50_s[t] < 0) continue;
+      any_bar = true;
       const double v = series[s].p50_s[t];
       const double x = x0 + bar_w * static_cast<double>(s);
+      const double p95 = t < series[s].p95_s.size() ? series[s].p95_s[t] : v;
       svg += fmt::format(
           "<rect class=\"bar\" data-series=\"{}\" data-turn=\"{}\" data-p50=\"{:.4f}\" x=\"{:.1f}\" y=\"{:.1f}\" "
           "width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\"/>\n",
           escape(series[s].name), t + 1, v, x + 2, y_of(v), bar_w - 4, y_of(0) - y_of(v), kColors[s % kColors.size()]);
-      if (t < series[s].p95_s.size() && series[s].p95_s[t] > v) {
-        const double xm = x + bar_w / 2;
+      const double xm = x + bar_w / 2;
+      if (p95 > v) {
         svg += fmt::format(
             "<path d=\"M{0:.1f} {1:.1f} V{2:.1f} M{3:.1f} {2:.1f} H{4:.1f}\" stroke=\"#222\" fill=\"none\"/>\n", xm,
-            y_of(v), y_of(series[s].p95_s[t]), xm - 6, xm + 6);
+            y_of(v), y_of(p95), xm - 6, xm + 6);
       }
-      std::string label = v >= 1 ? fmt::format("{:.1f} s", v) : fmt::format("{:.0f} ms", v * 1000);
+      // Labels sit above the whisker: the p50, and over a second series its share of the first's.
+      double label_y = y_of(std::max(v, p95)) - 6;
+      svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"middle\">{}</text>\n", xm,
+                         label_y, v >= 1 ? fmt::format("{:.1f} s", v) : fmt::format("{:.0f} ms", v * 1000));
       if (series.size() == 2 && s == 1 && t < series[0].p50_s.size() && series[0].p50_s[t] > 0) {
-        label = fmt::format("{:.0f}% of off", 100 * v / series[0].p50_s[t]);
+        label_y -= 14;
+        svg += fmt::format(
+            "<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\" font-weight=\"bold\" text-anchor=\"middle\">"
+            "{:.0f}% of off</text>\n",
+            xm, label_y, 100 * v / series[0].p50_s[t]);
       }
-      svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"middle\">{}</text>\n",
-                         x + bar_w / 2, y_of(v) - 5, escape(label));
+    }
+    if (!any_bar) {
+      svg += fmt::format(
+          "<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\" fill=\"#999\" text-anchor=\"middle\">no successful "
+          "request</text>\n",
+          center, y_of(0) - 8);
     }
   }
 

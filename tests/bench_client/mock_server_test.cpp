@@ -95,7 +95,8 @@ class MockServer {
       // The answer names the turn, so the runner test can find it in the next request's messages.
       const std::string answer = "answer-" + std::to_string(body["messages"].size());
       stream(res, [=](httplib::DataSink& sink) {
-        write(sink, ": keep-alive\n\n" + chunk(answer) + chunk(" more") + chunk("", "length") +
+        const std::string opening = R"(data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]})";
+        write(sink, ": keep-alive\n\n" + opening + "\n\n" + chunk(answer) + chunk(" more") + chunk("", "length") +
                         usage_chunk(100, 2, 60) + "data: [DONE]\n\n");
         sink.done();
         return true;
@@ -168,7 +169,7 @@ TEST(MockServer, AGoodStreamIsTimedAndItsUsageRead) {
   ASSERT_TRUE(r.ok()) << r.error_detail;
   EXPECT_EQ(r.http_status, 200);
   EXPECT_EQ(r.text, "answer-1 more");
-  EXPECT_EQ(r.num_content_chunks, 2);
+  EXPECT_EQ(r.num_content_chunks, 2);  // the opening chunk's empty content marks TTFT but is no token text
   EXPECT_EQ(r.prompt_tokens, 100);
   EXPECT_EQ(r.completion_tokens, 2);
   EXPECT_EQ(r.cached_tokens, 60);

@@ -67,6 +67,7 @@ TEST(SvgPlot, TurnsWithoutDataHaveNoBar) {
   EXPECT_TRUE(tags_balance(svg, &why)) << why;
   EXPECT_EQ(count(svg, "class=\"bar\""), 1u);
   EXPECT_NE(svg.find(">200 ms<"), std::string::npos);
+  EXPECT_NE(svg.find(">no successful request<"), std::string::npos);  // turn 2 says why it is empty
 }
 
 TEST(NiceTickStep, OneTwoFiveTimesPowersOfTen) {
