@@ -36,6 +36,7 @@ struct HouseholdFlags {
   std::string plot_path;
   bool compare = false;
   bool no_nonce = false;
+  bool dry_run = false;
 };
 
 std::string fresh_nonce() {
@@ -95,6 +96,13 @@ int run_household(const HouseholdFlags& f) {
   config.rate = f.rate;
   config.duration_s = f.duration_s;
   config.extra = extra;
+
+  if (f.dry_run) {
+    bench::Conversation chat(workload.system_message(f.no_nonce ? "" : "0123abcd"));
+    chat.ask(workload.question(0, 0));
+    std::printf("%s\n", bench::request_body(config, chat.messages()).dump(2).c_str());
+    return 0;
+  }
 
   std::vector<bench::Report> reports;
   if (f.compare) {
@@ -187,6 +195,7 @@ Command add_bench_household(CLI::App& app) {
   app.add_flag("--no-nonce", f->no_nonce,
                "Leave out the per-run session nonce at the top of the shared prefix (so a run can hit a cache that "
                "earlier runs left warm)");
+  app.add_flag("--dry-run", f->dry_run, "Print the first request's body (user 1, turn 1) and exit without sending");
   return [f] { return run_household(*f); };
 }
 
