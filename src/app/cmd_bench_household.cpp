@@ -37,6 +37,7 @@ struct HouseholdFlags {
   bool compare = false;
   bool no_nonce = false;
   bool dry_run = false;
+  std::string replot_path;
 };
 
 std::string fresh_nonce() {
@@ -66,16 +67,24 @@ bench::Report run_once(const bench::Workload& workload, bench::RunConfig config,
   return bench::make_report(std::move(run), workload.config().turns);
 }
 
-bench::PlotSeries plot_series(const bench::Report& r) {
-  bench::PlotSeries s{r.run.label, {}, {}};
-  for (const bench::Summary& t : r.turns) {
-    s.p50_s.push_back(t.ttft_s.count > 0 ? t.ttft_s.p50 : -1);
-    s.p95_s.push_back(t.ttft_s.count > 0 ? t.ttft_s.p95 : -1);
+// --replot: draws the chart of a results file written by --json, without running anything.
+int replot(const HouseholdFlags& f) {
+  std::ifstream in(f.replot_path);
+  json results = json::parse(in, nullptr, false);
+  if (!in || !results.is_object() || !results.contains("runs")) {
+    std::fprintf(stderr, "hearth bench household: %s is not a results file written by --json\n",
+                 f.replot_path.c_str());
+    return 2;
   }
-  return s;
+  if (f.plot_path.empty()) {
+    std::fprintf(stderr, "hearth bench household: --replot needs --plot FILE.svg\n");
+    return 2;
+  }
+  return write_file(f.plot_path, bench::render_results_svg(results)) ? 0 : 1;
 }
 
 int run_household(const HouseholdFlags& f) {
+  if (!f.replot_path.empty()) return replot(f);
   auto endpoint = bench::parse_url(f.url);
   if (!endpoint) {
     std::fprintf(stderr, "hearth bench household: %s\n", endpoint.error().message.c_str());
@@ -117,37 +126,25 @@ int run_household(const HouseholdFlags& f) {
   if (f.compare) text += bench::format_comparison(reports[0], reports[1]);
   std::fputs(text.c_str(), f.json_path == "-" ? stderr : stdout);
 
-  const std::string subtitle =
-      fmt::format("{} users x {} turns, ~{}-token shared prefix, max_tokens {}, {}; bars p50, whiskers p95", f.users,
-                  f.turns, f.prefix_tokens, f.max_tokens,
-                  f.rate > 0 ? fmt::format("Poisson {} req/s", f.rate)
-                             : fmt::format("{} users in flight", f.concurrency > 0 ? f.concurrency : f.users));
+  json out = {{"config",
+               {{"url", f.url},
+                {"model", f.model},
+                {"users", f.users},
+                {"turns", f.turns},
+                {"concurrency", f.concurrency},
+                {"rate", f.rate},
+                {"prefix_tokens", f.prefix_tokens},
+                {"prefix_chars", workload.prefix().text().size()},
+                {"max_tokens", f.max_tokens},
+                {"seed", f.seed},
+                {"extra", extra},
+                {"nonce", !f.no_nonce}}},
+              {"runs", json::array()}};
+  for (const bench::Report& r : reports) out["runs"].push_back(bench::to_json(r));
+  if (f.compare) out["comparison"] = bench::comparison_json(reports[0], reports[1]);
   bool ok = true;
-  if (!f.json_path.empty()) {
-    json out = {{"config",
-                 {{"url", f.url},
-                  {"model", f.model},
-                  {"users", f.users},
-                  {"turns", f.turns},
-                  {"concurrency", f.concurrency},
-                  {"rate", f.rate},
-                  {"prefix_tokens", f.prefix_tokens},
-                  {"prefix_chars", workload.prefix().text().size()},
-                  {"max_tokens", f.max_tokens},
-                  {"seed", f.seed},
-                  {"extra", extra},
-                  {"nonce", !f.no_nonce}}},
-                {"runs", json::array()}};
-    for (const bench::Report& r : reports) out["runs"].push_back(bench::to_json(r));
-    if (f.compare) out["comparison"] = bench::comparison_json(reports[0], reports[1]);
-    ok &= write_file(f.json_path, out.dump(2) + "\n");
-  }
-  if (!f.plot_path.empty()) {
-    std::vector<bench::PlotSeries> series;
-    for (const bench::Report& r : reports) series.push_back(plot_series(r));
-    ok &= write_file(f.plot_path, bench::render_ttft_svg("Household benchmark: time to first token per turn",
-                                                         subtitle, series));
-  }
+  if (!f.json_path.empty()) ok &= write_file(f.json_path, out.dump(2) + "\n");
+  if (!f.plot_path.empty()) ok &= write_file(f.plot_path, bench::render_results_svg(out));
   return ok ? 0 : 1;
 }
 
@@ -196,6 +193,7 @@ Command add_bench_household(CLI::App& app) {
                "Leave out the per-run session nonce at the top of the shared prefix (so a run can hit a cache that "
                "earlier runs left warm)");
   app.add_flag("--dry-run", f->dry_run, "Print the first request's body (user 1, turn 1) and exit without sending");
+  app.add_option("--replot", f->replot_path, "Draw --plot from a results FILE.json written by --json, and exit");
   return [f] { return run_household(*f); };
 }
 

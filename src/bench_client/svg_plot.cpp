@@ -47,6 +47,38 @@ std::string tick_label(double v, double step) {
 
 }  // namespace
 
+std::string render_results_svg(const nlohmann::json& results) {
+  using nlohmann::json;
+  const json config = results.value("config", json::object());
+  std::vector<PlotSeries> series;
+  double turn1_prompt = -1;
+  for (const json& run : results.value("runs", json::array())) {
+    PlotSeries s{run.value("label", std::string("run")), {}, {}};
+    for (const json& turn : run.value("turns", json::array())) {
+      const json ttft = turn.value("ttft_s", json::object());
+      const bool any = ttft.value("count", 0) > 0;
+      s.p50_s.push_back(any ? ttft.value("p50", -1.0) : -1);
+      s.p95_s.push_back(any ? ttft.value("p95", -1.0) : -1);
+      if (turn1_prompt < 0 && turn.value("turn", 0) == 1 && turn.value("usage_reported", 0) > 0) {
+        turn1_prompt = turn.value("prompt_tokens", 0.0) / turn.value("usage_reported", 1);
+      }
+    }
+    series.push_back(std::move(s));
+  }
+  const int users = config.value("users", 0);
+  const int concurrency = config.value("concurrency", 0);
+  const double rate = config.value("rate", 0.0);
+  const std::string prompt =
+      turn1_prompt > 0 ? fmt::format("turn-1 prompt {:.0f} tokens", turn1_prompt)
+                       : fmt::format("~{}-token shared prefix (estimated)", config.value("prefix_tokens", 0));
+  const std::string arrivals = rate > 0 ? fmt::format("Poisson {} req/s", rate)
+                                        : fmt::format("{} in flight", concurrency > 0 ? concurrency : users);
+  const std::string subtitle =
+      fmt::format("{} users x {} turns, {}, max_tokens {}, {}; bars p50, whiskers p95", users,
+                  config.value("turns", 0), prompt, config.value("max_tokens", 0), arrivals);
+  return render_ttft_svg("Household benchmark: time to first token per turn", subtitle, series);
+}
+
 double nice_tick_step(double max_value) {
   if (!(max_value > 0)) return 1;
   const double raw = max_value / 5;
