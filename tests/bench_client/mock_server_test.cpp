@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -324,6 +325,48 @@ TEST(Runner, AMisbehavingServerIsReportedByKind) {
   EXPECT_EQ(report.turns[1].errors.at("http_500"), 2);
   const std::string table = format_table(report);
   EXPECT_NE(table.find("errors: http_500 4"), std::string::npos) << table;
+}
+
+}  // namespace
+}  // namespace hearth::bench
+
+namespace hearth::bench {
+namespace {
+
+TEST(Runner, OpenLoopStartsRequestsNoEarlierThanTheirArrivals) {
+  MockServer server;
+  const Workload workload(WorkloadConfig{/*users=*/2, /*turns=*/3, /*prefix_tokens=*/50, 8, /*seed=*/9});
+  RunConfig config;
+  config.endpoint = server.endpoint();
+  config.request.timeout_s = 5;
+  config.model = "ok";
+  config.rate = 200;  // requests/s: arrivals a few ms apart
+  config.metrics_interval_s = 0;
+  const RunResult run = run_workload(workload, config, "open");
+  ASSERT_EQ(run.records.size(), 6u);
+  std::vector<double> starts;
+  for (const TurnRecord& r : run.records) {
+    EXPECT_TRUE(r.result.ok()) << r.result.error_detail;
+    starts.push_back(r.start_s);
+  }
+  std::sort(starts.begin(), starts.end());
+  const auto arrivals = poisson_arrivals(6, 200, 9);
+  for (size_t i = 0; i < starts.size(); ++i) EXPECT_GE(starts[i], arrivals[i]) << i;
+}
+
+TEST(Runner, NoRequestStartsAfterTheDuration) {
+  MockServer server;
+  const Workload workload(WorkloadConfig{/*users=*/2, /*turns=*/2, /*prefix_tokens=*/50, 8, /*seed=*/9});
+  RunConfig config;
+  config.endpoint = server.endpoint();
+  config.request.timeout_s = 5;
+  config.model = "ok";
+  config.duration_s = 1e-9;  // over before the first request
+  config.metrics_interval_s = 0;
+  const RunResult run = run_workload(workload, config, "short");
+  EXPECT_TRUE(run.records.empty());
+  EXPECT_EQ(run.num_not_started, 4);
+  EXPECT_TRUE(server.bodies().empty());
 }
 
 }  // namespace
