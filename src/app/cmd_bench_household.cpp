@@ -61,8 +61,7 @@ bench::Report run_once(const bench::Workload& workload, bench::RunConfig config,
   config.extra.merge_patch(extra_on_top);
   config.nonce = nonce ? fresh_nonce() : "";
   std::fprintf(stderr, "hearth bench household: %s: %d users x %d turns%s%s ...\n", label.c_str(),
-               workload.config().users, workload.config().turns, nonce ? ", session nonce " : "",
-               config.nonce.c_str());
+               workload.config().users, workload.config().turns, nonce ? ", session nonce " : "", config.nonce.c_str());
   bench::RunResult run = bench::run_workload(workload, config, label);
   return bench::make_report(std::move(run), workload.config().turns);
 }
@@ -72,8 +71,7 @@ int replot(const HouseholdFlags& f) {
   std::ifstream in(f.replot_path);
   json results = json::parse(in, nullptr, false);
   if (!in || !results.is_object() || !results.contains("runs")) {
-    std::fprintf(stderr, "hearth bench household: %s is not a results file written by --json\n",
-                 f.replot_path.c_str());
+    std::fprintf(stderr, "hearth bench household: %s is not a results file written by --json\n", f.replot_path.c_str());
     return 2;
   }
   if (f.plot_path.empty()) {

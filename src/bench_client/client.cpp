@@ -266,8 +266,8 @@ RequestResult stream_chat(const Endpoint& endpoint, const json& body, const Requ
   return result;
 }
 
-std::optional<std::string> fetch_text(const Endpoint& endpoint, const std::string& path,
-                                      const RequestOptions& options, double timeout_s) {
+std::optional<std::string> fetch_text(const Endpoint& endpoint, const std::string& path, const RequestOptions& options,
+                                      double timeout_s) {
   httplib::Client client(endpoint.host, endpoint.port);
   set_timeouts(client, timeout_s);
   auto res = client.Get((endpoint.base_path + path).c_str(), auth_headers(options));

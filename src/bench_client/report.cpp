@@ -7,7 +7,9 @@ namespace {
 
 using nlohmann::json;
 
-std::string ms(double seconds) { return fmt::format("{:.0f}", seconds * 1000); }
+std::string ms(double seconds) {
+  return fmt::format("{:.0f}", seconds * 1000);
+}
 
 std::string ratio_text(double on, double off) {
   if (off <= 0) return "-";
@@ -26,8 +28,8 @@ json distribution_json(const Distribution& d) {
 std::string summary_row(const std::string& name, const Summary& s) {
   const auto hit = s.hit_rate();
   return fmt::format("{:<6}{:>5}{:>5}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>10}{:>9}{:>8}{:>10.1f}\n", name, s.num_requests,
-                     s.num_ok, ms(s.ttft_s.p50), ms(s.ttft_s.p95), ms(s.ttft_s.p99), ms(s.e2e_s.p50),
-                     ms(s.e2e_s.p95), ms(s.e2e_s.p99), s.prompt_tokens, s.cached_tokens,
+                     s.num_ok, ms(s.ttft_s.p50), ms(s.ttft_s.p95), ms(s.ttft_s.p99), ms(s.e2e_s.p50), ms(s.e2e_s.p95),
+                     ms(s.e2e_s.p99), s.prompt_tokens, s.cached_tokens,
                      hit ? fmt::format("{:.1f}%", *hit * 100) : std::string("-"), s.decode_tokens_per_s);
 }
 
@@ -49,8 +51,8 @@ Summary summarize_records(const std::vector<TurnRecord>& records, std::optional<
     const RequestResult& r = rec.result;
     ++s.num_requests;
     if (!r.ok()) {
-      const std::string kind = r.error == ErrorKind::kHttp ? fmt::format("http_{}", r.http_status)
-                                                           : std::string(error_kind_name(r.error));
+      const std::string kind =
+          r.error == ErrorKind::kHttp ? fmt::format("http_{}", r.http_status) : std::string(error_kind_name(r.error));
       if (s.errors[kind]++ == 0) s.error_examples[kind] = r.error_detail;
       continue;
     }
@@ -169,14 +171,18 @@ json to_json(const Report& report) {
   const ServerMetrics& m = report.run.metrics;
   json metrics = nullptr;
   if (m.available) {
-    metrics = {{"kv_blocks_total", m.kv_blocks_total},     {"kv_blocks_used_max", m.kv_blocks_used_max},
-               {"evictions", m.evictions},                 {"preemptions", m.preemptions},
-               {"cache_hit_tokens", m.cache_hit_tokens},   {"cache_queried_tokens", m.cache_queried_tokens},
-               {"prefill_tokens", m.prefill_tokens},       {"decode_tokens", m.decode_tokens}};
+    metrics = {{"kv_blocks_total", m.kv_blocks_total},
+               {"kv_blocks_used_max", m.kv_blocks_used_max},
+               {"evictions", m.evictions},
+               {"preemptions", m.preemptions},
+               {"cache_hit_tokens", m.cache_hit_tokens},
+               {"cache_queried_tokens", m.cache_queried_tokens},
+               {"prefill_tokens", m.prefill_tokens},
+               {"decode_tokens", m.decode_tokens}};
   }
-  return {{"label", report.run.label},      {"wall_s", report.run.wall_s}, {"not_started", report.run.num_not_started},
-          {"turns", std::move(turns)},      {"overall", to_json(report.overall)},
-          {"server_metrics", std::move(metrics)}};
+  return {
+      {"label", report.run.label}, {"wall_s", report.run.wall_s},        {"not_started", report.run.num_not_started},
+      {"turns", std::move(turns)}, {"overall", to_json(report.overall)}, {"server_metrics", std::move(metrics)}};
 }
 
 json comparison_json(const Report& off, const Report& on) {

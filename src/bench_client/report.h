@@ -17,12 +17,12 @@ namespace hearth::bench {
 struct Summary {
   int num_requests = 0;
   int num_ok = 0;
-  std::map<std::string, int> errors;  // by kind; HTTP errors as "http_<status>"
+  std::map<std::string, int> errors;                  // by kind; HTTP errors as "http_<status>"
   std::map<std::string, std::string> error_examples;  // kind -> the first such error's detail
-  Distribution ttft_s;                // successful requests with a first token
+  Distribution ttft_s;                                // successful requests with a first token
   Distribution e2e_s;
-  int64_t prompt_tokens = 0;  // summed over requests that reported usage
-  int64_t cached_tokens = 0;  // summed over requests that reported cached_tokens
+  int64_t prompt_tokens = 0;            // summed over requests that reported usage
+  int64_t cached_tokens = 0;            // summed over requests that reported cached_tokens
   int64_t cached_of_prompt_tokens = 0;  // prompt tokens of those same requests (the hit rate's denominator)
   int64_t completion_tokens = 0;
   int num_usage_reported = 0;

@@ -49,7 +49,8 @@ class Arrivals {
       at = times_[std::min(next_, times_.size() - 1)];
       ++next_;
     }
-    std::this_thread::sleep_until(start_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(at)));
+    std::this_thread::sleep_until(start_ +
+                                  std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(at)));
   }
 
  private:

@@ -21,11 +21,11 @@ struct RunConfig {
   RequestOptions request;
   std::string model;  // the "model" field; empty leaves it out
   int max_tokens = 32;
-  int concurrency = 0;  // closed loop: users in flight (0: all users)
-  double rate = 0;      // open loop when > 0: Poisson arrivals, requests per second
-  double duration_s = 0;  // when > 0, no request starts after this many seconds
+  int concurrency = 0;                              // closed loop: users in flight (0: all users)
+  double rate = 0;                                  // open loop when > 0: Poisson arrivals, requests per second
+  double duration_s = 0;                            // when > 0, no request starts after this many seconds
   nlohmann::json extra = nlohmann::json::object();  // merged into every request body (last word)
-  std::string nonce;  // written at the top of the shared prefix; see Workload::system_message
+  std::string nonce;                // written at the top of the shared prefix; see Workload::system_message
   double metrics_interval_s = 0.5;  // /metrics sampling period (0: before and after only)
 };
 
@@ -52,7 +52,7 @@ struct ServerMetrics {
 struct RunResult {
   std::string label;  // e.g. "cache off"
   double wall_s = 0;
-  int num_not_started = 0;  // turns skipped because --duration ran out
+  int num_not_started = 0;          // turns skipped because --duration ran out
   std::vector<TurnRecord> records;  // in completion order
   ServerMetrics metrics;
 };

@@ -12,9 +12,9 @@ namespace {
 constexpr std::array kColors = {"#9aa5b1", "#e07a2f", "#3b7dd8", "#4caf50"};
 constexpr double kWidth = 760;
 constexpr double kHeight = 460;
-constexpr double kLeft = 80;   // room for the y ticks and label
+constexpr double kLeft = 80;  // room for the y ticks and label
 constexpr double kRight = 30;
-constexpr double kTop = 84;    // title, subtitle, legend
+constexpr double kTop = 84;     // title, subtitle, legend
 constexpr double kBottom = 64;  // x ticks and label
 
 std::string escape(const std::string& s) {
@@ -68,14 +68,13 @@ std::string render_results_svg(const nlohmann::json& results) {
   const int users = config.value("users", 0);
   const int concurrency = config.value("concurrency", 0);
   const double rate = config.value("rate", 0.0);
-  const std::string prompt =
-      turn1_prompt > 0 ? fmt::format("turn-1 prompt {:.0f} tokens", turn1_prompt)
-                       : fmt::format("~{}-token shared prefix (estimated)", config.value("prefix_tokens", 0));
+  const std::string prompt = turn1_prompt > 0
+                                 ? fmt::format("turn-1 prompt {:.0f} tokens", turn1_prompt)
+                                 : fmt::format("~{}-token shared prefix (estimated)", config.value("prefix_tokens", 0));
   const std::string arrivals = rate > 0 ? fmt::format("Poisson {} req/s", rate)
                                         : fmt::format("{} in flight", concurrency > 0 ? concurrency : users);
-  const std::string subtitle =
-      fmt::format("{} users x {} turns, {}, max_tokens {}, {}; bars p50, whiskers p95", users,
-                  config.value("turns", 0), prompt, config.value("max_tokens", 0), arrivals);
+  const std::string subtitle = fmt::format("{} users x {} turns, {}, max_tokens {}, {}; bars p50, whiskers p95", users,
+                                           config.value("turns", 0), prompt, config.value("max_tokens", 0), arrivals);
   return render_ttft_svg("Household benchmark: time to first token per turn", subtitle, series);
 }
 
@@ -110,8 +109,7 @@ std::string render_ttft_svg(const std::string& title, const std::string& subtitl
       "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n"
       "<rect width=\"{0}\" height=\"{1}\" fill=\"white\"/>\n",
       kWidth, kHeight);
-  svg += fmt::format("<text x=\"{}\" y=\"28\" font-size=\"18\" font-weight=\"bold\">{}</text>\n", kLeft,
-                     escape(title));
+  svg += fmt::format("<text x=\"{}\" y=\"28\" font-size=\"18\" font-weight=\"bold\">{}</text>\n", kLeft, escape(title));
   svg += fmt::format("<text x=\"{}\" y=\"48\" font-size=\"12\" fill=\"#555\">{}</text>\n", kLeft, escape(subtitle));
 
   // Grid and y axis.
@@ -119,11 +117,11 @@ std::string render_ttft_svg(const std::string& title, const std::string& subtitl
     const double y = y_of(v);
     svg += fmt::format("<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"#e3e3e3\"/>\n", kLeft, y,
                        kWidth - kRight, y);
-    svg += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"12\" text-anchor=\"end\">{}</text>\n", kLeft - 8,
-                       y + 4, tick_label(v, step));
+    svg += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"12\" text-anchor=\"end\">{}</text>\n", kLeft - 8, y + 4,
+                       tick_label(v, step));
   }
-  svg += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"#333\"/>\n", kLeft, kTop,
-                     kTop + plot_h);
+  svg +=
+      fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"#333\"/>\n", kLeft, kTop, kTop + plot_h);
   svg += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"#333\"/>\n", kLeft, kTop + plot_h,
                      kWidth - kRight);
   svg += fmt::format(
@@ -183,8 +181,8 @@ std::string render_ttft_svg(const std::string& title, const std::string& subtitl
   for (size_t s = 0; s < series.size(); ++s) {
     svg += fmt::format("<rect x=\"{:.1f}\" y=\"60\" width=\"14\" height=\"14\" fill=\"{}\"/>\n", lx,
                        kColors[s % kColors.size()]);
-    svg += fmt::format("<text x=\"{:.1f}\" y=\"72\" font-size=\"12\">{} (p50)</text>\n", lx + 20,
-                       escape(series[s].name));
+    svg +=
+        fmt::format("<text x=\"{:.1f}\" y=\"72\" font-size=\"12\">{} (p50)</text>\n", lx + 20, escape(series[s].name));
     lx += 150;
   }
   svg += fmt::format("<path d=\"M{0:.1f} 60 V74 M{1:.1f} 60 H{2:.1f}\" stroke=\"#222\"/>\n", lx + 7, lx + 1, lx + 13);

@@ -10,7 +10,7 @@
 namespace hearth::bench {
 
 struct PlotSeries {
-  std::string name;          // the legend entry, e.g. "cache off"
+  std::string name;           // the legend entry, e.g. "cache off"
   std::vector<double> p50_s;  // [turn] TTFT p50 in seconds; < 0 when the turn has no successful request
   std::vector<double> p95_s;  // [turn]
 };

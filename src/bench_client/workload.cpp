@@ -18,11 +18,11 @@ const char* pick(Rng& rng, const std::array<const char*, N>& words) {
 constexpr std::array kPeople = {"Ada", "Ben", "Chloe", "Dev", "Elif", "Farid", "Grace", "Hugo", "Ines", "Jonas"};
 constexpr std::array kRooms = {"kitchen", "living room", "hallway", "garage", "attic", "bathroom", "garden", "study"};
 constexpr std::array kDays = {"Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"};
-constexpr std::array kChores = {"water the plants", "empty the dishwasher", "take out the recycling",
-                                "feed the cat",     "vacuum the stairs",   "check the smoke alarms",
-                                "wipe the counters", "sort the laundry",   "refill the bird feeder"};
-constexpr std::array kThings = {"thermostat", "washing machine", "router", "boiler", "dishwasher",
-                                "doorbell",   "oven",            "freezer", "heat pump", "garage door"};
+constexpr std::array kChores = {"water the plants",  "empty the dishwasher", "take out the recycling",
+                                "feed the cat",      "vacuum the stairs",    "check the smoke alarms",
+                                "wipe the counters", "sort the laundry",     "refill the bird feeder"};
+constexpr std::array kThings = {"thermostat", "washing machine", "router",    "boiler",     "dishwasher", "doorbell",
+                                "oven",       "freezer",         "heat pump", "garage door"};
 constexpr std::array kVerbs = {"get", "set", "list", "add", "remove", "schedule", "check", "cancel", "find", "update"};
 constexpr std::array kObjects = {"reminder", "shopping_item", "light_scene", "calendar_event", "recipe",
                                  "chore",    "temperature",   "timer",       "package",        "bill"};
@@ -41,8 +41,8 @@ std::string rule(Rng& rng, int i) {
       return fmt::format("{}. Keep answers short, friendly and concrete; mention the {} only when asked.", i,
                          pick(rng, kRooms));
     default:
-      return fmt::format("{}. {} is responsible for the {} this month; remind them politely.", i,
-                         pick(rng, kPeople), pick(rng, kRooms));
+      return fmt::format("{}. {} is responsible for the {} this month; remind them politely.", i, pick(rng, kPeople),
+                         pick(rng, kRooms));
   }
 }
 
@@ -112,11 +112,17 @@ uint64_t Rng::next() {
   return z ^ (z >> 31);
 }
 
-uint64_t Rng::below(uint64_t n) { return next() % n; }  // the modulo bias is irrelevant for picking words
+uint64_t Rng::below(uint64_t n) {
+  return next() % n;
+}  // the modulo bias is irrelevant for picking words
 
-double Rng::unit() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
+double Rng::unit() {
+  return static_cast<double>(next() >> 11) * 0x1.0p-53;
+}
 
-double Rng::exponential(double rate) { return -std::log1p(-unit()) / rate; }
+double Rng::exponential(double rate) {
+  return -std::log1p(-unit()) / rate;
+}
 
 std::string SharedPrefix::text() const {
   return fmt::format(

@@ -138,11 +138,12 @@ class MockServer {
         return true;
       });
     } else if (mode == "not-streamed") {
-      res.set_content(json{{"choices", json::array({{{"message", {{"role", "assistant"}, {"content", "whole"}}},
-                                                     {"finish_reason", "stop"}}})},
-                           {"usage", {{"prompt_tokens", 9}, {"completion_tokens", 1}}}}
-                          .dump(),
-                      "application/json");
+      res.set_content(
+          json{{"choices",
+                json::array({{{"message", {{"role", "assistant"}, {"content", "whole"}}}, {"finish_reason", "stop"}}})},
+               {"usage", {{"prompt_tokens", 9}, {"completion_tokens", 1}}}}
+              .dump(),
+          "application/json");
     }
   }
 
@@ -268,8 +269,7 @@ TEST(MockServer, AServerThatClosesBeforeAnsweringIsCounted) {
     const int conn = accept(listener, nullptr, nullptr);
     if (conn >= 0) close(conn);
   });
-  const RequestResult r =
-      stream_chat(Endpoint{"127.0.0.1", port, ""}, body_for("ok"), RequestOptions{"", 2});
+  const RequestResult r = stream_chat(Endpoint{"127.0.0.1", port, ""}, body_for("ok"), RequestOptions{"", 2});
   closer.join();
   close(listener);
   EXPECT_FALSE(r.ok());

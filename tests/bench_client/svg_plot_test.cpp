@@ -77,18 +77,27 @@ TEST(SvgPlot, ResultsFileGivesOneSeriesPerRunAndTheServersPromptCount) {
       {"runs",
        {{{"label", "cache off"},
          {"turns",
-          {{{"turn", 1}, {"usage_reported", 4}, {"prompt_tokens", 8164}, {"ttft_s", {{"count", 4}, {"p50", 250.0}, {"p95", 400.0}}}},
-           {{"turn", 2}, {"usage_reported", 4}, {"prompt_tokens", 8400}, {"ttft_s", {{"count", 4}, {"p50", 147.0}, {"p95", 160.0}}}}}}},
+          {{{"turn", 1},
+            {"usage_reported", 4},
+            {"prompt_tokens", 8164},
+            {"ttft_s", {{"count", 4}, {"p50", 250.0}, {"p95", 400.0}}}},
+           {{"turn", 2},
+            {"usage_reported", 4},
+            {"prompt_tokens", 8400},
+            {"ttft_s", {{"count", 4}, {"p50", 147.0}, {"p95", 160.0}}}}}}},
         {{"label", "cache on"},
          {"turns",
-          {{{"turn", 1}, {"usage_reported", 4}, {"prompt_tokens", 8164}, {"ttft_s", {{"count", 4}, {"p50", 56.0}, {"p95", 56.0}}}},
+          {{{"turn", 1},
+            {"usage_reported", 4},
+            {"prompt_tokens", 8164},
+            {"ttft_s", {{"count", 4}, {"p50", 56.0}, {"p95", 56.0}}}},
            {{"turn", 2}, {"usage_reported", 0}, {"prompt_tokens", 0}, {"ttft_s", {{"count", 0}}}}}}}}}};
   const std::string svg = render_results_svg(results);
   std::string why;
   EXPECT_TRUE(tags_balance(svg, &why)) << why;
   EXPECT_NE(svg.find("4 users x 2 turns, turn-1 prompt 2041 tokens, max_tokens 32, 4 in flight"), std::string::npos);
   EXPECT_EQ(count(svg, "data-series=\"cache off\""), 2u);
-  EXPECT_EQ(count(svg, "data-series=\"cache on\""), 1u);  // turn 2 had no successful request
+  EXPECT_EQ(count(svg, "data-series=\"cache on\""), 1u);   // turn 2 had no successful request
   EXPECT_NE(svg.find(">22% of off<"), std::string::npos);  // 56 / 250
 }
 

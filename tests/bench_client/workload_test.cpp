@@ -90,11 +90,11 @@ TEST(PoissonArrivals, ReproducibleWithTheRequestedRate) {
 
 TEST(RequestBody, StreamsWithUsageAndMergesExtraLast) {
   RunConfig c;
-  c.model = "m";
+  c.model = std::string("test-model");
   c.max_tokens = 8;
   c.extra = {{"cache_prompt", false}, {"temperature", 0.7}};
   const auto body = request_body(c, nlohmann::json::array({{{"role", "user"}, {"content", "hi"}}}));
-  EXPECT_EQ(body["model"], "m");
+  EXPECT_EQ(body["model"], "test-model");
   EXPECT_EQ(body["max_tokens"], 8);
   EXPECT_EQ(body["stream"], true);
   EXPECT_EQ(body["stream_options"]["include_usage"], true);
