@@ -22,5 +22,6 @@ Command add_synth(CLI::App& app);
 Command add_serve(CLI::App& app);
 Command add_plan(CLI::App& app);
 Command add_explain(CLI::App& app);
+Command add_bench_household(CLI::App& app);
 
 }  // namespace hearth::app

@@ -20,6 +20,11 @@ int main(int argc, char** argv) {
   add(hearth::app::add_plan, "plan", "KV memory plan: bytes per token by KV dtype, and what fits in a budget");
   add(hearth::app::add_explain, "explain", "Show where two prompts diverge for the prefix cache (tokenizer only)");
   add(hearth::app::add_synth, "synth", "Write a synthetic llama GGUF with random weights at a chosen shape");
+  CLI::App* bench = app.add_subcommand("bench", "Benchmarks");
+  bench->require_subcommand(1);
+  CLI::App* household = bench->add_subcommand(
+      "household", "Household workload (shared prefix, multi-turn chats) against any OpenAI-compatible server");
+  commands[household] = hearth::app::add_bench_household(*household);
   CLI11_PARSE(app, argc, argv);
   for (auto& [sub, run] : commands) {
     if (sub->parsed()) return run();
