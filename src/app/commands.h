@@ -13,5 +13,6 @@ Command add_generate(CLI::App& app);
 Command add_inspect(CLI::App& app);
 Command add_synth(CLI::App& app);
 Command add_serve(CLI::App& app);
+Command add_bench_model(CLI::App& app);  // `hearth bench model`
 
 }  // namespace hearth::app
