@@ -3,6 +3,8 @@
 //
 //   (unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE; hearth bench model -m MODEL.gguf -p 512 -n 64 -t 2 [--json])
 
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -54,10 +56,18 @@ struct ModelSpeed {
   double decode_tok_s = 0;
   double prefill_s = 0;
   double decode_s = 0;
+  double prefill_cpu_s = 0;  // process CPU time: below threads × wall when other processes take the cores
+  double decode_cpu_s = 0;
 };
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9;
 }
 
 // One sequence: a warm-up pass (pages the mmapped weights in), then the whole prompt in one forward pass, then
@@ -82,16 +92,20 @@ ModelSpeed measure_model(Model& model, const Tokenizer& tok, const BenchModelFla
   ModelSpeed speed;
   BatchSequence seq{0, f.prompt_tokens, 0, block_table, true};
   auto start = Clock::now();
+  double cpu_start = process_cpu_seconds();
   std::span<const float> logits = model.forward({prompt, {&seq, 1}}, kv, pool);
   speed.prefill_s = seconds_since(start);
+  speed.prefill_cpu_s = process_cpu_seconds() - cpu_start;
   TokenId next{static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin())};
   start = Clock::now();
+  cpu_start = process_cpu_seconds();
   for (int32_t i = 0; i < f.decode_tokens; ++i) {
     BatchSequence step{0, 1, f.prompt_tokens + i, block_table, true};
     logits = model.forward({{&next, 1}, {&step, 1}}, kv, pool);
     next = TokenId{static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin())};
   }
   speed.decode_s = seconds_since(start);
+  speed.decode_cpu_s = process_cpu_seconds() - cpu_start;
   speed.prefill_tok_s = f.prompt_tokens / speed.prefill_s;
   speed.decode_tok_s = f.decode_tokens / std::max(speed.decode_s, 1e-12);
   return speed;
@@ -119,18 +133,20 @@ int run_bench_model(const BenchModelFlags& f) {
         "{\"model\":\"%s\",\"threads\":%d,\"prompt_tokens\":%d,\"decode_tokens\":%d,\"params\":%.0f,"
         "\"weight_bytes_per_token\":%.0f,\"prefill_tok_s\":%.3f,\"decode_tok_s\":%.3f,\"peak_rss_bytes\":%zu,"
         "\"read_bandwidth_bytes_s\":%.0f,\"sgemm_flops\":%.0f,\"decode_fraction_of_bandwidth\":%.4f,"
-        "\"prefill_fraction_of_sgemm\":%.4f}\n",
+        "\"prefill_fraction_of_sgemm\":%.4f,\"prefill_cpu_s\":%.3f,\"decode_cpu_s\":%.3f}\n",
         f.model_path.c_str(), pool.num_threads(), f.prompt_tokens, f.decode_tokens, weights.params,
         weights.bytes_per_token, speed.prefill_tok_s, speed.decode_tok_s, rss, bandwidth, sgemm, decode_fraction,
-        prefill_fraction);
+        prefill_fraction, speed.prefill_cpu_s, speed.decode_cpu_s);
     return 0;
   }
   std::printf("model     %s: %.1fM matmul parameters, %.1f MB weights read per token, %d threads\n",
               f.model_path.c_str(), weights.params / 1e6, weights.bytes_per_token / 1e6, pool.num_threads());
-  std::printf("prefill   %d tokens in one pass: %.2f s, %.1f tok/s = %.1f GFLOP/s\n", f.prompt_tokens,
-              speed.prefill_s, speed.prefill_tok_s, 2.0 * weights.params * speed.prefill_tok_s / 1e9);
-  std::printf("decode    %d steps: %.2f s, %.2f tok/s = %.1f GB/s of weights\n", f.decode_tokens, speed.decode_s,
-              speed.decode_tok_s, weights.bytes_per_token * speed.decode_tok_s / 1e9);
+  std::printf("prefill   %d tokens in one pass: %.2f s (CPU %.2f s), %.1f tok/s = %.1f GFLOP/s\n", f.prompt_tokens,
+              speed.prefill_s, speed.prefill_cpu_s, speed.prefill_tok_s,
+              2.0 * weights.params * speed.prefill_tok_s / 1e9);
+  std::printf("decode    %d steps: %.2f s (CPU %.2f s), %.2f tok/s = %.1f GB/s of weights\n", f.decode_tokens,
+              speed.decode_s, speed.decode_cpu_s, speed.decode_tok_s,
+              weights.bytes_per_token * speed.decode_tok_s / 1e9);
   std::printf("peak RSS  %.1f MiB (model file %.1f MiB)\n", rss / 1048576.0, loaded->file->file_size() / 1048576.0);
   std::printf("machine   read bandwidth %.1f GB/s (%lld MiB buffer), sgemm 1024^3 %.1f GFLOP/s (OpenBLAS)\n",
               bandwidth / 1e9, static_cast<long long>(f.bandwidth_mib), sgemm / 1e9);
