@@ -173,6 +173,7 @@ struct KQuantKernel {
       activation_blocks<T>(a, b, x);
       for (int r = 0; r < R; ++r) {
         const Block& w = reinterpret_cast<const Block*>(a.w + r * a.w_stride)[b];
+        avx2::prefetch_lines(reinterpret_cast<const uint8_t*>(&w) + avx2::kPrefetchBytes, sizeof(Block));
         RowKernel::template row<T>(w, x, acc[r]);
       }
     }
