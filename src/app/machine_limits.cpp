@@ -64,8 +64,9 @@ double measure_read_bandwidth(ThreadPool& pool, size_t bytes, int reps) {
   for (uint64_t s : sums) check += s;
   // The sum of 0..n-1 proves every word was read (and keeps the compiler from dropping the loop).
   const uint64_t expected = static_cast<uint64_t>(n_words) * (n_words - 1) / 2;
-  if (check != expected) std::fprintf(stderr, "warning: bandwidth buffer sum %llu != %llu\n",
-                                      static_cast<unsigned long long>(check), static_cast<unsigned long long>(expected));
+  if (check != expected)
+    std::fprintf(stderr, "warning: bandwidth buffer sum %llu != %llu\n", static_cast<unsigned long long>(check),
+                 static_cast<unsigned long long>(expected));
   return best;
 }
 
@@ -78,8 +79,7 @@ double measure_sgemm_flops(int n, int threads, int reps) {
     b[i] = static_cast<float>(i % 13) * 0.02f;
   }
   auto gemm = [&] {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(),
-                n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
   };
   gemm();  // warm-up: thread start-up, page faults
   double best = 0;

@@ -20,7 +20,8 @@ int main(int argc, char** argv) {
   add(hearth::app::add_synth, "synth", "Write a synthetic llama GGUF with random weights at a chosen shape");
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks");
   bench->require_subcommand(1);
-  CLI::App* bench_model = bench->add_subcommand("model", "Prefill and decode speed as fractions of this machine's limits");
+  CLI::App* bench_model =
+      bench->add_subcommand("model", "Prefill and decode speed as fractions of this machine's limits");
   commands[bench_model] = hearth::app::add_bench_model(*bench_model);
   CLI11_PARSE(app, argc, argv);
   for (auto& [sub, run] : commands) {

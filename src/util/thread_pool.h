@@ -45,7 +45,7 @@ class ThreadPool {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::atomic<uint64_t> generation_{0};
-  std::atomic<int> pending_{0};    // parts 1..nth-1 not finished yet
+  std::atomic<int> pending_{0};          // parts 1..nth-1 not finished yet
   std::atomic<int> next_part_{1 << 30};  // next part to claim; >= nth when all are claimed
   std::atomic<bool> stop_{false};
   std::atomic<Trampoline> call_{nullptr};

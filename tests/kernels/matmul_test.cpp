@@ -256,7 +256,9 @@ TEST(MatmulTest, Q8_0MinusOneTwentyEightWeightsAreExact) {
   std::vector<BlockQ8_0> blocks(static_cast<size_t>(n_rows * n_cols / kQK8_0));
   for (size_t b = 0; b < blocks.size(); ++b) {
     blocks[b].d = 0x2E66;  // fp16 0.1
-    for (int i = 0; i < kQK8_0; ++i) blocks[b].qs[i] = static_cast<int8_t>(i % 3 == 0 ? -128 : (i * 37 + b) % 255 - 127);
+    for (int i = 0; i < kQK8_0; ++i) {
+      blocks[b].qs[i] = static_cast<int8_t>(i % 3 == 0 ? -128 : (i * 37 + b) % 255 - 127);
+    }
   }
   const MatrixView w{DType::Q8_0, n_rows, n_cols, reinterpret_cast<const uint8_t*>(blocks.data()),
                      row_bytes(DType::Q8_0, n_cols)};
