@@ -34,8 +34,9 @@ HEARTH_AVX2 inline float load_fp16(const uint16_t* p) {
   return _cvtsh_ss(*p);
 }
 
-// Weight bytes a tile asks the cache for ahead of its loads. Decode streams each weight row from DRAM once; the
-// hardware prefetcher alone leaves a single thread waiting on memory (perf shows the samples on the weight loads).
+// Weight bytes a K-quant tile asks the cache for ahead of its loads. Decode streams each weight row from DRAM once;
+// for Q4_K the hardware prefetcher alone leaves a thread waiting on memory (perf shows the samples on the weight
+// loads). Measured and not kept: the same prefetch in the Q8_0/Q4_0 and F16/BF16 tiles (no gain beyond noise).
 inline constexpr int64_t kPrefetchBytes = 2048;
 
 // Prefetches the bytes [p, p + n) of one weight row into L1, one cache line at a time. Reading past the end of a

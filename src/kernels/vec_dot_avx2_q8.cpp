@@ -23,7 +23,6 @@ using avx2::TileTable;
 struct DecodeQ8_0 {
   // A file may hold -128, whose negation wraps: the weight must be the operand made unsigned (|-128| reads as 128).
   static constexpr bool kNegatable = false;
-  static constexpr int64_t kBlockBytes = sizeof(BlockQ8_0);
   HEARTH_AVX2 static __m256i load(const uint8_t* row, int64_t b, float* d) {
     const BlockQ8_0* block = reinterpret_cast<const BlockQ8_0*>(row) + b;
     *d = load_fp16(&block->d);
@@ -33,7 +32,6 @@ struct DecodeQ8_0 {
 
 struct DecodeQ4_0 {
   static constexpr bool kNegatable = true;  // values in [-8, 7]
-  static constexpr int64_t kBlockBytes = sizeof(BlockQ4_0);
   HEARTH_AVX2 static __m256i load(const uint8_t* row, int64_t b, float* d) {
     const BlockQ4_0* block = reinterpret_cast<const BlockQ4_0*>(row) + b;
     *d = load_fp16(&block->d);
@@ -78,9 +76,6 @@ struct Q8Kernel {
         xd[t] = _mm256_set1_ps(load_fp16(&x[t][b].d));
       }
       for (int r = 0; r < R; ++r) {
-        if (b % 2 == 0) {  // blocks are 34 or 18 bytes: one line ahead every other block covers the row
-          avx2::prefetch_lines(a.w + r * a.w_stride + b * Decode::kBlockBytes + avx2::kPrefetchBytes, 1);
-        }
         float wd_scalar;
         const __m256i wq = Decode::load(a.w + r * a.w_stride, b, &wd_scalar);
         const __m256 wd = _mm256_set1_ps(wd_scalar);
