@@ -111,6 +111,16 @@ ModelSpeed measure_model(Model& model, const Tokenizer& tok, const BenchModelFla
   return speed;
 }
 
+struct MachineLimits {
+  double bandwidth = 0;  // bytes/s
+  double sgemm = 0;      // FLOP/s
+};
+
+MachineLimits measure_limits(ThreadPool& pool, int64_t bandwidth_mib) {
+  return {measure_read_bandwidth(pool, static_cast<size_t>(bandwidth_mib) << 20, 5),
+          measure_sgemm_flops(1024, pool.num_threads(), 5)};
+}
+
 int run_bench_model(const BenchModelFlags& f) {
   if (f.prompt_tokens < 1 || f.decode_tokens < 0) return std::fprintf(stderr, "error: need -p >= 1, -n >= 0\n"), 1;
   auto loaded = load_model_file(f.model_path);
@@ -122,21 +132,28 @@ int run_bench_model(const BenchModelFlags& f) {
   }
   ThreadPool pool(f.threads);
   const WeightTotals weights = weight_totals(*loaded->file);
+  // The limits are measured right before and right after the model: on a shared machine they drift within a
+  // minute, and the pair shows by how much. Fractions use their mean.
+  const MachineLimits before = measure_limits(pool, f.bandwidth_mib);
+  const bool rss_reset = reset_peak_rss();  // forget the bandwidth buffer, so peak RSS is the model's
   const ModelSpeed speed = measure_model(model, *loaded->tokenizer, f, pool);
-  const size_t rss = peak_rss_bytes();  // before the bandwidth buffer inflates it
-  const double bandwidth = measure_read_bandwidth(pool, static_cast<size_t>(f.bandwidth_mib) << 20, 5);
-  const double sgemm = measure_sgemm_flops(1024, pool.num_threads(), 5);
+  const size_t rss = peak_rss_bytes();  // before the second bandwidth buffer inflates it
+  const MachineLimits after = measure_limits(pool, f.bandwidth_mib);
+  const double bandwidth = 0.5 * (before.bandwidth + after.bandwidth);
+  const double sgemm = 0.5 * (before.sgemm + after.sgemm);
   const double decode_fraction = weights.bytes_per_token * speed.decode_tok_s / bandwidth;
   const double prefill_fraction = 2.0 * weights.params * speed.prefill_tok_s / sgemm;
   if (f.json) {
     std::printf(
         "{\"model\":\"%s\",\"threads\":%d,\"prompt_tokens\":%d,\"decode_tokens\":%d,\"params\":%.0f,"
         "\"weight_bytes_per_token\":%.0f,\"prefill_tok_s\":%.3f,\"decode_tok_s\":%.3f,\"peak_rss_bytes\":%zu,"
-        "\"read_bandwidth_bytes_s\":%.0f,\"sgemm_flops\":%.0f,\"decode_fraction_of_bandwidth\":%.4f,"
-        "\"prefill_fraction_of_sgemm\":%.4f,\"prefill_cpu_s\":%.3f,\"decode_cpu_s\":%.3f}\n",
+        "\"peak_rss_includes_bandwidth_buffer\":%s,\"read_bandwidth_bytes_s\":[%.0f,%.0f],\"sgemm_flops\":[%.0f,%.0f],"
+        "\"decode_fraction_of_bandwidth\":%.4f,\"prefill_fraction_of_sgemm\":%.4f,\"prefill_cpu_s\":%.3f,"
+        "\"decode_cpu_s\":%.3f}\n",
         f.model_path.c_str(), pool.num_threads(), f.prompt_tokens, f.decode_tokens, weights.params,
-        weights.bytes_per_token, speed.prefill_tok_s, speed.decode_tok_s, rss, bandwidth, sgemm, decode_fraction,
-        prefill_fraction, speed.prefill_cpu_s, speed.decode_cpu_s);
+        weights.bytes_per_token, speed.prefill_tok_s, speed.decode_tok_s, rss, rss_reset ? "false" : "true",
+        before.bandwidth, after.bandwidth, before.sgemm, after.sgemm, decode_fraction, prefill_fraction,
+        speed.prefill_cpu_s, speed.decode_cpu_s);
     return 0;
   }
   std::printf("model     %s: %.1fM matmul parameters, %.1f MB weights read per token, %d threads\n",
@@ -147,10 +164,15 @@ int run_bench_model(const BenchModelFlags& f) {
   std::printf("decode    %d steps: %.2f s (CPU %.2f s), %.2f tok/s = %.1f GB/s of weights\n", f.decode_tokens,
               speed.decode_s, speed.decode_cpu_s, speed.decode_tok_s,
               weights.bytes_per_token * speed.decode_tok_s / 1e9);
-  std::printf("peak RSS  %.1f MiB (model file %.1f MiB)\n", rss / 1048576.0, loaded->file->file_size() / 1048576.0);
-  std::printf("machine   read bandwidth %.1f GB/s (%lld MiB buffer), sgemm 1024^3 %.1f GFLOP/s (OpenBLAS)\n",
-              bandwidth / 1e9, static_cast<long long>(f.bandwidth_mib), sgemm / 1e9);
-  std::printf("fraction  decode %.3f of bandwidth, prefill %.3f of sgemm\n", decode_fraction, prefill_fraction);
+  std::printf("peak RSS  %.1f MiB (model file %.1f MiB)%s\n", rss / 1048576.0, loaded->file->file_size() / 1048576.0,
+              rss_reset ? "" : " (includes the bandwidth buffer: could not reset VmHWM)");
+  std::printf(
+      "machine   read bandwidth %.1f / %.1f GB/s (before / after, %lld MiB buffer), sgemm 1024^3 %.1f / %.1f "
+      "GFLOP/s (OpenBLAS)\n",
+      before.bandwidth / 1e9, after.bandwidth / 1e9, static_cast<long long>(f.bandwidth_mib), before.sgemm / 1e9,
+      after.sgemm / 1e9);
+  std::printf("fraction  decode %.3f of bandwidth, prefill %.3f of sgemm (against the mean of before and after)\n",
+              decode_fraction, prefill_fraction);
   if (weights.bytes_per_token < 64.0 * 1024 * 1024) {
     std::printf("note      the weights fit in cache, so decode can exceed the DRAM bandwidth fraction of 1\n");
   }

@@ -106,4 +106,11 @@ size_t peak_rss_bytes() {
   return static_cast<size_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
 }
 
+bool reset_peak_rss() {
+  FILE* f = std::fopen("/proc/self/clear_refs", "w");
+  if (f == nullptr) return false;
+  const bool ok = std::fputs("5", f) >= 0;
+  return std::fclose(f) == 0 && ok;
+}
+
 }  // namespace hearth::app

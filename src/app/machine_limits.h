@@ -19,4 +19,7 @@ double measure_sgemm_flops(int n, int threads, int reps);
 // Peak resident set size of this process so far, in bytes (VmHWM).
 size_t peak_rss_bytes();
 
+// Resets the peak RSS to the current RSS (writes 5 to /proc/self/clear_refs). False when the kernel refuses.
+bool reset_peak_rss();
+
 }  // namespace hearth::app
