@@ -23,5 +23,6 @@ Command add_serve(CLI::App& app);
 Command add_plan(CLI::App& app);
 Command add_explain(CLI::App& app);
 Command add_bench_household(CLI::App& app);
+Command add_bench_model(CLI::App& app);  // `hearth bench model`
 
 }  // namespace hearth::app

@@ -25,6 +25,9 @@ int main(int argc, char** argv) {
   CLI::App* household = bench->add_subcommand(
       "household", "Household workload (shared prefix, multi-turn chats) against any OpenAI-compatible server");
   commands[household] = hearth::app::add_bench_household(*household);
+  CLI::App* bench_model =
+      bench->add_subcommand("model", "Prefill and decode speed as fractions of this machine's limits");
+  commands[bench_model] = hearth::app::add_bench_model(*bench_model);
   CLI11_PARSE(app, argc, argv);
   for (auto& [sub, run] : commands) {
     if (sub->parsed()) return run();

@@ -38,6 +38,16 @@ HEARTH_AVX2 inline void unpack_q4_k_scales_x4(const uint8_t* packed, __m128i* sc
   *min8 = _mm_set_epi32(0, 0, static_cast<int>(min_hi), static_cast<int>(min_lo));
 }
 
+// Exact integer sums of the 8 int32 lanes of a and of b, reduced together (one hadd tree instead of two).
+HEARTH_AVX2 inline void hsum_i32_pair(__m256i a, __m256i b, int* sum_a, int* sum_b) {
+  const __m128i a4 = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+  const __m128i b4 = _mm_add_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
+  const __m128i ab2 = _mm_hadd_epi32(a4, b4);    // a01+a23.. | b..
+  const __m128i ab1 = _mm_hadd_epi32(ab2, ab2);  // Σa, Σb, Σa, Σb
+  *sum_a = _mm_cvtsi128_si32(ab1);
+  *sum_b = _mm_extract_epi32(ab1, 1);
+}
+
 // Broadcasts int16 lane `kLane` of both 128-bit halves of v to all 16 lanes.
 template <int kLane>
 HEARTH_AVX2 inline __m256i broadcast_i16(__m256i v) {
@@ -81,10 +91,12 @@ struct Q4KKernel {
     const float wdmin = load_fp16(&w.dmin);
     for (int t = 0; t < T; ++t) {
       const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[t]->bsums));
-      const int summ = hsum_i32(_mm256_madd_epi16(bsums, mins16));
+      int sum_q;
+      int sum_m;
+      hsum_i32_pair(sumi[t], _mm256_madd_epi16(bsums, mins16), &sum_q, &sum_m);
       const float d = wd * x[t]->d;
       const float dmin = wdmin * x[t]->d;
-      acc[t] += d * static_cast<float>(hsum_i32(sumi[t])) - dmin * static_cast<float>(summ);
+      acc[t] += d * static_cast<float>(sum_q) - dmin * static_cast<float>(sum_m);
     }
   }
 };
@@ -161,6 +173,7 @@ struct KQuantKernel {
       activation_blocks<T>(a, b, x);
       for (int r = 0; r < R; ++r) {
         const Block& w = reinterpret_cast<const Block*>(a.w + r * a.w_stride)[b];
+        avx2::prefetch_lines(reinterpret_cast<const uint8_t*>(&w) + avx2::kPrefetchBytes, sizeof(Block));
         RowKernel::template row<T>(w, x, acc[r]);
       }
     }

@@ -21,6 +21,8 @@ using avx2::TileTable;
 
 // Signed int8 values of block b of a weight row, and its scale.
 struct DecodeQ8_0 {
+  // A file may hold -128, whose negation wraps: the weight must be the operand made unsigned (|-128| reads as 128).
+  static constexpr bool kNegatable = false;
   HEARTH_AVX2 static __m256i load(const uint8_t* row, int64_t b, float* d) {
     const BlockQ8_0* block = reinterpret_cast<const BlockQ8_0*>(row) + b;
     *d = load_fp16(&block->d);
@@ -29,6 +31,7 @@ struct DecodeQ8_0 {
 };
 
 struct DecodeQ4_0 {
+  static constexpr bool kNegatable = true;  // values in [-8, 7]
   HEARTH_AVX2 static __m256i load(const uint8_t* row, int64_t b, float* d) {
     const BlockQ4_0* block = reinterpret_cast<const BlockQ4_0*>(row) + b;
     *d = load_fp16(&block->d);
@@ -40,9 +43,14 @@ struct DecodeQ4_0 {
   }
 };
 
-// Σ w·x over 32 int8 pairs as 8 int32 lanes. maddubs needs an unsigned first operand: |w| and x·sign(w).
-HEARTH_AVX2 inline __m256i dot_i8_lanes(__m256i w_abs, __m256i w, __m256i x) {
-  const __m256i products = _mm256_maddubs_epi16(w_abs, _mm256_sign_epi8(x, w));
+// Σ w·x over 32 int8 pairs as 8 int32 lanes. maddubs needs an unsigned first operand: either |w| and x·sign(w)
+// (the weight decoded once, reused for every token) or, when -w cannot wrap, |x| (once per token) and w·sign(x),
+// which reads x from L1 instead of holding it in a register. Every product and pair sum is exact either way.
+template <bool kWeightNegatable>
+HEARTH_AVX2 inline __m256i dot_i8_lanes(__m256i w_abs, __m256i w, __m256i x_abs, const int8_t* x_mem) {
+  const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x_mem));
+  const __m256i products = kWeightNegatable ? _mm256_maddubs_epi16(x_abs, _mm256_sign_epi8(w, x))
+                                            : _mm256_maddubs_epi16(w_abs, _mm256_sign_epi8(x, w));
   return _mm256_madd_epi16(products, _mm256_set1_epi16(1));
 }
 
@@ -58,19 +66,24 @@ struct Q8Kernel {
     }
     const int64_t n_blocks = a.n_cols / kQK8_0;
     for (int64_t b = 0; b < n_blocks; ++b) {
-      __m256i xq[T];
-      float xd[T];
+      __m256i x_abs[T];
+      __m256 xd[T];
       for (int t = 0; t < T; ++t) {
-        xq[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[t][b].qs));
-        xd[t] = load_fp16(&x[t][b].d);
+        if constexpr (Decode::kNegatable) {
+          const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[t][b].qs));
+          x_abs[t] = _mm256_sign_epi8(xq, xq);
+        }
+        xd[t] = _mm256_set1_ps(load_fp16(&x[t][b].d));
       }
       for (int r = 0; r < R; ++r) {
-        float wd;
-        const __m256i wq = Decode::load(a.w + r * a.w_stride, b, &wd);
-        const __m256i w_abs = _mm256_sign_epi8(wq, wq);
+        float wd_scalar;
+        const __m256i wq = Decode::load(a.w + r * a.w_stride, b, &wd_scalar);
+        const __m256 wd = _mm256_set1_ps(wd_scalar);
+        const __m256i w_abs = Decode::kNegatable ? wq : _mm256_sign_epi8(wq, wq);
         for (int t = 0; t < T; ++t) {
-          const __m256 sums = _mm256_cvtepi32_ps(dot_i8_lanes(w_abs, wq, xq[t]));
-          acc[r][t] = _mm256_fmadd_ps(sums, _mm256_set1_ps(wd * xd[t]), acc[r][t]);
+          const __m256i lanes = dot_i8_lanes<Decode::kNegatable>(w_abs, wq, x_abs[t], x[t][b].qs);
+          // The scale d_w·d_x is the same fp32 product in every lane, whatever the tile shape.
+          acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes), _mm256_mul_ps(wd, xd[t]), acc[r][t]);
         }
       }
     }

@@ -39,13 +39,17 @@ void ThreadPool::dispatch(Trampoline call, void* ctx) {
   }
   {
     std::lock_guard lock(mutex_);
-    call_ = call;
-    ctx_ = ctx;
-    pending_.store(num_threads_ - 1, std::memory_order_release);
+    call_.store(call, std::memory_order_relaxed);
+    ctx_.store(ctx, std::memory_order_relaxed);
+    pending_.store(num_threads_ - 1, std::memory_order_relaxed);
+    next_part_.store(1, std::memory_order_release);  // publishes call_, ctx_, pending_ to whoever claims a part
     generation_.fetch_add(1, std::memory_order_acq_rel);
   }
   wake_.notify_all();
   call(ctx, 0, num_threads_);
+  // The caller helps: a worker that is not running yet (an oversubscribed machine) leaves its part to whoever
+  // is free, instead of the whole pool waiting for the scheduler to give it a core.
+  run_parts();
   // Spin briefly (workers usually finish together), then yield so an oversubscribed machine still progresses.
   for (int i = 0; pending_.load(std::memory_order_acquire) != 0; ++i) {
     if (i < kSpinPolls) {
@@ -53,6 +57,15 @@ void ThreadPool::dispatch(Trampoline call, void* ctx) {
     } else {
       std::this_thread::yield();
     }
+  }
+}
+
+void ThreadPool::run_parts() {
+  for (;;) {
+    const int ith = next_part_.fetch_add(1, std::memory_order_acq_rel);
+    if (ith >= num_threads_) return;
+    call_.load(std::memory_order_relaxed)(ctx_.load(std::memory_order_relaxed), ith, num_threads_);
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
 
@@ -71,15 +84,7 @@ void ThreadPool::worker_main(int ith) {
     }
     seen = gen;
     if (stop_.load(std::memory_order_acquire)) return;
-    Trampoline call;
-    void* ctx;
-    {
-      std::lock_guard lock(mutex_);
-      call = call_;
-      ctx = ctx_;
-    }
-    call(ctx, ith, num_threads_);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    run_parts();
   }
 }
 

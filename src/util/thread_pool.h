@@ -22,7 +22,9 @@ class ThreadPool {
 
   int num_threads() const { return num_threads_; }
 
-  // Runs fn(ith, nth) for every ith in [0, nth), nth == num_threads(); the caller runs ith == 0.
+  // Runs fn(ith, nth) exactly once for every ith in [0, nth), nth == num_threads(); the caller runs ith == 0
+  // first. The other parts go to whichever thread claims them first (the caller included), so a worker the OS
+  // has not scheduled yet does not hold up the call; fn must therefore not assume which thread runs a part.
   // Returns when all have finished. Not reentrant: fn must not call run() on the same pool.
   template <class F>
   void run(F&& fn) {
@@ -36,16 +38,18 @@ class ThreadPool {
   using Trampoline = void (*)(void*, int, int);
   void dispatch(Trampoline call, void* ctx);
   void worker_main(int ith);
+  void run_parts();  // claims and runs parts [1, nth) of the current call until none are left
 
   int num_threads_;
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable wake_;
   std::atomic<uint64_t> generation_{0};
-  std::atomic<int> pending_{0};
+  std::atomic<int> pending_{0};          // parts 1..nth-1 not finished yet
+  std::atomic<int> next_part_{1 << 30};  // next part to claim; >= nth when all are claimed
   std::atomic<bool> stop_{false};
-  Trampoline call_ = nullptr;
-  void* ctx_ = nullptr;
+  std::atomic<Trampoline> call_{nullptr};
+  std::atomic<void*> ctx_{nullptr};
 };
 
 // Splits [0, n) into nth near-equal contiguous ranges; returns the [begin, end) of part ith.

@@ -185,6 +185,49 @@ TEST_P(MatmulTypeTest, BitwiseInvariantToBatchAndThreads) {
   }
 }
 
+// Odd shapes against the scalar twin: 13 rows (not a multiple of any row tile), 1, 3 and 513 tokens (513 is not a
+// multiple of any token tile and crosses a token-chunk boundary); the fp32-activation cases use K = 516, not a
+// multiple of the 8-lane vectors. Then tile-vs-single-row identity: every row computed alone (a 1-row matrix) and
+// every token alone must equal its element of the 513-token, 13-row, 2-thread result bit for bit.
+TEST_P(MatmulTypeTest, OddShapesMatchScalarTwinAndSingleRows) {
+  const TypeCase c = GetParam();
+  IsaGuard guard;
+  set_isa_level(detected_isa_level());
+  const int64_t n_rows = 13;
+  const Weights w = make_weights(c.type, n_rows, c.n_cols, 51);
+  ThreadPool two(2);
+  ThreadPool one(1);
+  MatmulScratch scratch;
+  for (int64_t n_tokens : {1, 3, 513}) {
+    const std::vector<float> x = gaussian(n_tokens * c.n_cols, 52 + static_cast<uint32_t>(n_tokens), 1.0f);
+    std::vector<float> fast(static_cast<size_t>(n_tokens * n_rows));
+    std::vector<float> reference(fast.size());
+    matmul(w.view(), x.data(), n_tokens, fast.data(), two, scratch);
+    matmul_reference(w.view(), x.data(), n_tokens, reference.data());
+    if (c.fast_vs_reference_nmse == 0.0) {
+      EXPECT_TRUE(bitwise_equal(fast.data(), reference.data(), static_cast<int64_t>(fast.size())))
+          << "n_tokens " << n_tokens;
+    } else {
+      EXPECT_LT(nmse(fast, to_double(reference)), c.fast_vs_reference_nmse) << "n_tokens " << n_tokens;
+    }
+    if (n_tokens != 513) continue;
+    const size_t stride = row_bytes(c.type, c.n_cols);
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const MatrixView row{c.type, 1, c.n_cols, w.bytes.data() + r * stride, stride};
+      std::vector<float> y(static_cast<size_t>(n_tokens));
+      matmul(row, x.data(), n_tokens, y.data(), one, scratch);
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        ASSERT_TRUE(bitwise_equal(&y[t], &fast[t * n_rows + r], 1)) << "row " << r << " token " << t;
+      }
+    }
+    for (int64_t t : {int64_t{0}, int64_t{2}, int64_t{256}, int64_t{512}}) {
+      std::vector<float> y(static_cast<size_t>(n_rows));
+      matmul(w.view(), x.data() + t * c.n_cols, 1, y.data(), one, scratch);
+      ASSERT_TRUE(bitwise_equal(y.data(), &fast[t * n_rows], n_rows)) << "token " << t;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulTypeTest, testing::ValuesIn(kCases), case_name);
 
 TEST(MatmulTest, ScratchGrowsOnlyWhenNeeded) {
@@ -201,6 +244,33 @@ TEST(MatmulTest, ScratchGrowsOnlyWhenNeeded) {
   matmul(w.view(), x.data(), 16, y.data(), pool, scratch);
   EXPECT_EQ(scratch.capacity(), capacity);
   EXPECT_EQ(scratch.reserve(0), buffer);
+}
+
+// A Q8_0 weight of -128 (legal in a file, never produced by the quantizer) has no int8 negation; the vector kernel
+// must still give the exact integer products, so it matches the scalar twin as closely as for ordinary weights.
+TEST(MatmulTest, Q8_0MinusOneTwentyEightWeightsAreExact) {
+  IsaGuard guard;
+  set_isa_level(detected_isa_level());
+  const int64_t n_rows = 5;
+  const int64_t n_cols = 64;
+  std::vector<BlockQ8_0> blocks(static_cast<size_t>(n_rows * n_cols / kQK8_0));
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    blocks[b].d = 0x2E66;  // fp16 0.1
+    for (int i = 0; i < kQK8_0; ++i) {
+      blocks[b].qs[i] = static_cast<int8_t>(i % 3 == 0 ? -128 : (i * 37 + b) % 255 - 127);
+    }
+  }
+  const MatrixView w{DType::Q8_0, n_rows, n_cols, reinterpret_cast<const uint8_t*>(blocks.data()),
+                     row_bytes(DType::Q8_0, n_cols)};
+  const int64_t n_tokens = 4;
+  const std::vector<float> x = gaussian(n_tokens * n_cols, 61, 1.0f);
+  std::vector<float> fast(static_cast<size_t>(n_tokens * n_rows));
+  std::vector<float> reference(fast.size());
+  ThreadPool pool(1);
+  MatmulScratch scratch;
+  matmul(w, x.data(), n_tokens, fast.data(), pool, scratch);
+  matmul_reference(w, x.data(), n_tokens, reference.data());
+  EXPECT_LT(nmse(fast, to_double(reference)), 1e-11);
 }
 
 TEST(MatmulTest, HonoursRowStride) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <thread>
 #include <vector>
 
 #include "util/result.h"
@@ -22,6 +23,19 @@ TEST(ThreadPool, RunsEveryPartExactlyOnce) {
       });
       for (int i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "threads " << n << " part " << i;
     }
+  }
+}
+
+// Parts go to whichever thread claims them, but part 0 is always the caller's, and with 8 threads on a small
+// machine the caller usually claims some workers' parts too: every part still runs once, on some pool thread.
+TEST(ThreadPool, CallerRunsPartZeroAndPartsRunOnPoolThreads) {
+  ThreadPool pool(8);
+  const std::thread::id caller = std::this_thread::get_id();
+  for (int round = 0; round < 200; ++round) {
+    std::vector<std::thread::id> ran_on(8);
+    pool.run([&](int ith, int) { ran_on[ith] = std::this_thread::get_id(); });
+    ASSERT_EQ(ran_on[0], caller);
+    for (const auto& id : ran_on) ASSERT_NE(id, std::thread::id{});
   }
 }
 

@@ -1,0 +1,197 @@
+// hearth bench model: prefill and decode speed of a GGUF model on this machine, next to the machine's own limits
+// (read bandwidth, OpenBLAS sgemm FLOP/s) measured in the same run, and the fraction of each that Hearth reaches.
+//
+//   (unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE; hearth bench model -m MODEL.gguf -p 512 -n 64 -t 2 [--json])
+
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "app/commands.h"
+#include "app/machine_limits.h"
+#include "bench/bench_tokens.h"
+#include "model/loaded_model.h"
+
+namespace hearth::app {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct BenchModelFlags {
+  std::string model_path;
+  int32_t prompt_tokens = 512;
+  int32_t decode_tokens = 64;
+  int threads = 0;
+  int64_t bandwidth_mib = 1024;
+  bool json = false;
+};
+
+// What one token's forward pass reads and computes: every weight matrix once (the embedding table only as one
+// row, unless it is tied to the output), so matmul parameters and their stored bytes.
+struct WeightTotals {
+  double bytes_per_token = 0;
+  double params = 0;
+};
+
+WeightTotals weight_totals(const GgufFile& file) {
+  const bool tied = file.find_tensor("output.weight") == nullptr;
+  WeightTotals totals;
+  for (const GgufTensor& t : file.tensors()) {
+    if (t.n_dims < 2) continue;  // norms: negligible and not matmuls
+    if (t.name == "token_embd.weight" && !tied) continue;
+    totals.bytes_per_token += static_cast<double>(t.nbytes);
+    totals.params += static_cast<double>(t.num_elements());
+  }
+  return totals;
+}
+
+struct ModelSpeed {
+  double prefill_tok_s = 0;
+  double decode_tok_s = 0;
+  double prefill_s = 0;
+  double decode_s = 0;
+  double prefill_cpu_s = 0;  // process CPU time: below threads × wall when other processes take the cores
+  double decode_cpu_s = 0;
+};
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9;
+}
+
+// One sequence: a warm-up pass (pages the mmapped weights in), then the whole prompt in one forward pass, then
+// `decode_tokens` single-token steps feeding back the argmax.
+ModelSpeed measure_model(Model& model, const Tokenizer& tok, const BenchModelFlags& f, ThreadPool& pool) {
+  const ModelConfig& c = model.config();
+  constexpr int32_t kBlockSize = 16;
+  const int32_t n_positions = f.prompt_tokens + f.decode_tokens;
+  const int32_t n_blocks = (n_positions + kBlockSize - 1) / kBlockSize;
+  KvStorage kv(c.n_layers, c.kv_dim(), kBlockSize, n_blocks);
+  std::vector<BlockId> block_table;
+  for (int32_t b = 0; b < n_blocks; ++b) block_table.push_back(BlockId{b});
+  std::mt19937 rng(7);
+  std::vector<TokenId> prompt{tok.bos()};
+  const auto body = random_normal_tokens(tok, f.prompt_tokens - 1, rng);
+  prompt.insert(prompt.end(), body.begin(), body.end());
+
+  const int32_t n_warm = std::min<int32_t>(16, f.prompt_tokens);
+  BatchSequence warm{0, n_warm, 0, block_table, true};
+  (void)model.forward({{prompt.data(), static_cast<size_t>(n_warm)}, {&warm, 1}}, kv, pool);
+
+  ModelSpeed speed;
+  BatchSequence seq{0, f.prompt_tokens, 0, block_table, true};
+  auto start = Clock::now();
+  double cpu_start = process_cpu_seconds();
+  std::span<const float> logits = model.forward({prompt, {&seq, 1}}, kv, pool);
+  speed.prefill_s = seconds_since(start);
+  speed.prefill_cpu_s = process_cpu_seconds() - cpu_start;
+  TokenId next{static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin())};
+  start = Clock::now();
+  cpu_start = process_cpu_seconds();
+  for (int32_t i = 0; i < f.decode_tokens; ++i) {
+    BatchSequence step{0, 1, f.prompt_tokens + i, block_table, true};
+    logits = model.forward({{&next, 1}, {&step, 1}}, kv, pool);
+    next = TokenId{static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin())};
+  }
+  speed.decode_s = seconds_since(start);
+  speed.decode_cpu_s = process_cpu_seconds() - cpu_start;
+  speed.prefill_tok_s = f.prompt_tokens / speed.prefill_s;
+  speed.decode_tok_s = f.decode_tokens / std::max(speed.decode_s, 1e-12);
+  return speed;
+}
+
+struct MachineLimits {
+  double bandwidth = 0;  // bytes/s
+  double sgemm = 0;      // FLOP/s
+};
+
+MachineLimits measure_limits(ThreadPool& pool, int64_t bandwidth_mib) {
+  return {measure_read_bandwidth(pool, static_cast<size_t>(bandwidth_mib) << 20, 5),
+          measure_sgemm_flops(1024, pool.num_threads(), 5)};
+}
+
+int run_bench_model(const BenchModelFlags& f) {
+  if (f.prompt_tokens < 1 || f.decode_tokens < 0) return std::fprintf(stderr, "error: need -p >= 1, -n >= 0\n"), 1;
+  auto loaded = load_model_file(f.model_path);
+  if (!loaded) return std::fprintf(stderr, "error: %s\n", loaded.error().message.c_str()), 1;
+  Model& model = *loaded->model;
+  if (f.prompt_tokens + f.decode_tokens > model.config().n_ctx_train) {
+    std::fprintf(stderr, "note: -p + -n = %d exceeds the trained context %d (speed is still meaningful)\n",
+                 f.prompt_tokens + f.decode_tokens, model.config().n_ctx_train);
+  }
+  ThreadPool pool(f.threads);
+  const WeightTotals weights = weight_totals(*loaded->file);
+  // The limits are measured right before and right after the model: on a shared machine they drift within a
+  // minute, and the pair shows by how much. Fractions use their mean.
+  const MachineLimits before = measure_limits(pool, f.bandwidth_mib);
+  const bool rss_reset = reset_peak_rss();  // forget the bandwidth buffer, so peak RSS is the model's
+  const ModelSpeed speed = measure_model(model, *loaded->tokenizer, f, pool);
+  const size_t rss = peak_rss_bytes();  // before the second bandwidth buffer inflates it
+  const MachineLimits after = measure_limits(pool, f.bandwidth_mib);
+  const double bandwidth = 0.5 * (before.bandwidth + after.bandwidth);
+  const double sgemm = 0.5 * (before.sgemm + after.sgemm);
+  const double decode_fraction = weights.bytes_per_token * speed.decode_tok_s / bandwidth;
+  const double prefill_fraction = 2.0 * weights.params * speed.prefill_tok_s / sgemm;
+  if (f.json) {
+    std::printf(
+        "{\"model\":\"%s\",\"threads\":%d,\"prompt_tokens\":%d,\"decode_tokens\":%d,\"params\":%.0f,"
+        "\"weight_bytes_per_token\":%.0f,\"prefill_tok_s\":%.3f,\"decode_tok_s\":%.3f,\"peak_rss_bytes\":%zu,"
+        "\"peak_rss_includes_bandwidth_buffer\":%s,\"read_bandwidth_bytes_s\":[%.0f,%.0f],\"sgemm_flops\":[%.0f,%.0f],"
+        "\"decode_fraction_of_bandwidth\":%.4f,\"prefill_fraction_of_sgemm\":%.4f,\"prefill_cpu_s\":%.3f,"
+        "\"decode_cpu_s\":%.3f}\n",
+        f.model_path.c_str(), pool.num_threads(), f.prompt_tokens, f.decode_tokens, weights.params,
+        weights.bytes_per_token, speed.prefill_tok_s, speed.decode_tok_s, rss, rss_reset ? "false" : "true",
+        before.bandwidth, after.bandwidth, before.sgemm, after.sgemm, decode_fraction, prefill_fraction,
+        speed.prefill_cpu_s, speed.decode_cpu_s);
+    return 0;
+  }
+  std::printf("model     %s: %.1fM matmul parameters, %.1f MB weights read per token, %d threads\n",
+              f.model_path.c_str(), weights.params / 1e6, weights.bytes_per_token / 1e6, pool.num_threads());
+  std::printf("prefill   %d tokens in one pass: %.2f s (CPU %.2f s), %.1f tok/s = %.1f GFLOP/s\n", f.prompt_tokens,
+              speed.prefill_s, speed.prefill_cpu_s, speed.prefill_tok_s,
+              2.0 * weights.params * speed.prefill_tok_s / 1e9);
+  std::printf("decode    %d steps: %.2f s (CPU %.2f s), %.2f tok/s = %.1f GB/s of weights\n", f.decode_tokens,
+              speed.decode_s, speed.decode_cpu_s, speed.decode_tok_s,
+              weights.bytes_per_token * speed.decode_tok_s / 1e9);
+  std::printf("peak RSS  %.1f MiB (model file %.1f MiB)%s\n", rss / 1048576.0, loaded->file->file_size() / 1048576.0,
+              rss_reset ? "" : " (includes the bandwidth buffer: could not reset VmHWM)");
+  std::printf(
+      "machine   read bandwidth %.1f / %.1f GB/s (before / after, %lld MiB buffer), sgemm 1024^3 %.1f / %.1f "
+      "GFLOP/s (OpenBLAS)\n",
+      before.bandwidth / 1e9, after.bandwidth / 1e9, static_cast<long long>(f.bandwidth_mib), before.sgemm / 1e9,
+      after.sgemm / 1e9);
+  std::printf("fraction  decode %.3f of bandwidth, prefill %.3f of sgemm (against the mean of before and after)\n",
+              decode_fraction, prefill_fraction);
+  if (weights.bytes_per_token < 64.0 * 1024 * 1024) {
+    std::printf("note      the weights fit in cache, so decode can exceed the DRAM bandwidth fraction of 1\n");
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command add_bench_model(CLI::App& app) {
+  auto flags = std::make_shared<BenchModelFlags>();
+  app.add_option("-m,--model", flags->model_path, "GGUF model file")->required()->check(CLI::ExistingFile);
+  app.add_option("-p,--prompt-tokens", flags->prompt_tokens, "Prompt tokens prefilled in one pass")
+      ->capture_default_str();
+  app.add_option("-n,--decode-tokens", flags->decode_tokens, "Single-token decode steps")->capture_default_str();
+  app.add_option("-t,--threads", flags->threads, "Threads; 0 uses every core")->capture_default_str();
+  app.add_option("--bandwidth-mib", flags->bandwidth_mib, "Buffer for the read-bandwidth measurement (MiB)")
+      ->capture_default_str();
+  app.add_flag("--json", flags->json, "One JSON object instead of text");
+  return [flags] { return run_bench_model(*flags); };
+}
+
+}  // namespace hearth::app
