@@ -29,6 +29,7 @@ struct BenchModelFlags {
   int32_t decode_tokens = 64;
   int threads = 0;
   int64_t bandwidth_mib = 1024;
+  std::string kv_dtype = "f16";
   bool json = false;
 };
 
@@ -77,7 +78,11 @@ ModelSpeed measure_model(Model& model, const Tokenizer& tok, const BenchModelFla
   constexpr int32_t kBlockSize = 16;
   const int32_t n_positions = f.prompt_tokens + f.decode_tokens;
   const int32_t n_blocks = (n_positions + kBlockSize - 1) / kBlockSize;
-  KvStorage kv(c.n_layers, c.kv_dim(), kBlockSize, n_blocks);
+  auto format = parse_kv_dtype(f.kv_dtype);
+  HEARTH_CHECK(format.ok(), "{}", format.error().message);
+  auto storage = KvStorage::create({c.n_layers, c.n_kv_heads, c.head_dim}, {*format, *format}, kBlockSize, n_blocks);
+  HEARTH_CHECK(storage.ok(), "{}", storage.error().message);
+  KvStorage& kv = **storage;
   std::vector<BlockId> block_table;
   for (int32_t b = 0; b < n_blocks; ++b) block_table.push_back(BlockId{b});
   std::mt19937 rng(7);
@@ -189,6 +194,9 @@ Command add_bench_model(CLI::App& app) {
   app.add_option("-n,--decode-tokens", flags->decode_tokens, "Single-token decode steps")->capture_default_str();
   app.add_option("-t,--threads", flags->threads, "Threads; 0 uses every core")->capture_default_str();
   app.add_option("--bandwidth-mib", flags->bandwidth_mib, "Buffer for the read-bandwidth measurement (MiB)")
+      ->capture_default_str();
+  app.add_option("--kv-dtype", flags->kv_dtype, "KV dtype of the run")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0"}))
       ->capture_default_str();
   app.add_flag("--json", flags->json, "One JSON object instead of text");
   return [flags] { return run_bench_model(*flags); };
