@@ -46,6 +46,10 @@ struct ServeFlags {
 
 constexpr const char* kDefaultModel = "../shared/models/stories260K.gguf";
 
+// A stop signal delivered to a thread that does not block it (see run_serve).
+std::atomic<int> g_stop_signal{0};
+extern "C" void record_stop_signal(int sig) { g_stop_signal.store(sig); }
+
 int64_t default_kv_memory() {
   const int64_t pages = sysconf(_SC_PHYS_PAGES);
   const int64_t page_size = sysconf(_SC_PAGE_SIZE);
@@ -80,7 +84,14 @@ int run_serve(ServeFlags f) {
   }
 
   // SIGINT/SIGTERM are taken by a dedicated thread (sigwait), so every other thread, created after this, has
-  // them blocked; SIGPIPE from writes to closed sockets is ignored (the write reports the error).
+  // them blocked. Threads started before main (a linked library's pool, e.g. OpenBLAS's) do not have them
+  // blocked: a handler catches the signal there and the same thread sees it. SIGPIPE from writes to closed
+  // sockets is ignored (the write reports the error).
+  struct sigaction on_stop = {};
+  on_stop.sa_handler = record_stop_signal;
+  sigemptyset(&on_stop.sa_mask);
+  sigaction(SIGINT, &on_stop, nullptr);
+  sigaction(SIGTERM, &on_stop, nullptr);
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
@@ -133,7 +144,8 @@ int run_serve(ServeFlags f) {
   std::thread signal_thread([&] {
     const timespec poll{0, 200 * 1000 * 1000};
     while (!done.load()) {
-      const int sig = sigtimedwait(&stop_signals, nullptr, &poll);
+      int sig = sigtimedwait(&stop_signals, nullptr, &poll);
+      if (sig != SIGINT && sig != SIGTERM) sig = g_stop_signal.exchange(0);
       if (sig == SIGINT || sig == SIGTERM) {
         spdlog::info("received {}", sig == SIGINT ? "SIGINT" : "SIGTERM");
         http.shutdown();
