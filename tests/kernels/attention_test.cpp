@@ -11,16 +11,12 @@
 #include "kernels/cpu_isa.h"
 #include "tensor/kv_dtype.h"
 
+#include "random_vector.h"  // tests/kernels
+
 namespace hearth {
 namespace {
 
-std::vector<float> random_vector(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
+using testing::random_vector;
 
 // Paged K/V of one layer in a given dtype, with a scrambled block table, filled from float rows.
 struct PagedKv {

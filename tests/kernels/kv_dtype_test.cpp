@@ -8,16 +8,12 @@
 #include <random>
 #include <vector>
 
+#include "random_vector.h"  // tests/kernels
+
 namespace hearth {
 namespace {
 
-std::vector<float> random_vector(size_t n, uint32_t seed, float scale) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
+using testing::random_vector;
 
 TEST(KvDtype, NamesRoundTripAndUnknownNamesAreRejected) {
   for (KvDtype t : all_kv_dtypes()) EXPECT_EQ(*parse_kv_dtype(kv_dtype_name(t)), t);

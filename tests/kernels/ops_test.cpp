@@ -9,16 +9,12 @@
 #include <random>
 #include <vector>
 
+#include "random_vector.h"  // tests/kernels
+
 namespace hearth {
 namespace {
 
-std::vector<float> random_vector(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
+using testing::random_vector;
 
 TEST(Ops, DotMatchesReference) {
   for (int64_t n : {1, 7, 8, 9, 64, 100, 4096}) {

@@ -5,20 +5,13 @@
 
 #include "kv/kv_cache_manager.h"
 
+#include "token_seq.h"  // tests/kv
+
 namespace hearth {
 namespace {
 
-std::vector<TokenId> seq(int32_t first, int32_t n) {
-  std::vector<TokenId> out;
-  for (int32_t i = 0; i < n; ++i) out.push_back(TokenId{first + i});
-  return out;
-}
-
-std::vector<TokenId> concat(std::initializer_list<std::vector<TokenId>> parts) {
-  std::vector<TokenId> out;
-  for (const auto& p : parts) out.insert(out.end(), p.begin(), p.end());
-  return out;
-}
+using testing::concat;
+using testing::seq;
 
 class PrefixExplainTest : public ::testing::Test {
  protected:
