@@ -42,6 +42,7 @@ struct ServeFlags {
   std::string max_body = "4MiB";
   std::string model_id;
   double shutdown_grace_s = 10.0;
+  int answer_memory = 256;
 };
 
 constexpr const char* kDefaultModel = "../shared/models/stories260K.gguf";
@@ -134,6 +135,7 @@ int run_serve(ServeFlags f) {
   config.kv_plan = (*engine)->kv_plan();
   config.weights_bytes = static_cast<int64_t>(shared_file->tensor_data_bytes());
   config.shutdown_grace_s = f.shutdown_grace_s;
+  config.answer_memory_entries = static_cast<size_t>(f.answer_memory);
   server::HttpServer http(config, loop, *tokenizer, *chat);
   if (auto bound = http.bind(); !bound) {
     std::fprintf(stderr, "error: %s\n", bound.error().message.c_str());
@@ -188,6 +190,10 @@ Command add_serve(CLI::App& app) {
   app.add_option("--model-id", flags->model_id, "Model name for /v1/models (default: the file name)");
   app.add_option("--shutdown-grace", flags->shutdown_grace_s, "Seconds in-flight requests may finish on SIGTERM")
       ->capture_default_str();
+  app.add_option("--answer-memory", flags->answer_memory,
+                 "Recent answers whose generated token ids a later turn that quotes them reuses (0: off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
   return [flags] { return run_serve(*flags); };
 }
 

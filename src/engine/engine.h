@@ -62,6 +62,7 @@ struct RequestUsage {
   int32_t pinned_tokens = 0;  // with pin_prefix: tokens of the prompt now pinned
   std::string pin_error;      // with pin_prefix: why pinning failed (e.g. the pin cap)
   ReuseExplanation reuse;     // where prefix reuse stopped and why (reason empty if never admitted)
+  int32_t answer_tokens = 0;  // prompt ids that were a remembered answer's generated ids (set by the server)
 };
 
 // What the cache holds of a prompt right now (Engine::explain_prompt); nothing is computed or changed.

@@ -89,6 +89,10 @@ class Tokenizer {
   // With `parse_special`, control tokens written in the text (e.g. "</s>") become their ids; otherwise they are
   // tokenized as plain text. User-defined tokens are always matched.
   [[nodiscard]] std::vector<TokenId> encode(std::string_view text, bool add_special, bool parse_special = false) const;
+  // Tokenizes `text` as the continuation of a sequence already in progress: no BOS or EOS, and no space prefix
+  // before the text's first fragment (a special token inside `text` still starts a new text, as in encode).
+  // Used to append the rest of a prompt after token ids that are known already.
+  [[nodiscard]] std::vector<TokenId> encode_continuation(std::string_view text, bool parse_special) const;
 
   // The bytes one token stands for: "▁" becomes a space, <0xNN> the raw byte (so a piece may be a fragment of a
   // UTF-8 character), control tokens nothing unless `render_special`, unused tokens nothing.
@@ -129,6 +133,9 @@ class Tokenizer {
   explicit Tokenizer(std::shared_ptr<const Vocab> vocab) : vocab_(std::move(vocab)) {}
   // token_to_piece without the copy; valid as long as the tokenizer.
   std::string_view piece_view(TokenId token, bool render_special) const;
+
+  std::vector<TokenId> encode_impl(std::string_view text, bool add_special, bool parse_special,
+                                   bool starts_text) const;
 
   std::shared_ptr<const Vocab> vocab_;
 };

@@ -88,11 +88,20 @@ void escape_spm_text(std::string_view text, bool space_prefix, std::string& out)
 }  // namespace
 
 std::vector<TokenId> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
+  return encode_impl(text, add_special, parse_special, /*starts_text=*/true);
+}
+
+std::vector<TokenId> Tokenizer::encode_continuation(std::string_view text, bool parse_special) const {
+  return encode_impl(text, /*add_special=*/false, parse_special, /*starts_text=*/false);
+}
+
+std::vector<TokenId> Tokenizer::encode_impl(std::string_view text, bool add_special, bool parse_special,
+                                            bool starts_text) const {
   const Vocab& vocab = *vocab_;
   std::vector<TokenId> out;
   out.reserve(text.size() / 3 + 2);
   if (add_special && vocab.add_bos) out.emplace_back(vocab.bos);
-  bool after_special = true;
+  bool after_special = starts_text;
   std::string escaped;
   for (const Fragment& fragment : partition_special(vocab, text, parse_special)) {
     if (fragment.token != Vocab::kNone) {

@@ -23,7 +23,7 @@ void HttpServer::handle_cache_explain(const httplib::Request& req, httplib::Resp
   }
   auto prompt = build_prompt(request);
   if (auto* error = std::get_if<ApiError>(&prompt)) return send_error(res, *error);
-  const auto& tokens = std::get<std::vector<TokenId>>(prompt);
+  const auto& tokens = std::get<BuiltPrompt>(prompt).tokens;
   std::optional<CacheReport> report;
   {
     std::shared_lock lock(loop_mutex_);

@@ -44,6 +44,19 @@ struct HttpServer::Generation {
   std::string text;
   bool first_chunk = true;
   bool finished = false;
+  int32_t answer_tokens_reused = 0;  // prompt ids taken from a remembered answer (usage.hearth)
+  // For the answer memory (when `remember`): the prompt as text and ids, and every generated id.
+  bool remember = false;
+  bool parse_special = false;
+  std::string prompt_text;
+  std::vector<TokenId> prompt_ids;
+  std::vector<TokenId> answer;
+
+  // Every output passes through here: keeps the generated ids, and completes the usage the engine cannot know.
+  void take(RequestOutput& out) {
+    if (remember) answer.insert(answer.end(), out.new_tokens.begin(), out.new_tokens.end());
+    out.usage.answer_tokens = answer_tokens_reused;
+  }
 
   ~Generation() {
     handle.reset();  // aborts the request if it is still running
@@ -51,15 +64,18 @@ struct HttpServer::Generation {
   }
 };
 
-ApiResult<std::vector<TokenId>> HttpServer::build_prompt(const CompletionRequest& request) const {
-  std::vector<TokenId> prompt;
+ApiResult<HttpServer::BuiltPrompt> HttpServer::build_prompt(const CompletionRequest& request) {
+  BuiltPrompt built;
+  std::vector<TokenId>& prompt = built.tokens;
+  bool add_special = true;
   if (request.endpoint == Endpoint::kChat) {
     auto text = chat_.render(request.messages, request.tools);
     if (!text) return invalid_request("cannot render the chat template: " + text.error().message, "messages");
     // A template that writes BOS itself must not get a second one from the tokenizer.
     const std::string_view bos = tokenizer_.token_text(tokenizer_.bos());
-    const bool has_bos = !bos.empty() && std::string_view(*text).substr(0, bos.size()) == bos;
-    prompt = tokenizer_.encode(*text, /*add_special=*/!has_bos, /*parse_special=*/true);
+    add_special = bos.empty() || std::string_view(*text).substr(0, bos.size()) != bos;
+    built.text = std::move(*text);
+    built.parse_special = true;
   } else if (request.prompt_is_tokens) {
     for (int32_t t : request.prompt_tokens) {
       if (!tokenizer_.is_valid(TokenId{t})) {
@@ -69,7 +85,18 @@ ApiResult<std::vector<TokenId>> HttpServer::build_prompt(const CompletionRequest
       prompt.push_back(TokenId{t});
     }
   } else {
-    prompt = tokenizer_.encode(request.prompt_text, /*add_special=*/true, /*parse_special=*/false);
+    built.text = request.prompt_text;
+  }
+  if (!request.prompt_is_tokens || request.endpoint == Endpoint::kChat) {
+    // A later turn of a conversation: the answer's own ids, not a re-tokenization of its text (answer_memory.h).
+    std::optional<AnswerMemory::Spliced> spliced;
+    if (request.use_cache) spliced = answers_.splice(built.parse_special, built.text);
+    if (spliced) {
+      prompt = std::move(spliced->tokens);
+      built.answer_tokens = spliced->answer_tokens;
+    } else {
+      prompt = tokenizer_.encode(built.text, add_special, built.parse_special);
+    }
   }
   if (prompt.empty()) return invalid_request("the prompt is empty", "prompt");
   if (static_cast<int64_t>(prompt.size()) >= config_.n_ctx) {
@@ -78,7 +105,7 @@ ApiResult<std::vector<TokenId>> HttpServer::build_prompt(const CompletionRequest
                                        prompt.size(), config_.n_ctx),
                            request.endpoint == Endpoint::kChat ? "messages" : "prompt", "context_length_exceeded");
   }
-  return prompt;
+  return built;
 }
 
 ApiResult<RequestSpec> HttpServer::build_spec(const CompletionRequest& request, std::vector<TokenId> prompt) const {
@@ -122,9 +149,13 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
                                                 config_.model_id),
                                     "invalid_request_error", "model", "model_not_found"});
   }
-  auto prompt = build_prompt(request);
-  if (auto* error = std::get_if<ApiError>(&prompt)) return send_error(res, *error);
-  auto spec = build_spec(request, std::move(std::get<std::vector<TokenId>>(prompt)));
+  auto built = build_prompt(request);
+  if (auto* error = std::get_if<ApiError>(&built)) return send_error(res, *error);
+  BuiltPrompt& prompt = std::get<BuiltPrompt>(built);
+  // The answer memory needs the prompt's ids when the request ends; a copy only when it will be remembered.
+  const bool remember = request.use_cache && answers_.max_entries() > 0 && !prompt.text.empty();
+  std::vector<TokenId> prompt_ids = remember ? prompt.tokens : std::vector<TokenId>{};
+  auto spec = build_spec(request, std::move(prompt.tokens));
   if (auto* error = std::get_if<ApiError>(&spec)) return send_error(res, *error);
 
   if (std::get<RequestSpec>(spec).use_cache) observe_prompt(std::get<RequestSpec>(spec).prompt, std::get<RequestSpec>(spec));
@@ -138,6 +169,13 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
   gen->meta = ResponseMeta{(chat ? "chatcmpl-" : "cmpl-") + random_hex(next_id_.fetch_add(1)),
                            static_cast<int64_t>(std::time(nullptr)), config_.model_id};
   gen->request = std::move(request);
+  gen->answer_tokens_reused = prompt.answer_tokens;
+  if (remember) {
+    gen->remember = true;
+    gen->prompt_text = std::move(prompt.text);
+    gen->prompt_ids = std::move(prompt_ids);
+    gen->parse_special = prompt.parse_special;
+  }
   if (gen->request.stream) {
     respond_stream(std::move(gen), res);
   } else {
@@ -147,6 +185,10 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
 
 void HttpServer::finish(Generation& gen, const RequestOutput& out) {
   gen.finished = true;
+  if (gen.remember) {
+    answers_.remember(gen.parse_special, std::move(gen.prompt_text), std::move(gen.prompt_ids), gen.answer);
+  }
+  if (gen.answer_tokens_reused > 0) metrics_.record_answer_tokens_reused(gen.answer_tokens_reused);
   if (!out.usage.reuse.reason.empty()) metrics_.record_reuse_stop(out.usage.reuse.reason);
   metrics_.record_request(gen.request.endpoint == Endpoint::kChat ? "chat" : "completions",
                           finish_reason_text(out.finish_reason), out.usage.ttft_ms / 1000.0,
@@ -156,6 +198,7 @@ void HttpServer::finish(Generation& gen, const RequestOutput& out) {
 void HttpServer::respond_whole(std::shared_ptr<Generation> gen, httplib::Response& res) {
   std::string text = gen->request.echo ? gen->request.prompt_text : std::string();
   while (auto out = gen->handle->next()) {
+    gen->take(*out);
     text += out->new_text;
     if (out->finished) {
       finish(*gen, *out);
@@ -177,6 +220,7 @@ bool HttpServer::stream_step(Generation& gen, const std::function<bool(const std
     gen.finished = true;
     return write(std::string(kSseDone));
   }
+  gen.take(*out);
   std::string events;
   if (gen.first_chunk && gen.request.echo && !gen.request.prompt_text.empty()) {
     events += sse_event(chunk_json(gen.request, gen.meta, gen.request.prompt_text, true, FinishReason::kNone));
@@ -206,6 +250,7 @@ void HttpServer::on_disconnect(Generation& gen) {
     auto out = gen.handle->next_for(std::chrono::milliseconds(100), &timed_out);
     if (timed_out) continue;
     if (!out) return;
+    gen.take(*out);
     if (out->finished) return finish(gen, *out);
   }
 }

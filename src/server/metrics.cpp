@@ -141,12 +141,23 @@ std::string Metrics::render(const EngineSnapshot& e) const {
           volatile_warnings_);
   gauge(out, "hearth_volatile_prefix_tokens_lost", "Shared tokens recomputed per request behind the last volatile region.",
         volatile_tokens_lost_);
+  counter(out, "hearth_answer_memory_prompts_total",
+          "Prompts that quoted a recent answer and were built from its generated token ids.", answer_prompts_);
+  counter(out, "hearth_answer_memory_tokens_total",
+          "Generated token ids of recent answers reused in later prompts (instead of re-tokenized text).",
+          answer_tokens_);
   return out;
 }
 
 void Metrics::record_reuse_stop(const std::string& reason) {
   std::lock_guard lock(mutex_);
   reuse_stops_[reason]++;
+}
+
+void Metrics::record_answer_tokens_reused(int64_t tokens) {
+  std::lock_guard lock(mutex_);
+  answer_prompts_++;
+  answer_tokens_ += static_cast<uint64_t>(tokens);
 }
 
 void Metrics::record_volatile_prefix(int64_t tokens_lost, bool warned) {

@@ -67,6 +67,8 @@ class Metrics {
   void record_reuse_stop(const std::string& reason);
   // A prompt with a volatile prefix region costing `tokens_lost` recomputed tokens; `warned` when it was logged.
   void record_volatile_prefix(int64_t tokens_lost, bool warned);
+  // A prompt built with `tokens` generated ids of a remembered answer (see answer_memory.h).
+  void record_answer_tokens_reused(int64_t tokens);
 
   // The whole exposition: engine snapshot first, then the server's own series.
   [[nodiscard]] std::string render(const EngineSnapshot& engine) const;
@@ -82,6 +84,8 @@ class Metrics {
   uint64_t volatile_requests_ = 0;
   uint64_t volatile_warnings_ = 0;
   int64_t volatile_tokens_lost_ = 0;  // of the last volatile prompt
+  uint64_t answer_prompts_ = 0;
+  uint64_t answer_tokens_ = 0;
 };
 
 }  // namespace hearth::server

@@ -366,6 +366,7 @@ nlohmann::json usage_json(const RequestUsage& u, const CompletionRequest& reques
       {"total_ms", u.total_ms},
       {"preemptions", u.preemptions},
       {"cache", request.use_cache ? "on" : "off"},
+      {"answer_tokens_reused", u.answer_tokens},
   };
   hearth["reuse_stop_reason"] = u.reuse.reason.empty() ? json() : json(u.reuse.reason);
   if (!u.reuse.reason.empty()) hearth["reuse_stop"] = reuse_stop_detail_json(u.reuse);

@@ -59,7 +59,8 @@ HttpServer::HttpServer(ServerConfig config, EngineLoop& loop, const Tokenizer& t
       tokenizer_(tokenizer),
       chat_(chat),
       http_(std::make_unique<httplib::Server>()),
-      volatile_(config_.volatile_prefix) {
+      volatile_(config_.volatile_prefix),
+      answers_(tokenizer, config_.answer_memory_entries) {
   const int threads = config_.http_threads;
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http_->set_payload_max_length(config_.max_body_bytes);

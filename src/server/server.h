@@ -21,6 +21,7 @@
 #include "kv/kv_plan.h"
 #include "kv/volatile_prefix.h"
 #include "model/tokenizer.h"
+#include "server/answer_memory.h"
 #include "server/chat.h"
 #include "server/metrics.h"
 #include "server/openai_json.h"
@@ -46,6 +47,7 @@ struct ServerConfig {
   int http_threads = 128;          // connections served at once (streams hold one each)
   double shutdown_grace_s = 10.0;  // in-flight requests may finish for this long after SIGINT/SIGTERM
   VolatilePrefixConfig volatile_prefix;  // the volatile-prefix warning (see kv/volatile_prefix.h)
+  size_t answer_memory_entries = 256;    // recent answers whose ids later turns reuse (0: off; answer_memory.h)
 };
 
 // Constant-time comparison of an Authorization header against "Bearer KEY".
@@ -69,6 +71,13 @@ class HttpServer {
 
  private:
   struct Generation;
+  // A request's prompt ids, and what the answer memory needs to remember its answer.
+  struct BuiltPrompt {
+    std::vector<TokenId> tokens;
+    std::string text;             // the text the ids stand for (rendered chat or prompt text); empty for ids
+    bool parse_special = false;   // how `text` was tokenized
+    int32_t answer_tokens = 0;    // ids taken from a remembered answer
+  };
   void install_routes();
   void handle_completion(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
   void handle_metrics(httplib::Response& res);
@@ -77,7 +86,7 @@ class HttpServer {
   void handle_cache_explain(const httplib::Request& req, httplib::Response& res);
   // Feeds an admitted prompt to the volatile-prefix detector; logs (rate-limited) and counts what it finds.
   void observe_prompt(std::span<const TokenId> prompt, const RequestSpec& spec);
-  ApiResult<std::vector<TokenId>> build_prompt(const CompletionRequest& request) const;
+  ApiResult<BuiltPrompt> build_prompt(const CompletionRequest& request);
   ApiResult<RequestSpec> build_spec(const CompletionRequest& request, std::vector<TokenId> prompt) const;
   void respond_whole(std::shared_ptr<Generation> gen, httplib::Response& res);
   void respond_stream(std::shared_ptr<Generation> gen, httplib::Response& res);
@@ -100,6 +109,7 @@ class HttpServer {
   bool loop_stopped_ = false;     // guarded by loop_mutex_
   std::mutex volatile_mutex_;
   VolatilePrefixDetector volatile_;  // guarded by volatile_mutex_
+  AnswerMemory answers_;
 };
 
 }  // namespace hearth::server

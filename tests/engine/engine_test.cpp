@@ -125,7 +125,9 @@ void expect_concurrent_equals_alone(size_t n, int64_t kv_bytes, bool expect_pree
   for (const auto& p : prompts) ids.push_back(*engine->add_request(greedy(p, 40)));
   auto done = run_to_completion(*engine);
   for (size_t i = 0; i < n; ++i) EXPECT_EQ(done[ids[i].value].tokens, alone[i]) << "request " << i << " of " << n;
-  if (expect_preemption) EXPECT_GT(engine->scheduler().num_preemptions(), 0u);
+  if (expect_preemption) {
+    EXPECT_GT(engine->scheduler().num_preemptions(), 0u);
+  }
   engine->check_invariants();
 }
 

@@ -85,6 +85,21 @@ TEST(TokenizerSpm, SpecialTokensOnlyWhenAsked) {
   EXPECT_EQ(tok.decode(tok.encode("a</s>", true)), "a</s>");
 }
 
+// A continuation gets no BOS and no space prefix, so prompt ids + encode_continuation(rest) decode to the prompt
+// text + rest exactly; a special token inside it still starts a new text with its own space prefix.
+TEST(TokenizerSpm, ContinuationHasNoBosAndNoSpacePrefix) {
+  const Tokenizer& tok = stories();
+  EXPECT_EQ(ids(tok.encode_continuation(" upon a time", false)), (std::vector<int32_t>{407, 261, 378}));
+  EXPECT_EQ(ids(tok.encode_continuation(" upon a time", false)), ids(tok.encode("upon a time", false)));
+  EXPECT_TRUE(tok.encode_continuation("", true).empty());
+  const auto start = tok.encode("Once", true);
+  auto whole = start;
+  for (TokenId t : tok.encode_continuation(" upon a time", false)) whole.push_back(t);
+  EXPECT_EQ(whole, tok.encode("Once upon a time", true));
+  EXPECT_EQ(tok.decode(whole), "Once upon a time");
+  EXPECT_EQ(ids(tok.encode_continuation("</s>a", true)), (std::vector<int32_t>{2, 261}));
+}
+
 TEST(TokenizerSpm, AddsEosWhenTheModelAsks) {
   TokenizerVocab v;
   v.tokens = {"<unk>", "<s>", "</s>", "▁a"};

@@ -283,6 +283,23 @@ TEST(TemplateGolden, Fallback) {
             "User: ab\nAssistant:");
 }
 
+// An answer generated after "Assistant:" keeps its own leading whitespace instead of getting a second space, so
+// the next turn's prompt starts with the previous prompt followed by the answer's exact text.
+TEST(TemplateGolden, FallbackKeepsAnAnswersLeadingSpace) {
+  const ChatTemplate t = ChatTemplate::fallback();
+  const Json first = Json::parse(R"([{"role": "user", "content": "Hi"}])");
+  const std::string prompt = render_ok(t, first, true, "", "");
+  for (const std::string answer : {" Hello there.", "\nHello.", "Hello."}) {
+    Json next = first;
+    next.push_back({{"role", "assistant"}, {"content", answer}});
+    next.push_back({{"role", "user"}, {"content", "And?"}});
+    const std::string rendered = render_ok(t, next, true, "", "");
+    const std::string expected_answer = answer[0] == 'H' ? " " + answer : answer;
+    EXPECT_EQ(rendered, prompt + expected_answer + "\nUser: And?\nAssistant:") << answer;
+  }
+  EXPECT_EQ(render_ok(t, Json::parse(R"([{"role": "user", "content": ""}])"), false, "", ""), "User: \n");
+}
+
 TEST(TemplateGolden, FromGguf) {
   std::string warning = "stale";
   Result<GgufFile> stories = GgufFile::open(std::string(HEARTH_SHARED_DIR) + "/models/stories260K.gguf");
