@@ -140,11 +140,12 @@ describe('prefix cache counts', () => {
     assert.equal(a.prompt_tokens_details.cached_tokens, 0);
     const fullBlocks = Math.floor(p.length / 16) * 16;
 
-    // Shares all of A's prompt: every full block of it.
+    // Shares all of A's prompt: every full block of it, and the tokens of its partly filled last block (copied).
     const b = await run([...p, ...extra]);
-    assert.equal(b.prompt_tokens_details.cached_tokens, fullBlocks);
-    assert.equal(b.hearth.reuse_stopped_at, fullBlocks);
-    assert.equal(b.hearth.computed_prompt_tokens, p.length + extra.length - fullBlocks);
+    assert.equal(b.prompt_tokens_details.cached_tokens, p.length);
+    assert.equal(b.hearth.reuse_stopped_at, p.length);
+    assert.equal(b.hearth.copied_tokens, p.length - fullBlocks);
+    assert.equal(b.hearth.computed_prompt_tokens, extra.length);
 
     // Diverges inside block 3 (token 50): token-granular reuse copies the 2 matching slots.
     const c = await run([...p.slice(0, 50), ...other]);
@@ -155,15 +156,13 @@ describe('prefix cache counts', () => {
     const d = await run(p.slice(0, 48));
     assert.equal(d.prompt_tokens_details.cached_tokens, 47);
 
-    // The text prompt (= p) again: B's full blocks cover it, up to prompt_len - 1 (the last token is computed).
+    // The text prompt (= p) again: B's blocks cover it, up to prompt_len - 1 (the last token is computed).
     const e = await run(text);
-    const coveredByB = Math.floor((p.length + extra.length) / 16) * 16;
-    assert.equal(e.prompt_tokens_details.cached_tokens, Math.min(coveredByB, p.length - 1));
+    assert.equal(e.prompt_tokens_details.cached_tokens, p.length - 1);
   });
 
   test('cache_salt isolates tenants and cache_prompt=false disables reuse', async () => {
     const p = await tokenize(server, text);
-    const fullBlocks = Math.floor(p.length / 16) * 16;
     const s1 = salt();
     const run = async (extra) =>
       (await client.completions.create({ prompt: p, max_tokens: 1, temperature: 0, ...extra })).usage;
@@ -172,7 +171,7 @@ describe('prefix cache counts', () => {
     const off = await run({ cache_salt: s1, cache_prompt: false });
     assert.equal(off.prompt_tokens_details.cached_tokens, 0);
     assert.equal(off.hearth.cache, 'off');
-    assert.equal((await run({ cache_salt: s1 })).prompt_tokens_details.cached_tokens, fullBlocks);
+    assert.equal((await run({ cache_salt: s1 })).prompt_tokens_details.cached_tokens, p.length - 1);
   });
 
   test('pin_prefix reports the pinned tokens', async () => {

@@ -68,8 +68,10 @@ class BlockPool {
   // Requires ref_cnt > 0.
   void release(BlockId id);
 
-  // Registers a full, in-use block under `key`. If another block already holds `key`, nothing changes and
-  // false is returned (the caller keeps its block uncached). Requires ref_cnt > 0 and tokens.size() == block_size.
+  // Registers an in-use block under `key`. If another block already holds `key`, nothing changes and false is
+  // returned (the caller keeps its block uncached). Requires ref_cnt > 0 and 1 <= tokens.size() <= block_size; a
+  // block with fewer tokens (a sequence's partly filled tail) is a source for token-granular copies only, since
+  // its key (which counts its tokens) never equals a full block's.
   bool cache(BlockId id, const BlockHash& key, const BlockHash& parent_key, std::span<const TokenId> tokens);
 
   // The cached block holding `key` whose stored tokens equal `tokens`, if any.

@@ -135,9 +135,24 @@ void KvCacheManager::complete_copies() {
   pending_copies_.clear();
 }
 
-void KvCacheManager::release(RequestId id) {
+void KvCacheManager::cache_partial_tail(Sequence& seq, std::span<const TokenId> tokens, int32_t num_computed) {
+  const int32_t bs = pool_.block_size();
+  const auto n_full = static_cast<int32_t>(seq.keys.size());
+  const int32_t n_tail = std::min(num_computed, static_cast<int32_t>(tokens.size())) - n_full * bs;
+  // Only right behind the cached full blocks (registration never stopped early), and only a private block.
+  if (!seq.use_cache || n_tail <= 0 || n_tail >= bs || n_full >= static_cast<int32_t>(seq.table.size())) return;
+  const BlockId tail = seq.table[n_full];
+  if (pool_.meta(tail).ref_cnt != 1 || pool_.meta(tail).has_key) return;
+  const BlockHash parent = n_full == 0 ? seq.ns : seq.keys.back();
+  const auto tail_tokens = tokens.subspan(static_cast<size_t>(n_full) * bs, n_tail);
+  // A key over n_tail < bs tokens never equals a full block's; an identical tail already cached wins.
+  pool_.cache(tail, hash_block(parent, seq.ns, tail_tokens), parent, tail_tokens);
+}
+
+void KvCacheManager::release(RequestId id, std::span<const TokenId> tokens, int32_t num_computed) {
   auto it = seqs_.find(id);
   if (it == seqs_.end()) return;
+  if (!tokens.empty()) cache_partial_tail(it->second, tokens, num_computed);
   const auto& table = it->second.table;
   for (auto b = table.rbegin(); b != table.rend(); ++b) pool_.release(*b);
   seqs_.erase(it);

@@ -109,8 +109,11 @@ class KvCacheManager {
   void complete_copies();
 
   // The one release path: drops every block reference of `id`, tail first, and forgets it. Cached blocks stay
-  // cached. No-op for an unknown id.
-  void release(RequestId id);
+  // cached. With the sequence's `tokens` and how many of them have K/V (`num_computed`), a last block that is
+  // only partly computed is cached too, holding those tokens: it can never be found as a full block, only copied
+  // from (token-granular reuse), so a conversation's next turn reuses every computed token, not just whole
+  // blocks. No-op for an unknown id.
+  void release(RequestId id, std::span<const TokenId> tokens = {}, int32_t num_computed = 0);
 
   bool is_active(RequestId id) const { return seqs_.contains(id); }
   std::span<const BlockId> block_table(RequestId id) const;
@@ -137,6 +140,7 @@ class KvCacheManager {
   };
 
   std::optional<BlockId> best_partial(const BlockHash& parent, std::span<const TokenId> next, int32_t* n_match) const;
+  void cache_partial_tail(Sequence& seq, std::span<const TokenId> tokens, int32_t num_computed);
   int32_t num_unreferenced_among(const PrefixMatch& match) const;
   std::optional<BlockId> most_recent_child(const BlockHash& parent) const;
   // Tokens of the cached chain starting at `first` (from its slot `offset`), following the most recently used

@@ -84,12 +84,13 @@ PrefixExplanation KvCacheManager::explain_prefix(const BlockHash& ns, std::span<
   }
   const std::optional<BlockId> nearest = match.partial_block ? match.partial_block : most_recent_child(parent);
   if (nearest && e.reuse_stopped_at > 0) {
-    e.reason = ReuseStop::kDiverged;
     e.cached_continuation = cached_continuation(*nearest, e.reuse_stopped_at - block_begin);
+    // Every token of a cached partial tail block matched: the cached prefix simply ends there.
+    e.reason = e.cached_continuation.empty() ? ReuseStop::kEndOfCachedPrefix : ReuseStop::kDiverged;
     return e;
   }
   if (block_begin + bs > static_cast<int32_t>(tokens.size())) {
-    // Only a tail that never fills a block is left: only full blocks are cached, so nothing more was reusable.
+    // Only a tail that never fills a block is left, and no cached block continues the prefix.
     e.reason = ReuseStop::kEndOfPrompt;
     return e;
   }

@@ -171,7 +171,7 @@ void Scheduler::preempt(Request& r, SchedulerOutput& out, int32_t& budget) {
   out.preempted.push_back(r.id);
 }
 
-void Scheduler::free_blocks(Request& r) { kv_.release(r.id); }
+void Scheduler::free_blocks(Request& r) { kv_.release(r.id, r.tokens, r.num_computed_tokens); }
 
 std::unique_ptr<Request> Scheduler::take(RequestId id) {
   auto it = requests_.find(id);

@@ -3,8 +3,8 @@
 // stored in the GGUF (tokenizer.chat_template, rendered by hearth_template's Jinja subset). A model without a
 // template, or with one the interpreter cannot run, gets the documented fallback format (see ChatTemplate), and
 // the reason is reported once at startup.
-// Fallback format (ChatTemplate::kFallbackSource): system contents then "\n\n"; "User: ...\n",
-// "Assistant: ...\n" per turn; then "Assistant:".
+// Fallback format (ChatTemplate::kFallbackSource): system contents then "\n\n"; "User: ...\n" per user turn,
+// "Assistant:...\n" (the content verbatim, as the model continued "Assistant:") per answer; then "Assistant:".
 
 #include <nlohmann/json.hpp>
 

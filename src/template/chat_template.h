@@ -56,12 +56,14 @@ class ChatTemplate {
   // The fallback format, used when a model has no template (e.g. stories260K). Plain text, no special tokens
   // (the tokenizer adds BOS as it would for any prompt):
   //   each system message:         "<content>\n\n"
-  //   each user/assistant/... turn: "User: <content>\n", "Assistant: <content>\n" (role name capitalized; no
-  //                                 space after the colon when the content already starts with whitespace)
+  //   each user/tool/... turn:     "User: <content>\n" (role name capitalized)
+  //   each assistant turn:         "Assistant:<content>\n", the content verbatim
   //   add_generation_prompt:        "Assistant:"
-  // So an answer generated after "Assistant:" (" Hi", with the model's own leading space) renders back as
-  // "Assistant: Hi": the conversation's next prompt starts with the previous prompt plus the answer's exact text,
-  // and the server can reuse the answer's token ids and their cached K/V (see server/answer_memory.h).
+  // An assistant turn is written the way the model continues the generation prompt: an answer generated after
+  // "Assistant:" (usually with its own leading space, " Hi") renders back as exactly that text, so the
+  // conversation's next prompt starts with the previous prompt plus the answer's exact text, and the server can
+  // reuse the answer's token ids and their cached K/V (see server/answer_memory.h). A hand-written assistant
+  // content should therefore start with a space, as a model's answer would.
   // A content that is a list of parts renders the parts' "text" fields joined.
   static constexpr std::string_view kFallbackSource =
       "{%- for message in messages %}"
@@ -70,8 +72,8 @@ class ChatTemplate {
       "{% set content = message.content | map(attribute='text') | join('') %}"
       "{%- else %}{% set content = '' %}{% endif %}"
       "{%- if message.role == 'system' %}{{ content }}{{ '\\n\\n' }}"
-      "{%- else %}{{ message.role | capitalize }}:"
-      "{%- if not content[:1] or content[:1] not in ' \\t\\n' %} {% endif %}{{ content }}{{ '\\n' }}{% endif %}"
+      "{%- elif message.role == 'assistant' %}Assistant:{{ content }}{{ '\\n' }}"
+      "{%- else %}{{ message.role | capitalize }}: {{ content }}{{ '\\n' }}{% endif %}"
       "{%- endfor %}"
       "{%- if add_generation_prompt %}Assistant:{% endif %}";
 

@@ -212,11 +212,18 @@ TEST(PrefixCache, SecondTurnReusesTheAnswer) {
   next.insert(next.end(), turn1.tokens.begin(), turn1.tokens.end());
   auto question = m.tokenizer->encode(" What did they see?", false);
   next.insert(next.end(), question.begin(), question.end());
-  auto second = *engine->add_request(greedy(next, 5));
-  auto turn2 = run_to_completion(*engine)[second.value];
+  RequestUsage usage;
+  const auto warm = first_logits(*engine, next, &usage);
   // Turn 1 computed 40 + 29 tokens (its last token was sampled, never fed back): 4 full blocks are cached,
-  // including the blocks that hold the answer.
-  EXPECT_EQ(turn2.usage.cached_tokens, 64);
+  // including the blocks that hold the answer, and the 5 computed tokens of its last block are copied.
+  EXPECT_EQ(usage.cached_tokens, 69);
+  EXPECT_EQ(usage.copied_tokens, 5);
+  auto cold_engine = *Engine::create(*m.model, *m.tokenizer, small_config(), pool);
+  const auto cold = first_logits(*cold_engine, next);
+  ASSERT_EQ(warm.size(), cold.size());
+  EXPECT_EQ(std::memcmp(warm.data(), cold.data(), warm.size() * sizeof(float)), 0)
+      << "the second turn's logits differ from a cold run";
+  engine->check_invariants();
 }
 
 }  // namespace

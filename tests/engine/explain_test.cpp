@@ -79,10 +79,10 @@ TEST_F(ExplainTest, TimestampAtToken5IsReportedAsDivergenceAtToken5WithTheText) 
 
   // The whole cached base.
   const CacheReport base_report = engine_->explain_prompt(base, "");
-  EXPECT_EQ(base_report.cached_tokens, 496);  // 31 full blocks; the last 4 tokens never filled a block
-  EXPECT_EQ(base_report.cached_tokens_ram, 496);
-  EXPECT_EQ(base_report.reusable_tokens, 496);
-  EXPECT_EQ(base_report.explanation.reason, "end_of_prompt");  // only full blocks are cached
+  EXPECT_EQ(base_report.cached_tokens, 500);  // 31 full blocks and the partly filled last one (4 tokens)
+  EXPECT_EQ(base_report.cached_tokens_ram, 500);
+  EXPECT_EQ(base_report.reusable_tokens, 499);  // the last prompt token is always computed
+  EXPECT_EQ(base_report.explanation.reason, "end_of_prompt");
   EXPECT_EQ(engine_->explain_prompt(std::span(base).first(480), "").explanation.reason, "end_of_prompt");
   EXPECT_EQ(engine_->explain_prompt(base, "", /*use_cache=*/false).explanation.reason, "cache_disabled");
 

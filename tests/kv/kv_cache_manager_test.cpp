@@ -197,6 +197,72 @@ TEST_F(KvCacheManagerTest, GeneratedTokensAreCachedForTheNextTurn) {
   kv_.release(RequestId{2});
 }
 
+// A finished sequence's partly filled last block stays cached with its computed tokens: the next turn copies them
+// (token-granular reuse) instead of recomputing up to block_size - 1 tokens.
+TEST_F(KvCacheManagerTest, PartlyComputedTailIsCachedForCopying) {
+  auto tokens = seq(100, 10);  // blocks of 4: two full, a tail of 2
+  ASSERT_TRUE(kv_.admit(RequestId{1}, ns_, tokens, 10, true).has_value());
+  kv_.cache_full_blocks(RequestId{1}, tokens, 10);
+  tokens.push_back(TokenId{300});  // sampled, never computed: its slot holds nothing
+  ASSERT_TRUE(kv_.allocate_slots(RequestId{1}, 11));
+  EXPECT_EQ(kv_.pool().num_blocks_cached(), 2);
+  kv_.release(RequestId{1}, tokens, 10);
+  EXPECT_EQ(kv_.pool().num_blocks_cached(), 3);
+  const BlockId tail{2};
+  EXPECT_EQ(kv_.pool().meta(tail).tokens, seq(108, 2));
+  kv_.check_invariants();
+
+  // The next turn: everything computed is reused, the partial tail by copying its two slots.
+  auto next = tokens;
+  for (int32_t t = 0; t < 5; ++t) next.push_back(TokenId{400 + t});
+  auto admitted = kv_.admit(RequestId{2}, ns_, next, static_cast<int32_t>(next.size()), true);
+  ASSERT_TRUE(admitted.has_value());
+  EXPECT_EQ(admitted->num_cached_tokens, 10);
+  EXPECT_EQ(admitted->num_copied_tokens, 2);
+  ASSERT_EQ(kv_.pending_copies().size(), 1u);
+  EXPECT_EQ(kv_.pending_copies()[0].src, tail);
+  EXPECT_EQ(kv_.pending_copies()[0].n_slots, 2);
+  kv_.complete_copies();
+  kv_.release(RequestId{2});
+
+  // A full-block lookup never finds the tail; a prompt that differs inside it copies only what matches.
+  auto other = seq(100, 8);
+  other.push_back(TokenId{108});
+  other.push_back(TokenId{999});
+  other.push_back(TokenId{998});
+  auto partly = kv_.admit(RequestId{3}, ns_, other, static_cast<int32_t>(other.size()), true);
+  ASSERT_TRUE(partly.has_value());
+  EXPECT_EQ(partly->num_cached_tokens, 9);
+  EXPECT_EQ(partly->num_copied_tokens, 1);
+  kv_.complete_copies();
+  kv_.release(RequestId{3});
+}
+
+TEST_F(KvCacheManagerTest, TailIsCachedOnlyBehindCachedBlocksAndWithCacheOn) {
+  // Cache off: nothing is cached, the tail included.
+  auto tokens = seq(100, 6);
+  ASSERT_TRUE(kv_.admit(RequestId{1}, ns_, tokens, 6, /*use_cache=*/false).has_value());
+  kv_.release(RequestId{1}, tokens, 6);
+  EXPECT_EQ(kv_.pool().num_blocks_cached(), 0);
+  // A whole number of blocks leaves no tail; nothing computed leaves none either.
+  ASSERT_TRUE(kv_.admit(RequestId{2}, ns_, prompt_, 12, true).has_value());
+  kv_.cache_full_blocks(RequestId{2}, prompt_, 12);
+  kv_.release(RequestId{2}, prompt_, 12);
+  EXPECT_EQ(kv_.pool().num_blocks_cached(), 3);
+  auto fresh = seq(500, 6);
+  ASSERT_TRUE(kv_.admit(RequestId{3}, ns_, fresh, 6, true).has_value());
+  kv_.release(RequestId{3}, fresh, 0);
+  EXPECT_EQ(kv_.pool().num_blocks_cached(), 3);
+  // The same tail twice: the second stays uncached, the first keeps its key.
+  for (uint64_t id : {4, 5}) {
+    ASSERT_TRUE(kv_.admit(RequestId{id}, ns_, fresh, 6, true).has_value());
+    kv_.complete_copies();
+    kv_.cache_full_blocks(RequestId{id}, fresh, 6);
+    kv_.release(RequestId{id}, fresh, 6);
+  }
+  EXPECT_EQ(kv_.pool().num_blocks_cached(), 5);
+}
+
 TEST_F(KvCacheManagerTest, CacheDisabledNeitherReadsNorWrites) {
   run(1, prompt_, ns_);
   kv_.release(RequestId{1});
