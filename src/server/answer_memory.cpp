@@ -9,8 +9,13 @@ bool is_utf8_continuation(char c) { return (static_cast<unsigned char>(c) & 0xC0
 
 }  // namespace
 
-AnswerMemory::AnswerMemory(const Tokenizer& tokenizer, size_t max_entries)
-    : tokenizer_(tokenizer), max_entries_(max_entries) {}
+AnswerMemory::AnswerMemory(const Tokenizer& tokenizer, size_t max_entries, size_t max_bytes)
+    : tokenizer_(tokenizer), max_entries_(max_entries), max_bytes_(max_bytes) {}
+
+size_t AnswerMemory::Entry::bytes() const {
+  return prompt_text.size() + answer_text.size() + (prompt.size() + answer.size()) * sizeof(TokenId) +
+         answer_ends.size() * sizeof(size_t);
+}
 
 void AnswerMemory::remember(bool parse_special, std::string prompt_text, std::vector<TokenId> prompt,
                             std::span<const TokenId> answer) {
@@ -27,13 +32,21 @@ void AnswerMemory::remember(bool parse_special, std::string prompt_text, std::ve
     e.answer_text += tokenizer_.token_to_piece(answer[i], /*render_special=*/true);
     e.answer_ends.push_back(e.answer_text.size());
   }
+  if (e.bytes() > max_bytes_) return;
   std::lock_guard lock(mutex_);
-  // The same prompt answered again (a retry): the newer answer replaces the older.
+  // The same prompt and answer again (a retry at temperature 0): keep one.
   std::erase_if(entries_, [&](const Entry& old) {
-    return old.parse_special == e.parse_special && old.prompt_text == e.prompt_text && old.answer == e.answer;
+    const bool same =
+        old.parse_special == e.parse_special && old.prompt_text == e.prompt_text && old.answer == e.answer;
+    if (same) bytes_ -= old.bytes();
+    return same;
   });
+  bytes_ += e.bytes();
   entries_.push_front(std::move(e));
-  while (entries_.size() > max_entries_) entries_.pop_back();
+  while (entries_.size() > max_entries_ || bytes_ > max_bytes_) {
+    bytes_ -= entries_.back().bytes();
+    entries_.pop_back();
+  }
 }
 
 size_t AnswerMemory::matched_answer_tokens(const Entry& e, std::string_view text) {
@@ -90,6 +103,11 @@ std::optional<AnswerMemory::Spliced> AnswerMemory::splice(bool parse_special, st
 size_t AnswerMemory::size() const {
   std::lock_guard lock(mutex_);
   return entries_.size();
+}
+
+size_t AnswerMemory::bytes() const {
+  std::lock_guard lock(mutex_);
+  return bytes_;
 }
 
 }  // namespace hearth::server

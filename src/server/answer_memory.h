@@ -12,7 +12,7 @@
 //
 // An answer id matches only where the text repeats it byte for byte and the cut falls on a UTF-8 character
 // boundary; a control token (EOS, <|im_end|>) matches only its own text in a prompt that parses special tokens.
-// Bounded: the least recently used entries go first. Thread-safe.
+// Bounded in entries and in bytes (texts and ids): the least recently used entries go first. Thread-safe.
 
 #include <cstdint>
 #include <list>
@@ -35,8 +35,11 @@ class AnswerMemory {
     int32_t answer_tokens = 0;  // of which were generated ids of the remembered answer
   };
 
-  // Keeps at most `max_entries` turns (0 disables the memory).
-  AnswerMemory(const Tokenizer& tokenizer, size_t max_entries);
+  static constexpr size_t kDefaultMaxBytes = size_t{64} << 20;
+
+  // Keeps at most `max_entries` turns (0 disables the memory) holding at most `max_bytes` of text and ids; a
+  // single turn larger than that is not remembered.
+  AnswerMemory(const Tokenizer& tokenizer, size_t max_entries, size_t max_bytes = kDefaultMaxBytes);
 
   // Remembers a finished request: `prompt` are the ids `prompt_text` was turned into (with `parse_special` as
   // they were), `answer` the ids generated after them. An empty answer is not remembered.
@@ -48,6 +51,7 @@ class AnswerMemory {
   [[nodiscard]] std::optional<Spliced> splice(bool parse_special, std::string_view text);
 
   size_t size() const;
+  size_t bytes() const;
   size_t max_entries() const { return max_entries_; }
 
  private:
@@ -59,14 +63,17 @@ class AnswerMemory {
     std::vector<size_t> answer_ends;  // answer_ends[i]: bytes of answer text through answer[i]
     std::string answer_text;          // answer pieces concatenated (control tokens as their text)
     size_t first_control = 0;         // index of the first control token in answer (answer.size() if none)
+    size_t bytes() const;
   };
   // How many answer ids of `e` the text after its prompt text repeats (requires text to start with it).
   static size_t matched_answer_tokens(const Entry& e, std::string_view text);
 
   const Tokenizer& tokenizer_;
   size_t max_entries_;
+  size_t max_bytes_;
   mutable std::mutex mutex_;
   std::list<Entry> entries_;  // most recently used first
+  size_t bytes_ = 0;          // sum of entries_' bytes()
 };
 
 }  // namespace hearth::server

@@ -124,6 +124,27 @@ TEST(AnswerMemory, PrefersTheTurnThatCoversMostAndForgetsTheOldest) {
   EXPECT_EQ(memory.splice(false, t.prompt_text + " Hello there")->answer_tokens, 12);
 }
 
+TEST(AnswerMemory, BoundedInBytes) {
+  const Tokenizer& tok = stories();
+  Turn t;
+  AnswerMemory probe(tok, 8);
+  probe.remember(false, t.prompt_text, t.prompt, t.answer);
+  const size_t one = probe.bytes();
+  ASSERT_GT(one, 0u);
+  AnswerMemory memory(tok, 8, 2 * one + one / 2);
+  for (const std::string q : {"User: A\nAssistant:", "User: B\nAssistant:", "User: C\nAssistant:"}) {
+    memory.remember(false, q, tok.encode(q, true), t.answer);
+    EXPECT_LE(memory.bytes(), 2 * one + one / 2);
+  }
+  EXPECT_EQ(memory.size(), 2u);
+  EXPECT_FALSE(memory.splice(false, "User: A\nAssistant: Hello there"));  // the oldest went
+  EXPECT_TRUE(memory.splice(false, "User: C\nAssistant: Hello there"));
+  AnswerMemory tiny(tok, 8, one - 1);  // a turn larger than the whole budget is not kept
+  tiny.remember(false, t.prompt_text, t.prompt, t.answer);
+  EXPECT_EQ(tiny.size(), 0u);
+  EXPECT_EQ(tiny.bytes(), 0u);
+}
+
 TEST(AnswerMemory, ZeroEntriesIsOff) {
   AnswerMemory memory(stories(), 0);
   Turn t;
