@@ -60,7 +60,18 @@ describe('answer memory', () => {
     assert.ok(first.text.length > 0);
 
     messages.push({ role: 'assistant', content: first.text }, { role: 'user', content: 'What happened next?' });
+    // /v1/cache/explain builds the prompt the same way, without running it.
+    const res = await fetch(`${server.baseURL}/v1/cache/explain`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ messages }),
+    });
+    const explained = await res.json();
+    assert.equal(res.status, 200);
+    assert.ok(explained.answer_tokens_reused >= first.usage.completion_tokens - 1, JSON.stringify(explained));
     const second = await turn(client, messages);
+    assert.equal(second.usage.hearth.answer_tokens_reused, explained.answer_tokens_reused);
+    assert.equal(second.usage.prompt_tokens_details.cached_tokens, explained.reusable_tokens);
     // Every answer id but an end-of-text token (not in the text the client got) is quoted back.
     assert.ok(second.usage.hearth.answer_tokens_reused >= first.usage.completion_tokens - 1, JSON.stringify(second.usage));
     assert.ok(second.usage.hearth.answer_tokens_reused > 0);

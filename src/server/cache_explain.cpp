@@ -34,9 +34,10 @@ void HttpServer::handle_cache_explain(const httplib::Request& req, httplib::Resp
   if (!report) {
     return send_error(res, ApiError{503, "the server is shutting down", "server_error", {}, "server_shutting_down"});
   }
-  res.set_content(cache_report_json(*report, config_.model_id)
-                      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
-                  "application/json");
+  nlohmann::json body = cache_report_json(*report, config_.model_id);
+  // The prompt as a request would build it: with a recent answer's own ids where its text quotes one.
+  body["answer_tokens_reused"] = std::get<BuiltPrompt>(prompt).answer_tokens;
+  res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
 }
 
 void HttpServer::observe_prompt(std::span<const TokenId> prompt, const RequestSpec& spec) {
