@@ -4,7 +4,7 @@
 // turn it off.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { MODEL_ID, metrics, startServer } from './helpers.mjs';
+import { MODEL_ID, explain, metrics, startServer } from './helpers.mjs';
 
 const BLOCK = 16; // hearth serve's default --block-size
 const SYSTEM = 'You tell short stories to children. Every story has a cat, a dog and a big red ball in the park.';
@@ -61,13 +61,8 @@ describe('answer memory', () => {
 
     messages.push({ role: 'assistant', content: first.text }, { role: 'user', content: 'What happened next?' });
     // /v1/cache/explain builds the prompt the same way, without running it.
-    const res = await fetch(`${server.baseURL}/v1/cache/explain`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ messages }),
-    });
-    const explained = await res.json();
-    assert.equal(res.status, 200);
+    const { status, body: explained } = await explain(server, { messages });
+    assert.equal(status, 200);
     assert.ok(explained.answer_tokens_reused >= first.usage.completion_tokens - 1, JSON.stringify(explained));
     const second = await turn(client, messages);
     assert.equal(second.usage.hearth.answer_tokens_reused, explained.answer_tokens_reused);

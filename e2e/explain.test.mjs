@@ -2,7 +2,7 @@
 // POST /v1/cache/explain (no model run), and the volatile-prefix warning counted on /metrics.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { MODEL_ID, metrics, startServer, tokenize } from './helpers.mjs';
+import { MODEL_ID, explain as explainAt, metrics, startServer, tokenize } from './helpers.mjs';
 
 let server;
 let client;
@@ -19,14 +19,7 @@ const STORY =
   'Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her dog. ' +
   'One day, she saw a big, red ball under a tree. She ran to the ball and picked it up. ';
 
-async function explain(body) {
-  const res = await fetch(`${server.baseURL}/v1/cache/explain`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  });
-  return { status: res.status, body: await res.json() };
-}
+const explain = (body) => explainAt(server, body);
 
 async function complete(prompt, extra = {}) {
   const r = await client.completions.create({ model: MODEL_ID, prompt, max_tokens: 1, temperature: 0, ...extra });

@@ -71,6 +71,16 @@ export async function tokenize(server, content, addSpecial = true, headers = {})
   return (await res.json()).tokens;
 }
 
+// POST /v1/cache/explain with `body`: { status, body }.
+export async function explain(server, body) {
+  const res = await fetch(`${server.baseURL}/v1/cache/explain`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  return { status: res.status, body: await res.json() };
+}
+
 // Parses the Prometheus text of /metrics into { 'name{labels}': value }.
 export async function metrics(server, headers = {}) {
   const res = await fetch(`${server.baseURL}/metrics`, { headers });

@@ -86,7 +86,6 @@ std::optional<AnswerMemory::Spliced> AnswerMemory::splice(bool parse_special, st
   entries_.splice(entries_.begin(), entries_, best);
   const Entry& e = entries_.front();
   Spliced out;
-  out.tokens.reserve(e.prompt.size() + best_tokens + 16);
   out.tokens = e.prompt;
   out.tokens.insert(out.tokens.end(), e.answer.begin(), e.answer.begin() + static_cast<ptrdiff_t>(best_tokens));
   out.answer_tokens = static_cast<int32_t>(best_tokens);

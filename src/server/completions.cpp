@@ -87,7 +87,8 @@ ApiResult<HttpServer::BuiltPrompt> HttpServer::build_prompt(const CompletionRequ
   } else {
     built.text = request.prompt_text;
   }
-  if (!request.prompt_is_tokens || request.endpoint == Endpoint::kChat) {
+  const bool from_text = request.endpoint == Endpoint::kChat || !request.prompt_is_tokens;
+  if (from_text) {
     // A later turn of a conversation: the answer's own ids, not a re-tokenization of its text (answer_memory.h).
     std::optional<AnswerMemory::Spliced> spliced;
     if (request.use_cache) spliced = answers_.splice(built.parse_special, built.text);
