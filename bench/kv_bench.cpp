@@ -53,8 +53,7 @@ std::vector<double> log_softmax(const float* logits, int32_t n) {
 }
 
 // Logits of every position of `tokens` (one row each) with KV stored in `format`.
-std::vector<float> all_logits(Model& model, std::span<const TokenId> tokens, const KvFormat& format,
-                              ThreadPool& pool) {
+std::vector<float> all_logits(Model& model, std::span<const TokenId> tokens, const KvFormat& format, ThreadPool& pool) {
   const ModelConfig& c = model.config();
   const int32_t n = static_cast<int32_t>(tokens.size());
   const int32_t bs = 16;
@@ -69,10 +68,10 @@ std::vector<float> all_logits(Model& model, std::span<const TokenId> tokens, con
 }
 
 struct Quality {
-  double kl = 0;        // mean KL(f32 || this) in nats
+  double kl = 0;  // mean KL(f32 || this) in nats
   double kl_max = 0;
-  double top1 = 0;      // share of positions whose argmax equals f32's
-  double nll = 0;       // mean negative log-likelihood of the text's next token
+  double top1 = 0;  // share of positions whose argmax equals f32's
+  double nll = 0;   // mean negative log-likelihood of the text's next token
   int64_t positions = 0;
 };
 
@@ -159,9 +158,9 @@ int run(const Flags& f) {
     }
   }
 
-  const KvModelShape shape{c.n_layers, c.n_kv_heads, c.head_dim};
+  const KvShape shape{c.n_layers, c.n_kv_heads, c.head_dim};
   const int64_t budget = f.kv_memory_mib << 20;
-  const int64_t f16_tokens = plan_kv_pool(shape, formats[1], 16, budget)->capacity_tokens;
+  const int64_t f16_tokens = plan_kv_pool(shape, *kv_token_cost(shape, formats[1]), 16, budget)->capacity_tokens;
   std::printf("model %s: %d layers, %d KV heads of %d; %lld text tokens scored in windows of %d; %d threads\n",
               f.model_path.c_str(), c.n_layers, c.n_kv_heads, c.head_dim, static_cast<long long>(quality[0].positions),
               window, pool.num_threads());
@@ -170,15 +169,14 @@ int run(const Flags& f) {
   std::printf("%-14s %9s %10s %7s %10s %9s %9s %8s %11s %9s %10s\n", "KV dtype", "B/token", "tokens", "vs f16",
               "KL mean", "KL max", "top-1", "ppl", "prefill t/s", "vs f16", "decode t/s");
   for (size_t fi = 0; fi < formats.size(); ++fi) {
-    const auto plan = plan_kv_pool(shape, formats[fi], 16, budget);
+    const auto plan = plan_kv_pool(shape, *kv_token_cost(shape, formats[fi]), 16, budget);
     const Quality& q = quality[fi];
-    std::printf("%-14s %9lld %10s %6.2fx %10.2e %9.2e %8.2f%% %8.3f %11.1f %8.2fx %10.1f (%.2fx)\n",
-                formats[fi].name().c_str(), static_cast<long long>(plan->bytes_per_token),
-                format_thousands(plan->capacity_tokens).c_str(),
-                static_cast<double>(plan->capacity_tokens) / f16_tokens, q.kl / q.positions, q.kl_max,
-                100.0 * q.top1 / q.positions, std::exp(q.nll / q.positions), speed[fi].prefill_tps,
-                speed[fi].prefill_tps / speed[1].prefill_tps, speed[fi].decode_tps,
-                speed[fi].decode_tps / speed[1].decode_tps);
+    std::printf(
+        "%-14s %9lld %10s %6.2fx %10.2e %9.2e %8.2f%% %8.3f %11.1f %8.2fx %10.1f (%.2fx)\n", formats[fi].name().c_str(),
+        static_cast<long long>(plan->bytes_per_token), format_thousands(plan->capacity_tokens).c_str(),
+        static_cast<double>(plan->capacity_tokens) / f16_tokens, q.kl / q.positions, q.kl_max,
+        100.0 * q.top1 / q.positions, std::exp(q.nll / q.positions), speed[fi].prefill_tps,
+        speed[fi].prefill_tps / speed[1].prefill_tps, speed[fi].decode_tps, speed[fi].decode_tps / speed[1].decode_tps);
   }
   return 0;
 }

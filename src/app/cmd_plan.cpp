@@ -10,6 +10,7 @@
 #include "kv/kv_plan.h"
 #include "model/config.h"
 #include "server/kv_plan_json.h"
+#include "tensor/kv_dtype.h"
 
 namespace hearth::app {
 namespace {
@@ -43,7 +44,8 @@ int run_plan(const PlanFlags& f) {
   request.block_size = f.block_size;
   request.context = f.context > 0 ? f.context : config->n_ctx_train;
   request.users = f.users;
-  request.format = *format;
+  request.costs = kv_dtype_costs(request.shape, *format);
+  request.dtype = format->name();
   if (!f.memory.empty()) {
     auto memory = parse_bytes(f.memory);
     if (!memory) return fail("--memory: " + memory.error().message);
@@ -91,7 +93,8 @@ Command add_plan(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--kv-dtype-k", flags->kv_dtype_k, "KV dtype of keys (overrides --kv-dtype)");
   app.add_option("--kv-dtype-v", flags->kv_dtype_v, "KV dtype of values (overrides --kv-dtype)");
-  app.add_option("--memory", flags->memory, "Memory budget, e.g. 8GiB: shows the longest context and most users that fit");
+  app.add_option("--memory", flags->memory,
+                 "Memory budget, e.g. 8GiB: shows the longest context and most users that fit");
   app.add_option("--block-size", flags->block_size, "Tokens per KV block")->capture_default_str();
   app.add_flag("--json", flags->json, "Print JSON for scripts");
   return [flags] { return run_plan(*flags); };

@@ -14,12 +14,14 @@
 #include <thread>
 
 #include "app/commands.h"
+#include "engine/engine.h"
 #include "engine/engine_loop.h"
 #include "gguf/gguf_file.h"
 #include "kv/kv_plan.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
 #include "server/server.h"
+#include "template/chat_template.h"
 #include "util/log.h"
 
 namespace hearth::app {
@@ -49,7 +51,9 @@ constexpr const char* kDefaultModel = "../shared/models/stories260K.gguf";
 
 // A stop signal delivered to a thread that does not block it (see run_serve).
 std::atomic<int> g_stop_signal{0};
-extern "C" void record_stop_signal(int sig) { g_stop_signal.store(sig); }
+extern "C" void record_stop_signal(int sig) {
+  g_stop_signal.store(sig);
+}
 
 int64_t default_kv_memory() {
   const int64_t pages = sysconf(_SC_PHYS_PAGES);
@@ -77,8 +81,9 @@ int run_serve(ServeFlags f) {
   auto kv_format = parse_kv_format(f.kv_dtype, f.kv_dtype_k, f.kv_dtype_v);
   if (!kv_format) return std::fprintf(stderr, "error: %s\n", kv_format.error().message.c_str()), 1;
   if (kv_format->k == KvDtype::kQ4_0) {
-    spdlog::warn("q4_0 keys are lossy (hearth-bench-kv on stories260K: perplexity 4.72 -> 8.98, top-1 agreement "
-                 "61%); --kv-dtype-k q8_0 --kv-dtype-v q4_0 keeps top-1 at 96.5% with 2x the tokens of f16");
+    spdlog::warn(
+        "q4_0 keys are lossy (hearth-bench-kv on stories260K: perplexity 4.72 -> 8.98, top-1 agreement "
+        "61%); --kv-dtype-k q8_0 --kv-dtype-v q4_0 keeps top-1 at 96.5% with 2x the tokens of f16");
   }
   if (f.api_key.empty()) {
     if (const char* env = std::getenv("HEARTH_API_KEY")) f.api_key = env;
@@ -108,7 +113,7 @@ int run_serve(ServeFlags f) {
   auto tokenizer = Tokenizer::from_gguf(*shared_file);
   if (!tokenizer) return std::fprintf(stderr, "error: %s\n", tokenizer.error().message.c_str()), 1;
   std::string template_warning;
-  auto chat = server::ChatFormatter::create(*shared_file, *tokenizer, &template_warning);
+  auto chat = server::ChatFormatter::create(ChatTemplate::from_gguf(*shared_file, &template_warning), *tokenizer);
   if (!template_warning.empty()) spdlog::warn("chat template: {}", template_warning);
   spdlog::info("chat format: {}", chat->describe());
 
@@ -120,6 +125,7 @@ int run_serve(ServeFlags f) {
   engine_config.max_batch_tokens = f.max_batch_tokens;
   engine_config.max_running = f.max_running;
   engine_config.max_waiting = f.max_queue;
+  engine_config.model_id = f.model_id.empty() ? default_model_id(f.model_path) : f.model_id;
   auto engine = Engine::create(**model, *tokenizer, engine_config, pool);
   if (!engine) return std::fprintf(stderr, "error: %s\n", engine.error().message.c_str()), 1;
   EngineLoop loop(**engine);
@@ -129,11 +135,6 @@ int run_serve(ServeFlags f) {
   config.port = f.port;
   config.api_key = f.api_key;
   config.max_body_bytes = static_cast<size_t>(*max_body);
-  config.model_id = f.model_id.empty() ? default_model_id(f.model_path) : f.model_id;
-  config.n_ctx = (*model)->config().n_ctx_train;
-  config.block_size = f.block_size;
-  config.kv_plan = (*engine)->kv_plan();
-  config.weights_bytes = static_cast<int64_t>(shared_file->tensor_data_bytes());
   config.shutdown_grace_s = f.shutdown_grace_s;
   config.answer_memory_entries = static_cast<size_t>(f.answer_memory);
   server::HttpServer http(config, loop, *tokenizer, *chat);
@@ -157,8 +158,9 @@ int run_serve(ServeFlags f) {
   });
 
   // Tests and scripts read the port from this line (--port 0 picks a free one).
-  std::printf("hearth: serving %s (model id '%s') on http://%s:%d%s\n", f.model_path.c_str(), config.model_id.c_str(),
-              f.host.c_str(), http.bound_port(), f.api_key.empty() ? "" : " (API key set)");
+  std::printf("hearth: serving %s (model id '%s') on http://%s:%d%s\n", f.model_path.c_str(),
+              engine_config.model_id.c_str(), f.host.c_str(), http.bound_port(),
+              f.api_key.empty() ? "" : " (API key set)");
   std::fflush(stdout);
   http.listen();
   done = true;

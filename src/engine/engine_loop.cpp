@@ -1,13 +1,21 @@
 #include "engine/engine_loop.h"
 
+#include "engine/engine.h"
+
 namespace hearth {
 
 RequestHandle::~RequestHandle() {
-  std::lock_guard lock(channel_->mutex);
-  if (!channel_->finished) loop_.abort(id_);
+  bool finished = false;
+  {
+    std::lock_guard lock(channel_->mutex);
+    finished = channel_->finished;
+  }
+  if (!finished) abort();
 }
 
-void RequestHandle::abort() { loop_.abort(id_); }
+void RequestHandle::abort() {
+  loop_.abort(channel_);
+}
 
 std::optional<RequestOutput> RequestHandle::next() {
   bool timed_out = false;
@@ -31,49 +39,103 @@ std::optional<RequestOutput> RequestHandle::next_for(std::chrono::milliseconds t
   return out;
 }
 
-EngineLoop::EngineLoop(Engine& engine) : engine_(engine), thread_([this] { thread_main(); }) {}
+EngineLoop::EngineLoop(Engine& engine) : engine_(engine) {
+  publish_limits();
+  thread_ = std::thread([this] { thread_main(); });
+}
 
-EngineLoop::~EngineLoop() { stop(false); }
+EngineLoop::~EngineLoop() {
+  stop(false);
+}
+
+const EngineInfo& EngineLoop::info() const {
+  return engine_.info();
+}
 
 void EngineLoop::post(Command command) {
   {
     std::lock_guard lock(mutex_);
+    if (exited_) return;
     commands_.push_back(std::move(command));
   }
   wake_.notify_one();
 }
 
-Result<std::unique_ptr<RequestHandle>> EngineLoop::submit(RequestSpec spec) {
+void EngineLoop::publish_limits() {
+  const AdmissionLimits limits = engine_.scheduler().admission_limits();
+  const int32_t waiting = engine_.scheduler().num_waiting();
+  std::lock_guard lock(mutex_);
+  limits_ = limits;
+  num_waiting_ = waiting;
+}
+
+SubmitResult<std::unique_ptr<RequestHandle>> EngineLoop::submit(RequestSpec spec) {
   auto channel = std::make_shared<RequestHandle::Channel>();
-  std::promise<Result<RequestId>> promise;
-  auto future = promise.get_future();
   {
     std::lock_guard lock(mutex_);
-    if (stopping_) return make_error("server is shutting down");
-    commands_.push_back([&, channel] {
-      auto id = engine_.add_request(std::move(spec));
-      if (id) channels_.emplace(*id, channel);
-      promise.set_value(std::move(id));
+    if (stopping_ || exited_) return submit_error(SubmitErrorCode::kShuttingDown, "the server is shutting down");
+    HEARTH_TRY(check_request(spec, engine_.info(), limits_, num_waiting_ + num_submitted_));
+    num_submitted_++;
+    commands_.push_back([this, channel, spec = std::move(spec)]() mutable { add_request(channel, std::move(spec)); });
+  }
+  wake_.notify_one();
+  return std::unique_ptr<RequestHandle>(new RequestHandle(*this, std::move(channel)));
+}
+
+void EngineLoop::add_request(const std::shared_ptr<RequestHandle::Channel>& channel, RequestSpec spec) {
+  {
+    std::lock_guard lock(mutex_);
+    num_submitted_--;
+  }
+  auto id = engine_.add_request(std::move(spec));
+  if (!id) {
+    RequestOutput refused;
+    refused.finished = true;
+    refused.error = id.error();
+    deliver_to(*channel, std::move(refused));
+    return;
+  }
+  channel->id = *id;
+  channels_.emplace(*id, channel);
+}
+
+void EngineLoop::abort(const std::shared_ptr<RequestHandle::Channel>& channel) {
+  post([this, channel] {
+    if (channel->id) engine_.abort(*channel->id);
+  });
+}
+
+std::optional<EngineStats> EngineLoop::stats() {
+  std::optional<EngineStats> out;
+  run_on_loop([&](Engine& engine) { out = engine.stats(); });
+  return out;
+}
+
+std::optional<CacheReport> EngineLoop::explain_prompt(std::span<const TokenId> prompt, const std::string& cache_salt,
+                                                      bool use_cache) {
+  std::optional<CacheReport> out;
+  run_on_loop([&](Engine& engine) { out = engine.explain_prompt(prompt, cache_salt, use_cache); });
+  return out;
+}
+
+bool EngineLoop::run_on_loop(const std::function<void(Engine&)>& fn) {
+  std::mutex done_mutex;
+  std::condition_variable done_cv;
+  bool done = false;
+  {
+    std::lock_guard lock(mutex_);
+    if (exited_) return false;
+    commands_.push_back([&] {
+      fn(engine_);
+      std::lock_guard done_lock(done_mutex);
+      done = true;
+      done_cv.notify_one();
     });
   }
   wake_.notify_one();
-  Result<RequestId> id = future.get();
-  if (!id) return id.error();
-  return std::unique_ptr<RequestHandle>(new RequestHandle(*this, *id, std::move(channel)));
-}
-
-void EngineLoop::abort(RequestId id) {
-  post([this, id] { engine_.abort(id); });
-}
-
-void EngineLoop::run_on_loop(const std::function<void(Engine&)>& fn) {
-  std::promise<void> done;
-  auto future = done.get_future();
-  post([&] {
-    fn(engine_);
-    done.set_value();
-  });
-  future.get();
+  std::unique_lock done_lock(done_mutex);
+  done_cv.wait(done_lock, [&] { return done; });
+  return true;
 }
 
 void EngineLoop::stop(bool drain) {
@@ -96,17 +158,21 @@ void EngineLoop::run_commands() {
   for (auto& command : commands) command();
 }
 
+void EngineLoop::deliver_to(RequestHandle::Channel& channel, RequestOutput out) {
+  {
+    std::lock_guard lock(channel.mutex);
+    channel.finished |= out.finished;
+    channel.outputs.push_back(std::move(out));
+  }
+  channel.ready.notify_all();
+}
+
 void EngineLoop::deliver(std::vector<RequestOutput> outputs) {
   for (RequestOutput& out : outputs) {
     auto it = channels_.find(out.id);
     if (it == channels_.end()) continue;
     const bool finished = out.finished;
-    {
-      std::lock_guard lock(it->second->mutex);
-      it->second->outputs.push_back(std::move(out));
-      it->second->finished |= finished;
-    }
-    it->second->ready.notify_all();
+    deliver_to(*it->second, std::move(out));
     if (finished) channels_.erase(it);
   }
 }
@@ -114,7 +180,7 @@ void EngineLoop::deliver(std::vector<RequestOutput> outputs) {
 void EngineLoop::thread_main() {
   for (;;) {
     run_commands();
-    bool stopping, drain;
+    bool stopping = false, drain = false;
     {
       std::unique_lock lock(mutex_);
       if (!engine_.has_unfinished() && commands_.empty() && !stopping_) {
@@ -123,14 +189,21 @@ void EngineLoop::thread_main() {
       stopping = stopping_;
       drain = drain_;
     }
+    run_commands();
     if (stopping && !drain) {
       for (auto& [id, channel] : channels_) engine_.abort(id);
     }
-    run_commands();
     if (engine_.has_unfinished()) deliver(engine_.step());
+#ifndef NDEBUG
+    engine_.check_invariants();  // STYLE rule 8: after every step in debug builds
+#endif
+    publish_limits();
     if (stopping && !engine_.has_unfinished()) {
       std::lock_guard lock(mutex_);
-      if (commands_.empty()) break;
+      if (commands_.empty()) {
+        exited_ = true;
+        break;
+      }
     }
   }
 }

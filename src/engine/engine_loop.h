@@ -1,25 +1,33 @@
 #pragma once
 // EngineLoop: runs Engine::step() on its own thread. Callers submit requests from any thread and read each
-// request's outputs through a RequestHandle. Only the loop thread touches the Engine.
+// request's outputs through a RequestHandle. Only the loop thread touches the Engine; this header does not even
+// show it (callers see engine_types.h only).
 //
-// A handle's destructor aborts its request if it has not finished, so a dropped HTTP connection frees the
+// submit() never waits for the engine: it validates on the caller's thread against the limits the loop published
+// after its last step (check_request), queues the request and returns its handle. The engine validates again when
+// it takes the request; if that fails (the pins grew in between), the handle's only output is a final one with
+// `error` set. A handle's destructor aborts its request if it has not finished, so a dropped connection frees the
 // request's blocks within one step.
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
-#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
+#include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
-#include "engine/engine.h"
+#include "engine/engine_types.h"
+#include "sched/admission.h"
 
 namespace hearth {
 
+class Engine;
 class EngineLoop;
 
 class RequestHandle {
@@ -28,13 +36,12 @@ class RequestHandle {
   RequestHandle& operator=(const RequestHandle&) = delete;
   ~RequestHandle();  // aborts the request unless it finished
 
-  RequestId id() const { return id_; }
-
   // Blocks until the request has news. Returns nullopt once the final output (finished == true) was returned.
   std::optional<RequestOutput> next();
-  // Like next(), but gives up after `timeout` and returns nullopt with *timed_out set (for disconnect checks).
+  // Like next(), but gives up after `timeout` and returns nullopt with *timed_out set (an SSE keep-alive is due).
   std::optional<RequestOutput> next_for(std::chrono::milliseconds timeout, bool* timed_out);
 
+  // Asks the loop to end the request; its final output (aborted) follows within one step.
   void abort();
 
  private:
@@ -43,14 +50,13 @@ class RequestHandle {
     std::mutex mutex;
     std::condition_variable ready;
     std::deque<RequestOutput> outputs;
-    bool finished = false;  // the final output was queued
-    bool drained = false;   // the final output was taken
+    bool finished = false;        // the final output was queued
+    bool drained = false;         // the final output was taken
+    std::optional<RequestId> id;  // the engine's id once it took the request (loop thread only)
   };
-  RequestHandle(EngineLoop& loop, RequestId id, std::shared_ptr<Channel> channel)
-      : loop_(loop), id_(id), channel_(std::move(channel)) {}
+  RequestHandle(EngineLoop& loop, std::shared_ptr<Channel> channel) : loop_(loop), channel_(std::move(channel)) {}
 
   EngineLoop& loop_;
-  RequestId id_;
   std::shared_ptr<Channel> channel_;
 };
 
@@ -62,24 +68,36 @@ class EngineLoop {
   EngineLoop& operator=(const EngineLoop&) = delete;
   ~EngineLoop();  // aborts everything still running and joins
 
-  // Queues a request. Fails at once, with the engine's message, when the request can never run or the server is
-  // overloaded.
-  [[nodiscard]] Result<std::unique_ptr<RequestHandle>> submit(RequestSpec spec);
+  // The engine's fixed facts (context, block size, KV plan, model id); any thread.
+  const EngineInfo& info() const;
 
-  void abort(RequestId id);
+  // Validates and queues a request without waiting for the engine. Fails at once with the kind and the numbers
+  // when the request can never run, the queue is full (kOverloaded) or the loop has stopped (kShuttingDown).
+  [[nodiscard]] SubmitResult<std::unique_ptr<RequestHandle>> submit(RequestSpec spec);
 
-  // Runs `fn` on the loop thread between steps and waits for it (metrics snapshots, pins, admin calls).
-  void run_on_loop(const std::function<void(Engine&)>& fn);
+  // Engine state, read on the loop thread between steps (waits for the current step); nullopt once stopped.
+  std::optional<EngineStats> stats();
+  std::optional<CacheReport> explain_prompt(std::span<const TokenId> prompt, const std::string& cache_salt,
+                                            bool use_cache);
+
+  // Runs `fn` on the loop thread between steps and waits for it (tests, admin calls). False, without running it,
+  // once the loop has stopped.
+  bool run_on_loop(const std::function<void(Engine&)>& fn);
 
   // Stops the loop: with drain, finishes every request first; without, aborts them. Idempotent.
   void stop(bool drain);
 
  private:
+  friend class RequestHandle;
   using Command = std::function<void()>;
   void post(Command command);
+  void abort(const std::shared_ptr<RequestHandle::Channel>& channel);
   void thread_main();
   void run_commands();
+  void add_request(const std::shared_ptr<RequestHandle::Channel>& channel, RequestSpec spec);
   void deliver(std::vector<RequestOutput> outputs);
+  static void deliver_to(RequestHandle::Channel& channel, RequestOutput out);
+  void publish_limits();
 
   Engine& engine_;
   std::mutex mutex_;
@@ -87,6 +105,12 @@ class EngineLoop {
   std::vector<Command> commands_;
   bool stopping_ = false;
   bool drain_ = false;
+  bool exited_ = false;  // the thread left its loop: commands would never run
+  // What submit() validates against (guarded by mutex_): the engine's admission limits after its last step, and
+  // requests waiting there plus those submitted but not yet taken.
+  AdmissionLimits limits_;
+  int32_t num_waiting_ = 0;
+  int32_t num_submitted_ = 0;
   std::unordered_map<RequestId, std::shared_ptr<RequestHandle::Channel>> channels_;  // loop thread only
   std::thread thread_;
 };

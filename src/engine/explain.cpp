@@ -16,7 +16,7 @@ std::string token_excerpt(const Tokenizer& tokenizer, std::span<const TokenId> t
 ReuseExplanation describe_reuse(const Tokenizer& tokenizer, const PrefixExplanation& e, std::span<const TokenId> prompt,
                                 int32_t block_size) {
   ReuseExplanation out;
-  out.reason = reuse_stop_name(e.reason);
+  out.reason = e.reason;
   out.stopped_at = e.reuse_stopped_at;
   out.block_size = block_size;
   out.stopped_block = block_size > 0 ? e.reuse_stopped_at / block_size : 0;

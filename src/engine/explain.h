@@ -8,25 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "engine/engine_types.h"
 #include "kv/prefix_diff.h"
 #include "kv/prefix_explain.h"
 #include "model/tokenizer.h"
 
 namespace hearth {
-
-struct ReuseExplanation {
-  std::string reason;  // reuse_stop_name(); empty when the request was never admitted
-  int32_t stopped_at = 0;      // token index of the first token not reused
-  int32_t stopped_block = 0;   // its block
-  int32_t block_size = 0;
-  // Text around stopped_at (kDiverged, kEvicted, kDifferentSalt, kEndOfCachedPrefix): the shared text before it,
-  // the prompt's text from it, and (kDiverged) the nearest cached prefix's text from it.
-  std::string context_text;
-  std::string prompt_text;
-  std::string cached_text;
-  int32_t evicted_block = -1;        // kEvicted
-  int32_t other_salt_tokens = 0;     // kDifferentSalt: tokens reusable under another cache_salt
-};
 
 inline constexpr int32_t kExcerptTokens = 16;  // tokens of text shown on each side of a divergence
 
@@ -51,8 +38,8 @@ struct PromptComparison {
   int32_t shared_full_blocks = 0;     // blocks B shares whole
   int32_t shared_partial_tokens = 0;  // leading slots of the next block B reuses by copy
   int32_t reusable_tokens = 0;        // min(divergence, b_tokens - 1)
-  std::string context_text;  // up to kExcerptTokens tokens before the divergence
-  std::string a_text;        // each prompt's text from the divergence, truncated
+  std::string context_text;           // up to kExcerptTokens tokens before the divergence
+  std::string a_text;                 // each prompt's text from the divergence, truncated
   std::string b_text;
   // After a short differing region the prompts agree again (a volatile prefix): those tokens are recomputed.
   std::optional<Realignment> realignment;  // a = B, b = A

@@ -12,37 +12,21 @@ int64_t KvPlan::users_at(int64_t context) const {
   return num_blocks / blocks_per_user;
 }
 
-Result<int64_t> kv_bytes_per_token(const KvModelShape& shape, const KvFormat& format) {
-  if (shape.n_layers < 1 || shape.n_kv_heads < 1 || shape.head_dim < 1) {
-    return make_error("bad model shape for KV: {} layers, {} KV heads, head size {}", shape.n_layers,
-                      shape.n_kv_heads, shape.head_dim);
-  }
-  HEARTH_TRY(kv_group_size(format.k, shape.head_dim));
-  HEARTH_TRY(kv_group_size(format.v, shape.head_dim));
-  const int64_t per_head = static_cast<int64_t>(kv_head_bytes(format.k, shape.head_dim) +
-                                                kv_head_bytes(format.v, shape.head_dim));
-  return int64_t{shape.n_layers} * shape.n_kv_heads * per_head;
-}
-
-Result<KvPlan> plan_kv_pool(const KvModelShape& shape, const KvFormat& format, int32_t block_size,
-                            int64_t budget_bytes) {
+Result<KvPlan> plan_kv_pool(const KvShape& shape, const KvTokenCost& cost, int32_t block_size, int64_t budget_bytes) {
   if (block_size < 1 || block_size > 1024) return make_error("block size {} is out of range [1, 1024]", block_size);
-  auto per_token = kv_bytes_per_token(shape, format);
-  if (!per_token) return per_token.error();
+  if (cost.bytes_per_token < 1) return make_error("a KV token of {} costs {} bytes", cost.dtype, cost.bytes_per_token);
   KvPlan p;
   p.shape = shape;
-  p.format = format;
+  p.cost = cost;
   p.block_size = block_size;
   p.budget_bytes = budget_bytes;
-  p.bytes_per_token = *per_token;
-  p.scale_bytes_per_token = int64_t{shape.n_layers} * shape.n_kv_heads *
-                            static_cast<int64_t>(kv_head_scale_bytes(format.k, shape.head_dim) +
-                                                 kv_head_scale_bytes(format.v, shape.head_dim));
+  p.bytes_per_token = cost.bytes_per_token;
+  p.scale_bytes_per_token = cost.scale_bytes_per_token;
   p.bytes_per_block = p.bytes_per_token * block_size;
   p.num_blocks = budget_bytes > 0 ? budget_bytes / p.bytes_per_block : 0;
   if (p.num_blocks < 1) {
-    return make_error("KV memory of {} bytes holds no block: one block of {} tokens at {} needs {} bytes",
-                      budget_bytes, block_size, format.name(), p.bytes_per_block);
+    return make_error("KV memory of {} bytes holds no block: one block of {} tokens at {} needs {} bytes", budget_bytes,
+                      block_size, cost.dtype, p.bytes_per_block);
   }
   if (p.num_blocks > (int64_t{1} << 30)) {
     return make_error("KV memory of {} bytes is {} blocks; at most 2^30 are supported", budget_bytes, p.num_blocks);
@@ -62,42 +46,36 @@ std::string context_label(int64_t ctx) {
 
 std::string describe_kv_plan(const KvPlan& p) {
   return fmt::format("KV pool {}, {}, {}/token, {} tokens, {} users at {} context or {} at {}",
-                     format_bytes(p.pool_bytes), p.format.name(), format_bytes(p.bytes_per_token),
+                     format_bytes(p.pool_bytes), p.cost.dtype, format_bytes(p.bytes_per_token),
                      format_thousands(p.capacity_tokens), format_thousands(p.users_at(16384)), context_label(16384),
                      format_thousands(p.users_at(4096)), context_label(4096));
 }
 
 const MemoryPlanRow& MemoryPlan::requested() const {
   for (const MemoryPlanRow& row : rows) {
-    if (row.format == request.format) return row;
+    if (row.dtype == request.dtype) return row;
   }
-  HEARTH_CHECK(false, "memory plan has no row for {}", request.format.name());
+  HEARTH_CHECK(false, "memory plan has no row for {}", request.dtype);
   return rows.front();
 }
 
 Result<MemoryPlan> plan_memory(const MemoryPlanRequest& r) {
-  if (r.block_size < 1 || r.block_size > 1024) return make_error("block size {} is out of range [1, 1024]", r.block_size);
+  if (r.block_size < 1 || r.block_size > 1024)
+    return make_error("block size {} is out of range [1, 1024]", r.block_size);
   if (r.context < 1) return make_error("context must be at least 1 token, got {}", r.context);
   if (r.users < 1) return make_error("users must be at least 1, got {}", r.users);
   if (r.memory_bytes < 0) return make_error("memory budget must not be negative");
   MemoryPlan plan;
   plan.request = r;
-  std::vector<KvFormat> formats;
-  for (KvDtype t : all_kv_dtypes()) formats.push_back({t, t});
-  if (r.format.k != r.format.v) formats.push_back(r.format);
+  const bool has_requested =
+      std::any_of(r.costs.begin(), r.costs.end(), [&](const KvTokenCost& c) { return c.dtype == r.dtype; });
+  if (!has_requested) return make_error("KV dtype {} cannot hold this model's head size {}", r.dtype, r.shape.head_dim);
   const int64_t blocks_per_user = (r.context + r.block_size - 1) / r.block_size;
-  for (const KvFormat& f : formats) {
-    auto per_token = kv_bytes_per_token(r.shape, f);
-    if (!per_token) {
-      if (f == r.format) return per_token.error();
-      continue;  // this head size does not fit the format; the table leaves it out
-    }
+  for (const KvTokenCost& cost : r.costs) {
     MemoryPlanRow row;
-    row.format = f;
-    row.bytes_per_token = *per_token;
-    row.scale_bytes_per_token = int64_t{r.shape.n_layers} * r.shape.n_kv_heads *
-                                static_cast<int64_t>(kv_head_scale_bytes(f.k, r.shape.head_dim) +
-                                                     kv_head_scale_bytes(f.v, r.shape.head_dim));
+    row.dtype = cost.dtype;
+    row.bytes_per_token = cost.bytes_per_token;
+    row.scale_bytes_per_token = cost.scale_bytes_per_token;
     const int64_t bytes_per_block = row.bytes_per_token * r.block_size;
     row.kv_bytes = r.users * blocks_per_user * bytes_per_block;
     row.total_bytes = r.weights_bytes + row.kv_bytes;
@@ -122,12 +100,13 @@ std::string render_memory_plan(const MemoryPlan& plan) {
       r.memory_bytes > 0 ? fmt::format(", in {} of memory", format_bytes(r.memory_bytes)) : std::string());
   out += fmt::format("{:<14} {:>12} {:>10} {:>12} {:>12}", "KV dtype", "bytes/token", "of scales", "KV", "total");
   if (r.memory_bytes > 0) {
-    out += fmt::format(" {:>16} {:>18}", fmt::format("max ctx × {}", r.users), fmt::format("max users @ {}", r.context));
+    out +=
+        fmt::format(" {:>16} {:>18}", fmt::format("max ctx × {}", r.users), fmt::format("max users @ {}", r.context));
   }
   out += "\n";
   for (const MemoryPlanRow& row : plan.rows) {
-    const std::string mark = row.format == r.format ? " *" : "";
-    out += fmt::format("{:<14} {:>12} {:>10} {:>12} {:>12}", row.format.name() + mark, format_thousands(row.bytes_per_token),
+    const std::string mark = row.dtype == r.dtype ? " *" : "";
+    out += fmt::format("{:<14} {:>12} {:>10} {:>12} {:>12}", row.dtype + mark, format_thousands(row.bytes_per_token),
                        format_thousands(row.scale_bytes_per_token), format_bytes(row.kv_bytes),
                        format_bytes(row.total_bytes));
     if (r.memory_bytes > 0) {

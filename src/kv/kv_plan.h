@@ -12,21 +12,15 @@
 #include <string_view>
 #include <vector>
 
-#include "tensor/kv_dtype.h"
+#include "util/kv_shape.h"
 #include "util/result.h"
 #include "util/units.h"
 
 namespace hearth {
 
-struct KvModelShape {
-  int32_t n_layers = 0;
-  int32_t n_kv_heads = 0;
-  int32_t head_dim = 0;
-};
-
 struct KvPlan {
-  KvModelShape shape;
-  KvFormat format;
+  KvShape shape;
+  KvTokenCost cost;  // the pool's KV format by name and bytes
   int32_t block_size = 0;
   int64_t budget_bytes = 0;
   int64_t bytes_per_token = 0;        // scales included
@@ -40,13 +34,9 @@ struct KvPlan {
   int64_t users_at(int64_t context) const;
 };
 
-// Bytes of one token's K and V over all layers, or an error when a dtype cannot hold this head size.
-Result<int64_t> kv_bytes_per_token(const KvModelShape& shape, const KvFormat& format);
-
-// The pool a budget holds. Error when the shape is not positive, the block size is outside [1, 1024], or the
-// budget holds no block (the message has the numbers).
-Result<KvPlan> plan_kv_pool(const KvModelShape& shape, const KvFormat& format, int32_t block_size,
-                            int64_t budget_bytes);
+// The pool a budget holds at `cost` per token (tensor/kv_dtype.h: kv_token_cost). Error when the cost is not
+// positive, the block size is outside [1, 1024], or the budget holds no block (the message has the numbers).
+Result<KvPlan> plan_kv_pool(const KvShape& shape, const KvTokenCost& cost, int32_t block_size, int64_t budget_bytes);
 
 // One line for logs: "KV pool 2.00 GiB, q8_0, 34.0 KiB/token, 61,680 tokens, 3 users at 16k context or 15 at 4k".
 std::string describe_kv_plan(const KvPlan& plan);
@@ -54,17 +44,18 @@ std::string describe_kv_plan(const KvPlan& plan);
 // What a model needs in memory at a context × users, for each KV dtype, and what fits in a budget: the table of
 // `hearth plan` and GET /v1/kv/plan. Weights are counted at their file size (they are mapped, not copied).
 struct MemoryPlanRequest {
-  KvModelShape shape;
+  KvShape shape;
   int64_t weights_bytes = 0;
   int32_t block_size = 16;
   int64_t context = 0;  // tokens per user
   int64_t users = 1;
-  KvFormat format{KvDtype::kF16, KvDtype::kF16};  // the row the totals are for
-  int64_t memory_bytes = 0;                        // 0: no budget given
+  std::vector<KvTokenCost> costs;  // one row each (tensor/kv_dtype.h: kv_dtype_costs)
+  std::string dtype = "f16";       // the row the totals are for: one of the costs' dtype names
+  int64_t memory_bytes = 0;        // 0: no budget given
 };
 
 struct MemoryPlanRow {
-  KvFormat format;
+  std::string dtype;
   int64_t bytes_per_token = 0;
   int64_t scale_bytes_per_token = 0;
   int64_t kv_bytes = 0;     // users × whole blocks of `context` tokens
@@ -76,7 +67,7 @@ struct MemoryPlanRow {
 
 struct MemoryPlan {
   MemoryPlanRequest request;
-  std::vector<MemoryPlanRow> rows;  // every KV dtype (same for K and V), then the requested format if mixed
+  std::vector<MemoryPlanRow> rows;  // one per cost, in order
   const MemoryPlanRow& requested() const;
 };
 

@@ -15,15 +15,10 @@
 #include "kernels/attention.h"
 #include "tensor/kv_dtype.h"
 #include "util/ids.h"
+#include "util/kv_shape.h"
 #include "util/result.h"
 
 namespace hearth {
-
-struct KvShape {
-  int32_t n_layers = 0;
-  int32_t n_kv_heads = 0;
-  int32_t head_dim = 0;
-};
 
 class KvStorage {
  public:

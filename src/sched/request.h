@@ -6,6 +6,7 @@
 //   num_computed_tokens: how many leading tokens have K/V in the request's blocks. The scheduler's only job is
 //   to make it catch up with tokens.size(); there is no separate prefill or decode phase.
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -22,14 +23,20 @@ enum class RequestStatus { kWaiting, kRunning, kFinished };
 
 enum class FinishReason { kNone, kStop, kLength, kAborted };
 
-const char* finish_reason_name(FinishReason reason);
+// When a request arrived, was first scheduled and sampled its first token (set by the engine).
+struct RequestTimes {
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point arrival;
+  std::optional<Clock::time_point> first_scheduled;
+  std::optional<Clock::time_point> first_token;
+};
 
 struct Request {
   RequestId id;
   std::vector<TokenId> tokens;
   int32_t num_prompt_tokens = 0;
   SamplingParams sampling;
-  int32_t max_tokens = 16;               // generated tokens allowed
+  int32_t max_tokens = 16;              // generated tokens allowed
   std::vector<TokenId> stop_token_ids;  // end the request without emitting the token
   BlockHash cache_namespace;
   bool use_cache = true;
@@ -41,12 +48,19 @@ struct Request {
   int32_t num_cached_tokens = -1;  // prompt tokens reused at first admission (-1: not admitted yet)
   int32_t num_copied_tokens = 0;   // of those, copied from a partially matching block
   int32_t num_preemptions = 0;
-  uint64_t admit_seq = 0;  // admission order; the newest is preempted first
+  uint64_t admit_seq = 0;                        // admission order; the newest is preempted first
   std::optional<PrefixExplanation> explanation;  // why reuse stopped, set at first admission
-  std::vector<BlockHash> prompt_block_keys;  // keys of the prompt's full blocks, computed when first needed
+  std::vector<BlockHash> prompt_block_keys;      // keys of the prompt's full blocks, computed when first needed
+  RequestTimes times;
 
   int32_t num_output_tokens() const { return static_cast<int32_t>(tokens.size()) - num_prompt_tokens; }
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
+  bool is_stop_token(TokenId token) const;
 };
+
+// The finish a sampled token implies by the request's token limits, once Scheduler::update has applied it: kStop
+// for a stop token (never appended), kLength once max_tokens are generated, else kNone. Stop strings are text and
+// are the engine's to check.
+[[nodiscard]] FinishReason token_finish_reason(const Request& r, TokenId sampled);
 
 }  // namespace hearth

@@ -6,33 +6,17 @@ namespace hearth {
 
 Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager& kv) : config_(config), kv_(kv) {}
 
-Result<void> Scheduler::add_request(std::unique_ptr<Request> request) {
+AdmissionLimits Scheduler::admission_limits() const {
+  return {config_.max_model_len, kv_.block_size(), kv_.pool().num_blocks_total() - kv_.num_blocks_pinned(),
+          config_.max_waiting};
+}
+
+SubmitResult<void> Scheduler::add_request(std::unique_ptr<Request> request) {
   Request& r = *request;
-  const int32_t n_prompt = r.num_prompt_tokens;
-  if (n_prompt <= 0 || n_prompt != r.num_tokens()) return make_error("the prompt is empty");
-  if (r.max_tokens < 1) return make_error("max_tokens must be at least 1, got {}", r.max_tokens);
-  if (n_prompt > config_.max_model_len) {
-    return make_error("the prompt is {} tokens, longer than the model context of {} tokens", n_prompt,
-                      config_.max_model_len);
-  }
-  const int64_t total = static_cast<int64_t>(n_prompt) + r.max_tokens;
-  if (total > config_.max_model_len) {
-    return make_error("the prompt ({} tokens) + max_tokens ({}) = {} tokens exceeds the model context of {} tokens",
-                      n_prompt, r.max_tokens, total, config_.max_model_len);
-  }
-  const int32_t bs = kv_.block_size();
-  const int64_t blocks_needed = (total + bs - 1) / bs;
-  const int32_t blocks_usable = kv_.pool().num_blocks_total() - kv_.num_blocks_pinned();
-  if (blocks_needed > blocks_usable) {
-    return make_error("the request needs {} KV blocks ({} tokens at {} per block) but the KV pool has only {} "
-                      "usable blocks ({} tokens); lower max_tokens or raise --kv-memory",
-                      blocks_needed, total, bs, blocks_usable, static_cast<int64_t>(blocks_usable) * bs);
-  }
-  if (static_cast<int32_t>(waiting_.size()) >= config_.max_waiting) {
-    return make_error("server overloaded: {} requests are already waiting (--max-queue {})", waiting_.size(),
-                      config_.max_waiting);
-  }
-  if (requests_.contains(r.id)) return make_error("request id {} is already in use", r.id.value);
+  HEARTH_CHECK(r.num_prompt_tokens == r.num_tokens(), "request {} has {} tokens but {} prompt tokens", r.id.value,
+               r.num_tokens(), r.num_prompt_tokens);
+  HEARTH_CHECK(!requests_.contains(r.id), "request id {} is already in use", r.id.value);
+  HEARTH_TRY(check_admission(r.num_prompt_tokens, r.max_tokens, admission_limits(), num_waiting()));
   r.status = RequestStatus::kWaiting;
   waiting_.push_back(&r);
   requests_.emplace(r.id, std::move(request));
@@ -123,8 +107,8 @@ bool Scheduler::waits_for_shared_prefix(Request& r) const {
   const auto& keys = prompt_block_keys(r);
   if (keys.empty()) return false;
   const int32_t bs = kv_.block_size();
-  const auto cached_blocks = static_cast<int32_t>(
-      kv_.find_longest_prefix(r.cache_namespace, r.tokens, r.num_prompt_tokens - 1).blocks.size());
+  const auto cached_blocks =
+      static_cast<int32_t>(kv_.find_longest_prefix(r.cache_namespace, r.tokens, r.num_prompt_tokens - 1).blocks.size());
   for (Request* q : running_) {
     if (!q->use_cache || q->num_computed_tokens >= q->num_prompt_tokens) continue;
     const auto& q_keys = prompt_block_keys(*q);
@@ -171,7 +155,9 @@ void Scheduler::preempt(Request& r, SchedulerOutput& out, int32_t& budget) {
   out.preempted.push_back(r.id);
 }
 
-void Scheduler::free_blocks(Request& r) { kv_.release(r.id, r.tokens, r.num_computed_tokens); }
+void Scheduler::free_blocks(Request& r) {
+  kv_.release(r.id, r.tokens, r.num_computed_tokens);
+}
 
 std::unique_ptr<Request> Scheduler::take(RequestId id) {
   auto it = requests_.find(id);
@@ -192,9 +178,7 @@ std::unique_ptr<Request> Scheduler::finish(RequestId id, FinishReason reason) {
   return r;
 }
 
-std::vector<std::unique_ptr<Request>> Scheduler::update(const SchedulerOutput& output,
-                                                        std::span<const TokenId> sampled) {
-  std::vector<std::unique_ptr<Request>> finished;
+void Scheduler::update(const SchedulerOutput& output, std::span<const TokenId> sampled) {
   size_t next_sample = 0;
   for (const ScheduledChunk& chunk : output.chunks) {
     Request& r = *chunk.request;
@@ -203,17 +187,9 @@ std::vector<std::unique_ptr<Request>> Scheduler::update(const SchedulerOutput& o
     if (!chunk.needs_logits) continue;
     HEARTH_CHECK(next_sample < sampled.size(), "update() got {} sampled tokens, needs more", sampled.size());
     const TokenId token = sampled[next_sample++];
-    FinishReason reason = FinishReason::kNone;
-    if (std::find(r.stop_token_ids.begin(), r.stop_token_ids.end(), token) != r.stop_token_ids.end()) {
-      reason = FinishReason::kStop;
-    } else {
-      r.tokens.push_back(token);
-      if (r.num_output_tokens() >= r.max_tokens) reason = FinishReason::kLength;
-    }
-    if (reason != FinishReason::kNone) finished.push_back(finish(r.id, reason));
+    if (!r.is_stop_token(token)) r.tokens.push_back(token);
   }
   HEARTH_CHECK(next_sample == sampled.size(), "update() got {} sampled tokens, used {}", sampled.size(), next_sample);
-  return finished;
 }
 
 }  // namespace hearth

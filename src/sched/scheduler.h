@@ -8,9 +8,9 @@
 //   2. the rest of the budget admits waiting requests in arrival order, if their blocks (after prefix reuse)
 //      fit, each with a prefill chunk. A request whose leading blocks another running request is still
 //      prefilling waits until they are computed, then shares them (one computation for simultaneous arrivals).
-// After the forward pass, update() advances num_computed_tokens, registers full blocks in the prefix cache,
-// appends sampled tokens and finishes requests. Every finished, aborted or preempted request leaves the pool
-// through free_blocks(), the one release path.
+// After the forward pass, update() advances num_computed_tokens, registers full blocks in the prefix cache and
+// appends sampled tokens. Finishing is the engine's decision (its output stage): it calls finish(). Every
+// finished, aborted or preempted request leaves the pool through free_blocks(), the one release path.
 
 #include <cstdint>
 #include <deque>
@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kv/kv_cache_manager.h"
+#include "sched/admission.h"
 #include "sched/request.h"
 #include "util/result.h"
 
@@ -50,16 +51,20 @@ class Scheduler {
  public:
   Scheduler(const SchedulerConfig& config, KvCacheManager& kv);
 
-  // Queues a request. Fails with the numbers when it can never run (prompt or prompt + max_tokens beyond
-  // the context, more blocks than the whole pool) or when the waiting queue is full (overloaded).
-  [[nodiscard]] Result<void> add_request(std::unique_ptr<Request> request);
+  // Queues a request. Requires a fresh id and tokens == the prompt. Fails (check_admission) with the numbers when it
+  // can never run (empty, prompt or prompt + max_tokens beyond the context, more blocks than the pool less its
+  // pins) or when the waiting queue is full (overloaded).
+  [[nodiscard]] SubmitResult<void> add_request(std::unique_ptr<Request> request);
+  // The limits add_request checks, with the pool's current pins.
+  AdmissionLimits admission_limits() const;
 
   // Plans one step. Empty when there is nothing to do.
   SchedulerOutput schedule();
 
-  // Applies a step's results: `sampled` holds one token per chunk with needs_logits, in chunk order.
-  // Returns the requests that finished in this step (their blocks are already released).
-  std::vector<std::unique_ptr<Request>> update(const SchedulerOutput& output, std::span<const TokenId> sampled);
+  // Applies a step's results: `sampled` holds one token per chunk with needs_logits, in chunk order. Advances
+  // num_computed_tokens, caches newly full blocks and appends each sampled token unless it is a stop token. Finishes
+  // nothing: the caller decides (token_finish_reason, stop strings) and calls finish().
+  void update(const SchedulerOutput& output, std::span<const TokenId> sampled);
 
   // Ends a request now (abort, stop string, disconnect) and releases its blocks. Returns it, or nullptr when
   // the id is unknown or already finished.

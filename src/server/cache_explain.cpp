@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include "engine/explain.h"
 #include "server/server.h"
 #include "util/log.h"
 
@@ -15,26 +16,22 @@ void HttpServer::handle_cache_explain(const httplib::Request& req, httplib::Resp
   auto parsed = parse_completion_request(req.body, chat ? Endpoint::kChat : Endpoint::kCompletion);
   if (auto* error = std::get_if<ApiError>(&parsed)) return send_error(res, *error);
   const CompletionRequest& request = std::get<CompletionRequest>(parsed);
-  if (!request.model.empty() && request.model != config_.model_id) {
-    return send_error(res, ApiError{404,
-                                    fmt::format("the model '{}' does not exist; this server serves '{}'", request.model,
-                                                config_.model_id),
-                                    "invalid_request_error", "model", "model_not_found"});
-  }
+  if (auto error = check_model(request)) return send_error(res, *error);
   auto prompt = build_prompt(request);
   if (auto* error = std::get_if<ApiError>(&prompt)) return send_error(res, *error);
   const auto& tokens = std::get<BuiltPrompt>(prompt).tokens;
-  std::optional<CacheReport> report;
-  {
-    std::shared_lock lock(loop_mutex_);
-    if (!loop_stopped_) {
-      loop_.run_on_loop([&](Engine& engine) { report = engine.explain_prompt(tokens, request.cache_salt, request.use_cache); });
-    }
+  // The same checks as a request (token ids, the context), without running it.
+  RequestSpec spec = build_spec(request, tokens);
+  spec.max_tokens = 1;
+  AdmissionLimits limits{loop_.info().n_ctx, loop_.info().block_size, INT32_MAX, INT32_MAX};
+  if (auto checked = check_request(spec, loop_.info(), limits, 0); !checked) {
+    return send_error(res, api_error(checked.error(), request.endpoint));
   }
+  const std::optional<CacheReport> report = loop_.explain_prompt(tokens, request.cache_salt, request.use_cache);
   if (!report) {
     return send_error(res, ApiError{503, "the server is shutting down", "server_error", {}, "server_shutting_down"});
   }
-  nlohmann::json body = cache_report_json(*report, config_.model_id);
+  nlohmann::json body = cache_report_json(*report, loop_.info().model_id);
   // The prompt as a request would build it: with a recent answer's own ids where its text quotes one.
   body["answer_tokens_reused"] = std::get<BuiltPrompt>(prompt).answer_tokens;
   res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
@@ -51,10 +48,11 @@ void HttpServer::observe_prompt(std::span<const TokenId> prompt, const RequestSp
   metrics_.record_volatile_prefix(r.tokens_lost, finding->warn);
   if (!finding->warn) return;
   const std::string text = token_excerpt(tokenizer_, prompt, r.begin, std::min(r.end, r.begin + 2 * kExcerptTokens));
-  spdlog::warn("volatile prompt prefix: tokens {}..{} ({:?}) differ in {} recent requests that share the {} tokens "
-               "after them, so each request recomputes about {} tokens; move the changing part after the shared "
-               "text to let the prefix cache reuse it",
-               r.begin, r.end, text, r.num_requests, r.tokens_lost, r.tokens_lost);
+  spdlog::warn(
+      "volatile prompt prefix: tokens {}..{} ({:?}) differ in {} recent requests that share the {} tokens "
+      "after them, so each request recomputes about {} tokens; move the changing part after the shared "
+      "text to let the prefix cache reuse it",
+      r.begin, r.end, text, r.num_requests, r.tokens_lost, r.tokens_lost);
 }
 
 }  // namespace hearth::server

@@ -1,6 +1,5 @@
 #include "server/chat.h"
 
-#include "gguf/gguf_file.h"
 #include "template/chat_template.h"
 
 namespace hearth::server {
@@ -26,11 +25,10 @@ class TemplateFormatter final : public ChatFormatter {
 
 }  // namespace
 
-std::unique_ptr<ChatFormatter> ChatFormatter::create(const GgufFile& file, const Tokenizer& tokenizer,
-                                                     std::string* warning) {
+std::unique_ptr<ChatFormatter> ChatFormatter::create(ChatTemplate chat_template, const Tokenizer& tokenizer) {
   std::string bos{tokenizer.token_text(tokenizer.bos())};
   std::string eos{tokenizer.token_text(tokenizer.eos())};
-  return std::make_unique<TemplateFormatter>(ChatTemplate::from_gguf(file, warning), std::move(bos), std::move(eos));
+  return std::make_unique<TemplateFormatter>(std::move(chat_template), std::move(bos), std::move(eos));
 }
 
 }  // namespace hearth::server

@@ -1,8 +1,8 @@
 #pragma once
 // ChatFormatter: turns OpenAI chat messages into the prompt text the model expects, with the chat template
-// stored in the GGUF (tokenizer.chat_template, rendered by hearth_template's Jinja subset). A model without a
-// template, or with one the interpreter cannot run, gets the documented fallback format (see ChatTemplate), and
-// the reason is reported once at startup.
+// stored in the GGUF (tokenizer.chat_template, read by ChatTemplate::from_gguf and rendered by hearth_template's
+// Jinja subset). A model without a template, or with one the interpreter cannot run, gets the documented fallback
+// format (see ChatTemplate), and the reason is reported once at startup.
 // Fallback format (ChatTemplate::kFallbackSource): system contents then "\n\n"; "User: ...\n" per user turn,
 // "Assistant:...\n" (the content verbatim, as the model continued "Assistant:") per answer; then "Assistant:".
 
@@ -12,19 +12,15 @@
 #include <string>
 
 #include "model/tokenizer.h"
+#include "template/chat_template.h"
 #include "util/result.h"
-
-namespace hearth {
-class GgufFile;
-}
 
 namespace hearth::server {
 
 class ChatFormatter {
  public:
-  // `warning` receives a line for the startup log when the model's template is missing or unsupported.
-  [[nodiscard]] static std::unique_ptr<ChatFormatter> create(const GgufFile& file, const Tokenizer& tokenizer,
-                                                             std::string* warning);
+  // Renders with `chat_template` (the model's, or the fallback) and the tokenizer's BOS and EOS texts.
+  [[nodiscard]] static std::unique_ptr<ChatFormatter> create(ChatTemplate chat_template, const Tokenizer& tokenizer);
   virtual ~ChatFormatter() = default;
 
   // Renders `messages` (normalized: every content is a string) and `tools` (null or an array) with the

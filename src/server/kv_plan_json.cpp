@@ -3,9 +3,9 @@
 namespace hearth::server {
 
 nlohmann::json kv_pool_json(const KvPlan& p) {
-  return {{"kv_dtype", p.format.name()},
-          {"kv_dtype_k", std::string(kv_dtype_name(p.format.k))},
-          {"kv_dtype_v", std::string(kv_dtype_name(p.format.v))},
+  return {{"kv_dtype", p.cost.dtype},
+          {"kv_dtype_k", p.cost.dtype_k},
+          {"kv_dtype_v", p.cost.dtype_v},
           {"block_size", p.block_size},
           {"budget_bytes", p.budget_bytes},
           {"pool_bytes", p.pool_bytes},
@@ -22,7 +22,7 @@ nlohmann::json memory_plan_json(const MemoryPlan& plan) {
   const MemoryPlanRequest& r = plan.request;
   nlohmann::json rows = nlohmann::json::array();
   for (const MemoryPlanRow& row : plan.rows) {
-    nlohmann::json j = {{"kv_dtype", row.format.name()},
+    nlohmann::json j = {{"kv_dtype", row.dtype},
                         {"bytes_per_token", row.bytes_per_token},
                         {"scale_bytes_per_token", row.scale_bytes_per_token},
                         {"kv_bytes", row.kv_bytes},
@@ -41,11 +41,11 @@ nlohmann::json memory_plan_json(const MemoryPlan& plan) {
                         {"context", r.context},
                         {"users", r.users},
                         {"block_size", r.block_size},
-                        {"kv_dtype", r.format.name()},
+                        {"kv_dtype", r.dtype},
                         {"dtypes", rows},
                         {"requested", rows.empty() ? nlohmann::json() : nlohmann::json()}};
   for (const nlohmann::json& row : rows) {
-    if (row["kv_dtype"] == r.format.name()) out["requested"] = row;
+    if (row["kv_dtype"] == r.dtype) out["requested"] = row;
   }
   if (r.memory_bytes > 0) out["memory_bytes"] = r.memory_bytes;
   return out;

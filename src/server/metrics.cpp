@@ -75,7 +75,7 @@ void Metrics::record_disconnect() {
   ++disconnects_;
 }
 
-std::string Metrics::render(const EngineSnapshot& e) const {
+std::string Metrics::render(const EngineStats& e, const KvPlan& plan) const {
   std::string out;
   out.reserve(8192);
   counter(out, "hearth_prefix_cache_queries_total", "Requests admitted with the prefix cache enabled.",
@@ -96,14 +96,14 @@ std::string Metrics::render(const EngineSnapshot& e) const {
   out += fmt::format("hearth_kv_blocks{{state=\"free\"}} {}\n", e.num_blocks_free);
   out += fmt::format("hearth_kv_blocks{{state=\"cached\"}} {}\n", e.num_blocks_cached);
   gauge(out, "hearth_kv_blocks_total", "KV blocks in the pool.", e.num_blocks_total);
-  gauge(out, "hearth_kv_block_size_tokens", "Tokens per KV block.", e.block_size);
+  gauge(out, "hearth_kv_block_size_tokens", "Tokens per KV block.", plan.block_size);
   header(out, "hearth_kv_bytes", "gauge", "KV memory in bytes: total pool and the part held by requests and pins.");
-  out += fmt::format("hearth_kv_bytes{{state=\"total\"}} {}\n", e.kv_bytes_total);
-  out += fmt::format("hearth_kv_bytes{{state=\"used\"}} {}\n", e.num_blocks_in_use * e.kv_bytes_per_block);
+  out += fmt::format("hearth_kv_bytes{{state=\"total\"}} {}\n", e.num_blocks_total * plan.bytes_per_block);
+  out += fmt::format("hearth_kv_bytes{{state=\"used\"}} {}\n", e.num_blocks_in_use * plan.bytes_per_block);
 
   header(out, "hearth_kv_bytes_per_token", "gauge", "KV bytes one token costs over all layers, block scales included.");
-  out += fmt::format("hearth_kv_bytes_per_token{{kv_dtype=\"{}\"}} {}\n", e.kv_dtype, e.kv_bytes_per_token);
-  gauge(out, "hearth_kv_capacity_tokens", "Tokens the KV pool holds when full.", e.kv_capacity_tokens);
+  out += fmt::format("hearth_kv_bytes_per_token{{kv_dtype=\"{}\"}} {}\n", plan.cost.dtype, plan.bytes_per_token);
+  gauge(out, "hearth_kv_capacity_tokens", "Tokens the KV pool holds when full.", plan.capacity_tokens);
 
   counter(out, "hearth_kv_evictions_total", "Cached KV blocks evicted to make room.", e.num_evictions);
   counter(out, "hearth_preemptions_total", "Running requests preempted by recompute.", e.num_preemptions);
@@ -139,8 +139,8 @@ std::string Metrics::render(const EngineSnapshot& e) const {
           volatile_requests_);
   counter(out, "hearth_volatile_prefix_warnings_total", "Volatile-prefix warnings logged (rate-limited).",
           volatile_warnings_);
-  gauge(out, "hearth_volatile_prefix_tokens_lost", "Shared tokens recomputed per request behind the last volatile region.",
-        volatile_tokens_lost_);
+  gauge(out, "hearth_volatile_prefix_tokens_lost",
+        "Shared tokens recomputed per request behind the last volatile region.", volatile_tokens_lost_);
   counter(out, "hearth_answer_memory_prompts_total",
           "Prompts that quoted a recent answer and were built from its generated token ids.", answer_prompts_);
   counter(out, "hearth_answer_memory_tokens_total",

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/engine_types.h"
+
 namespace hearth::server {
 
 // Cumulative histogram with fixed upper bounds (seconds); +Inf is implicit.
@@ -25,32 +27,6 @@ class Histogram {
   std::vector<uint64_t> counts_;  // per bucket, not cumulative; last is +Inf
   double sum_ = 0;
   uint64_t count_ = 0;
-};
-
-// The engine's state at one instant, taken on the loop thread (EngineLoop::run_on_loop).
-struct EngineSnapshot {
-  int64_t num_blocks_total = 0;
-  int64_t num_blocks_in_use = 0;  // referenced by running requests or pins
-  int64_t num_blocks_pinned = 0;  // of which held by pins
-  int64_t num_blocks_cached = 0;  // in the prefix index (in use or not)
-  int64_t num_blocks_free = 0;    // unreferenced: empty or cached, reusable
-  int64_t kv_bytes_total = 0;
-  int64_t kv_bytes_per_block = 0;
-  int64_t kv_bytes_per_token = 0;  // scales included
-  int64_t kv_capacity_tokens = 0;
-  std::string kv_dtype;
-  int32_t block_size = 0;
-  uint64_t num_evictions = 0;
-  uint64_t num_preemptions = 0;
-  int32_t num_running = 0;
-  int32_t num_waiting = 0;
-  uint64_t num_cache_queries = 0;
-  uint64_t num_cache_query_tokens = 0;
-  uint64_t num_cache_hit_tokens = 0;
-  uint64_t num_cache_copied_tokens = 0;
-  uint64_t num_prefill_tokens = 0;
-  uint64_t num_decode_tokens = 0;
-  uint64_t num_steps = 0;
 };
 
 class Metrics {
@@ -70,8 +46,9 @@ class Metrics {
   // A prompt built with `tokens` generated ids of a remembered answer (see answer_memory.h).
   void record_answer_tokens_reused(int64_t tokens);
 
-  // The whole exposition: engine snapshot first, then the server's own series.
-  [[nodiscard]] std::string render(const EngineSnapshot& engine) const;
+  // The whole exposition: the engine's counters and pool (`stats`, read on the loop thread) and its KV plan first,
+  // then the server's own series.
+  [[nodiscard]] std::string render(const EngineStats& stats, const KvPlan& plan) const;
 
  private:
   mutable std::mutex mutex_;

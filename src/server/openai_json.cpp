@@ -314,6 +314,33 @@ ApiResult<CompletionRequest> parse_completion_request(std::string_view body_text
   return r;
 }
 
+ApiError api_error(const SubmitError& e, Endpoint endpoint) {
+  const std::string prompt_param = endpoint == Endpoint::kChat ? "messages" : "prompt";
+  switch (e.code) {
+    case SubmitErrorCode::kEmptyPrompt:
+      return invalid_request(e.message, prompt_param);
+    case SubmitErrorCode::kInvalidToken:
+      return invalid_request(e.message, "prompt", "invalid_value");
+    case SubmitErrorCode::kInvalidSampling:
+      return invalid_request(e.message, {}, "invalid_value");
+    case SubmitErrorCode::kInvalidStop:
+      return invalid_request(e.message, "stop", "invalid_value");
+    case SubmitErrorCode::kInvalidMaxTokens:
+      return invalid_request(e.message, "max_tokens", "invalid_value");
+    case SubmitErrorCode::kPromptTooLong:
+      return invalid_request(e.message, prompt_param, "context_length_exceeded");
+    case SubmitErrorCode::kContextExceeded:
+      return invalid_request(e.message, "max_tokens", "context_length_exceeded");
+    case SubmitErrorCode::kExceedsKvPool:
+      return invalid_request(e.message, "max_tokens", "kv_pool_exceeded");
+    case SubmitErrorCode::kOverloaded:
+      return ApiError{429, e.message, "rate_limit_error", {}, "server_overloaded"};
+    case SubmitErrorCode::kShuttingDown:
+      return ApiError{503, e.message, "server_error", {}, "server_shutting_down"};
+  }
+  return ApiError{500, e.message, "server_error", {}, {}};  // unreachable: every code is mapped above
+}
+
 const char* finish_reason_text(FinishReason reason) {
   switch (reason) {
     case FinishReason::kStop:
@@ -330,16 +357,42 @@ const char* finish_reason_text(FinishReason reason) {
 
 nlohmann::json reuse_stop_detail_json(const ReuseExplanation& r) {
   json detail = {{"block", r.stopped_block}, {"block_size", r.block_size}};
-  if (r.reason == "diverged" || r.reason == "evicted" || r.reason == "different_salt" ||
-      r.reason == "end_of_cached_prefix") {
+  if (!r.reason) return detail;
+  auto with_text = [&] {
     detail["context_text"] = r.context_text;
     detail["prompt_text"] = r.prompt_text;
+  };
+  switch (*r.reason) {
+    case ReuseStop::kDiverged:
+      with_text();
+      detail["cached_text"] = r.cached_text;
+      break;
+    case ReuseStop::kEvicted:
+      with_text();
+      detail["evicted_block"] = r.evicted_block;
+      break;
+    case ReuseStop::kDifferentSalt:
+      with_text();
+      detail["other_salt_tokens"] = r.other_salt_tokens;
+      break;
+    case ReuseStop::kEndOfCachedPrefix:
+      with_text();
+      break;
+    case ReuseStop::kEndOfPrompt:
+    case ReuseStop::kNoCachedPrefix:
+    case ReuseStop::kCacheDisabled:
+      break;
   }
-  if (r.reason == "diverged") detail["cached_text"] = r.cached_text;
-  if (r.reason == "evicted") detail["evicted_block"] = r.evicted_block;
-  if (r.reason == "different_salt") detail["other_salt_tokens"] = r.other_salt_tokens;
   return detail;
 }
+
+namespace {
+
+json reuse_reason_json(const ReuseExplanation& r) {
+  return r.reason ? json(reuse_stop_name(*r.reason)) : json();
+}
+
+}  // namespace
 
 nlohmann::json cache_report_json(const CacheReport& report, const std::string& model) {
   return json{
@@ -350,12 +403,12 @@ nlohmann::json cache_report_json(const CacheReport& report, const std::string& m
       {"reusable_tokens", report.reusable_tokens},
       {"tiers", {{"ram", report.cached_tokens_ram}}},
       {"reuse_stopped_at", report.explanation.stopped_at},
-      {"reuse_stop_reason", report.explanation.reason},
+      {"reuse_stop_reason", reuse_reason_json(report.explanation)},
       {"reuse_stop", reuse_stop_detail_json(report.explanation)},
   };
 }
 
-nlohmann::json usage_json(const RequestUsage& u, const CompletionRequest& request) {
+nlohmann::json usage_json(const RequestUsage& u, const CompletionRequest& request, int32_t answer_tokens_reused) {
   json hearth = {
       {"reused_tokens", u.cached_tokens},
       {"copied_tokens", u.copied_tokens},
@@ -366,10 +419,10 @@ nlohmann::json usage_json(const RequestUsage& u, const CompletionRequest& reques
       {"total_ms", u.total_ms},
       {"preemptions", u.preemptions},
       {"cache", request.use_cache ? "on" : "off"},
-      {"answer_tokens_reused", u.answer_tokens},
+      {"answer_tokens_reused", answer_tokens_reused},
   };
-  hearth["reuse_stop_reason"] = u.reuse.reason.empty() ? json() : json(u.reuse.reason);
-  if (!u.reuse.reason.empty()) hearth["reuse_stop"] = reuse_stop_detail_json(u.reuse);
+  hearth["reuse_stop_reason"] = reuse_reason_json(u.reuse);
+  if (u.reuse.reason) hearth["reuse_stop"] = reuse_stop_detail_json(u.reuse);
   if (request.pin_prefix) {
     hearth["pinned_tokens"] = u.pinned_tokens;
     hearth["pin_error"] = u.pin_error.empty() ? json() : json(u.pin_error);
@@ -398,7 +451,7 @@ nlohmann::json response_json(const CompletionRequest& request, const ResponseMet
               {"model", meta.model},
               {"system_fingerprint", nullptr},
               {"choices", json::array({std::move(choice)})},
-              {"usage", usage_json(usage, request)}};
+              {"usage", usage_json(usage, request, meta.answer_tokens_reused)}};
 }
 
 nlohmann::json chunk_json(const CompletionRequest& request, const ResponseMeta& meta, const std::string& text,
@@ -432,7 +485,7 @@ nlohmann::json usage_chunk_json(const CompletionRequest& request, const Response
               {"model", meta.model},
               {"system_fingerprint", nullptr},
               {"choices", json::array()},
-              {"usage", usage_json(usage, request)}};
+              {"usage", usage_json(usage, request, meta.answer_tokens_reused)}};
 }
 
 std::string sse_event(const nlohmann::json& payload) {

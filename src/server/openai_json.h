@@ -12,7 +12,7 @@
 #include <variant>
 #include <vector>
 
-#include "engine/engine.h"
+#include "engine/engine_types.h"
 
 namespace hearth::server {
 
@@ -35,6 +35,10 @@ template <class T>
 using ApiResult = std::variant<T, ApiError>;
 
 enum class Endpoint { kChat, kCompletion };
+
+// The error object for a request the engine refused: 400 naming the field at fault (the prompt or messages, or
+// max_tokens, with code context_length_exceeded for the context), 429 when overloaded, 503 when shutting down.
+[[nodiscard]] ApiError api_error(const SubmitError& error, Endpoint endpoint);
 
 // A validated request body. Unset optionals take the server's defaults.
 struct CompletionRequest {
@@ -73,6 +77,7 @@ struct ResponseMeta {
   std::string id;  // "chatcmpl-..." or "cmpl-..."
   int64_t created = 0;
   std::string model;
+  int32_t answer_tokens_reused = 0;  // prompt ids taken from a remembered answer (answer_memory.h)
 };
 
 // "stop", "length", or "abort" (server shutdown or cancellation).
@@ -82,7 +87,9 @@ struct ResponseMeta {
 // extension: reused_tokens, copied_tokens, computed_prompt_tokens, reuse_stopped_at, prefill_ms, ttft_ms,
 // total_ms, preemptions, cache ("on"/"off"), reuse_stop_reason and reuse_stop (see reuse_stop_detail_json) and,
 // with a pin request, pinned_tokens / pin_error.
-[[nodiscard]] nlohmann::json usage_json(const RequestUsage& usage, const CompletionRequest& request);
+// `answer_tokens_reused` is the server's own fact (ResponseMeta).
+[[nodiscard]] nlohmann::json usage_json(const RequestUsage& usage, const CompletionRequest& request,
+                                        int32_t answer_tokens_reused = 0);
 
 // The `reuse_stop` object: the block where reuse stopped and, by reason, the text around it (context_text before,
 // prompt_text from it, cached_text of the nearest cached prefix from it), evicted_block, other_salt_tokens.

@@ -9,7 +9,6 @@
 
 #include <chrono>
 #include <ctime>
-#include <thread>
 
 #include "util/log.h"
 
@@ -97,8 +96,11 @@ void HttpServer::install_routes() {
     // httplib 0.11 enforces set_payload_max_length only on Content-Length bodies and would read a chunked body of
     // any size, so chunked request bodies are refused before they are read (clients send Content-Length).
     if (req.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos) {
-      send_error(res, ApiError{411, "chunked request bodies are not accepted; send Content-Length",
-                               "invalid_request_error", {}, "length_required"});
+      send_error(res, ApiError{411,
+                               "chunked request bodies are not accepted; send Content-Length",
+                               "invalid_request_error",
+                               {},
+                               "length_required"});
       res.set_header("Connection", "close");
       return httplib::Server::HandlerResponse::Handled;
     }
@@ -146,17 +148,18 @@ void HttpServer::install_routes() {
              }));
 
   auto model_json = [this] {
-    return json{{"id", config_.model_id},
+    const EngineInfo& info = loop_.info();
+    return json{{"id", info.model_id},
                 {"object", "model"},
                 {"created", 0},
                 {"owned_by", "hearth"},
-                {"meta", {{"n_ctx", config_.n_ctx}, {"block_size", config_.block_size}}}};
+                {"meta", {{"n_ctx", info.n_ctx}, {"block_size", info.block_size}}}};
   };
   http_->Get("/v1/models", guarded([model_json](const httplib::Request&, httplib::Response& res) {
                res.set_content(json{{"object", "list"}, {"data", json::array({model_json()})}}.dump(), kJson);
              }));
   http_->Get(R"(/v1/models/(.+))", guarded([this, model_json](const httplib::Request& req, httplib::Response& res) {
-               if (req.matches[1] != config_.model_id) {
+               if (req.matches[1] != loop_.info().model_id) {
                  send_error(res,
                             ApiError{404, fmt::format("the model '{}' does not exist", std::string(req.matches[1])),
                                      "invalid_request_error", "model", "model_not_found"});
@@ -181,51 +184,23 @@ void HttpServer::install_routes() {
 }
 
 void HttpServer::handle_metrics(httplib::Response& res) {
-  EngineSnapshot snap;
-  snap.block_size = config_.block_size;
-  snap.kv_bytes_per_block = config_.kv_plan.bytes_per_block;
-  snap.kv_bytes_per_token = config_.kv_plan.bytes_per_token;
-  snap.kv_capacity_tokens = config_.kv_plan.capacity_tokens;
-  snap.kv_dtype = config_.kv_plan.format.name();
-  {
-    std::shared_lock lock(loop_mutex_);
-    if (!loop_stopped_) {
-      loop_.run_on_loop([&snap](Engine& engine) {
-        const KvCacheManager& kv = engine.kv();
-        const BlockPool& pool = kv.pool();
-        snap.num_blocks_total = pool.num_blocks_total();
-        snap.num_blocks_in_use = pool.num_blocks_in_use();
-        snap.num_blocks_pinned = kv.num_blocks_pinned();
-        snap.num_blocks_cached = pool.num_blocks_cached();
-        snap.num_blocks_free = pool.num_blocks_free();
-        snap.num_evictions = pool.num_evictions();
-        snap.num_preemptions = engine.scheduler().num_preemptions();
-        snap.num_running = engine.scheduler().num_running();
-        snap.num_waiting = engine.scheduler().num_waiting();
-        snap.num_cache_queries = kv.counters().num_queries;
-        snap.num_cache_query_tokens = kv.counters().num_query_tokens;
-        snap.num_cache_hit_tokens = kv.counters().num_hit_tokens;
-        snap.num_cache_copied_tokens = kv.counters().num_copied_tokens;
-        snap.num_prefill_tokens = engine.counters().num_prefill_tokens;
-        snap.num_decode_tokens = engine.counters().num_decode_tokens;
-        snap.num_steps = engine.counters().num_steps;
-      });
-    }
-  }
-  snap.kv_bytes_total = snap.num_blocks_total * snap.kv_bytes_per_block;
-  res.set_content(metrics_.render(snap), "text/plain; version=0.0.4; charset=utf-8");
+  // After shutdown the engine's counters are gone; the server's own series still render.
+  const EngineStats stats = loop_.stats().value_or(EngineStats{});
+  res.set_content(metrics_.render(stats, loop_.info().kv_plan), "text/plain; version=0.0.4; charset=utf-8");
 }
 
 // The pool the server runs with, and the memory plan for ?ctx=&users=&memory= (default: the model's context,
 // one user, no budget) at the server's KV dtype, with every other dtype for comparison.
 void HttpServer::handle_kv_plan(const httplib::Request& req, httplib::Response& res) {
+  const EngineInfo& info = loop_.info();
+  const KvPlan& pool = info.kv_plan;
   MemoryPlanRequest request;
-  const KvPlan& pool = config_.kv_plan;
   request.shape = pool.shape;
-  request.weights_bytes = config_.weights_bytes;
+  request.weights_bytes = info.weights_bytes;
   request.block_size = pool.block_size;
-  request.context = config_.n_ctx;
-  request.format = pool.format;
+  request.context = info.n_ctx;
+  request.costs = info.kv_dtype_costs;
+  request.dtype = pool.cost.dtype;
   auto read_int = [&](const char* name, int64_t& out) {
     if (!req.has_param(name)) return true;
     const std::string text = req.get_param_value(name);
@@ -290,16 +265,15 @@ void HttpServer::listen() {
 
 void HttpServer::shutdown() {
   if (draining_.exchange(true)) return;
-  spdlog::info("shutting down: refusing new requests, {} in flight", num_in_flight_.load());
+  std::unique_lock lock(in_flight_mutex_);
+  spdlog::info("shutting down: refusing new requests, {} in flight", num_in_flight_);
   http_->stop();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(config_.shutdown_grace_s);
-  // Bounded wait for in-flight generations to finish on their own; the rest are aborted below.
-  while (num_in_flight_.load() > 0 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  if (num_in_flight_.load() > 0) spdlog::info("aborting {} requests still in flight", num_in_flight_.load());
-  std::unique_lock lock(loop_mutex_);
-  loop_stopped_ = true;
+  // In-flight generations may finish on their own for the grace period (woken by the last one); the rest are
+  // aborted when the loop stops.
+  const auto grace = std::chrono::duration<double>(config_.shutdown_grace_s);
+  in_flight_done_.wait_for(lock, grace, [&] { return num_in_flight_ == 0; });
+  if (num_in_flight_ > 0) spdlog::info("aborting {} requests still in flight", num_in_flight_);
+  lock.unlock();
   loop_.stop(/*drain=*/false);
 }
 

@@ -11,14 +11,13 @@
 // pool within one engine step.
 
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <memory>
 #include <mutex>
-#include <shared_mutex>
 #include <string>
 
 #include "engine/engine_loop.h"
-#include "kv/kv_plan.h"
 #include "kv/volatile_prefix.h"
 #include "model/tokenizer.h"
 #include "server/answer_memory.h"
@@ -39,13 +38,8 @@ struct ServerConfig {
   int port = 8080;      // 0 picks a free port (see bound_port)
   std::string api_key;  // empty: no authentication
   size_t max_body_bytes = 4u << 20;
-  std::string model_id;  // the name /v1/models lists; requests naming another model get 404
-  int32_t n_ctx = 0;     // the model's context length
-  int32_t block_size = 16;
-  KvPlan kv_plan;              // the engine's KV pool
-  int64_t weights_bytes = 0;   // for GET /v1/kv/plan
-  int http_threads = 128;          // connections served at once (streams hold one each)
-  double shutdown_grace_s = 10.0;  // in-flight requests may finish for this long after SIGINT/SIGTERM
+  int http_threads = 128;                // connections served at once (streams hold one each)
+  double shutdown_grace_s = 10.0;        // in-flight requests may finish for this long after SIGINT/SIGTERM
   VolatilePrefixConfig volatile_prefix;  // the volatile-prefix warning (see kv/volatile_prefix.h)
   size_t answer_memory_entries = 256;    // recent answers whose ids later turns reuse (0: off; answer_memory.h)
 };
@@ -53,6 +47,7 @@ struct ServerConfig {
 // Constant-time comparison of an Authorization header against "Bearer KEY".
 [[nodiscard]] bool bearer_matches(std::string_view header, std::string_view key);
 
+// The model's facts (id, context, block size, KV plan) are the engine's: the server reads loop.info().
 class HttpServer {
  public:
   HttpServer(ServerConfig config, EngineLoop& loop, const Tokenizer& tokenizer, const ChatFormatter& chat);
@@ -74,9 +69,9 @@ class HttpServer {
   // A request's prompt ids, and what the answer memory needs to remember its answer.
   struct BuiltPrompt {
     std::vector<TokenId> tokens;
-    std::string text;             // the text the ids stand for (rendered chat or prompt text); empty for ids
-    bool parse_special = false;   // how `text` was tokenized
-    int32_t answer_tokens = 0;    // ids taken from a remembered answer
+    std::string text;            // the text the ids stand for (rendered chat or prompt text); empty for ids
+    bool parse_special = false;  // how `text` was tokenized
+    int32_t answer_tokens = 0;   // ids taken from a remembered answer
   };
   void install_routes();
   void handle_completion(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
@@ -87,13 +82,19 @@ class HttpServer {
   // Feeds an admitted prompt to the volatile-prefix detector; logs (rate-limited) and counts what it finds.
   void observe_prompt(std::span<const TokenId> prompt, const RequestSpec& spec);
   ApiResult<BuiltPrompt> build_prompt(const CompletionRequest& request);
-  ApiResult<RequestSpec> build_spec(const CompletionRequest& request, std::vector<TokenId> prompt) const;
+  RequestSpec build_spec(const CompletionRequest& request, std::vector<TokenId> prompt) const;
+  // 404 unless the request names no model or the one this server serves.
+  std::optional<ApiError> check_model(const CompletionRequest& request) const;
   void respond_whole(std::shared_ptr<Generation> gen, httplib::Response& res);
   void respond_stream(std::shared_ptr<Generation> gen, httplib::Response& res);
   bool stream_step(Generation& gen, const std::function<bool(const std::string&)>& write);
-  void finish(Generation& gen, const RequestOutput& out);
+  std::string stream_events(Generation& gen, const RequestOutput& out);
+  void finish(Generation& gen, RequestOutput& out);
   void on_disconnect(Generation& gen);
   void send_error(httplib::Response& res, const ApiError& error);
+  // Bookkeeping of requests in flight, so shutdown can wait for them (an event, not a poll).
+  void begin_in_flight();
+  void end_in_flight();
 
   ServerConfig config_;
   EngineLoop& loop_;
@@ -103,10 +104,10 @@ class HttpServer {
   std::unique_ptr<httplib::Server> http_;
   int bound_port_ = 0;
   std::atomic<bool> draining_{false};
-  std::atomic<int> num_in_flight_{0};
+  std::mutex in_flight_mutex_;
+  std::condition_variable in_flight_done_;
+  int num_in_flight_ = 0;  // guarded by in_flight_mutex_
   std::atomic<uint64_t> next_id_{1};
-  std::shared_mutex loop_mutex_;  // shared: a run_on_loop call in progress; unique: stopping the loop
-  bool loop_stopped_ = false;     // guarded by loop_mutex_
   std::mutex volatile_mutex_;
   VolatilePrefixDetector volatile_;  // guarded by volatile_mutex_
   AnswerMemory answers_;

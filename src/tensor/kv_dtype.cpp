@@ -10,8 +10,7 @@
 namespace hearth {
 namespace {
 
-constexpr std::array<KvDtype, 5> kAll = {KvDtype::kF32, KvDtype::kF16, KvDtype::kBF16, KvDtype::kQ8_0,
-                                         KvDtype::kQ4_0};
+constexpr std::array<KvDtype, 5> kAll = {KvDtype::kF32, KvDtype::kF16, KvDtype::kBF16, KvDtype::kQ8_0, KvDtype::kQ4_0};
 
 int32_t largest_divisor_at_most(int32_t n, int32_t limit, bool even) {
   for (int32_t g = std::min(n, limit); g >= 1; --g) {
@@ -22,9 +21,12 @@ int32_t largest_divisor_at_most(int32_t n, int32_t limit, bool even) {
 
 int32_t group_of(KvDtype type, int32_t head_dim) {
   switch (type) {
-    case KvDtype::kQ8_0: return largest_divisor_at_most(head_dim, 64, false);
-    case KvDtype::kQ4_0: return largest_divisor_at_most(head_dim, 32, true);
-    default: return head_dim;
+    case KvDtype::kQ8_0:
+      return largest_divisor_at_most(head_dim, 64, false);
+    case KvDtype::kQ4_0:
+      return largest_divisor_at_most(head_dim, 32, true);
+    default:
+      return head_dim;
   }
 }
 
@@ -34,7 +36,9 @@ uint16_t load_u16(const uint8_t* p) {
   return v;
 }
 
-void store_u16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, sizeof(v)); }
+void store_u16(uint8_t* p, uint16_t v) {
+  std::memcpy(p, &v, sizeof(v));
+}
 
 void quantize_q8_group(const float* x, uint8_t* dst, int32_t g) {
   float amax = 0.0f;
@@ -70,11 +74,16 @@ void quantize_q4_group(const float* x, uint8_t* dst, int32_t g) {
 
 std::string_view kv_dtype_name(KvDtype type) {
   switch (type) {
-    case KvDtype::kF32: return "f32";
-    case KvDtype::kF16: return "f16";
-    case KvDtype::kBF16: return "bf16";
-    case KvDtype::kQ8_0: return "q8_0";
-    case KvDtype::kQ4_0: return "q4_0";
+    case KvDtype::kF32:
+      return "f32";
+    case KvDtype::kF16:
+      return "f16";
+    case KvDtype::kBF16:
+      return "bf16";
+    case KvDtype::kQ8_0:
+      return "q8_0";
+    case KvDtype::kQ4_0:
+      return "q4_0";
   }
   return "?";
 }
@@ -91,23 +100,30 @@ std::string KvFormat::name() const {
   return fmt::format("k={},v={}", kv_dtype_name(k), kv_dtype_name(v));
 }
 
-std::span<const KvDtype> all_kv_dtypes() { return kAll; }
+std::span<const KvDtype> all_kv_dtypes() {
+  return kAll;
+}
 
 Result<int32_t> kv_group_size(KvDtype type, int32_t head_dim) {
   if (head_dim < 1) return make_error("head size {} is not positive", head_dim);
   const int32_t g = group_of(type, head_dim);
-  if (g < 1) return make_error("KV dtype {} needs an even head size; this model's is {}", kv_dtype_name(type), head_dim);
+  if (g < 1)
+    return make_error("KV dtype {} needs an even head size; this model's is {}", kv_dtype_name(type), head_dim);
   return g;
 }
 
 size_t kv_head_bytes(KvDtype type, int32_t head_dim) {
   const size_t n = static_cast<size_t>(head_dim);
   switch (type) {
-    case KvDtype::kF32: return n * 4;
+    case KvDtype::kF32:
+      return n * 4;
     case KvDtype::kF16:
-    case KvDtype::kBF16: return n * 2;
-    case KvDtype::kQ8_0: return n + kv_head_scale_bytes(type, head_dim);
-    case KvDtype::kQ4_0: return n / 2 + kv_head_scale_bytes(type, head_dim);
+    case KvDtype::kBF16:
+      return n * 2;
+    case KvDtype::kQ8_0:
+      return n + kv_head_scale_bytes(type, head_dim);
+    case KvDtype::kQ4_0:
+      return n / 2 + kv_head_scale_bytes(type, head_dim);
   }
   return 0;
 }
@@ -121,7 +137,9 @@ size_t kv_head_scale_bytes(KvDtype type, int32_t head_dim) {
 
 void kv_quantize_head(KvDtype type, const float* src, uint8_t* dst, int32_t head_dim) {
   switch (type) {
-    case KvDtype::kF32: std::memcpy(dst, src, static_cast<size_t>(head_dim) * 4); return;
+    case KvDtype::kF32:
+      std::memcpy(dst, src, static_cast<size_t>(head_dim) * 4);
+      return;
     case KvDtype::kF16:
       for (int32_t i = 0; i < head_dim; ++i) store_u16(dst + 2 * i, fp32_to_fp16(src[i]));
       return;
@@ -147,7 +165,9 @@ void kv_quantize_head(KvDtype type, const float* src, uint8_t* dst, int32_t head
 
 void kv_dequantize_head_reference(KvDtype type, const uint8_t* src, float* dst, int32_t head_dim) {
   switch (type) {
-    case KvDtype::kF32: std::memcpy(dst, src, static_cast<size_t>(head_dim) * 4); return;
+    case KvDtype::kF32:
+      std::memcpy(dst, src, static_cast<size_t>(head_dim) * 4);
+      return;
     case KvDtype::kF16:
       for (int32_t i = 0; i < head_dim; ++i) dst[i] = fp16_to_fp32(load_u16(src + 2 * i));
       return;
@@ -175,6 +195,42 @@ void kv_dequantize_head_reference(KvDtype type, const uint8_t* src, float* dst, 
       return;
     }
   }
+}
+
+Result<KvTokenCost> kv_token_cost(const KvShape& shape, const KvFormat& format) {
+  if (shape.n_layers < 1 || shape.n_kv_heads < 1 || shape.head_dim < 1) {
+    return make_error("bad model shape for KV: {} layers, {} KV heads, head size {}", shape.n_layers, shape.n_kv_heads,
+                      shape.head_dim);
+  }
+  HEARTH_TRY(kv_group_size(format.k, shape.head_dim));
+  HEARTH_TRY(kv_group_size(format.v, shape.head_dim));
+  const int64_t heads = int64_t{shape.n_layers} * shape.n_kv_heads;
+  KvTokenCost cost;
+  cost.dtype = format.name();
+  cost.dtype_k = std::string(kv_dtype_name(format.k));
+  cost.dtype_v = std::string(kv_dtype_name(format.v));
+  cost.bytes_per_token =
+      heads * static_cast<int64_t>(kv_head_bytes(format.k, shape.head_dim) + kv_head_bytes(format.v, shape.head_dim));
+  cost.scale_bytes_per_token = heads * static_cast<int64_t>(kv_head_scale_bytes(format.k, shape.head_dim) +
+                                                            kv_head_scale_bytes(format.v, shape.head_dim));
+  return cost;
+}
+
+Result<int64_t> kv_bytes_per_token(const KvShape& shape, const KvFormat& format) {
+  auto cost = kv_token_cost(shape, format);
+  if (!cost) return cost.error();
+  return cost->bytes_per_token;
+}
+
+std::vector<KvTokenCost> kv_dtype_costs(const KvShape& shape, const KvFormat& format) {
+  std::vector<KvFormat> formats;
+  for (KvDtype t : all_kv_dtypes()) formats.push_back({t, t});
+  if (format.k != format.v) formats.push_back(format);
+  std::vector<KvTokenCost> costs;
+  for (const KvFormat& f : formats) {
+    if (auto cost = kv_token_cost(shape, f)) costs.push_back(std::move(*cost));
+  }
+  return costs;
 }
 
 }  // namespace hearth

@@ -16,6 +16,8 @@
 #include <string>
 #include <string_view>
 
+#include <vector>
+#include "util/kv_shape.h"
 #include "util/result.h"
 
 namespace hearth {
@@ -48,6 +50,15 @@ size_t kv_head_scale_bytes(KvDtype type, int32_t head_dim);
 // One head's slice: head_dim floats <-> kv_head_bytes bytes. Reference versions; the dequantizer is exact
 // (each value is d × q computed in fp32), so vector twins must agree bit for bit.
 void kv_quantize_head(KvDtype type, const float* src, uint8_t* dst, int32_t head_dim);
+// One token's KV cost for a model shape in `format`, or an error when the shape is not positive or a dtype cannot
+// hold this head size.
+Result<KvTokenCost> kv_token_cost(const KvShape& shape, const KvFormat& format);
+// Its bytes_per_token.
+Result<int64_t> kv_bytes_per_token(const KvShape& shape, const KvFormat& format);
+// The cost in every KV dtype that holds this head size (K = V), widest first, then `format` itself when K and V
+// differ: the rows of a memory plan.
+std::vector<KvTokenCost> kv_dtype_costs(const KvShape& shape, const KvFormat& format);
+
 void kv_dequantize_head_reference(KvDtype type, const uint8_t* src, float* dst, int32_t head_dim);
 
 }  // namespace hearth

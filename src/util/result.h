@@ -22,11 +22,12 @@ template <class... Args>
   return Error{fmt::format(format, std::forward<Args>(args)...)};
 }
 
-template <class T>
+// E is the error type: Error (a message) unless a caller must act on the kind of failure (e.g. SubmitError).
+template <class T, class E = Error>
 class [[nodiscard]] Result {
  public:
   Result(T value) : state_(std::move(value)) {}  // NOLINT(google-explicit-constructor): mirrors std::expected
-  Result(Error error) : state_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
+  Result(E error) : state_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
 
   bool ok() const { return state_.index() == 0; }
   explicit operator bool() const { return ok(); }
@@ -40,24 +41,24 @@ class [[nodiscard]] Result {
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
 
-  const Error& error() const { return std::get<1>(state_); }
+  const E& error() const { return std::get<1>(state_); }
 
  private:
-  std::variant<T, Error> state_;
+  std::variant<T, E> state_;
 };
 
-template <>
-class [[nodiscard]] Result<void> {
+template <class E>
+class [[nodiscard]] Result<void, E> {
  public:
   Result() = default;
-  Result(Error error) : error_(std::move(error)), ok_(false) {}  // NOLINT(google-explicit-constructor)
+  Result(E error) : error_(std::move(error)), ok_(false) {}  // NOLINT(google-explicit-constructor)
 
   bool ok() const { return ok_; }
   explicit operator bool() const { return ok_; }
-  const Error& error() const { return error_; }
+  const E& error() const { return error_; }
 
  private:
-  Error error_;
+  E error_{};
   bool ok_ = true;
 };
 
@@ -69,14 +70,14 @@ class [[nodiscard]] Result<void> {
 }  // namespace hearth
 
 // Aborts loudly when an invariant is broken. Not for expected failures: those return Result.
-#define HEARTH_CHECK(cond, ...)                                                              \
-  do {                                                                                       \
+#define HEARTH_CHECK(cond, ...)                                                                \
+  do {                                                                                         \
     if (!(cond)) ::hearth::fail_check(#cond, __FILE__, __LINE__, fmt::format("" __VA_ARGS__)); \
   } while (0)
 
 // Propagates an error from an expression returning Result<...>.
-#define HEARTH_TRY(expr)                        \
-  do {                                          \
-    auto hearth_try_result_ = (expr);           \
+#define HEARTH_TRY(expr)                                        \
+  do {                                                          \
+    auto hearth_try_result_ = (expr);                           \
     if (!hearth_try_result_) return hearth_try_result_.error(); \
   } while (0)

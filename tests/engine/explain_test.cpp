@@ -56,17 +56,17 @@ class ExplainTest : public ::testing::Test {
 
 TEST_F(ExplainTest, TimestampAtToken5IsReportedAsDivergenceAtToken5WithTheText) {
   const auto base = story_tokens(tok_, 500, "Once upon a time");
-  EXPECT_EQ(run(base).reuse.reason, "no_cached_prefix");
+  EXPECT_EQ(run(base).reuse.reason, ReuseStop::kNoCachedPrefix);
   const auto stamp = tok_.encode(" 2024-05-01 08:00:13", /*add_special=*/false);
   auto stamped = concat({std::span(base).first(5), stamp, std::span(base).subspan(5)});
   stamped.resize(505);
   // Before it runs, explain_prompt (POST /v1/cache/explain) already sees the divergence.
   const CacheReport stamped_report = engine_->explain_prompt(stamped, "");
-  EXPECT_EQ(stamped_report.explanation.reason, "diverged");
+  EXPECT_EQ(stamped_report.explanation.reason, ReuseStop::kDiverged);
   EXPECT_EQ(stamped_report.cached_tokens, 5);
   EXPECT_EQ(stamped_report.explanation.stopped_at, 5);
   const RequestUsage u = run(stamped);
-  EXPECT_EQ(u.reuse.reason, "diverged");
+  EXPECT_EQ(u.reuse.reason, ReuseStop::kDiverged);
   EXPECT_EQ(u.reuse.stopped_at, 5);
   EXPECT_EQ(u.reuse.stopped_block, 0);
   EXPECT_EQ(u.cached_tokens, 5);
@@ -82,9 +82,9 @@ TEST_F(ExplainTest, TimestampAtToken5IsReportedAsDivergenceAtToken5WithTheText) 
   EXPECT_EQ(base_report.cached_tokens, 500);  // 31 full blocks and the partly filled last one (4 tokens)
   EXPECT_EQ(base_report.cached_tokens_ram, 500);
   EXPECT_EQ(base_report.reusable_tokens, 499);  // the last prompt token is always computed
-  EXPECT_EQ(base_report.explanation.reason, "end_of_prompt");
-  EXPECT_EQ(engine_->explain_prompt(std::span(base).first(480), "").explanation.reason, "end_of_prompt");
-  EXPECT_EQ(engine_->explain_prompt(base, "", /*use_cache=*/false).explanation.reason, "cache_disabled");
+  EXPECT_EQ(base_report.explanation.reason, ReuseStop::kEndOfPrompt);
+  EXPECT_EQ(engine_->explain_prompt(std::span(base).first(480), "").explanation.reason, ReuseStop::kEndOfPrompt);
+  EXPECT_EQ(engine_->explain_prompt(base, "", /*use_cache=*/false).explanation.reason, ReuseStop::kCacheDisabled);
 
   // Offline, the same two prompts: divergence at 5, and they realign right after the timestamp.
   const PromptComparison c = compare_prompts(tok_, base, stamped, 16);
@@ -108,7 +108,7 @@ TEST_F(ExplainTest, ReorderedToolListIsReportedAtTheFirstDifferingTool) {
   const auto b = tok_.encode(preamble + weather + calendar + lights + question, true);
   run(a);
   const RequestUsage u = run(b);
-  EXPECT_EQ(u.reuse.reason, "diverged");
+  EXPECT_EQ(u.reuse.reason, ReuseStop::kDiverged);
   const int32_t stop = u.reuse.stopped_at;
   const std::string reused = tok_.decode(std::span(b).first(stop));
   EXPECT_NE(reused.find("get_weather: the forecast for a town."), std::string::npos) << reused;
@@ -122,14 +122,14 @@ TEST_F(ExplainTest, SaltCacheDisabledAndEndOfPromptReasons) {
   const auto prompt = story_tokens(tok_, 97, "Once upon a time");  // 6 full blocks, then the last token
   run(prompt, "tenant-a");
   const RequestUsage other_salt = run(prompt);
-  EXPECT_EQ(other_salt.reuse.reason, "different_salt");
+  EXPECT_EQ(other_salt.reuse.reason, ReuseStop::kDifferentSalt);
   EXPECT_EQ(other_salt.reuse.other_salt_tokens, 96);
   EXPECT_EQ(other_salt.cached_tokens, 0);
   const RequestUsage again = run(prompt);
-  EXPECT_EQ(again.reuse.reason, "end_of_prompt");
+  EXPECT_EQ(again.reuse.reason, ReuseStop::kEndOfPrompt);
   EXPECT_EQ(again.reuse.stopped_at, 96);
   const RequestUsage disabled = run(prompt, "", /*use_cache=*/false);
-  EXPECT_EQ(disabled.reuse.reason, "cache_disabled");
+  EXPECT_EQ(disabled.reuse.reason, ReuseStop::kCacheDisabled);
   EXPECT_EQ(disabled.cached_tokens, 0);
 }
 
@@ -157,7 +157,7 @@ TEST(ExplainEviction, EvictedPrefixIsReportedAsEvicted) {
   run(story_tokens(*m.tokenizer, 160, "Lily had a red ball"));  // 10 blocks: evicts first's tail
   engine->check_invariants();
   const RequestUsage u = run(first);
-  EXPECT_EQ(u.reuse.reason, "evicted");
+  EXPECT_EQ(u.reuse.reason, ReuseStop::kEvicted);
   EXPECT_EQ(u.reuse.evicted_block, u.reuse.stopped_block);
   EXPECT_EQ(u.reuse.stopped_at % 16, 0);
   EXPECT_LT(u.reuse.stopped_at, 95);

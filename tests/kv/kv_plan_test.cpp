@@ -1,16 +1,22 @@
 // The KV memory plan against hand-computed numbers: stories260K and the synthetic 1B shape.
 #include "kv/kv_plan.h"
 
+#include "tensor/kv_dtype.h"
+
 #include <gtest/gtest.h>
 
 namespace hearth {
 namespace {
 
-constexpr KvModelShape kStories{5, 4, 8};   // 5 layers, 4 KV heads of 8
-constexpr KvModelShape k1B{16, 8, 64};      // 16 layers, 8 KV heads of 64
+constexpr KvShape kStories{5, 4, 8};  // 5 layers, 4 KV heads of 8
+constexpr KvShape k1B{16, 8, 64};     // 16 layers, 8 KV heads of 64
 constexpr KvFormat kF16{KvDtype::kF16, KvDtype::kF16};
 constexpr KvFormat kQ8{KvDtype::kQ8_0, KvDtype::kQ8_0};
 constexpr KvFormat kQ4{KvDtype::kQ4_0, KvDtype::kQ4_0};
+
+KvTokenCost cost(const KvShape& shape, const KvFormat& format) {
+  return *kv_token_cost(shape, format);
+}
 
 TEST(KvPlan, BytesPerTokenByHand) {
   // stories260K: layers × KV heads × (K + V head bytes). q8_0: 8 values + 2-byte scale; q4_0: 4 bytes + scale.
@@ -28,9 +34,9 @@ TEST(KvPlan, BytesPerTokenByHand) {
 TEST(KvPlan, QuantizedFormatsFitTheRequiredMultipleOfF16Tokens) {
   // Scales included: q8_0 ≥ 1.9×, q4_0 ≥ 3.5× the tokens of f16 in the same budget.
   for (int64_t budget : {int64_t{64} << 20, int64_t{2} << 30}) {
-    const auto f16 = *plan_kv_pool(k1B, kF16, 16, budget);
-    const auto q8 = *plan_kv_pool(k1B, kQ8, 16, budget);
-    const auto q4 = *plan_kv_pool(k1B, kQ4, 16, budget);
+    const auto f16 = *plan_kv_pool(k1B, cost(k1B, kF16), 16, budget);
+    const auto q8 = *plan_kv_pool(k1B, cost(k1B, kQ8), 16, budget);
+    const auto q4 = *plan_kv_pool(k1B, cost(k1B, kQ4), 16, budget);
     EXPECT_GE(static_cast<double>(q8.capacity_tokens) / f16.capacity_tokens, 1.9);
     EXPECT_GE(static_cast<double>(q4.capacity_tokens) / f16.capacity_tokens, 3.5);
     EXPECT_LE(q4.pool_bytes, budget);
@@ -38,24 +44,25 @@ TEST(KvPlan, QuantizedFormatsFitTheRequiredMultipleOfF16Tokens) {
 }
 
 TEST(KvPlan, PoolNeverExceedsTheBudgetAndSaysWhyWhenNothingFits) {
-  const auto p = *plan_kv_pool(k1B, kQ8, 16, (int64_t{2} << 30) + 12345);
+  const auto p = *plan_kv_pool(k1B, cost(k1B, kQ8), 16, (int64_t{2} << 30) + 12345);
   EXPECT_EQ(p.bytes_per_block, 16 * 16896);
   EXPECT_EQ(p.num_blocks, ((int64_t{2} << 30) + 12345) / (16 * 16896));
   EXPECT_LE(p.pool_bytes, p.budget_bytes);
   EXPECT_GT(p.pool_bytes + p.bytes_per_block, p.budget_bytes);
-  auto none = plan_kv_pool(k1B, kQ8, 16, 1000);
+  auto none = plan_kv_pool(k1B, cost(k1B, kQ8), 16, 1000);
   ASSERT_FALSE(none);
   EXPECT_NE(none.error().message.find("270336 bytes"), std::string::npos) << none.error().message;
 }
 
 TEST(KvPlan, StartupLineMatchesTheIssueFormat) {
   // 2 GiB of q8_0 for the 1B shape: 16,896 B/token → 127,100 blocks... computed by hand below.
-  const auto p = *plan_kv_pool(k1B, kQ8, 16, int64_t{2} << 30);
+  const auto p = *plan_kv_pool(k1B, cost(k1B, kQ8), 16, int64_t{2} << 30);
   const int64_t blocks = (int64_t{2} << 30) / (16 * 16896);  // 7943
   EXPECT_EQ(p.num_blocks, blocks);
   EXPECT_EQ(p.users_at(16384), blocks / 1024);  // 7
   EXPECT_EQ(p.users_at(4096), blocks / 256);    // 31
-  EXPECT_EQ(describe_kv_plan(p), "KV pool 2.00 GiB, q8_0, 16.5 KiB/token, 127,088 tokens, 7 users at 16k context or 31 at 4k");
+  EXPECT_EQ(describe_kv_plan(p),
+            "KV pool 2.00 GiB, q8_0, 16.5 KiB/token, 127,088 tokens, 7 users at 16k context or 31 at 4k");
 }
 
 TEST(KvPlan, MemoryPlanByHandFor1B) {
@@ -65,6 +72,7 @@ TEST(KvPlan, MemoryPlanByHandFor1B) {
   r.context = 4096;
   r.users = 4;
   r.memory_bytes = int64_t{8} << 30;
+  r.costs = kv_dtype_costs(k1B, kF16);
   const auto plan = *plan_memory(r);
   ASSERT_EQ(plan.rows.size(), 5u);
   const auto& f16 = plan.requested();
@@ -86,7 +94,8 @@ TEST(KvPlan, MemoryPlanForStoriesAndBadRequests) {
   r.weights_bytes = 1185376;
   r.context = 512;
   r.users = 3;
-  r.format = kQ4;
+  r.costs = kv_dtype_costs(kStories, kQ4);
+  r.dtype = "q4_0";
   const auto plan = *plan_memory(r);
   EXPECT_EQ(plan.requested().bytes_per_token, 240);
   EXPECT_EQ(plan.requested().kv_bytes, 3 * 512 * 240);

@@ -40,7 +40,7 @@ TEST(KvStorage, SizeIsThePlanAndRssGrowthWhileFillingMatchesIt) {
   for (float& x : row) x = dist(rng);
   for (KvDtype type : all_kv_dtypes()) {
     const KvFormat format{type, type};
-    const auto plan = *plan_kv_pool({shape.n_layers, shape.n_kv_heads, shape.head_dim}, format, 16, budget);
+    const auto plan = *plan_kv_pool(shape, *kv_token_cost(shape, format), 16, budget);
     const int64_t before = rss_bytes();
     auto storage = *KvStorage::create(shape, format, 16, static_cast<int32_t>(plan.num_blocks));
     EXPECT_EQ(static_cast<int64_t>(storage->bytes_total()), plan.pool_bytes) << format.name();
@@ -85,9 +85,8 @@ TEST(KvStorage, CopySlotsCopiesEveryLayerOfKAndV) {
   for (int32_t layer = 0; layer < 3; ++layer) {
     for (int kv = 0; kv < 2; ++kv) {
       for (int32_t slot = 0; slot < 3; ++slot) {
-        EXPECT_EQ(std::memcmp(s->row(layer, kv, BlockId{2}, slot), s->row(layer, kv, BlockId{1}, slot),
-                              s->row_bytes(kv)),
-                  0);
+        EXPECT_EQ(
+            std::memcmp(s->row(layer, kv, BlockId{2}, slot), s->row(layer, kv, BlockId{1}, slot), s->row_bytes(kv)), 0);
       }
     }
   }

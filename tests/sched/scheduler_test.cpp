@@ -23,14 +23,21 @@ class SchedulerTest : public ::testing::Test {
     return id;
   }
 
-  // Plays the model: every chunk that needs logits "samples" token 7.
+  // Plays the model and the engine: every chunk that needs logits "samples" token 7, and a request finishes by
+  // its token limits (token_finish_reason).
   std::vector<std::unique_ptr<Request>> step(SchedulerOutput* plan_out = nullptr) {
     SchedulerOutput plan = sched_.schedule();
     std::vector<TokenId> sampled;
     for (const auto& c : plan.chunks) {
       if (c.needs_logits) sampled.push_back(TokenId{7});
     }
-    auto finished = sched_.update(plan, sampled);
+    sched_.update(plan, sampled);
+    std::vector<std::unique_ptr<Request>> finished;
+    for (const auto& c : plan.chunks) {
+      if (!c.needs_logits) continue;
+      const FinishReason reason = token_finish_reason(*c.request, TokenId{7});
+      if (reason != FinishReason::kNone) finished.push_back(sched_.finish(c.request->id, reason));
+    }
     if (plan_out) *plan_out = plan;
     kv_.check_invariants();
     return finished;
@@ -175,6 +182,10 @@ TEST(SchedulerSharedPrefix, SimultaneousArrivalsComputeTheSharedPrefixOnce) {
         if (c.needs_logits) sampled.push_back(TokenId{7});
       }
       sched.update(plan, sampled);
+      for (const auto& c : plan.chunks) {
+        const FinishReason reason = c.needs_logits ? token_finish_reason(*c.request, TokenId{7}) : FinishReason::kNone;
+        if (reason != FinishReason::kNone) sched.finish(c.request->id, reason);
+      }
       kv.check_invariants();
     }
     EXPECT_FALSE(sched.has_unfinished());

@@ -42,17 +42,19 @@ TEST(Metrics, RendersEngineSnapshotAndServerSeries) {
   m.record_error(400);
   m.record_error(429);
   m.record_disconnect();
-  EngineSnapshot e;
+  EngineStats e;
   e.num_blocks_total = 100;
   e.num_blocks_in_use = 12;
   e.num_blocks_pinned = 2;
   e.num_blocks_cached = 30;
   e.num_blocks_free = 88;
-  e.kv_bytes_per_block = 1024;
-  e.kv_bytes_total = 102400;
-  e.kv_bytes_per_token = 64;
-  e.kv_capacity_tokens = 1600;
-  e.kv_dtype = "q8_0";
+  KvPlan plan;
+  plan.block_size = 16;
+  plan.bytes_per_block = 1024;
+  plan.pool_bytes = 102400;
+  plan.bytes_per_token = 64;
+  plan.capacity_tokens = 1600;
+  plan.cost.dtype = "q8_0";
   e.num_cache_query_tokens = 500;
   e.num_cache_hit_tokens = 320;
   e.num_running = 3;
@@ -61,7 +63,7 @@ TEST(Metrics, RendersEngineSnapshotAndServerSeries) {
   e.num_preemptions = 5;
   e.num_prefill_tokens = 180;
   e.num_decode_tokens = 64;
-  const std::string text = m.render(e);
+  const std::string text = m.render(e, plan);
 
   for (const char* line : {
            "# TYPE hearth_prefix_cache_queried_tokens_total counter",
@@ -118,7 +120,7 @@ TEST(Metrics, RendersReuseStopsAndVolatilePrefixSeries) {
   m.record_reuse_stop("end_of_prompt");
   m.record_volatile_prefix(300, true);
   m.record_volatile_prefix(280, false);
-  const std::string text = m.render(EngineSnapshot{});
+  const std::string text = m.render(EngineStats{}, KvPlan{});
   for (const char* line : {
            "# TYPE hearth_prefix_reuse_stops_total counter",
            "hearth_prefix_reuse_stops_total{reason=\"diverged\"} 2",

@@ -169,7 +169,7 @@ TEST(Render, UsageExplainsWhereReuseStopped) {
   RequestUsage u;
   u.prompt_tokens = 40;
   u.cached_tokens = 5;
-  u.reuse = ReuseExplanation{"diverged", 5, 0, 16, "<s> Once", " 08:00", " upon", -1, 0};
+  u.reuse = ReuseExplanation{ReuseStop::kDiverged, 5, 0, 16, "<s> Once", " 08:00", " upon", -1, 0};
   const json h = usage_json(u, CompletionRequest{})["hearth"];
   EXPECT_EQ(h["reuse_stopped_at"], 5);
   EXPECT_EQ(h["reuse_stop_reason"], "diverged");
@@ -178,7 +178,7 @@ TEST(Render, UsageExplainsWhereReuseStopped) {
                                    {"context_text", "<s> Once"},
                                    {"prompt_text", " 08:00"},
                                    {"cached_text", " upon"}}));
-  u.reuse = ReuseExplanation{"evicted", 32, 2, 16, "a", "b", "", 2, 0};
+  u.reuse = ReuseExplanation{ReuseStop::kEvicted, 32, 2, 16, "a", "b", "", 2, 0};
   EXPECT_EQ(usage_json(u, CompletionRequest{})["hearth"]["reuse_stop"]["evicted_block"], 2);
   u.reuse = ReuseExplanation{};  // never admitted (aborted while waiting)
   const json none = usage_json(u, CompletionRequest{})["hearth"];
@@ -192,7 +192,7 @@ TEST(Render, CacheReportHasTiersAndReason) {
   r.cached_tokens = 64;
   r.cached_tokens_ram = 64;
   r.reusable_tokens = 64;
-  r.explanation = ReuseExplanation{"different_salt", 0, 0, 16, "", "<s> Once", "", -1, 99};
+  r.explanation = ReuseExplanation{ReuseStop::kDifferentSalt, 0, 0, 16, "", "<s> Once", "", -1, 99};
   const json j = cache_report_json(r, "m");
   EXPECT_EQ(j["object"], "cache.explanation");
   EXPECT_EQ(j["model"], "m");

@@ -1,0 +1,136 @@
+#pragma once
+// What crosses the engine's boundary, and nothing else: the request a caller submits (RequestSpec), what comes
+// back (RequestOutput, RequestUsage, ReuseExplanation, CacheReport), the engine's fixed facts (EngineInfo) and its
+// live counters (EngineStats). The server includes this header (through engine_loop.h) and never sees a model,
+// a tensor or a kernel.
+//
+// Who owns which record of one request:
+//   server  CompletionRequest + Generation   the HTTP body, response ids, SSE state, the answer memory's text
+//   engine  RequestSpec in; Sequence         sampler, detokenizer, stop strings (output_processor.h)
+//   sched   Request                          tokens, limits, progress, timings, reuse and preemption counts
+// The final RequestOutput carries the Request's facts out (usage, the token ids), so nothing is collected twice.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kv/kv_plan.h"
+#include "kv/prefix_explain.h"
+#include "sched/admission.h"
+#include "sched/request.h"
+#include "sched/sampling_params.h"
+#include "sched/submit_error.h"
+#include "util/ids.h"
+
+namespace hearth {
+
+struct RequestSpec {
+  std::vector<TokenId> prompt;
+  SamplingParams sampling;
+  // Tokens to generate. Unset: default_max_tokens when set, else all the context leaves after the prompt; either
+  // way clamped to what the context leaves (OpenAI: 16 for completions, the rest of the context for chat).
+  std::optional<int32_t> max_tokens;
+  std::optional<int32_t> default_max_tokens;
+  std::vector<std::string> stop;  // stop strings: matched across token boundaries, never emitted
+  bool ignore_eos = false;
+  bool use_cache = true;
+  std::string cache_salt;
+  bool pin_prefix = false;  // when done, pin the prompt's cached full blocks (see Engine::pin_prefix)
+};
+
+// Where prefix reuse stopped and why, with the text around that point (engine/explain.h fills it).
+struct ReuseExplanation {
+  std::optional<ReuseStop> reason;  // unset when the request was never admitted
+  int32_t stopped_at = 0;           // token index of the first token not reused
+  int32_t stopped_block = 0;        // its block
+  int32_t block_size = 0;
+  // Text around stopped_at (kDiverged, kEvicted, kDifferentSalt, kEndOfCachedPrefix): the shared text before it,
+  // the prompt's text from it, and (kDiverged) the nearest cached prefix's text from it.
+  std::string context_text;
+  std::string prompt_text;
+  std::string cached_text;
+  int32_t evicted_block = -1;     // kEvicted
+  int32_t other_salt_tokens = 0;  // kDifferentSalt: tokens reusable under another cache_salt
+};
+
+// What a request spent and saved; reported with every finished request.
+struct RequestUsage {
+  int32_t prompt_tokens = 0;
+  int32_t completion_tokens = 0;
+  int32_t cached_tokens = 0;  // prompt tokens reused from the prefix cache (shared + copied)
+  int32_t copied_tokens = 0;  // of which were copied from a partially matching block
+  int32_t preemptions = 0;
+  double ttft_ms = 0;     // arrival to first token
+  double prefill_ms = 0;  // first admission to first token
+  double total_ms = 0;
+  int32_t pinned_tokens = 0;  // with pin_prefix: tokens of the prompt now pinned
+  std::string pin_error;      // with pin_prefix: why pinning failed (e.g. the pin cap)
+  ReuseExplanation reuse;     // where prefix reuse stopped and why
+};
+
+// What the cache holds of a prompt right now (Engine::explain_prompt); nothing is computed or changed.
+struct CacheReport {
+  int32_t prompt_tokens = 0;
+  int32_t cached_tokens = 0;      // leading prompt tokens whose K/V is cached now (whole blocks + a partial match)
+  int32_t reusable_tokens = 0;    // of those, what a request would reuse (its last prompt token is always computed)
+  int32_t cached_tokens_ram = 0;  // per tier; RAM (the block pool) is the only tier so far
+  ReuseExplanation explanation;   // over the whole prompt: end_of_prompt means all of it is cached
+};
+
+// One request's news from a step.
+struct RequestOutput {
+  RequestId id;
+  std::vector<TokenId> new_tokens;
+  std::string new_text;  // complete UTF-8 only; text that may start a stop string is held back
+  bool finished = false;
+  FinishReason finish_reason = FinishReason::kNone;
+  // When finished:
+  RequestUsage usage;
+  std::vector<TokenId> tokens;       // the prompt, then every generated token (stop tokens excluded)
+  std::optional<SubmitError> error;  // the request was refused when the engine queued it (it never ran)
+};
+
+// The engine's fixed facts, published once; readable from any thread.
+struct EngineInfo {
+  std::string model_id;    // the name requests use (EngineConfig::model_id)
+  int32_t n_ctx = 0;       // the model's context length
+  int32_t vocab_size = 0;  // the tokenizer's: prompt ids must be below it
+  int32_t block_size = 0;
+  int32_t max_waiting = 0;
+  KvPlan kv_plan;             // the pool the engine runs with
+  int64_t weights_bytes = 0;  // the model file's tensor data
+  // Every KV dtype's cost per token at this model's shape (plus the pool's own format if K and V differ): the rows
+  // of a memory plan (hearth plan, GET /v1/kv/plan).
+  std::vector<KvTokenCost> kv_dtype_costs;
+};
+
+// The engine's counters and pool state at one instant (EngineLoop::stats).
+struct EngineStats {
+  int64_t num_blocks_total = 0;
+  int64_t num_blocks_in_use = 0;  // referenced by running requests or pins
+  int64_t num_blocks_pinned = 0;  // of which held by pins
+  int64_t num_blocks_cached = 0;  // in the prefix index (in use or not)
+  int64_t num_blocks_free = 0;    // unreferenced: empty or cached, reusable
+  uint64_t num_evictions = 0;
+  uint64_t num_preemptions = 0;
+  int32_t num_running = 0;
+  int32_t num_waiting = 0;
+  uint64_t num_cache_queries = 0;
+  uint64_t num_cache_query_tokens = 0;
+  uint64_t num_cache_hit_tokens = 0;
+  uint64_t num_cache_copied_tokens = 0;
+  uint64_t num_steps = 0;
+  uint64_t num_prefill_tokens = 0;  // prompt tokens computed (not reused)
+  uint64_t num_decode_tokens = 0;
+  uint64_t num_finished = 0;
+};
+
+// The one validation of a request, against the engine's facts and its admission limits now: token ids, sampling,
+// stop strings, then max_tokens (RequestSpec's default resolved against the context) through check_admission.
+// Returns the max_tokens the request runs with. Pure: EngineLoop::submit calls it on any thread with the limits
+// the loop last published, Engine::add_request with the live ones.
+[[nodiscard]] SubmitResult<int32_t> check_request(const RequestSpec& spec, const EngineInfo& info,
+                                                  const AdmissionLimits& limits, int32_t num_waiting);
+
+}  // namespace hearth

@@ -1,0 +1,108 @@
+#include "engine/output_processor.h"
+
+#include <algorithm>
+
+#include "engine/explain.h"
+#include "util/result.h"
+
+namespace hearth {
+namespace {
+
+double ms_between(RequestTimes::Clock::time_point a, RequestTimes::Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// Length of the longest suffix of `text` that is a proper prefix of some stop string: text that must be held
+// back because the next token may complete a stop string.
+size_t stop_prefix_overlap(std::string_view text, const std::vector<std::string>& stops) {
+  size_t keep = 0;
+  for (const std::string& stop : stops) {
+    for (size_t n = std::min(stop.size() - 1, text.size()); n > keep; --n) {
+      if (text.substr(text.size() - n) == std::string_view(stop).substr(0, n)) {
+        keep = n;
+        break;
+      }
+    }
+  }
+  return keep;
+}
+
+}  // namespace
+
+void OutputProcessor::add(RequestId id, const RequestSpec& spec) {
+  auto [it, inserted] = sequences_.emplace(id, std::make_unique<Sequence>(tokenizer_, spec));
+  HEARTH_CHECK(inserted, "request {} is already tracked by the output stage", id.value);
+}
+
+OutputProcessor::Sequence& OutputProcessor::sequence(RequestId id) {
+  auto it = sequences_.find(id);
+  HEARTH_CHECK(it != sequences_.end(), "the output stage has no request {}", id.value);
+  return *it->second;
+}
+
+Sampler& OutputProcessor::sampler(RequestId id) {
+  return sequence(id).sampler;
+}
+
+bool OutputProcessor::emit_text(Sequence& seq, TokenId token, RequestOutput& out) {
+  seq.held += seq.decoder.push(token);
+  if (seq.stop.empty()) {
+    out.new_text += std::exchange(seq.held, {});
+    return false;
+  }
+  size_t first_match = std::string::npos;
+  for (const std::string& s : seq.stop) first_match = std::min(first_match, seq.held.find(s));
+  if (first_match != std::string::npos) {
+    out.new_text += seq.held.substr(0, first_match);
+    seq.held.clear();
+    return true;
+  }
+  const size_t keep = stop_prefix_overlap(seq.held, seq.stop);
+  out.new_text += seq.held.substr(0, seq.held.size() - keep);
+  seq.held.erase(0, seq.held.size() - keep);
+  return false;
+}
+
+FinishReason OutputProcessor::process_token(const Request& request, TokenId token, RequestOutput& out) {
+  out.id = request.id;
+  if (request.is_stop_token(token)) return FinishReason::kStop;  // ends the request unseen
+  out.new_tokens.push_back(token);
+  if (emit_text(sequence(request.id), token, out)) return FinishReason::kStop;
+  return token_finish_reason(request, token);
+}
+
+RequestUsage OutputProcessor::usage_of(const Request& r) const {
+  const RequestTimes& t = r.times;
+  RequestUsage u;
+  u.prompt_tokens = r.num_prompt_tokens;
+  u.completion_tokens = r.num_output_tokens();
+  u.cached_tokens = std::max(0, r.num_cached_tokens);
+  u.copied_tokens = r.num_copied_tokens;
+  u.preemptions = r.num_preemptions;
+  u.ttft_ms = t.first_token ? ms_between(t.arrival, *t.first_token) : 0;
+  u.prefill_ms = t.first_token && t.first_scheduled ? ms_between(*t.first_scheduled, *t.first_token) : 0;
+  u.total_ms = ms_between(t.arrival, RequestTimes::Clock::now());
+  if (r.explanation) {
+    const std::span<const TokenId> prompt(r.tokens.data(), r.num_prompt_tokens);
+    u.reuse = describe_reuse(tokenizer_, *r.explanation, prompt, block_size_);
+  }
+  return u;
+}
+
+RequestOutput OutputProcessor::finish(Request& request, RequestOutput news) {
+  auto it = sequences_.find(request.id);
+  HEARTH_CHECK(it != sequences_.end(), "the output stage has no request {}", request.id.value);
+  Sequence& seq = *it->second;
+  RequestOutput out = std::move(news);
+  out.id = request.id;
+  out.finished = true;
+  out.finish_reason = request.finish_reason;
+  // A stop string already dropped what it held back; any other end flushes it.
+  out.new_text += std::exchange(seq.held, {}) + seq.decoder.flush();
+  out.usage = usage_of(request);
+  out.tokens = std::move(request.tokens);
+  sequences_.erase(it);
+  return out;
+}
+
+}  // namespace hearth

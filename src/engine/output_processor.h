@@ -1,0 +1,61 @@
+#pragma once
+// OutputProcessor: the engine's output stage, the one place where sampled tokens become what a caller reads.
+// Per request it holds a Sequence (sampler, detokenizer, stop strings, text held back) and, each step:
+//   - detokenizes each sampled token into complete UTF-8 (IncrementalDecoder);
+//   - matches stop strings across token boundaries and never emits them, holding back text that may start one;
+//   - decides the finish: a stop token (never emitted), a stop string, or max_tokens (token_finish_reason);
+//   - writes a finished request's usage from its Request (tokens, timings, reuse, preemptions).
+// It never frees a block: the engine finishes the requests it names, through Scheduler::finish.
+
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/engine_types.h"
+#include "engine/sampler.h"
+#include "model/tokenizer.h"
+#include "sched/request.h"
+
+namespace hearth {
+
+class OutputProcessor {
+ public:
+  OutputProcessor(const Tokenizer& tokenizer, int32_t block_size) : tokenizer_(tokenizer), block_size_(block_size) {}
+
+  // Starts tracking a request. Requires a fresh id.
+  void add(RequestId id, const RequestSpec& spec);
+  bool contains(RequestId id) const { return sequences_.contains(id); }
+  // The request's sampler. Requires add(id).
+  Sampler& sampler(RequestId id);
+
+  // One sampled token of `request`, after Scheduler::update applied it: fills `out` with the token and its text
+  // (unless it is a stop token) and returns the finish it implies (kNone to go on).
+  [[nodiscard]] FinishReason process_token(const Request& request, TokenId token, RequestOutput& out);
+
+  // The final output of a finished request (its blocks are released): the text still held back, the usage, the
+  // token ids (moved out of the request). Stops tracking it. `news` is what this step already produced for it.
+  [[nodiscard]] RequestOutput finish(Request& request, RequestOutput news);
+
+ private:
+  struct Sequence {
+    Sequence(const Tokenizer& tokenizer, const RequestSpec& spec)
+        : decoder(tokenizer), sampler(spec.sampling), stop(spec.stop) {}
+    IncrementalDecoder decoder;
+    Sampler sampler;
+    std::vector<std::string> stop;
+    std::string held;  // decoded text not yet emitted: it may be the start of a stop string
+  };
+  Sequence& sequence(RequestId id);
+  // Appends the token's text to `out.new_text`, holding back a possible stop-string start; true when a stop
+  // string matched (its text and everything after it is dropped).
+  bool emit_text(Sequence& seq, TokenId token, RequestOutput& out);
+  RequestUsage usage_of(const Request& request) const;
+
+  const Tokenizer& tokenizer_;
+  int32_t block_size_;
+  std::unordered_map<RequestId, std::unique_ptr<Sequence>> sequences_;
+};
+
+}  // namespace hearth
