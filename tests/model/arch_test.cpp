@@ -176,10 +176,11 @@ struct Peer {
 // The peer's greedy continuation of kPrompt: llama-cli prints the prompt, the generated text, then its trailer.
 std::string peer_greedy_text(const Peer& peer, const std::string& path) {
   const std::string peer_dir = kShared + "/peers/" + peer.dir;
-  const std::string command = "LD_LIBRARY_PATH=" + peer_dir + " " + peer_dir + "/llama-cli -m " + path + " -p '" +
-                              kPrompt + "' -n " + std::to_string(kGreedyTokens) +
-                              " --temp 0 --repeat-penalty 1.0 -t 2 -c 256 " + peer.flags + " </dev/null 2>" + path +
-                              ".peer.log";
+  // From the temporary folder: ik_llama.cpp writes a main.log into its working directory.
+  const std::string command = "cd " + std::string(HEARTH_TEST_TMP_DIR) + " && LD_LIBRARY_PATH=" + peer_dir + " " +
+                              peer_dir + "/llama-cli -m " + path + " -p '" + kPrompt + "' -n " +
+                              std::to_string(kGreedyTokens) + " --temp 0 --repeat-penalty 1.0 -t 2 -c 256 " +
+                              peer.flags + " </dev/null 2>" + path + ".peer.log";
   std::string out = run_command(command);
   EXPECT_TRUE(out.starts_with(kPrompt)) << command << "\nprinted: " << out;
   if (out.starts_with(kPrompt)) out.erase(0, kPrompt.size());
