@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "model/tokenizer_normalize.h"
 #include "model/tokenizer_pretokenize.h"
 #include "tokenizer_test_util.h"
 
@@ -126,6 +127,42 @@ TEST(TokenizerBpe, MalformedVocabularies) {
   auto no_bos = Tokenizer::from_vocab(v);
   ASSERT_FALSE(no_bos);
   EXPECT_NE(no_bos.error().message.find("no tokenizer.ggml.bos_token_id"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hearth
+
+namespace hearth {
+namespace {
+
+// Qwen's tokenizer.json normalizes to NFC before splitting, so a decomposed "e" + U+0301 is the same token as
+// the precomposed "é", as Hugging Face tokenizers gives. NFC is not compatibility folding: "ﬁ" stays "ﬁ".
+TEST(TokenizerBpe, Qwen2NormalizesToNfc) {
+  const Tokenizer& qwen = test::cached_tokenizer("vocab/ggml-vocab-qwen2.gguf");
+  EXPECT_EQ(ids(qwen.encode("Cafe\xCC\x81 nai\xCC\x88ve", false)), ids(qwen.encode("Caf\xC3\xA9 na\xC3\xAFve", false)));
+  EXPECT_EQ(ids(qwen.encode("\xE1\x84\x80\xE1\x85\xA1", false)), ids(qwen.encode("\xEA\xB0\x80", false)))
+      << "Hangul jamo compose";
+  EXPECT_NE(ids(qwen.encode("\xEF\xAC\x81", false)), ids(qwen.encode("fi", false)));
+  // Ill-formed bytes are left for the byte-level encoder, every one of them kept.
+  const std::string bad = "e\xCC\x81\xFF";
+  std::string raw;
+  for (const TokenId t : qwen.encode(bad, false)) raw += qwen.token_to_piece(t);
+  EXPECT_EQ(raw, bad);
+  // Llama 3 has no normalizer: the decomposed form stays two characters.
+  const Tokenizer& llama3 = test::cached_tokenizer("vocab/ggml-vocab-llama-bpe.gguf");
+  EXPECT_NE(ids(llama3.encode("Cafe\xCC\x81", false)), ids(llama3.encode("Caf\xC3\xA9", false)));
+}
+
+TEST(Normalize, Nfc) {
+  EXPECT_TRUE(is_nfc("plain ASCII"));
+  EXPECT_TRUE(is_nfc("Caf\xC3\xA9"));
+  EXPECT_FALSE(is_nfc("Cafe\xCC\x81"));
+  EXPECT_TRUE(is_nfc("e\xCC\x81\xFF")) << "ill-formed text is left as it is";
+  std::string out;
+  to_nfc("Cafe\xCC\x81", out);
+  EXPECT_EQ(out, "Caf\xC3\xA9");
+  to_nfc("\xE2\x84\xAB", out);  // ANGSTROM SIGN is canonically A WITH RING ABOVE
+  EXPECT_EQ(out, "\xC3\x85");
 }
 
 }  // namespace
