@@ -97,11 +97,24 @@ TEST(PreTokenizer, UnsupportedNamesAreErrors) {
   EXPECT_TRUE(pre_tokenizer_from_name("smollm"));
   EXPECT_TRUE(pre_tokenizer_from_name("llama-bpe"));
   EXPECT_TRUE(pre_tokenizer_from_name("qwen2"));
+  EXPECT_TRUE(pre_tokenizer_from_name("deepseek-coder"));
   EXPECT_FALSE(pre_tokenizer_from_name(""));
-  const auto unsupported = pre_tokenizer_from_name("deepseek-coder");
+  const auto unsupported = pre_tokenizer_from_name("chatglm-bpe");
   ASSERT_FALSE(unsupported);
-  EXPECT_NE(unsupported.error().message.find("pre-tokenizer 'deepseek-coder' (tokenizer.ggml.pre) is not supported"),
+  EXPECT_NE(unsupported.error().message.find("pre-tokenizer 'chatglm-bpe' (tokenizer.ggml.pre) is not supported"),
             std::string::npos);
+}
+
+// Five regexes in turn, each splitting the pieces of the ones before into matches and the gaps between them.
+TEST(PreTokenizer, DeepseekCoderRegexSequence) {
+  using V = std::vector<std::string>;
+  const PreTokenizer pre = PreTokenizer::kDeepseekCoder;
+  EXPECT_EQ(split(pre, "Hello, world!\n"), (V{"Hello", ",", " world", "!", "\n"}));
+  EXPECT_EQ(split(pre, "x = 42;"), (V{"x", " = ", "4", "2", ";"})) << "'=' is a symbol, not \\p{P}: it stays in a gap";
+  EXPECT_EQ(split(pre, "a  b"), (V{"a", " ", " b"}));
+  EXPECT_EQ(split(pre, "\xE6\x88\x91\xE6\x83\xB3 ok"), (V{"\xE6\x88\x91\xE6\x83\xB3", " ok"})) << "CJK runs";
+  EXPECT_EQ(split(pre, "\xC2\xBFqu\xC3\xA9?"), (V{"\xC2\xBF", "qu\xC3\xA9", "?"})) << "non-ASCII punctuation";
+  EXPECT_TRUE(split(pre, "").empty());
 }
 
 TEST(TokenizerBpe, MalformedVocabularies) {

@@ -51,6 +51,7 @@ INSTANTIATE_TEST_SUITE_P(Shared, TokenizerVocabReference,
                                          VocabReference{"ggml-vocab-mpt.gguf", TokenizerKind::kBpe, true},
                                          VocabReference{"ggml-vocab-starcoder.gguf", TokenizerKind::kBpe, true},
                                          VocabReference{"ggml-vocab-refact.gguf", TokenizerKind::kBpe, true},
+                                         VocabReference{"ggml-vocab-deepseek-coder.gguf", TokenizerKind::kBpe, true},
                                          VocabReference{"ggml-vocab-llama-bpe.gguf", TokenizerKind::kBpe, true},
                                          VocabReference{"ggml-vocab-qwen2.gguf", TokenizerKind::kBpe, true}),
                          case_name);
