@@ -31,6 +31,7 @@ int run_synth(const SynthFlags& f) {
   c.out_path = o.out_path;
   c.vocab_from = o.vocab_from;
   c.seed = o.seed;
+  c.architecture = o.architecture;
   c.weight_type = kWeightTypes.at(f.type);
   if (f.has_dim) c.dim = o.dim;
   if (f.has_layers) c.n_layers = o.n_layers;
@@ -43,10 +44,11 @@ int run_synth(const SynthFlags& f) {
     std::fprintf(stderr, "error: %s\n", written.error().message.c_str());
     return 1;
   }
-  std::printf("wrote %s: dim %lld, %lld layers, %lld heads (%lld KV), ffn %lld, context %lld, %s weights\n",
-              c.out_path.c_str(), static_cast<long long>(c.dim), static_cast<long long>(c.n_layers),
-              static_cast<long long>(c.n_heads), static_cast<long long>(c.n_kv_heads),
-              static_cast<long long>(c.ffn_dim), static_cast<long long>(c.context_length), f.type.c_str());
+  std::printf("wrote %s: %s, dim %lld, %lld layers, %lld heads (%lld KV), ffn %lld, context %lld, %s weights\n",
+              c.out_path.c_str(), c.architecture.c_str(), static_cast<long long>(c.dim),
+              static_cast<long long>(c.n_layers), static_cast<long long>(c.n_heads),
+              static_cast<long long>(c.n_kv_heads), static_cast<long long>(c.ffn_dim),
+              static_cast<long long>(c.context_length), f.type.c_str());
   return 0;
 }
 
@@ -57,6 +59,9 @@ Command add_synth(CLI::App& app) {
   f->overrides.vocab_from = "../shared/models/stories260K.gguf";
   app.add_option("-o,--output", f->overrides.out_path, "Output GGUF path (e.g. models/synth-110m-q8_0.gguf)")
       ->required();
+  app.add_option("--arch", f->overrides.architecture, "Architecture: llama, qwen2 (q/k/v biases), qwen3 (q/k norms)")
+      ->check(CLI::IsMember({"llama", "qwen2", "qwen3"}))
+      ->capture_default_str();
   app.add_option("--preset", f->preset, "Shape: tiny, 110m, 1b, 3b, 8b")->capture_default_str();
   app.add_option("--type", f->type, "Weight type")
       ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k"}))
@@ -65,18 +70,18 @@ Command add_synth(CLI::App& app) {
       ->check(CLI::ExistingFile)
       ->capture_default_str();
   app.add_option("--seed", f->overrides.seed, "Weight seed")->capture_default_str();
-  app.add_option_function<int64_t>("--dim", [f](int64_t v) { f->overrides.dim = v, f->has_dim = true; }, "Width");
-  app.add_option_function<int64_t>("--layers", [f](int64_t v) { f->overrides.n_layers = v, f->has_layers = true; },
-                                   "Layers");
-  app.add_option_function<int64_t>("--heads", [f](int64_t v) { f->overrides.n_heads = v, f->has_heads = true; },
-                                   "Attention heads");
-  app.add_option_function<int64_t>("--kv-heads",
-                                   [f](int64_t v) { f->overrides.n_kv_heads = v, f->has_kv_heads = true; },
-                                   "KV heads");
-  app.add_option_function<int64_t>("--ffn", [f](int64_t v) { f->overrides.ffn_dim = v, f->has_ffn = true; },
-                                   "Feed-forward width");
-  app.add_option_function<int64_t>("--ctx", [f](int64_t v) { f->overrides.context_length = v, f->has_ctx = true; },
-                                   "Context length");
+  app.add_option_function<int64_t>(
+      "--dim", [f](int64_t v) { f->overrides.dim = v, f->has_dim = true; }, "Width");
+  app.add_option_function<int64_t>(
+      "--layers", [f](int64_t v) { f->overrides.n_layers = v, f->has_layers = true; }, "Layers");
+  app.add_option_function<int64_t>(
+      "--heads", [f](int64_t v) { f->overrides.n_heads = v, f->has_heads = true; }, "Attention heads");
+  app.add_option_function<int64_t>(
+      "--kv-heads", [f](int64_t v) { f->overrides.n_kv_heads = v, f->has_kv_heads = true; }, "KV heads");
+  app.add_option_function<int64_t>(
+      "--ffn", [f](int64_t v) { f->overrides.ffn_dim = v, f->has_ffn = true; }, "Feed-forward width");
+  app.add_option_function<int64_t>(
+      "--ctx", [f](int64_t v) { f->overrides.context_length = v, f->has_ctx = true; }, "Context length");
   return [f] { return run_synth(*f); };
 }
 

@@ -6,7 +6,7 @@
 namespace hearth {
 namespace {
 
-constexpr std::array<std::string_view, 4> kSupportedArchitectures = {"llama", "mistral", "qwen2", "smollm"};
+constexpr std::array<std::string_view, 5> kSupportedArchitectures = {"llama", "mistral", "qwen2", "qwen3", "smollm"};
 
 Result<int32_t> read_positive(const GgufFile& file, const std::string& key, std::optional<int32_t> fallback) {
   auto value = file.get_uint(key);
@@ -28,6 +28,15 @@ Result<float> read_float(const GgufFile& file, const std::string& key, float fal
 
 }  // namespace
 
+std::string ModelConfig::supported_architectures() {
+  std::string list;
+  for (auto a : kSupportedArchitectures) {
+    if (!list.empty()) list += ", ";
+    list += a;
+  }
+  return list;
+}
+
 Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
   ModelConfig c;
   auto arch = file.get_string("general.architecture");
@@ -37,8 +46,8 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
   bool supported = false;
   for (auto a : kSupportedArchitectures) supported |= (a == c.architecture);
   if (!supported) {
-    return make_error("{}: architecture '{}' is not supported (supported: llama, mistral, qwen2, smollm)", file.name(),
-                      c.architecture);
+    return make_error("{}: architecture '{}' is not supported (supported: {})", file.name(), c.architecture,
+                      supported_architectures());
   }
   auto name = file.get_string("general.name");
   if (name && name->has_value()) c.name = **name;
@@ -60,16 +69,24 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
   auto kv_heads = read_positive(file, p + "attention.head_count_kv", c.n_heads);
   if (!kv_heads) return kv_heads.error();
   c.n_kv_heads = *kv_heads;
-  if (c.dim % c.n_heads != 0) {
-    return make_error("{}: embedding_length {} is not divisible by head_count {}", file.name(), c.dim, c.n_heads);
-  }
   if (c.n_heads % c.n_kv_heads != 0) {
-    return make_error("{}: head_count {} is not a multiple of head_count_kv {}", file.name(), c.n_heads,
-                      c.n_kv_heads);
+    return make_error("{}: head_count {} is not a multiple of head_count_kv {}", file.name(), c.n_heads, c.n_kv_heads);
   }
-  auto key_len = read_positive(file, p + "attention.key_length", c.dim / c.n_heads);
+  auto key_len = read_positive(file, p + "attention.key_length", 0);  // 0: absent
   if (!key_len) return key_len.error();
-  c.head_dim = *key_len;
+  if (*key_len == 0 && c.dim % c.n_heads != 0) {
+    return make_error("{}: embedding_length {} is not divisible by head_count {} (and no attention.key_length)",
+                      file.name(), c.dim, c.n_heads);
+  }
+  c.head_dim = *key_len != 0 ? *key_len : c.dim / c.n_heads;
+  auto value_len = read_positive(file, p + "attention.value_length", c.head_dim);
+  if (!value_len) return value_len.error();
+  if (*value_len != c.head_dim) {
+    return make_error(
+        "{}: attention.value_length {} differs from attention.key_length {}, which Hearth does not "
+        "support",
+        file.name(), *value_len, c.head_dim);
+  }
   auto rope_dim = read_positive(file, p + "rope.dimension_count", c.head_dim);
   if (!rope_dim) return rope_dim.error();
   c.rope_dim = *rope_dim;
@@ -82,7 +99,10 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
   if (!eps) return eps.error();
   c.rope_freq_base = *base;
   c.rms_eps = *eps;
-  c.rope_style = c.architecture == "qwen2" ? RopeStyle::kNeox : RopeStyle::kNormal;
+  const bool qwen = c.architecture == "qwen2" || c.architecture == "qwen3";
+  c.rope_style = qwen ? RopeStyle::kNeox : RopeStyle::kNormal;
+  c.qkv_bias_required = c.architecture == "qwen2";
+  c.qk_norm = c.architecture == "qwen3";
 
   const GgufTensor* embd = file.find_tensor("token_embd.weight");
   if (embd == nullptr) return make_error("{}: missing tensor 'token_embd.weight'", file.name());

@@ -70,8 +70,7 @@ void Model::prepare_scratch(const BatchInput& batch, int32_t block_size, int n_t
       }
     }
   }
-  s_.attn_scratch_per_thread =
-      attention_scratch_floats(block_size, c.head_dim, kAttnRows, c.n_heads / c.n_kv_heads);
+  s_.attn_scratch_per_thread = attention_scratch_floats(block_size, c.head_dim, kAttnRows, c.n_heads / c.n_kv_heads);
   grow(s_.attn_scratch, static_cast<size_t>(n_threads) * s_.attn_scratch_per_thread);
 }
 
@@ -92,8 +91,7 @@ void Model::store_kv(int layer, const BatchInput& batch, KvStorage& kv) {
   for (int64_t row = 0; row < static_cast<int64_t>(batch.tokens.size()); ++row) {
     const BatchSequence& seq = batch.seqs[s_.row_seq[row]];
     const int32_t pos = s_.row_pos[row];
-    HEARTH_CHECK(pos / bs < static_cast<int32_t>(seq.block_table.size()), "block table too short for position {}",
-                 pos);
+    HEARTH_CHECK(pos / bs < static_cast<int32_t>(seq.block_table.size()), "block table too short for position {}", pos);
     const BlockId block = seq.block_table[pos / bs];
     kv.store_row(layer, 0, block, pos % bs, s_.k.data() + row * c.kv_dim());
     kv.store_row(layer, 1, block, pos % bs, s_.v.data() + row * c.kv_dim());
@@ -125,8 +123,40 @@ void Model::attend(int layer, const BatchInput& batch, const KvStorage& kv, Thre
                                item.kv_head,
                                c.head_dim,
                                scale};
-      attention_tile(tile, kv.layer_view(layer, 0, seq.block_table), kv.layer_view(layer, 1, seq.block_table),
-                     scratch);
+      attention_tile(tile, kv.layer_view(layer, 0, seq.block_table), kv.layer_view(layer, 1, seq.block_table), scratch);
+    }
+  });
+}
+
+void Model::project_qkv(int layer, int64_t n, ThreadPool& pool) {
+  const auto& c = config_;
+  const LayerWeights& w = weights_.layers[layer];
+  for_rows(pool, n, [&](int64_t row) {
+    rms_norm(s_.x.data() + row * c.dim, w.attn_norm.data(), s_.xn.data() + row * c.dim, c.dim, c.rms_eps);
+  });
+  matmul(w.wq, s_.xn.data(), n, s_.q.data(), pool, s_.matmul);
+  matmul(w.wk, s_.xn.data(), n, s_.k.data(), pool, s_.matmul);
+  matmul(w.wv, s_.xn.data(), n, s_.v.data(), pool, s_.matmul);
+  const bool neox = c.rope_style == RopeStyle::kNeox;
+  // Per row, in the order the architectures define: bias (qwen2), per-head RMSNorm (qwen3), then RoPE.
+  for_rows(pool, n, [&](int64_t row) {
+    float* q = s_.q.data() + row * c.q_dim();
+    float* k = s_.k.data() + row * c.kv_dim();
+    if (!w.bq.empty()) {
+      add_inplace(q, w.bq.data(), c.q_dim());
+      add_inplace(k, w.bk.data(), c.kv_dim());
+      add_inplace(s_.v.data() + row * c.kv_dim(), w.bv.data(), c.kv_dim());
+    }
+    const float* cs = s_.cos_sin.data() + row * c.rope_dim;
+    for (int32_t h = 0; h < c.n_heads; ++h) {
+      float* qh = q + h * c.head_dim;
+      if (!w.q_norm.empty()) rms_norm(qh, w.q_norm.data(), qh, c.head_dim, c.rms_eps);
+      rope_apply(qh, cs, c.rope_dim, neox);
+    }
+    for (int32_t h = 0; h < c.n_kv_heads; ++h) {
+      float* kh = k + h * c.head_dim;
+      if (!w.k_norm.empty()) rms_norm(kh, w.k_norm.data(), kh, c.head_dim, c.rms_eps);
+      rope_apply(kh, cs, c.rope_dim, neox);
     }
   });
 }
@@ -135,20 +165,7 @@ void Model::attention_block(int layer, const BatchInput& batch, KvStorage& kv, T
   const auto& c = config_;
   const LayerWeights& w = weights_.layers[layer];
   const int64_t n = static_cast<int64_t>(batch.tokens.size());
-  for_rows(pool, n, [&](int64_t row) {
-    rms_norm(s_.x.data() + row * c.dim, w.attn_norm.data(), s_.xn.data() + row * c.dim, c.dim, c.rms_eps);
-  });
-  matmul(w.wq, s_.xn.data(), n, s_.q.data(), pool, s_.matmul);
-  matmul(w.wk, s_.xn.data(), n, s_.k.data(), pool, s_.matmul);
-  matmul(w.wv, s_.xn.data(), n, s_.v.data(), pool, s_.matmul);
-  const bool neox = c.rope_style == RopeStyle::kNeox;
-  for_rows(pool, n, [&](int64_t row) {
-    const float* cs = s_.cos_sin.data() + row * c.rope_dim;
-    for (int32_t h = 0; h < c.n_heads; ++h) rope_apply(s_.q.data() + row * c.q_dim() + h * c.head_dim, cs, c.rope_dim, neox);
-    for (int32_t h = 0; h < c.n_kv_heads; ++h) {
-      rope_apply(s_.k.data() + row * c.kv_dim() + h * c.head_dim, cs, c.rope_dim, neox);
-    }
-  });
+  project_qkv(layer, n, pool);
   store_kv(layer, batch, kv);
   attend(layer, batch, kv, pool);
   matmul(w.wo, s_.attn.data(), n, s_.proj.data(), pool, s_.matmul);
@@ -195,8 +212,8 @@ std::span<const float> Model::forward(const BatchInput& batch, KvStorage& kv, Th
   HEARTH_CHECK(kv.shape().n_layers == config_.n_layers && kv.shape().n_kv_heads == config_.n_kv_heads &&
                    kv.shape().head_dim == config_.head_dim,
                "KvStorage shape ({} layers, {} KV heads of {}) does not match the model's ({}, {} of {})",
-               kv.shape().n_layers, kv.shape().n_kv_heads, kv.shape().head_dim, config_.n_layers,
-               config_.n_kv_heads, config_.head_dim);
+               kv.shape().n_layers, kv.shape().n_kv_heads, kv.shape().head_dim, config_.n_layers, config_.n_kv_heads,
+               config_.head_dim);
   prepare_scratch(batch, kv.block_size(), pool.num_threads());
   embed(batch, pool);
   const int64_t n = static_cast<int64_t>(batch.tokens.size());

@@ -1,7 +1,7 @@
 #pragma once
-// Model: a llama-family transformer on the CPU. It owns the mapped GGUF, the weight views and the forward
-// scratch. K/V memory is passed in (KvStorage) and addressed through each sequence's block table, so the
-// same forward pass serves one sequence or a batch of many, cold or from a prefix cache.
+// Model: a llama-family transformer on the CPU (llama, mistral, smollm, qwen2, qwen3: see config.h). It owns the mapped
+// GGUF, the weight views and the forward scratch. K/V memory is passed in (KvStorage) and addressed through each
+// sequence's block table, so the same forward pass serves one sequence or a batch of many, cold or from a prefix cache.
 
 #include <memory>
 #include <span>
@@ -63,11 +63,13 @@ class Model {
     std::vector<AttnItem> attn_items;                         // attention work of one forward
     std::vector<float> attn_scratch;                          // [n_threads, attention_scratch_floats]
     size_t attn_scratch_per_thread = 0;
-    std::vector<float> logits_in, logits;                     // [n_logit_rows, dim | n_vocab]
+    std::vector<float> logits_in, logits;  // [n_logit_rows, dim | n_vocab]
     MatmulScratch matmul;
   };
   void prepare_scratch(const BatchInput& batch, int32_t block_size, int n_threads);
   void embed(const BatchInput& batch, ThreadPool& pool);
+  // attn_norm, then q/k/v projections with bias, q/k norm and RoPE as the architecture asks, into s_.q/k/v.
+  void project_qkv(int layer, int64_t n_rows, ThreadPool& pool);
   void attention_block(int layer, const BatchInput& batch, KvStorage& kv, ThreadPool& pool);
   void store_kv(int layer, const BatchInput& batch, KvStorage& kv);
   void attend(int layer, const BatchInput& batch, const KvStorage& kv, ThreadPool& pool);

@@ -64,32 +64,52 @@ void gaussian_row(uint64_t stream, int64_t row_index, float sd, float* row, int6
   }
 }
 
+// Values are mean + N(0, sd^2); sd 0 gives exactly `mean` (the norm weights of the llama layout are ones).
 struct TensorPlan {
   std::string name;
   std::vector<int64_t> shape;  // GGML order
   DType type;
-  bool ones;  // norm weights: F32 ones instead of random values
+  float mean = 0.0f;
+  float sd = 0.0f;
 };
 
+std::vector<TensorPlan> plan_layer(const SynthConfig& c, int64_t i) {
+  const int64_t head_dim = c.dim / c.n_heads;
+  const int64_t kv_dim = c.n_kv_heads * head_dim;
+  const DType w = c.weight_type;
+  const float sd = c.weight_sd;
+  const std::string blk = "blk." + std::to_string(i) + ".";
+  std::vector<TensorPlan> plan;
+  plan.push_back({blk + "attn_norm.weight", {c.dim}, DType::F32, 1.0f, 0.0f});
+  plan.push_back({blk + "attn_q.weight", {c.dim, c.dim}, w, 0.0f, sd});
+  plan.push_back({blk + "attn_k.weight", {c.dim, kv_dim}, w, 0.0f, sd});
+  plan.push_back({blk + "attn_v.weight", {c.dim, kv_dim}, w, 0.0f, sd});
+  if (c.architecture == "qwen2") {
+    plan.push_back({blk + "attn_q.bias", {c.dim}, DType::F32, 0.0f, c.bias_sd});
+    plan.push_back({blk + "attn_k.bias", {kv_dim}, DType::F32, 0.0f, c.bias_sd});
+    plan.push_back({blk + "attn_v.bias", {kv_dim}, DType::F32, 0.0f, c.bias_sd});
+  }
+  if (c.architecture == "qwen3") {
+    plan.push_back({blk + "attn_q_norm.weight", {head_dim}, DType::F32, 1.0f, c.qk_norm_sd});
+    plan.push_back({blk + "attn_k_norm.weight", {head_dim}, DType::F32, 1.0f, c.qk_norm_sd});
+  }
+  plan.push_back({blk + "attn_output.weight", {c.dim, c.dim}, w, 0.0f, sd});
+  plan.push_back({blk + "ffn_norm.weight", {c.dim}, DType::F32, 1.0f, 0.0f});
+  plan.push_back({blk + "ffn_gate.weight", {c.dim, c.ffn_dim}, w, 0.0f, sd});
+  plan.push_back({blk + "ffn_up.weight", {c.dim, c.ffn_dim}, w, 0.0f, sd});
+  plan.push_back({blk + "ffn_down.weight", {c.ffn_dim, c.dim}, w, 0.0f, sd});
+  return plan;
+}
+
 std::vector<TensorPlan> plan_tensors(const SynthConfig& c, int64_t n_vocab) {
-  const int64_t kv_dim = c.n_kv_heads * (c.dim / c.n_heads);
   const DType w = c.weight_type;
   std::vector<TensorPlan> plan;
-  plan.push_back({"token_embd.weight", {c.dim, n_vocab}, w, false});
+  plan.push_back({"token_embd.weight", {c.dim, n_vocab}, w, 0.0f, c.weight_sd});
   for (int64_t i = 0; i < c.n_layers; ++i) {
-    const std::string blk = "blk." + std::to_string(i) + ".";
-    plan.push_back({blk + "attn_norm.weight", {c.dim}, DType::F32, true});
-    plan.push_back({blk + "attn_q.weight", {c.dim, c.dim}, w, false});
-    plan.push_back({blk + "attn_k.weight", {c.dim, kv_dim}, w, false});
-    plan.push_back({blk + "attn_v.weight", {c.dim, kv_dim}, w, false});
-    plan.push_back({blk + "attn_output.weight", {c.dim, c.dim}, w, false});
-    plan.push_back({blk + "ffn_norm.weight", {c.dim}, DType::F32, true});
-    plan.push_back({blk + "ffn_gate.weight", {c.dim, c.ffn_dim}, w, false});
-    plan.push_back({blk + "ffn_up.weight", {c.dim, c.ffn_dim}, w, false});
-    plan.push_back({blk + "ffn_down.weight", {c.ffn_dim, c.dim}, w, false});
+    for (TensorPlan& t : plan_layer(c, i)) plan.push_back(std::move(t));
   }
-  plan.push_back({"output_norm.weight", {c.dim}, DType::F32, true});
-  plan.push_back({"output.weight", {c.dim, n_vocab}, w, false});
+  plan.push_back({"output_norm.weight", {c.dim}, DType::F32, 1.0f, 0.0f});
+  plan.push_back({"output.weight", {c.dim, n_vocab}, w, 0.0f, c.weight_sd});
   return plan;
 }
 
@@ -102,7 +122,7 @@ GgufTensorFill make_fill(const TensorPlan& t, const SynthConfig& c, ThreadPool& 
     const size_t rbytes = row_bytes(t.type, row_len);
     const int64_t batch_rows = std::clamp<int64_t>(static_cast<int64_t>(kBatchBytes / rbytes), 1, n_rows);
     std::vector<uint8_t> batch(static_cast<size_t>(batch_rows) * rbytes);
-    std::vector<std::vector<float>> scratch(pool.num_threads(), std::vector<float>(row_len, 1.0f));
+    std::vector<std::vector<float>> scratch(pool.num_threads(), std::vector<float>(row_len, t.mean));
     uint64_t stream_seed = c.seed ^ fnv1a(t.name);
     const uint64_t stream = splitmix64(stream_seed);
     for (int64_t first = 0; first < n_rows; first += batch_rows) {
@@ -111,7 +131,10 @@ GgufTensorFill make_fill(const TensorPlan& t, const SynthConfig& c, ThreadPool& 
         const Range range = split_range(count, ith, nth);
         float* row = scratch[ith].data();
         for (int64_t r = range.begin; r < range.end; ++r) {
-          if (!t.ones) gaussian_row(stream, first + r, c.weight_sd, row, row_len);
+          if (t.sd > 0) {
+            gaussian_row(stream, first + r, t.sd, row, row_len);
+            for (int64_t i = 0; i < row_len; ++i) row[i] += t.mean;
+          }
           quantize_row(t.type, row, batch.data() + r * rbytes, row_len);
         }
       });
@@ -145,20 +168,25 @@ uint32_t llama_file_type(DType type) {
 
 void add_metadata(GgufWriter& w, const SynthConfig& c, const GgufFile& vocab, int64_t n_vocab) {
   auto u32 = [](int64_t v) { return gguf_u32(static_cast<uint32_t>(v)); };
-  w.add("general.architecture", gguf_string("llama"));
+  const std::string& a = c.architecture;
+  w.add("general.architecture", gguf_string(a));
   w.add("general.name", gguf_string(c.name));
   w.add("general.file_type", gguf_u32(llama_file_type(c.weight_type)));
   if (dtype_info(c.weight_type).block_size > 1) w.add("general.quantization_version", gguf_u32(2));
-  w.add("llama.vocab_size", u32(n_vocab));
-  w.add("llama.context_length", u32(c.context_length));
-  w.add("llama.embedding_length", u32(c.dim));
-  w.add("llama.block_count", u32(c.n_layers));
-  w.add("llama.feed_forward_length", u32(c.ffn_dim));
-  w.add("llama.attention.head_count", u32(c.n_heads));
-  w.add("llama.attention.head_count_kv", u32(c.n_kv_heads));
-  w.add("llama.attention.layer_norm_rms_epsilon", gguf_f32(c.rms_eps));
-  w.add("llama.rope.freq_base", gguf_f32(c.rope_freq_base));
-  w.add("llama.rope.dimension_count", u32(c.dim / c.n_heads));
+  w.add(a + ".vocab_size", u32(n_vocab));
+  w.add(a + ".context_length", u32(c.context_length));
+  w.add(a + ".embedding_length", u32(c.dim));
+  w.add(a + ".block_count", u32(c.n_layers));
+  w.add(a + ".feed_forward_length", u32(c.ffn_dim));
+  w.add(a + ".attention.head_count", u32(c.n_heads));
+  w.add(a + ".attention.head_count_kv", u32(c.n_kv_heads));
+  w.add(a + ".attention.layer_norm_rms_epsilon", gguf_f32(c.rms_eps));
+  w.add(a + ".rope.freq_base", gguf_f32(c.rope_freq_base));
+  w.add(a + ".rope.dimension_count", u32(c.dim / c.n_heads));
+  if (a == "qwen3") {
+    w.add(a + ".attention.key_length", u32(c.dim / c.n_heads));
+    w.add(a + ".attention.value_length", u32(c.dim / c.n_heads));
+  }
   for (const auto& [key, value] : vocab.metadata()) {
     if (key.starts_with("tokenizer.")) w.add(key, value);
   }
@@ -172,11 +200,8 @@ std::optional<SynthConfig> synth_preset(std::string_view name) {
     int64_t dim, n_layers, n_heads, n_kv_heads, ffn_dim, context_length;
   };
   static constexpr Preset kPresets[] = {
-      {"tiny", 256, 2, 4, 2, 768, 1024},
-      {"110m", 768, 12, 12, 12, 2048, 4096},
-      {"1b", 2048, 16, 32, 8, 8192, 4096},
-      {"3b", 3072, 28, 24, 8, 8192, 4096},
-      {"8b", 4096, 32, 32, 8, 14336, 8192},
+      {"tiny", 256, 2, 4, 2, 768, 1024},   {"110m", 768, 12, 12, 12, 2048, 4096}, {"1b", 2048, 16, 32, 8, 8192, 4096},
+      {"3b", 3072, 28, 24, 8, 8192, 4096}, {"8b", 4096, 32, 32, 8, 14336, 8192},
   };
   for (const Preset& p : kPresets) {
     if (p.name != name) continue;
@@ -198,6 +223,9 @@ Result<void> validate_synth_config(const SynthConfig& c) {
   auto bad = [](std::string_view what) { return make_error("synthetic model: {}", what); };
   if (c.out_path.empty()) return bad("no output path");
   if (c.vocab_from.empty()) return bad("no vocabulary file to copy the tokenizer from");
+  if (c.architecture != "llama" && c.architecture != "qwen2" && c.architecture != "qwen3") {
+    return bad(fmt::format("architecture '{}' is not one the generator writes (llama, qwen2, qwen3)", c.architecture));
+  }
   for (auto [name, v] : {std::pair{"dim", c.dim},
                          {"n_layers", c.n_layers},
                          {"n_heads", c.n_heads},
@@ -223,6 +251,7 @@ Result<void> validate_synth_config(const SynthConfig& c) {
   if (!(c.weight_sd > 0) || !(c.rms_eps > 0) || !(c.rope_freq_base > 0)) {
     return bad("weight_sd, rms_eps and rope_freq_base must be positive");
   }
+  if (!(c.bias_sd >= 0) || !(c.qk_norm_sd >= 0)) return bad("bias_sd and qk_norm_sd must not be negative");
   return {};
 }
 

@@ -1,15 +1,21 @@
 #pragma once
-// Synthetic llama-architecture models: a real vocabulary (copied from an existing GGUF) with random Gaussian
-// weights at any shape and weight type. Speed does not depend on the weight values, so these stand in for real
-// 1B-8B models in benchmarks and tests (vLLM's "dummy" load format exists for the same reason).
+// Synthetic llama-family models (architecture llama, qwen2 or qwen3): a real vocabulary (copied from an existing GGUF)
+// with random Gaussian weights at any shape and weight type. Speed does not depend on the weight values, so these stand
+// in for real 1B-8B models in benchmarks and tests (vLLM's "dummy" load format exists for the same reason).
 //
-// The file is what llama.cpp writes for a llama model: general.architecture = "llama", the llama.* hyperparameter
-// keys, and tensors named and shaped as llama.cpp names them (shapes in GGML order, ne[0] first):
+// The file is what llama.cpp writes for such a model: general.architecture, the <arch>.* hyperparameter keys
+// (qwen3 adds attention.key_length/value_length), and tensors named and shaped as llama.cpp names them (shapes
+// in GGML order, ne[0] first):
 //   token_embd.weight        [dim, n_vocab]       weight type
 //   blk.N.attn_norm.weight   [dim]                F32, all ones
 //   blk.N.attn_q.weight      [dim, dim]           weight type
 //   blk.N.attn_k.weight      [dim, kv_dim]        kv_dim = n_kv_heads * head_dim
 //   blk.N.attn_v.weight      [dim, kv_dim]
+//   blk.N.attn_q.bias        [dim]                qwen2 only: F32, N(0, bias_sd^2)
+//   blk.N.attn_k.bias        [kv_dim]             qwen2 only
+//   blk.N.attn_v.bias        [kv_dim]             qwen2 only
+//   blk.N.attn_q_norm.weight [head_dim]           qwen3 only: F32, 1 + N(0, qk_norm_sd^2)
+//   blk.N.attn_k_norm.weight [head_dim]           qwen3 only
 //   blk.N.attn_output.weight [dim, dim]
 //   blk.N.ffn_norm.weight    [dim]                F32, all ones
 //   blk.N.ffn_gate.weight    [dim, ffn_dim]
@@ -36,6 +42,7 @@ struct SynthConfig {
   std::string out_path;
   std::string vocab_from;  // a GGUF whose tokenizer.* metadata is copied; its token list sets n_vocab
   std::string name = "hearth-synthetic";
+  std::string architecture = "llama";  // llama, qwen2 (q/k/v biases) or qwen3 (per-head q/k RMSNorm)
   int64_t dim = 256;
   int64_t n_layers = 2;
   int64_t n_heads = 4;
@@ -45,6 +52,8 @@ struct SynthConfig {
   DType weight_type = DType::F16;  // F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K
   uint64_t seed = 1;
   float weight_sd = 0.02f;
+  float bias_sd = 0.1f;     // qwen2's q/k/v biases
+  float qk_norm_sd = 0.1f;  // qwen3's q/k norm weights are 1 + N(0, qk_norm_sd^2)
   float rms_eps = 1e-5f;
   float rope_freq_base = 10000.0f;
   int num_threads = 0;  // < 1: hardware concurrency

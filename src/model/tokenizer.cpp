@@ -215,6 +215,7 @@ Result<void> build_spm_pieces(Vocab& out) {
     out.piece_offsets[i] = out.piece_bytes.size();
     switch (e.type) {
       case TokenType::kNormal:
+      case TokenType::kUserDefined:  // Gemma 3's whitespace runs are user-defined pieces spelled "▁▁"
         append_unescaped(out.piece_bytes, e.text);
         break;
       case TokenType::kByte: {
@@ -223,7 +224,6 @@ Result<void> build_spm_pieces(Vocab& out) {
         out.piece_bytes.push_back(static_cast<char>(byte));
         break;
       }
-      case TokenType::kUserDefined:
       case TokenType::kUnknown:
         out.piece_bytes.append(e.text);
         break;

@@ -2,16 +2,17 @@
 // Tokenizer: text <-> token ids with the vocabulary stored in a GGUF file.
 //
 // Supported `tokenizer.ggml.model` values:
-//   "llama": SentencePiece-style BPE over scored pieces (Llama 2, Mistral, TinyLlama, Phi-3). Spaces become U+2581
-//            "▁", a "▁" is prepended to the text (add_space_prefix), and the adjacent pair whose concatenation is the
-//            highest-scoring vocab piece is merged first (ties: leftmost). Characters outside the vocab fall back to
-//            <0xNN> byte tokens.
+//   "llama": SentencePiece-style BPE over scored pieces (Llama 2, Mistral, TinyLlama, Phi-3, Gemma 3). Spaces
+//            become U+2581 "▁", a "▁" is prepended to the text (add_space_prefix), and the adjacent pair whose
+//            concatenation is the highest-scoring vocab piece is merged first (ties: leftmost). Characters outside
+//            the vocab fall back to <0xNN> byte tokens.
 //   "gpt2":  byte-level BPE with ranked merges (see tokenizer_bpe.h), after the pre-tokenizer named by
 //            tokenizer.ggml.pre splits the text into words (gpt-2, mpt, olmo, starcoder, refact, smollm, llama3 /
-//            llama-bpe, qwen2; see tokenizer_pretokenize.h). Decoding is byte-exact: no clean-up of spaces.
-// Results match llama.cpp's tokenizer (commit c392e5094) token for token on the reference vocabularies in
-// shared/vocab (llama-spm, phi-3, gpt-2, mpt, starcoder, refact). No reference vocabulary exists there for the
-// llama3 and qwen2 pre-tokenizers: they are ports of llama.cpp's splitters, checked against their regexes by hand.
+//            llama-bpe, qwen2, deepseek-coder; see tokenizer_pretokenize.h). qwen2 first normalizes to NFC
+//            (tokenizer_normalize.h). Decoding is byte-exact: no clean-up of spaces.
+// Results match the reference tokenizations in shared/vocab token for token (llama.cpp c392e5094's for llama-spm,
+// phi-3, gpt-2, mpt, starcoder, refact, deepseek-coder; Hugging Face tokenizers' for llama-bpe, qwen2, gemma3):
+// tests/model/tokenizer_reference_test.cpp.
 //
 // Encoding never fails: ill-formed UTF-8 input is split into single bytes, which take the byte-fallback path.
 // Decoding always yields well-formed UTF-8: bytes that do not form a character become U+FFFD.
@@ -134,8 +135,7 @@ class Tokenizer {
   // token_to_piece without the copy; valid as long as the tokenizer.
   std::string_view piece_view(TokenId token, bool render_special) const;
 
-  std::vector<TokenId> encode_impl(std::string_view text, bool add_special, bool parse_special,
-                                   bool starts_text) const;
+  std::vector<TokenId> encode_impl(std::string_view text, bool add_special, bool parse_special, bool starts_text) const;
 
   std::shared_ptr<const Vocab> vocab_;
 };

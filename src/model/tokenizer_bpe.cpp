@@ -8,6 +8,7 @@
 #include <array>
 #include <queue>
 
+#include "model/tokenizer_normalize.h"
 #include "model/tokenizer_pretokenize.h"
 #include "model/utf8.h"
 
@@ -199,6 +200,7 @@ Result<void> bpe_build(const TokenizerVocab& v, Vocab& out) {
   auto pre = pre_tokenizer_from_name(v.pre);
   if (!pre) return pre.error();
   out.pre = *pre;
+  out.normalize_nfc = v.pre == "qwen2";
   if (*pre == PreTokenizer::kLlama3 && !v.add_bos) out.add_bos = true;  // llama.cpp's default for Llama 3
   HEARTH_TRY(build_merges(v, out));
   for (int b = 0; b < 256; ++b) out.byte_tokens[b] = out.find(kByteSpelling[b]);
@@ -207,6 +209,11 @@ Result<void> bpe_build(const TokenizerVocab& v, Vocab& out) {
 }
 
 void bpe_encode_fragment(const Vocab& vocab, std::string_view text, std::vector<TokenId>& out) {
+  std::string normalized;
+  if (vocab.normalize_nfc && !is_nfc(text)) {
+    to_nfc(text, normalized);
+    text = normalized;
+  }
   std::vector<std::string_view> words;
   pre_tokenize(vocab.pre, text, words);
   BpeSession session(vocab);

@@ -155,6 +155,76 @@ class Llama3Splitter : public Splitter {
   size_t max_digits_;
 };
 
+// DeepSeek Coder: llama.cpp applies five regexes in turn, each splitting every piece so far into its matches and
+// the gaps between them: [\r\n], \s?\p{L}+, \s?\p{P}+, [\x{4E00}-\x{9FA5}\x{0800}-\x{4E00}\x{AC00}-\x{D7FF}]+,
+// \p{N}. A stage is a function that returns the end of the match starting at a char, or 0 for none.
+class DeepseekCoderSplitter {
+ public:
+  DeepseekCoderSplitter(std::string_view text, const std::vector<Char>& chars) : text_(text), chars_(chars) {}
+
+  void run(std::vector<std::string_view>& words) {
+    std::vector<std::pair<size_t, size_t>> pieces = {{0, chars_.size()}};
+    split(pieces, [&](size_t p, size_t) { return is_newline(p) ? p + 1 : 0; });
+    split(pieces, [&](size_t p, size_t end) { return space_then_run(p, end, [&](size_t q) { return is_letter(q); }); });
+    split(pieces, [&](size_t p, size_t end) { return space_then_run(p, end, [&](size_t q) { return is_punct(q); }); });
+    split(pieces, [&](size_t p, size_t end) {
+      size_t q = p;
+      while (q < end && is_cjk(chars_[q].cp)) ++q;
+      return q > p ? q : 0;
+    });
+    split(pieces, [&](size_t p, size_t) { return chars_[p].cls == CharClass::kNumber ? p + 1 : 0; });
+    for (const auto& [begin, end] : pieces) {
+      const size_t from = chars_[begin].offset;
+      words.push_back(text_.substr(from, chars_[end - 1].offset + chars_[end - 1].length - from));
+    }
+  }
+
+ private:
+  bool is_newline(size_t p) const { return chars_[p].cp == '\r' || chars_[p].cp == '\n'; }
+  bool is_letter(size_t p) const { return chars_[p].cls == CharClass::kLetter; }
+  // \p{P}: ASCII punctuation as llama.cpp lists it, and the Unicode punctuation categories beyond ASCII.
+  bool is_punct(size_t p) const {
+    const char32_t cp = chars_[p].cp;
+    if (cp < 0x80)
+      return std::string_view("!\"#%&'()*,-./:;?@[\\]_{}").find(static_cast<char>(cp)) != std::string_view::npos;
+    return cp != kIllFormed && is_unicode_punctuation(cp);
+  }
+  static bool is_cjk(char32_t cp) { return (cp >= 0x0800 && cp <= 0x9FA5) || (cp >= 0xAC00 && cp <= 0xD7FF); }
+
+  // \s?X+ at p: an optional whitespace char, then one or more chars where `x` holds.
+  template <class X>
+  size_t space_then_run(size_t p, size_t end, X x) const {
+    size_t q = chars_[p].cls == CharClass::kWhitespace && p + 1 < end && x(p + 1) ? p + 1 : p;
+    const size_t start = q;
+    while (q < end && x(q)) ++q;
+    return q > start ? q : 0;
+  }
+
+  // Replaces each piece by its matches and the gaps between them, in order.
+  template <class Match>
+  void split(std::vector<std::pair<size_t, size_t>>& pieces, Match match) const {
+    std::vector<std::pair<size_t, size_t>> out;
+    for (const auto& [begin, end] : pieces) {
+      size_t gap = begin;
+      for (size_t p = begin; p < end;) {
+        const size_t m = match(p, end);
+        if (m == 0) {
+          ++p;
+          continue;
+        }
+        if (p > gap) out.emplace_back(gap, p);
+        out.emplace_back(p, m);
+        gap = p = m;
+      }
+      if (end > gap) out.emplace_back(gap, end);
+    }
+    pieces.swap(out);
+  }
+
+  std::string_view text_;
+  const std::vector<Char>& chars_;
+};
+
 }  // namespace
 
 Result<PreTokenizer> pre_tokenizer_from_name(std::string_view name) {
@@ -162,9 +232,10 @@ Result<PreTokenizer> pre_tokenizer_from_name(std::string_view name) {
   if (name == "starcoder" || name == "refact" || name == "smollm") return PreTokenizer::kGpt2SingleDigits;
   if (name == "llama3" || name == "llama-v3" || name == "llama-bpe" || name == "falcon3") return PreTokenizer::kLlama3;
   if (name == "qwen2" || name == "deepseek-r1-qwen") return PreTokenizer::kQwen2;
+  if (name == "deepseek-coder") return PreTokenizer::kDeepseekCoder;
   return make_error(
       "pre-tokenizer '{}' (tokenizer.ggml.pre) is not supported; supported: gpt-2, mpt, olmo, "
-      "starcoder, refact, smollm, llama3/llama-bpe, qwen2",
+      "starcoder, refact, smollm, llama3/llama-bpe, qwen2, deepseek-coder",
       name);
 }
 
@@ -189,6 +260,9 @@ void pre_tokenize(PreTokenizer pre, std::string_view text, std::vector<std::stri
       break;
     case PreTokenizer::kQwen2:
       Llama3Splitter(text, chars, 0, chars.size(), words, 1).run();
+      break;
+    case PreTokenizer::kDeepseekCoder:
+      if (!chars.empty()) DeepseekCoderSplitter(text, chars).run(words);
       break;
   }
 }

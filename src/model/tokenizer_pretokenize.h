@@ -19,6 +19,9 @@ enum class PreTokenizer {
   kLlama3,
   // Qwen2: as Llama 3, but digits one at a time (\p{N} instead of \p{N}{1,3}), and words are always merged.
   kQwen2,
+  // DeepSeek Coder: [\r\n], \s?\p{L}+, \s?\p{P}+, [\x{4E00}-\x{9FA5}\x{0800}-\x{4E00}\x{AC00}-\x{D7FF}]+, \p{N}, each
+  // regex splitting the pieces of the previous ones into matches and gaps (llama.cpp's sequence of regexes).
+  kDeepseekCoder,
 };
 
 // Maps a `tokenizer.ggml.pre` name to its pre-tokenizer; fails for names whose regex is not implemented.

@@ -7,6 +7,8 @@
 #include <array>
 #include <iterator>
 
+#include <unicode/uchar.h>
+
 namespace hearth {
 namespace {
 
@@ -205,6 +207,10 @@ const std::array<CharClass, 128> kAscii = [] {
 
 CharClass char_class(char32_t cp) {
   return cp < 128 ? kAscii[cp] : lookup(cp);
+}
+
+bool is_unicode_punctuation(char32_t cp) {
+  return cp <= 0x10FFFF && (U_GET_GC_MASK(static_cast<UChar32>(cp)) & U_GC_P_MASK) != 0;
 }
 
 }  // namespace hearth

@@ -16,4 +16,7 @@ enum class CharClass : uint8_t {
 // Classifies a code point (Unicode 14.0 categories).
 CharClass char_class(char32_t cp);
 
+// \p{P}: general category Pc, Pd, Ps, Pe, Pi, Pf or Po (ICU's Unicode tables).
+bool is_unicode_punctuation(char32_t cp);
+
 }  // namespace hearth

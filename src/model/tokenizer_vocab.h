@@ -53,6 +53,7 @@ struct Tokenizer::Vocab {
   // BPE only: (left, right) -> (rank, merged token); lower ranks merge first.
   MergeTable merges;
   PreTokenizer pre = PreTokenizer::kGpt2;
+  bool normalize_nfc = false;  // BPE only: NFC before pre-tokenizing (Qwen's normalizer; tokenizer_normalize.h)
 
   std::string_view piece(int32_t id) const {
     return std::string_view(piece_bytes).substr(piece_offsets[id], piece_offsets[id + 1] - piece_offsets[id]);

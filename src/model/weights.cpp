@@ -2,33 +2,38 @@
 
 #include <fmt/format.h>
 
+#include <set>
+
 #include "tensor/quant.h"
 
 namespace hearth {
 namespace {
 
+// Binds tensors by name and remembers which ones it bound, so that what is left over can be refused.
 class Binder {
  public:
   Binder(const GgufFile& file) : file_(file) {}
 
   // Binds a 2-D matrix whose GGML shape is [n_cols, n_rows].
-  Result<MatrixView> matrix(const std::string& name, int64_t n_cols, int64_t n_rows) const {
+  Result<MatrixView> matrix(const std::string& name, int64_t n_cols, int64_t n_rows) {
     const GgufTensor* t = file_.find_tensor(name);
     if (t == nullptr) return make_error("{}: missing tensor '{}'", file_.name(), name);
+    bound_.insert(name);
     if (t->ne[0] != n_cols || t->ne[1] != n_rows || t->ne[2] != 1 || t->ne[3] != 1) {
       return make_error("{}: tensor '{}' has shape [{}, {}, {}, {}], expected [{}, {}]", file_.name(), name, t->ne[0],
                         t->ne[1], t->ne[2], t->ne[3], n_cols, n_rows);
     }
     if (!dtype_info(t->type).compute_supported) {
-      return make_error("{}: tensor '{}' has type {}, which Hearth cannot compute with (supported: F32, F16, BF16, "
-                        "Q8_0, Q4_0, Q4_K, Q6_K)",
-                        file_.name(), name, dtype_name(t->type));
+      return make_error(
+          "{}: tensor '{}' has type {}, which Hearth cannot compute with (supported: F32, F16, BF16, "
+          "Q8_0, Q4_0, Q4_K, Q6_K)",
+          file_.name(), name, dtype_name(t->type));
     }
     return MatrixView{t->type, n_rows, n_cols, t->data, row_bytes(t->type, n_cols)};
   }
 
   // Reads a 1-D vector of `n` elements into owned f32.
-  Result<std::vector<float>> vector(const std::string& name, int64_t n) const {
+  Result<std::vector<float>> vector(const std::string& name, int64_t n) {
     auto m = matrix(name, n, 1);
     if (!m) return m.error();
     std::vector<float> out(static_cast<size_t>(n));
@@ -38,25 +43,72 @@ class Binder {
 
   bool has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
 
+  // Fails naming the first tensor of the file that nothing bound.
+  Result<void> check_all_bound(const std::string& architecture) const {
+    for (const GgufTensor& t : file_.tensors()) {
+      if (!bound_.contains(t.name)) {
+        return make_error(
+            "{}: unknown tensor '{}' for architecture '{}' (Hearth would ignore it and compute a "
+            "different model)",
+            file_.name(), t.name, architecture);
+      }
+    }
+    return {};
+  }
+
  private:
   const GgufFile& file_;
+  std::set<std::string, std::less<>> bound_;
 };
 
-Result<LayerWeights> bind_layer(const Binder& b, const ModelConfig& c, int il) {
+// q/k/v biases: required by qwen2, optional for the llama family, absent in qwen3 (a present one is then an
+// unknown tensor). All three or none.
+Result<void> bind_qkv_bias(Binder& b, const ModelConfig& c, const std::string& p, LayerWeights& l) {
+  const bool any = b.has(p + "attn_q.bias") || b.has(p + "attn_k.bias") || b.has(p + "attn_v.bias");
+  if (c.qk_norm || (!any && !c.qkv_bias_required)) return {};
+  auto bq = b.vector(p + "attn_q.bias", c.q_dim());
+  if (!bq) return bq.error();
+  auto bk = b.vector(p + "attn_k.bias", c.kv_dim());
+  if (!bk) return bk.error();
+  auto bv = b.vector(p + "attn_v.bias", c.kv_dim());
+  if (!bv) return bv.error();
+  l.bq = std::move(*bq);
+  l.bk = std::move(*bk);
+  l.bv = std::move(*bv);
+  return {};
+}
+
+Result<void> bind_qk_norm(Binder& b, const ModelConfig& c, const std::string& p, LayerWeights& l) {
+  if (!c.qk_norm) return {};
+  auto q_norm = b.vector(p + "attn_q_norm.weight", c.head_dim);
+  if (!q_norm) return q_norm.error();
+  auto k_norm = b.vector(p + "attn_k_norm.weight", c.head_dim);
+  if (!k_norm) return k_norm.error();
+  l.q_norm = std::move(*q_norm);
+  l.k_norm = std::move(*k_norm);
+  return {};
+}
+
+Result<LayerWeights> bind_layer(Binder& b, const ModelConfig& c, int il) {
   const std::string p = fmt::format("blk.{}.", il);
   LayerWeights l;
   auto attn_norm = b.vector(p + "attn_norm.weight", c.dim);
+  if (!attn_norm) return attn_norm.error();
   auto wq = b.matrix(p + "attn_q.weight", c.dim, c.q_dim());
   auto wk = b.matrix(p + "attn_k.weight", c.dim, c.kv_dim());
   auto wv = b.matrix(p + "attn_v.weight", c.dim, c.kv_dim());
   auto wo = b.matrix(p + "attn_output.weight", c.q_dim(), c.dim);
+  for (const auto* m : {&wq, &wk, &wv, &wo}) {
+    if (!*m) return m->error();
+  }
+  HEARTH_TRY(bind_qkv_bias(b, c, p, l));
+  HEARTH_TRY(bind_qk_norm(b, c, p, l));
   auto ffn_norm = b.vector(p + "ffn_norm.weight", c.dim);
+  if (!ffn_norm) return ffn_norm.error();
   auto gate = b.matrix(p + "ffn_gate.weight", c.dim, c.ffn_dim);
   auto up = b.matrix(p + "ffn_up.weight", c.dim, c.ffn_dim);
   auto down = b.matrix(p + "ffn_down.weight", c.ffn_dim, c.dim);
-  if (!attn_norm) return attn_norm.error();
-  if (!ffn_norm) return ffn_norm.error();
-  for (const auto* m : {&wq, &wk, &wv, &wo, &gate, &up, &down}) {
+  for (const auto* m : {&gate, &up, &down}) {
     if (!*m) return m->error();
   }
   l.attn_norm = std::move(*attn_norm);
@@ -95,6 +147,7 @@ Result<ModelWeights> ModelWeights::from_gguf(const GgufFile& file, const ModelCo
     if (!layer) return layer.error();
     w.layers.push_back(std::move(*layer));
   }
+  HEARTH_TRY(b.check_all_bound(c.architecture));
   return w;
 }
 

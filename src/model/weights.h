@@ -17,6 +17,11 @@ struct LayerWeights {
   MatrixView wk;                 // [kv_dim, dim]
   MatrixView wv;                 // [kv_dim, dim]
   MatrixView wo;                 // [dim, q_dim]
+  std::vector<float> bq;         // [q_dim]; empty when the model has no q/k/v biases
+  std::vector<float> bk;         // [kv_dim]; empty with bq
+  std::vector<float> bv;         // [kv_dim]; empty with bq
+  std::vector<float> q_norm;     // [head_dim]; per-head RMSNorm weight of q (qwen3), else empty
+  std::vector<float> k_norm;     // [head_dim]; per-head RMSNorm weight of k (qwen3), else empty
   std::vector<float> ffn_norm;   // [dim]
   MatrixView w_gate;             // [ffn_dim, dim]
   MatrixView w_up;               // [ffn_dim, dim]
@@ -24,13 +29,14 @@ struct LayerWeights {
 };
 
 struct ModelWeights {
-  MatrixView token_embd;            // [n_vocab, dim]
-  std::vector<float> output_norm;   // [dim]
-  MatrixView output;                // [n_vocab, dim]; token_embd when the output matrix is tied
+  MatrixView token_embd;           // [n_vocab, dim]
+  std::vector<float> output_norm;  // [dim]
+  MatrixView output;               // [n_vocab, dim]; token_embd when the output matrix is tied
   std::vector<LayerWeights> layers;
 
   // Binds every tensor of `config` in `file`. Fails naming the first tensor that is missing, has the
-  // wrong shape, or has a dtype Hearth cannot compute with.
+  // wrong shape, or has a dtype Hearth cannot compute with, and naming any tensor of the file that the
+  // architecture does not use (a tensor Hearth would ignore means Hearth would compute the wrong model).
   [[nodiscard]] static Result<ModelWeights> from_gguf(const GgufFile& file, const ModelConfig& config);
 };
 

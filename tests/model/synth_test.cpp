@@ -146,6 +146,42 @@ INSTANTIATE_TEST_SUITE_P(Types, SynthEveryType,
                                            DType::Q6_K),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
+// qwen2 adds random q/k/v biases and qwen3 per-head q/k norm weights around 1, under <arch>.* keys (qwen3 also
+// writes attention.key_length / value_length, as llama.cpp's converter does).
+TEST(Synth, QwenArchitecturesAddTheirTensors) {
+  for (const std::string arch : {"qwen2", "qwen3"}) {
+    SynthConfig c = small_config(DType::F16, arch + ".gguf");
+    c.architecture = arch;
+    ASSERT_TRUE(write_synthetic_model(c)) << arch;
+    auto f = GgufFile::open(c.out_path);
+    ASSERT_TRUE(f) << f.error().message;
+    EXPECT_EQ(*f->get_string("general.architecture").value(), arch);
+    EXPECT_EQ(*f->get_uint(arch + ".embedding_length").value(), 64u);
+    EXPECT_FALSE(f->get_uint("llama.embedding_length").value().has_value());
+    const size_t per_layer = 9 + (arch == "qwen2" ? 3 : 2);
+    EXPECT_EQ(f->tensors().size(), 3 + per_layer * c.n_layers) << arch;
+    for (int64_t i = 0; i < c.n_layers; ++i) {
+      const std::string b = "blk." + std::to_string(i) + ".";
+      if (arch == "qwen2") {
+        expect_shape(*f, b + "attn_q.bias", DType::F32, {64});
+        expect_shape(*f, b + "attn_k.bias", DType::F32, {32});
+        expect_shape(*f, b + "attn_v.bias", DType::F32, {32});
+        const auto [mean, sd] = tensor_stats(*f->find_tensor(b + "attn_q.bias"));
+        EXPECT_NEAR(mean, 0.0, 0.05);
+        EXPECT_NEAR(sd, 0.1, 0.05);
+      } else {
+        EXPECT_EQ(*f->get_uint("qwen3.attention.key_length").value(), 16u);
+        expect_shape(*f, b + "attn_q_norm.weight", DType::F32, {16});
+        expect_shape(*f, b + "attn_k_norm.weight", DType::F32, {16});
+        const auto [mean, sd] = tensor_stats(*f->find_tensor(b + "attn_k_norm.weight"));
+        EXPECT_NEAR(mean, 1.0, 0.1);
+        EXPECT_GT(sd, 0.02);
+      }
+    }
+    fs::remove(c.out_path);
+  }
+}
+
 TEST(Synth, SameSeedSameBytesWhateverTheThreadCount) {
   SynthConfig a = small_config(DType::Q8_0, "det_a.gguf");
   SynthConfig b = small_config(DType::Q8_0, "det_b.gguf");
@@ -216,6 +252,8 @@ TEST(Synth, BadConfigsAreExplained) {
       {[](SynthConfig& c) { c.weight_type = DType::Q5_K; }, "weight type Q5_K has no quantizer"},
       {[](SynthConfig& c) { c.vocab_from = "/nonexistent/vocab.gguf"; }, "vocabulary: /nonexistent/vocab.gguf"},
       {[](SynthConfig& c) { c.out_path = "/nonexistent-dir/m.gguf"; }, "cannot create"},
+      {[](SynthConfig& c) { c.architecture = "gemma3"; }, "architecture 'gemma3' is not one the generator writes"},
+      {[](SynthConfig& c) { c.bias_sd = -1; }, "bias_sd and qk_norm_sd must not be negative"},
   };
   for (const Case& k : cases) {
     SynthConfig c = small_config(DType::Q8_0, "bad.gguf");

@@ -3,5 +3,6 @@ hearth_add_test(tokenizer_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/tokenizer_test.cpp
           ${CMAKE_CURRENT_LIST_DIR}/tokenizer_decode_test.cpp
           ${CMAKE_CURRENT_LIST_DIR}/tokenizer_bpe_test.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/tokenizer_reference_test.cpp
   LIBS hearth_model hearth_gguf
   LABELS sanitize)

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "model/tokenizer_normalize.h"
 #include "model/tokenizer_pretokenize.h"
 #include "tokenizer_test_util.h"
 
@@ -9,28 +10,6 @@ namespace hearth {
 namespace {
 
 using test::ids;
-
-class BpeReference : public testing::TestWithParam<const char*> {};
-
-// Every case must match llama.cpp id for id; byte-level BPE decodes back to the exact text, whole or streamed.
-TEST_P(BpeReference, MatchesLlamaCpp) {
-  const std::string file = std::string("vocab/") + GetParam();
-  const Tokenizer& tok = test::cached_tokenizer(file);
-  EXPECT_EQ(tok.kind(), TokenizerKind::kBpe);
-  const auto cases = test::read_vocab_cases(file);
-  ASSERT_EQ(cases.size(), 46u);
-  for (const auto& c : cases) {
-    const auto encoded = tok.encode(c.text, false);
-    EXPECT_EQ(ids(encoded), c.expected) << "text: \"" << c.text << '"';
-    EXPECT_EQ(tok.decode(encoded), c.text);
-    EXPECT_EQ(test::stream_decode(tok, encoded), c.text);
-  }
-}
-
-// gpt-2 and mpt use the GPT-2 regex (mpt adds user-defined runs of spaces); starcoder and refact split digits first.
-INSTANTIATE_TEST_SUITE_P(Bpe, BpeReference,
-                         testing::Values("ggml-vocab-gpt-2.gguf", "ggml-vocab-mpt.gguf", "ggml-vocab-starcoder.gguf",
-                                         "ggml-vocab-refact.gguf"));
 
 TEST(TokenizerBpe, Gpt2Basics) {
   const Tokenizer& tok = test::cached_tokenizer("vocab/ggml-vocab-gpt-2.gguf");
@@ -118,11 +97,24 @@ TEST(PreTokenizer, UnsupportedNamesAreErrors) {
   EXPECT_TRUE(pre_tokenizer_from_name("smollm"));
   EXPECT_TRUE(pre_tokenizer_from_name("llama-bpe"));
   EXPECT_TRUE(pre_tokenizer_from_name("qwen2"));
+  EXPECT_TRUE(pre_tokenizer_from_name("deepseek-coder"));
   EXPECT_FALSE(pre_tokenizer_from_name(""));
-  const auto unsupported = pre_tokenizer_from_name("deepseek-coder");
+  const auto unsupported = pre_tokenizer_from_name("chatglm-bpe");
   ASSERT_FALSE(unsupported);
-  EXPECT_NE(unsupported.error().message.find("pre-tokenizer 'deepseek-coder' (tokenizer.ggml.pre) is not supported"),
+  EXPECT_NE(unsupported.error().message.find("pre-tokenizer 'chatglm-bpe' (tokenizer.ggml.pre) is not supported"),
             std::string::npos);
+}
+
+// Five regexes in turn, each splitting the pieces of the ones before into matches and the gaps between them.
+TEST(PreTokenizer, DeepseekCoderRegexSequence) {
+  using V = std::vector<std::string>;
+  const PreTokenizer pre = PreTokenizer::kDeepseekCoder;
+  EXPECT_EQ(split(pre, "Hello, world!\n"), (V{"Hello", ",", " world", "!", "\n"}));
+  EXPECT_EQ(split(pre, "x = 42;"), (V{"x", " = ", "4", "2", ";"})) << "'=' is a symbol, not \\p{P}: it stays in a gap";
+  EXPECT_EQ(split(pre, "a  b"), (V{"a", " ", " b"}));
+  EXPECT_EQ(split(pre, "\xE6\x88\x91\xE6\x83\xB3 ok"), (V{"\xE6\x88\x91\xE6\x83\xB3", " ok"})) << "CJK runs";
+  EXPECT_EQ(split(pre, "\xC2\xBFqu\xC3\xA9?"), (V{"\xC2\xBF", "qu\xC3\xA9", "?"})) << "non-ASCII punctuation";
+  EXPECT_TRUE(split(pre, "").empty());
 }
 
 TEST(TokenizerBpe, MalformedVocabularies) {
@@ -148,6 +140,42 @@ TEST(TokenizerBpe, MalformedVocabularies) {
   auto no_bos = Tokenizer::from_vocab(v);
   ASSERT_FALSE(no_bos);
   EXPECT_NE(no_bos.error().message.find("no tokenizer.ggml.bos_token_id"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hearth
+
+namespace hearth {
+namespace {
+
+// Qwen's tokenizer.json normalizes to NFC before splitting, so a decomposed "e" + U+0301 is the same token as
+// the precomposed "é", as Hugging Face tokenizers gives. NFC is not compatibility folding: "ﬁ" stays "ﬁ".
+TEST(TokenizerBpe, Qwen2NormalizesToNfc) {
+  const Tokenizer& qwen = test::cached_tokenizer("vocab/ggml-vocab-qwen2.gguf");
+  EXPECT_EQ(ids(qwen.encode("Cafe\xCC\x81 nai\xCC\x88ve", false)), ids(qwen.encode("Caf\xC3\xA9 na\xC3\xAFve", false)));
+  EXPECT_EQ(ids(qwen.encode("\xE1\x84\x80\xE1\x85\xA1", false)), ids(qwen.encode("\xEA\xB0\x80", false)))
+      << "Hangul jamo compose";
+  EXPECT_NE(ids(qwen.encode("\xEF\xAC\x81", false)), ids(qwen.encode("fi", false)));
+  // Ill-formed bytes are left for the byte-level encoder, every one of them kept.
+  const std::string bad = "e\xCC\x81\xFF";
+  std::string raw;
+  for (const TokenId t : qwen.encode(bad, false)) raw += qwen.token_to_piece(t);
+  EXPECT_EQ(raw, bad);
+  // Llama 3 has no normalizer: the decomposed form stays two characters.
+  const Tokenizer& llama3 = test::cached_tokenizer("vocab/ggml-vocab-llama-bpe.gguf");
+  EXPECT_NE(ids(llama3.encode("Cafe\xCC\x81", false)), ids(llama3.encode("Caf\xC3\xA9", false)));
+}
+
+TEST(Normalize, Nfc) {
+  EXPECT_TRUE(is_nfc("plain ASCII"));
+  EXPECT_TRUE(is_nfc("Caf\xC3\xA9"));
+  EXPECT_FALSE(is_nfc("Cafe\xCC\x81"));
+  EXPECT_TRUE(is_nfc("e\xCC\x81\xFF")) << "ill-formed text is left as it is";
+  std::string out;
+  to_nfc("Cafe\xCC\x81", out);
+  EXPECT_EQ(out, "Caf\xC3\xA9");
+  to_nfc("\xE2\x84\xAB", out);  // ANGSTROM SIGN is canonically A WITH RING ABOVE
+  EXPECT_EQ(out, "\xC3\x85");
 }
 
 }  // namespace

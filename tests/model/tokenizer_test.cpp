@@ -126,26 +126,6 @@ TEST(TokenizerSpm, MergeOrderFollowsScoresThenPosition) {
   EXPECT_EQ(ids(tok->encode("x", false)), (std::vector<int32_t>{0})) << "no byte tokens: <unk>";
 }
 
-class TokenizerReference : public testing::TestWithParam<const char*> {};
-
-// Every case of llama.cpp's tokenizer test data must match id for id, and decode back to its text, both whole
-// and streamed token by token (each streamed output well-formed UTF-8).
-TEST_P(TokenizerReference, MatchesLlamaCpp) {
-  const std::string file = std::string("vocab/") + GetParam();
-  const Tokenizer& tok = test::cached_tokenizer(file);
-  const auto cases = test::read_vocab_cases(file);
-  ASSERT_EQ(cases.size(), 46u);
-  for (const auto& c : cases) {
-    EXPECT_EQ(ids(tok.encode(c.text, false)), c.expected) << "text: \"" << c.text << '"';
-    const auto encoded = tok.encode(c.text, true);
-    EXPECT_EQ(tok.decode(encoded), c.text);
-    EXPECT_EQ(test::stream_decode(tok, encoded), c.text);
-  }
-}
-
-INSTANTIATE_TEST_SUITE_P(Spm, TokenizerReference,
-                         testing::Values("ggml-vocab-llama-spm.gguf", "ggml-vocab-phi-3.gguf"));
-
 // Phi-3 marks "</s>" user-defined: it is matched even without parse_special, and (llama.cpp's Phi-3 rule)
 // whitespace after it is dropped.
 TEST(TokenizerSpm, Phi3UserDefinedTokenIsAlwaysMatched) {

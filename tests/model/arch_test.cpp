@@ -1,0 +1,215 @@
+// The qwen2 and qwen3 forward passes, proven two ways on tiny synthetic models with the real Qwen vocabulary:
+// (a) the engine's logits agree with a plain scalar forward written from the architectures' definitions
+// (reference_forward.cpp), which itself agrees with the engine on stories260K (llama); and (b) Hearth's greedy
+// text equals an independent implementation's: llama.cpp b4748 for qwen2, ik_llama.cpp for qwen3 (b4748 does
+// not know qwen3). The peer tests skip, saying so, only where the peer binary is absent.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+
+#include "engine/generate.h"
+#include "model/model.h"
+#include "model/synth.h"
+#include "model/tokenizer.h"
+#include "reference_forward.h"
+
+namespace hearth {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kShared = HEARTH_SHARED_DIR;
+const std::string kQwenVocab = kShared + "/vocab/ggml-vocab-qwen2.gguf";
+
+// dim 64, 2 layers, 4 heads of 16, 2 KV heads, F32 weights. The weights are larger than the generator's default
+// (sd 0.1 instead of 0.02) so that logits are spread out and a greedy argmax is not decided by rounding noise.
+SynthConfig tiny_config(const std::string& arch) {
+  SynthConfig c;
+  fs::create_directories(HEARTH_TEST_TMP_DIR);
+  c.out_path = std::string(HEARTH_TEST_TMP_DIR) + "/arch_test_" + arch + ".gguf";
+  c.vocab_from = kQwenVocab;
+  c.architecture = arch;
+  c.name = "hearth-synthetic-" + arch;
+  c.dim = 64;
+  c.n_layers = 2;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.ffn_dim = 128;
+  c.context_length = 256;
+  c.weight_type = DType::F32;
+  c.weight_sd = 0.1f;
+  c.bias_sd = 0.5f;
+  c.qk_norm_sd = 0.3f;
+  c.rope_freq_base = 1000000.0f;  // Qwen's
+  c.seed = 7;
+  c.num_threads = 2;
+  return c;
+}
+
+// Writes each architecture's model once per test binary and returns its path.
+const std::string& synthetic_model(const std::string& arch) {
+  static std::map<std::string, std::string> paths;
+  auto it = paths.find(arch);
+  if (it == paths.end()) {
+    const SynthConfig c = tiny_config(arch);
+    auto written = write_synthetic_model(c);
+    EXPECT_TRUE(written.ok()) << (written.ok() ? "" : written.error().message);
+    it = paths.emplace(arch, c.out_path).first;
+  }
+  return it->second;
+}
+
+std::shared_ptr<const GgufFile> open_file(const std::string& path) {
+  auto file = GgufFile::open(path);
+  EXPECT_TRUE(file.ok()) << (file.ok() ? "" : file.error().message);
+  return std::make_shared<const GgufFile>(std::move(*file));
+}
+
+// The engine's logits after every token, one token per forward call, f32 KV.
+std::vector<std::vector<float>> engine_logits(const std::shared_ptr<const GgufFile>& file,
+                                              const std::vector<int32_t>& tokens) {
+  auto model = Model::load(file);
+  EXPECT_TRUE(model.ok()) << (model.ok() ? "" : model.error().message);
+  const ModelConfig& c = (*model)->config();
+  const int32_t n = static_cast<int32_t>(tokens.size());
+  KvStorage kv(c.n_layers, c.n_kv_heads, c.head_dim, 16, (n + 15) / 16);
+  std::vector<BlockId> table;
+  for (int32_t b = 0; b < kv.num_blocks(); ++b) table.push_back(BlockId{b});
+  ThreadPool pool(2);
+  std::vector<std::vector<float>> out;
+  for (int32_t pos = 0; pos < n; ++pos) {
+    const TokenId token{tokens[pos]};
+    const BatchSequence seq{0, 1, pos, table, true};
+    auto logits = (*model)->forward({{&token, 1}, {&seq, 1}}, kv, pool);
+    out.emplace_back(logits.begin(), logits.end());
+  }
+  return out;
+}
+
+// Largest |a - b| over every position and vocabulary entry, relative to the largest |b|.
+double max_relative_difference(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double diff = 0.0, scale = 0.0;
+  for (size_t t = 0; t < std::min(a.size(), b.size()); ++t) {
+    EXPECT_EQ(a[t].size(), b[t].size());
+    for (size_t i = 0; i < std::min(a[t].size(), b[t].size()); ++i) {
+      diff = std::max(diff, std::abs(static_cast<double>(a[t][i]) - b[t][i]));
+      scale = std::max(scale, std::abs(static_cast<double>(b[t][i])));
+    }
+  }
+  return diff / scale;
+}
+
+constexpr double kTolerance = 1e-4;  // f32 engine against a double reference over a tiny model
+
+// Token ids from all over the 151k vocabulary, control tokens included.
+const std::vector<int32_t> kQwenTokens = {9707, 11, 1879, 0, 151643, 42, 1000, 77777, 123, 5, 151000, 220, 13, 3};
+
+void expect_engine_matches_reference(const std::string& path, const std::vector<int32_t>& tokens,
+                                     const test::ReferenceOptions& without_feature) {
+  const auto file = open_file(path);
+  const auto engine = engine_logits(file, tokens);
+  const auto reference = test::reference_logits(*file, tokens);
+  const double diff = max_relative_difference(engine, reference);
+  EXPECT_LT(diff, kTolerance) << path;
+  testing::Test::RecordProperty("max_relative_difference", std::to_string(diff));
+  // The check has teeth: leaving out the architecture's feature moves the logits far beyond the tolerance.
+  const auto without = test::reference_logits(*file, tokens, without_feature);
+  EXPECT_GT(max_relative_difference(engine, without), 100 * kTolerance) << path;
+}
+
+TEST(ArchReference, LlamaStories260KMatchesScalarReference) {
+  const auto file = open_file(kShared + "/models/stories260K.gguf");
+  const std::vector<int32_t> tokens = {1, 403, 407, 261, 378, 13, 300, 42, 7, 499};
+  EXPECT_LT(max_relative_difference(engine_logits(file, tokens), test::reference_logits(*file, tokens)), kTolerance);
+}
+
+TEST(ArchReference, Qwen2MatchesScalarReference) {
+  expect_engine_matches_reference(synthetic_model("qwen2"), kQwenTokens, {.skip_qkv_bias = true});
+}
+
+TEST(ArchReference, Qwen3MatchesScalarReference) {
+  expect_engine_matches_reference(synthetic_model("qwen3"), kQwenTokens, {.skip_qk_norm = true});
+}
+
+// Runs `command`, returns its stdout.
+std::string run_command(const std::string& command) {
+  std::string out;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return out;
+  char buffer[4096];
+  for (size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, n);
+  pclose(pipe);
+  return out;
+}
+
+const std::string kPrompt = "Once upon a time";
+constexpr int kGreedyTokens = 32;
+
+std::string hearth_greedy_text(const std::string& path) {
+  const auto file = open_file(path);
+  auto model = Model::load(file);
+  EXPECT_TRUE(model.ok()) << (model.ok() ? "" : model.error().message);
+  auto tokenizer = Tokenizer::from_gguf(*file);
+  EXPECT_TRUE(tokenizer.ok()) << (tokenizer.ok() ? "" : tokenizer.error().message);
+  ThreadPool pool(2);
+  GenerateOptions options;
+  options.max_tokens = kGreedyTokens;
+  options.sampling.temperature = 0.0f;
+  options.kv_format = {KvDtype::kF16, KvDtype::kF16};  // the peers' default KV precision (ik_llama needs it)
+  auto result = generate(**model, *tokenizer, kPrompt, options, pool);
+  EXPECT_TRUE(result.ok()) << (result.ok() ? "" : result.error().message);
+  return result.ok() ? result->text : "";
+}
+
+struct Peer {
+  std::string dir;      // under shared/peers
+  std::string flags;    // beyond the common ones
+  std::string trailer;  // what llama-cli prints after the generated text
+};
+
+// The peer's greedy continuation of kPrompt: llama-cli prints the prompt, the generated text, then its trailer.
+std::string peer_greedy_text(const Peer& peer, const std::string& path) {
+  const std::string peer_dir = kShared + "/peers/" + peer.dir;
+  // From the temporary folder: ik_llama.cpp writes a main.log into its working directory.
+  const std::string command = "cd " + std::string(HEARTH_TEST_TMP_DIR) + " && LD_LIBRARY_PATH=" + peer_dir + " " +
+                              peer_dir + "/llama-cli -m " + path + " -p '" + kPrompt + "' -n " +
+                              std::to_string(kGreedyTokens) + " --temp 0 --repeat-penalty 1.0 -t 2 -c 256 " +
+                              peer.flags + " </dev/null 2>" + path + ".peer.log";
+  std::string out = run_command(command);
+  EXPECT_TRUE(out.starts_with(kPrompt)) << command << "\nprinted: " << out;
+  if (out.starts_with(kPrompt)) out.erase(0, kPrompt.size());
+  EXPECT_TRUE(out.ends_with(peer.trailer)) << command << "\nprinted: " << out;
+  if (out.ends_with(peer.trailer)) out.resize(out.size() - peer.trailer.size());
+  return out;
+}
+
+void expect_greedy_text_matches_peer(const std::string& arch, const Peer& peer) {
+  const std::string peer_dir = kShared + "/peers/" + peer.dir;
+  if (!fs::exists(peer_dir + "/llama-cli")) {
+    GTEST_SKIP() << "peer binary " << peer_dir << "/llama-cli is absent: cannot compare " << arch
+                 << " greedy text with an independent implementation";
+  }
+  const std::string& path = synthetic_model(arch);
+  const std::string ours = hearth_greedy_text(path);
+  EXPECT_FALSE(ours.empty());
+  EXPECT_EQ(peer_greedy_text(peer, path), ours) << arch << " against " << peer.dir;
+}
+
+// b4748 would start a chat (the vocabulary has a chat template) without -no-cnv, and ends with a blank line.
+TEST(ArchPeer, Qwen2GreedyTextMatchesLlamaCpp) {
+  expect_greedy_text_matches_peer("qwen2", {"llama.cpp-b4748", "-no-cnv", "\n\n"});
+}
+
+// ik_llama.cpp is not interactive by default and prints nothing after the text.
+TEST(ArchPeer, Qwen3GreedyTextMatchesIkLlamaCpp) {
+  expect_greedy_text_matches_peer("qwen3", {"ik_llama.cpp", "", ""});
+}
+
+}  // namespace
+}  // namespace hearth

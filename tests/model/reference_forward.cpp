@@ -1,0 +1,170 @@
+#include "reference_forward.h"
+
+#include <cmath>
+#include <map>
+#include <string>
+
+#include "tensor/dtype.h"
+#include "tensor/quant.h"
+
+namespace hearth::test {
+namespace {
+
+using Vec = std::vector<double>;
+
+struct Hparams {
+  std::string arch;
+  int64_t dim = 0, n_layers = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, ffn = 0, n_vocab = 0;
+  double eps = 1e-5, rope_base = 10000.0;
+};
+
+int64_t meta_int(const GgufFile& f, const std::string& key, int64_t fallback) {
+  auto v = f.get_uint(key);
+  return v.ok() && v->has_value() ? static_cast<int64_t>(**v) : fallback;
+}
+
+double meta_float(const GgufFile& f, const std::string& key, double fallback) {
+  auto v = f.get_float(key);
+  return v.ok() && v->has_value() ? **v : fallback;
+}
+
+Hparams read_hparams(const GgufFile& f) {
+  Hparams h;
+  h.arch = **f.get_string("general.architecture");
+  const std::string p = h.arch + ".";
+  h.dim = meta_int(f, p + "embedding_length", 0);
+  h.n_layers = meta_int(f, p + "block_count", 0);
+  h.n_heads = meta_int(f, p + "attention.head_count", 0);
+  h.n_kv_heads = meta_int(f, p + "attention.head_count_kv", h.n_heads);
+  h.head_dim = meta_int(f, p + "attention.key_length", h.dim / h.n_heads);
+  h.ffn = meta_int(f, p + "feed_forward_length", 0);
+  h.eps = meta_float(f, p + "attention.layer_norm_rms_epsilon", 1e-5);
+  h.rope_base = meta_float(f, p + "rope.freq_base", 10000.0);
+  h.n_vocab = f.find_tensor("token_embd.weight")->ne[1];
+  return h;
+}
+
+// A tensor as f32, row-major [ne[1]][ne[0]]; empty when the file does not have it.
+std::vector<float> load(const GgufFile& f, const std::string& name) {
+  const GgufTensor* t = f.find_tensor(name);
+  if (t == nullptr) return {};
+  const int64_t cols = t->ne[0];
+  const int64_t rows = t->num_elements() / cols;
+  std::vector<float> out(static_cast<size_t>(t->num_elements()));
+  for (int64_t r = 0; r < rows; ++r) {
+    dequantize_row(t->type, t->data + r * row_bytes(t->type, cols), out.data() + r * cols, cols);
+  }
+  return out;
+}
+
+// y = W x + b, W row-major [n_out][n_in]; b may be empty.
+Vec matvec(const std::vector<float>& w, const std::vector<float>& b, const Vec& x) {
+  const size_t n_in = x.size();
+  const size_t n_out = w.size() / n_in;
+  Vec y(n_out, 0.0);
+  for (size_t r = 0; r < n_out; ++r) {
+    double sum = b.empty() ? 0.0 : b[r];
+    for (size_t c = 0; c < n_in; ++c) sum += static_cast<double>(w[r * n_in + c]) * x[c];
+    y[r] = sum;
+  }
+  return y;
+}
+
+// x / sqrt(mean(x^2) + eps) * w, on x[offset, offset + n).
+void rms_norm_in_place(Vec& x, size_t offset, size_t n, const std::vector<float>& w, double eps) {
+  double ss = 0.0;
+  for (size_t i = 0; i < n; ++i) ss += x[offset + i] * x[offset + i];
+  const double scale = 1.0 / std::sqrt(ss / static_cast<double>(n) + eps);
+  for (size_t i = 0; i < n; ++i) x[offset + i] = x[offset + i] * scale * w[i];
+}
+
+// Rotates each head of `x` by position `pos`: pairs (2i, 2i+1) for llama, (i, i + d/2) for neox (qwen).
+void rope(Vec& x, int64_t n_heads, int64_t head_dim, int64_t pos, double base, bool neox) {
+  for (int64_t h = 0; h < n_heads; ++h) {
+    for (int64_t i = 0; i < head_dim / 2; ++i) {
+      const double angle = static_cast<double>(pos) * std::pow(base, -2.0 * static_cast<double>(i) / head_dim);
+      const size_t a = h * head_dim + (neox ? i : 2 * i);
+      const size_t b = h * head_dim + (neox ? i + head_dim / 2 : 2 * i + 1);
+      const double x0 = x[a], x1 = x[b];
+      x[a] = x0 * std::cos(angle) - x1 * std::sin(angle);
+      x[b] = x0 * std::sin(angle) + x1 * std::cos(angle);
+    }
+  }
+}
+
+// Causal softmax attention of one query row against every cached key; GQA: query head h reads KV head
+// h / (n_heads / n_kv_heads).
+Vec attention(const Hparams& hp, const Vec& q, const std::vector<Vec>& keys, const std::vector<Vec>& values) {
+  const int64_t group = hp.n_heads / hp.n_kv_heads;
+  Vec out(hp.n_heads * hp.head_dim, 0.0);
+  for (int64_t h = 0; h < hp.n_heads; ++h) {
+    const int64_t kvh = h / group;
+    std::vector<double> scores(keys.size());
+    double max_score = -1e300;
+    for (size_t t = 0; t < keys.size(); ++t) {
+      double s = 0.0;
+      for (int64_t i = 0; i < hp.head_dim; ++i) s += q[h * hp.head_dim + i] * keys[t][kvh * hp.head_dim + i];
+      scores[t] = s / std::sqrt(static_cast<double>(hp.head_dim));
+      max_score = std::max(max_score, scores[t]);
+    }
+    double total = 0.0;
+    for (double& s : scores) total += (s = std::exp(s - max_score));
+    for (size_t t = 0; t < keys.size(); ++t) {
+      for (int64_t i = 0; i < hp.head_dim; ++i) {
+        out[h * hp.head_dim + i] += scores[t] / total * values[t][kvh * hp.head_dim + i];
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::vector<float>> reference_logits(const GgufFile& f, const std::vector<int32_t>& tokens,
+                                                 const ReferenceOptions& options) {
+  const Hparams hp = read_hparams(f);
+  const bool neox = hp.arch == "qwen2" || hp.arch == "qwen3";
+  std::map<std::string, std::vector<float>> w;
+  for (const GgufTensor& t : f.tensors()) w[t.name] = load(f, t.name);
+  const auto& output = w.contains("output.weight") ? w["output.weight"] : w["token_embd.weight"];
+  std::vector<std::vector<Vec>> keys(hp.n_layers), values(hp.n_layers);
+  std::vector<std::vector<float>> logits;
+  for (size_t pos = 0; pos < tokens.size(); ++pos) {
+    const auto& embd = w["token_embd.weight"];
+    Vec x(embd.begin() + tokens[pos] * hp.dim, embd.begin() + (tokens[pos] + 1) * hp.dim);
+    for (int64_t l = 0; l < hp.n_layers; ++l) {
+      const std::string p = "blk." + std::to_string(l) + ".";
+      auto bias = [&](const char* name) { return options.skip_qkv_bias ? std::vector<float>{} : w[p + name]; };
+      Vec xn = x;
+      rms_norm_in_place(xn, 0, hp.dim, w[p + "attn_norm.weight"], hp.eps);
+      Vec q = matvec(w[p + "attn_q.weight"], bias("attn_q.bias"), xn);
+      Vec k = matvec(w[p + "attn_k.weight"], bias("attn_k.bias"), xn);
+      Vec v = matvec(w[p + "attn_v.weight"], bias("attn_v.bias"), xn);
+      if (w.contains(p + "attn_q_norm.weight") && !options.skip_qk_norm) {
+        for (int64_t h = 0; h < hp.n_heads; ++h)
+          rms_norm_in_place(q, h * hp.head_dim, hp.head_dim, w[p + "attn_q_norm.weight"], hp.eps);
+        for (int64_t h = 0; h < hp.n_kv_heads; ++h)
+          rms_norm_in_place(k, h * hp.head_dim, hp.head_dim, w[p + "attn_k_norm.weight"], hp.eps);
+      }
+      rope(q, hp.n_heads, hp.head_dim, static_cast<int64_t>(pos), hp.rope_base, neox);
+      rope(k, hp.n_kv_heads, hp.head_dim, static_cast<int64_t>(pos), hp.rope_base, neox);
+      keys[l].push_back(k);
+      values[l].push_back(v);
+      const Vec attn = matvec(w[p + "attn_output.weight"], {}, attention(hp, q, keys[l], values[l]));
+      for (int64_t i = 0; i < hp.dim; ++i) x[i] += attn[i];
+      xn = x;
+      rms_norm_in_place(xn, 0, hp.dim, w[p + "ffn_norm.weight"], hp.eps);
+      Vec gate = matvec(w[p + "ffn_gate.weight"], {}, xn);
+      const Vec up = matvec(w[p + "ffn_up.weight"], {}, xn);
+      for (size_t i = 0; i < gate.size(); ++i) gate[i] = gate[i] / (1.0 + std::exp(-gate[i])) * up[i];
+      const Vec down = matvec(w[p + "ffn_down.weight"], {}, gate);
+      for (int64_t i = 0; i < hp.dim; ++i) x[i] += down[i];
+    }
+    rms_norm_in_place(x, 0, hp.dim, w["output_norm.weight"], hp.eps);
+    const Vec out = matvec(output, {}, x);
+    logits.emplace_back(out.begin(), out.end());
+  }
+  return logits;
+}
+
+}  // namespace hearth::test
