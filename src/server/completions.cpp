@@ -131,8 +131,9 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
   auto gen = std::make_shared<Generation>();
   gen->server = this;
   gen->handle = std::move(*handle);
-  gen->meta = ResponseMeta{(endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-") + random_hex(next_id_.fetch_add(1)),
-                           static_cast<int64_t>(std::time(nullptr)), loop_.info().model_id, prompt.answer_tokens};
+  gen->meta = ResponseMeta{
+      fmt::format("{}{}", endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-", random_hex(next_id_.fetch_add(1))),
+      static_cast<int64_t>(std::time(nullptr)), loop_.info().model_id, prompt.answer_tokens};
   gen->request = std::move(request);
   // The answer memory remembers turns of text prompts; the ids come back with the final output.
   gen->remember = gen->request.use_cache && answers_.max_entries() > 0 && !prompt.text.empty();

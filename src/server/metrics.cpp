@@ -78,6 +78,12 @@ void Metrics::record_disconnect() {
 std::string Metrics::render(const EngineStats& e, const KvPlan& plan) const {
   std::string out;
   out.reserve(8192);
+  render_engine(e, plan, out);
+  render_server(out);
+  return out;
+}
+
+void Metrics::render_engine(const EngineStats& e, const KvPlan& plan, std::string& out) {
   counter(out, "hearth_prefix_cache_queries_total", "Requests admitted with the prefix cache enabled.",
           e.num_cache_queries);
   counter(out, "hearth_prefix_cache_queried_tokens_total", "Prompt tokens looked up in the prefix cache.",
@@ -112,7 +118,9 @@ std::string Metrics::render(const EngineStats& e, const KvPlan& plan) const {
   counter(out, "hearth_prefill_tokens_total", "Prompt tokens computed (not reused).", e.num_prefill_tokens);
   counter(out, "hearth_decode_tokens_total", "Tokens generated.", e.num_decode_tokens);
   counter(out, "hearth_engine_steps_total", "Engine steps run.", e.num_steps);
+}
 
+void Metrics::render_server(std::string& out) const {
   std::lock_guard lock(mutex_);
   header(out, "hearth_time_to_first_token_seconds", "histogram", "Arrival to first token, per finished request.");
   ttft_.render("hearth_time_to_first_token_seconds", out);
@@ -146,7 +154,6 @@ std::string Metrics::render(const EngineStats& e, const KvPlan& plan) const {
   counter(out, "hearth_answer_memory_tokens_total",
           "Generated token ids of recent answers reused in later prompts (instead of re-tokenized text).",
           answer_tokens_);
-  return out;
 }
 
 void Metrics::record_reuse_stop(const std::string& reason) {

@@ -51,6 +51,9 @@ class Metrics {
   [[nodiscard]] std::string render(const EngineStats& stats, const KvPlan& plan) const;
 
  private:
+  static void render_engine(const EngineStats& stats, const KvPlan& plan, std::string& out);
+  void render_server(std::string& out) const;
+
   mutable std::mutex mutex_;
   Histogram ttft_;
   Histogram e2e_;

@@ -78,20 +78,7 @@ void HttpServer::send_error(httplib::Response& res, const ApiError& error) {
   metrics_.record_error(error.status);
 }
 
-void HttpServer::install_routes() {
-  // Every handler runs inside this wrapper: an exception becomes a 500 error object, never a dropped connection.
-  auto guarded = [this](auto fn) {
-    return [this, fn](const httplib::Request& req, httplib::Response& res) {
-      try {
-        fn(req, res);
-      } catch (const std::exception& e) {
-        send_error(res, ApiError{500, std::string("internal error: ") + e.what(), "server_error", {}, {}});
-      } catch (...) {
-        send_error(res, ApiError{500, "internal error", "server_error", {}, {}});
-      }
-    };
-  };
-
+void HttpServer::install_middleware() {
   http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     // httplib 0.11 enforces set_payload_max_length only on Content-Length bodies and would read a chunked body of
     // any size, so chunked request bodies are refused before they are read (clients send Content-Length).
@@ -136,6 +123,22 @@ void HttpServer::install_routes() {
   http_->set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
     send_error(res, ApiError{500, "internal error", "server_error", {}, {}});
   });
+}
+
+void HttpServer::install_routes() {
+  install_middleware();
+  // Every handler runs inside this wrapper: an exception becomes a 500 error object, never a dropped connection.
+  auto guarded = [this](auto fn) {
+    return [this, fn](const httplib::Request& req, httplib::Response& res) {
+      try {
+        fn(req, res);
+      } catch (const std::exception& e) {
+        send_error(res, ApiError{500, std::string("internal error: ") + e.what(), "server_error", {}, {}});
+      } catch (...) {
+        send_error(res, ApiError{500, "internal error", "server_error", {}, {}});
+      }
+    };
+  };
 
   http_->Get("/health", guarded([this](const httplib::Request&, httplib::Response& res) {
                if (draining_) {

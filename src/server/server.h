@@ -73,6 +73,8 @@ class HttpServer {
     bool parse_special = false;  // how `text` was tokenized
     int32_t answer_tokens = 0;   // ids taken from a remembered answer
   };
+  // Authentication, refusals before routing, and error objects for statuses httplib sets itself.
+  void install_middleware();
   void install_routes();
   void handle_completion(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
   void handle_metrics(httplib::Response& res);

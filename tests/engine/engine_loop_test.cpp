@@ -54,8 +54,9 @@ TEST(EngineLoop, ThreadsStreamTheSameTextAsTheGoldenRun) {
   }
   for (auto& c : clients) c.join();
   for (const auto& t : texts) {
-    EXPECT_EQ(t, ", there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, "
-                 "red ball. She wanted to play with it, but it was too high.\nLily's mom said");
+    EXPECT_EQ(t,
+              ", there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, "
+              "red ball. She wanted to play with it, but it was too high.\nLily's mom said");
   }
   loop.run_on_loop([](Engine& e) { e.check_invariants(); });
 }
@@ -89,6 +90,7 @@ TEST(EngineLoop, SubmitErrorsComeBackAtOnce) {
   auto handle = loop.submit(greedy(*m.tokenizer, "Once upon a time", 600));
   ASSERT_FALSE(handle.ok());
   EXPECT_NE(handle.error().message.find("exceeds the model context"), std::string::npos);
+  EXPECT_EQ(handle.error().code, SubmitErrorCode::kContextExceeded);
 }
 
 TEST(EngineLoop, StopWithoutDrainAbortsInFlightRequests) {
@@ -103,7 +105,9 @@ TEST(EngineLoop, StopWithoutDrainAbortsInFlightRequests) {
   FinishReason reason = FinishReason::kNone;
   drain(**handle, &reason);
   EXPECT_TRUE(reason == FinishReason::kAborted || reason == FinishReason::kLength);
-  EXPECT_FALSE(loop.submit(greedy(*m.tokenizer, "Once", 4)).ok());
+  auto after_stop = loop.submit(greedy(*m.tokenizer, "Once", 4));
+  ASSERT_FALSE(after_stop.ok());
+  EXPECT_EQ(after_stop.error().code, SubmitErrorCode::kShuttingDown);
 }
 
 }  // namespace

@@ -83,7 +83,9 @@ void expect_hits_match_cold_at_every_kv_dtype(const std::string& path) {
   expect_hits_match_cold(path, {KvDtype::kQ8_0, KvDtype::kQ4_0});
 }
 
-TEST(PrefixCacheHit, BitIdenticalToColdStories) { expect_hits_match_cold_at_every_kv_dtype(testing::kStories); }
+TEST(PrefixCacheHit, BitIdenticalToColdStories) {
+  expect_hits_match_cold_at_every_kv_dtype(testing::kStories);
+}
 TEST(PrefixCacheHit, BitIdenticalToColdQ8_0) {
   expect_hits_match_cold_at_every_kv_dtype(testing::kShared + "/models/synthetic/synth-tiny-q8_0.gguf");
 }
@@ -131,9 +133,15 @@ void expect_concurrent_equals_alone(size_t n, int64_t kv_bytes, bool expect_pree
   engine->check_invariants();
 }
 
-TEST(Batching, ConcurrentGreedyEqualsAlone1) { expect_concurrent_equals_alone(1, 8 << 20, false); }
-TEST(Batching, ConcurrentGreedyEqualsAlone4) { expect_concurrent_equals_alone(4, 8 << 20, false); }
-TEST(Batching, ConcurrentGreedyEqualsAlone16) { expect_concurrent_equals_alone(16, 8 << 20, false); }
+TEST(Batching, ConcurrentGreedyEqualsAlone1) {
+  expect_concurrent_equals_alone(1, 8 << 20, false);
+}
+TEST(Batching, ConcurrentGreedyEqualsAlone4) {
+  expect_concurrent_equals_alone(4, 8 << 20, false);
+}
+TEST(Batching, ConcurrentGreedyEqualsAlone16) {
+  expect_concurrent_equals_alone(16, 8 << 20, false);
+}
 TEST(Batching, PreemptionUnderATightPoolChangesNoToken) {
   // stories260K at f32: 5 layers × 32 kv dims × 2 × 4 bytes = 1280 bytes/token, 20 KiB per block: 12 blocks.
   expect_concurrent_equals_alone(8, 12 * 20480, true);
@@ -191,14 +199,18 @@ TEST(Limits, ImpossibleRequestsAreRejectedWithTheNumbers) {
   auto too_long = engine->add_request(greedy(story_tokens(*m.tokenizer, 600, "Once"), 1));
   ASSERT_FALSE(too_long.ok());
   EXPECT_NE(too_long.error().message.find("600"), std::string::npos) << too_long.error().message;
+  EXPECT_EQ(too_long.error().code, SubmitErrorCode::kPromptTooLong);
   auto beyond = engine->add_request(greedy(story_tokens(*m.tokenizer, 300, "Once"), 300));
   ASSERT_FALSE(beyond.ok());
   EXPECT_NE(beyond.error().message.find("512"), std::string::npos) << beyond.error().message;
+  EXPECT_EQ(beyond.error().code, SubmitErrorCode::kContextExceeded);
   auto no_pool = engine->add_request(greedy(story_tokens(*m.tokenizer, 150, "Once"), 100));
   ASSERT_FALSE(no_pool.ok());
   EXPECT_NE(no_pool.error().message.find("KV blocks"), std::string::npos) << no_pool.error().message;
+  EXPECT_EQ(no_pool.error().code, SubmitErrorCode::kExceedsKvPool);
   auto bad_token = engine->add_request(greedy({TokenId{1}, TokenId{9999}}, 1));
   ASSERT_FALSE(bad_token.ok());
+  EXPECT_EQ(bad_token.error().code, SubmitErrorCode::kInvalidToken);
 }
 
 TEST(PrefixCache, SecondTurnReusesTheAnswer) {
@@ -245,7 +257,8 @@ TEST(Pinning, PinnedPromptSurvivesPressureAndTheCapIsEnforced) {
   EXPECT_EQ(done[id.value].usage.pinned_tokens, 64);
   EXPECT_EQ(engine->kv().num_blocks_pinned(), 4);
   for (int i = 0; i < 3; ++i) {  // one-off documents that need most of the pool
-    auto doc = *engine->add_request(greedy(story_tokens(*m.tokenizer, 150, "A long document " + std::to_string(i)), 20));
+    auto doc =
+        *engine->add_request(greedy(story_tokens(*m.tokenizer, 150, "A long document " + std::to_string(i)), 20));
     run_to_completion(*engine);
     (void)doc;
   }
@@ -307,9 +320,8 @@ TEST(Batching, SharedPrefixesAndMixedLengthsEqualAlone) {
   std::vector<std::vector<TokenId>> prompts;
   for (int i = 0; i < 6; ++i) {
     auto p = stem;
-    auto tail = m.tokenizer->encode(" Question " + std::to_string(i) + " about the dog and the" +
-                                        std::string(i * 3, ' ') + " cat",
-                                    false);
+    auto tail = m.tokenizer->encode(
+        " Question " + std::to_string(i) + " about the dog and the" + std::string(i * 3, ' ') + " cat", false);
     p.insert(p.end(), tail.begin(), tail.end());
     prompts.push_back(p);
   }
