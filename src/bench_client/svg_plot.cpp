@@ -1,5 +1,7 @@
 #include "bench_client/svg_plot.h"
 
+#include "util/html.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -17,28 +19,7 @@ constexpr double kRight = 30;
 constexpr double kTop = 84;     // title, subtitle, legend
 constexpr double kBottom = 64;  // x ticks and label
 
-std::string escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
+std::string escape(const std::string& s) { return html_escape(s); }
 
 std::string tick_label(double v, double step) {
   const int decimals = step >= 1 ? 0 : static_cast<int>(std::ceil(-std::log10(step)));

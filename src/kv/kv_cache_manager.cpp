@@ -1,6 +1,7 @@
 #include "kv/kv_cache_manager.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace hearth {
 namespace {
@@ -94,22 +95,31 @@ std::optional<AdmitResult> KvCacheManager::admit(RequestId id, const BlockHash& 
   return AdmitResult{match.num_tokens(), match.partial_tokens};
 }
 
+const KvCacheManager::Sequence& KvCacheManager::sequence(RequestId id) const {
+  auto it = seqs_.find(id);
+  HEARTH_CHECK(it != seqs_.end(), "the KV cache manager holds no request {}", id.value);
+  return it->second;
+}
+
+KvCacheManager::Sequence& KvCacheManager::sequence(RequestId id) {
+  return const_cast<Sequence&>(std::as_const(*this).sequence(id));
+}
+
 int32_t KvCacheManager::num_blocks_needed(RequestId id, int32_t num_total_tokens) const {
-  const Sequence& seq = seqs_.at(id);
+  const Sequence& seq = sequence(id);
   return std::max(0, ceil_div(num_total_tokens, pool_.block_size()) - static_cast<int32_t>(seq.table.size()));
 }
 
 bool KvCacheManager::allocate_slots(RequestId id, int32_t num_total_tokens) {
-  HEARTH_CHECK(seqs_.contains(id), "allocate_slots for unknown request {}", id.value);
   const int32_t need = num_blocks_needed(id, num_total_tokens);
   if (need > pool_.num_blocks_free()) return false;
-  Sequence& seq = seqs_.at(id);
+  Sequence& seq = sequence(id);
   for (int32_t i = 0; i < need; ++i) seq.table.push_back(*pool_.allocate());
   return true;
 }
 
 void KvCacheManager::cache_full_blocks(RequestId id, std::span<const TokenId> tokens, int32_t num_computed) {
-  Sequence& seq = seqs_.at(id);
+  Sequence& seq = sequence(id);
   if (!seq.use_cache) return;
   const int32_t bs = pool_.block_size();
   const int32_t n_full = std::min(num_computed, static_cast<int32_t>(tokens.size())) / bs;

@@ -140,6 +140,9 @@ class KvCacheManager {
   };
 
   std::optional<BlockId> best_partial(const BlockHash& parent, std::span<const TokenId> next, int32_t* n_match) const;
+  // The request's sequence; aborts with a message when the manager does not hold it.
+  const Sequence& sequence(RequestId id) const;
+  Sequence& sequence(RequestId id);
   void cache_partial_tail(Sequence& seq, std::span<const TokenId> tokens, int32_t num_computed);
   int32_t num_unreferenced_among(const PrefixMatch& match) const;
   std::optional<BlockId> most_recent_child(const BlockHash& parent) const;

@@ -7,6 +7,7 @@
 
 #include "template/interpreter.h"
 #include "template/strings.h"
+#include "util/html.h"
 
 namespace hearth::tmpl {
 namespace {
@@ -133,31 +134,6 @@ Value indent_filter(const Value& input, const CallArgs& args) {
   return Value(std::move(out));
 }
 
-Value html_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&#34;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return Value(std::move(out));
-}
 
 Value number_filter(const Value& input, const CallArgs& args, bool to_float) {
   const Value* fallback = arg(args, "default", 0);
@@ -260,7 +236,7 @@ std::optional<Value> sequence_filter(Interpreter& in, const std::string& name, c
   }
   if (name == "indent") return indent_filter(input, args);
   if (name == "safe") return input;
-  if (name == "escape" || name == "e") return html_escape(input.str());
+  if (name == "escape" || name == "e") return Value(html_escape(input.str()));
   if (name == "wordcount") return Value(static_cast<int64_t>(py_split(input.str(), nullptr, -1).size()));
   if (name == "sum") {
     Value total(int64_t{0});

@@ -4,6 +4,8 @@
 // text equals an independent implementation's: llama.cpp b4748 for qwen2, ik_llama.cpp for qwen3 (b4748 does
 // not know qwen3). The peer tests skip, saying so, only where the peer binary is absent.
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -31,7 +33,7 @@ const std::string kQwenVocab = kShared + "/vocab/ggml-vocab-qwen2.gguf";
 SynthConfig tiny_config(const std::string& arch) {
   SynthConfig c;
   fs::create_directories(HEARTH_TEST_TMP_DIR);
-  c.out_path = std::string(HEARTH_TEST_TMP_DIR) + "/arch_test_" + arch + ".gguf";
+  c.out_path = std::string(HEARTH_TEST_TMP_DIR) + "/arch_test_" + arch + "_" + std::to_string(getpid()) + ".gguf";  // one per process: ctest runs tests in parallel
   c.vocab_from = kQwenVocab;
   c.architecture = arch;
   c.name = "hearth-synthetic-" + arch;

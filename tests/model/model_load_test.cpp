@@ -2,6 +2,8 @@
 // required tensor and an unknown tensor (naming it: a tensor Hearth ignored would mean a different model). And the
 // optional q/k/v biases of the llama family, which are used when present (checked against the scalar reference).
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -28,7 +30,7 @@ const GgufFile& small_model(const std::string& arch) {
   if (it != files.end()) return it->second;
   SynthConfig c;
   fs::create_directories(HEARTH_TEST_TMP_DIR);
-  c.out_path = std::string(HEARTH_TEST_TMP_DIR) + "/model_load_test_" + arch + ".gguf";
+  c.out_path = std::string(HEARTH_TEST_TMP_DIR) + "/model_load_test_" + arch + "_" + std::to_string(getpid()) + ".gguf";  // one per process
   c.vocab_from = kShared + "/models/stories260K.gguf";
   c.architecture = arch;
   c.dim = 64;

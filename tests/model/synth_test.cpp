@@ -1,6 +1,8 @@
 // The synthetic model generator: tiny models of every weight type, read back with GgufFile and checked for
 // metadata, tensor names, shapes, types and weight statistics; determinism; config errors.
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -23,7 +25,7 @@ const std::string kVocab = kShared + "/models/stories260K.gguf";
 
 std::string tmp_path(const std::string& name) {
   fs::create_directories(HEARTH_TEST_TMP_DIR);
-  return std::string(HEARTH_TEST_TMP_DIR) + "/synth_test_" + name;
+  return std::string(HEARTH_TEST_TMP_DIR) + "/synth_test_" + std::to_string(getpid()) + "_" + name;  // one per process
 }
 
 // dim 64, 2 layers, 4 heads of 16, 2 KV heads (kv_dim 32), ffn 128: every block type that fits 32-wide rows.
