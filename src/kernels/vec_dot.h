@@ -11,6 +11,7 @@
 
 #include "kernels/cpu_isa.h"
 #include "tensor/dtype.h"
+#include "tensor/quant.h"
 
 namespace hearth::kernels {
 
@@ -36,6 +37,16 @@ struct TileKernel {
 
 // Scalar reference dot product of one weight row with one activation row (already in the activation type).
 float vec_dot_reference(DType weight_type, const void* w, const void* x, int64_t n_cols);
+
+// The scalar reference dot products of the types in vec_dot_ref_more.cpp (n_cols elements).
+float dot_q4_1_reference(const BlockQ4_1* w, const BlockQ8_0* x, int64_t n_cols);
+float dot_q5_0_reference(const BlockQ5_0* w, const BlockQ8_0* x, int64_t n_cols);
+float dot_q5_1_reference(const BlockQ5_1* w, const BlockQ8_0* x, int64_t n_cols);
+float dot_iq4_nl_reference(const BlockIQ4_NL* w, const BlockQ8_0* x, int64_t n_cols);
+float dot_q2_k_reference(const BlockQ2_K* w, const BlockQ8_K* x, int64_t n_cols);
+float dot_q3_k_reference(const BlockQ3_K* w, const BlockQ8_K* x, int64_t n_cols);
+float dot_q5_k_reference(const BlockQ5_K* w, const BlockQ8_K* x, int64_t n_cols);
+float dot_iq4_xs_reference(const BlockIQ4_XS* w, const BlockQ8_K* x, int64_t n_cols);
 
 // The tile kernel for a weight type at an ISA level; fn == nullptr when that level has none for the type.
 TileKernel scalar_tile_kernel(DType weight_type);
