@@ -51,7 +51,8 @@ struct ScalarOps {
   }
 };
 
-HEARTH_AVX2_ATTN void scores_avx2(const float* q, const float* const* k, int32_t n, int32_t hd, float scale, float* s) {
+HEARTH_AVX2_ATTN void scores_avx2(const float* q, const float* const* k, int32_t n, int32_t hd, float scale,
+                                  float* s) {
   for (int32_t j = 0; j < n; ++j) s[j] = kernels::dot_lanes_avx2(q, k[j], hd) * scale;
 }
 
@@ -134,8 +135,7 @@ HEARTH_AVX2_ATTN void dequantize_avx2(KvDtype type, const uint8_t* src, float* d
       }
       return;
     }
-    case KvDtype::kF32:
-      break;
+    case KvDtype::kF32: break;
   }
   kv_dequantize_head_reference(type, src, dst, hd);
 }

@@ -14,9 +14,7 @@ namespace {
 using kernels::dot_lanes_avx2;
 using kernels::dot_lanes_scalar;
 
-bool have_avx2() {
-  return active_isa_level() == IsaLevel::kAvx2;
-}
+bool have_avx2() { return active_isa_level() == IsaLevel::kAvx2; }
 
 }  // namespace
 
