@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "kernels/vec_dot.h"
+#include "tensor/quant.h"
 
 #define HEARTH_AVX2 __attribute__((target("avx2,fma,f16c")))
 
@@ -59,5 +60,37 @@ struct TileTable {
   static void run(const TileArgs& args) { kTable[(args.n_rows - 1) * kMaxTokens + (args.n_tokens - 1)](args); }
   static TileKernel kernel() { return {&run, kMaxRows, kMaxTokens}; }
 };
+
+template <int T>
+HEARTH_AVX2 inline void activation_blocks(const TileArgs& a, int64_t b, const BlockQ8_K* (&x)[T]) {
+  for (int t = 0; t < T; ++t) x[t] = reinterpret_cast<const BlockQ8_K*>(a.x + t * a.x_stride) + b;
+}
+
+// The tile driver of the Q8_K-activation weight types: for each 256-element super-block, RowKernel::row<T> adds
+// that block's contribution to acc[0, T), one scalar fp32 accumulator per output, exactly as the scalar reference
+// does; the tile shape changes no output's arithmetic.
+template <class Block, class RowKernel>
+struct KQuantKernel {
+  template <int R, int T>
+  HEARTH_AVX2 static void run(const TileArgs& a) {
+    float acc[R][T] = {};
+    const int64_t n_blocks = a.n_cols / kQK_K;
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      const BlockQ8_K* x[T];
+      activation_blocks<T>(a, b, x);
+      for (int r = 0; r < R; ++r) {
+        const Block& w = reinterpret_cast<const Block*>(a.w + r * a.w_stride)[b];
+        avx2::prefetch_lines(reinterpret_cast<const uint8_t*>(&w) + avx2::kPrefetchBytes, sizeof(Block));
+        RowKernel::template row<T>(w, x, acc[r]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int t = 0; t < T; ++t) a.y[t * a.y_stride + r] = acc[r][t];
+    }
+  }
+};
+
+inline constexpr int kKQuantRows = 4;
+inline constexpr int kKQuantTokens = 2;
 
 }  // namespace hearth::kernels::avx2

@@ -113,9 +113,17 @@ DType matmul_activation_type(DType weight_type) {
       return DType::F32;
     case DType::Q8_0:
     case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::IQ4_NL:
       return DType::Q8_0;
+    case DType::Q2_K:
+    case DType::Q3_K:
     case DType::Q4_K:
+    case DType::Q5_K:
     case DType::Q6_K:
+    case DType::IQ4_XS:
       return DType::Q8_K;
     default:
       HEARTH_CHECK(false, "matmul: unsupported weight type {}", dtype_name(weight_type));

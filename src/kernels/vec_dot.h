@@ -11,6 +11,7 @@
 
 #include "kernels/cpu_isa.h"
 #include "tensor/dtype.h"
+#include "tensor/quant.h"
 
 namespace hearth::kernels {
 
@@ -37,11 +38,22 @@ struct TileKernel {
 // Scalar reference dot product of one weight row with one activation row (already in the activation type).
 float vec_dot_reference(DType weight_type, const void* w, const void* x, int64_t n_cols);
 
+// The scalar reference dot products of the types in vec_dot_ref_more.cpp (n_cols elements).
+float dot_q4_1_reference(const BlockQ4_1* w, const BlockQ8_0* x, int64_t n_cols);
+float dot_q5_0_reference(const BlockQ5_0* w, const BlockQ8_0* x, int64_t n_cols);
+float dot_q5_1_reference(const BlockQ5_1* w, const BlockQ8_0* x, int64_t n_cols);
+float dot_iq4_nl_reference(const BlockIQ4_NL* w, const BlockQ8_0* x, int64_t n_cols);
+float dot_q2_k_reference(const BlockQ2_K* w, const BlockQ8_K* x, int64_t n_cols);
+float dot_q3_k_reference(const BlockQ3_K* w, const BlockQ8_K* x, int64_t n_cols);
+float dot_q5_k_reference(const BlockQ5_K* w, const BlockQ8_K* x, int64_t n_cols);
+float dot_iq4_xs_reference(const BlockIQ4_XS* w, const BlockQ8_K* x, int64_t n_cols);
+
 // The tile kernel for a weight type at an ISA level; fn == nullptr when that level has none for the type.
 TileKernel scalar_tile_kernel(DType weight_type);
-TileKernel avx2_float_tile_kernel(DType weight_type);   // F32, F16, BF16
-TileKernel avx2_q8_tile_kernel(DType weight_type);      // Q8_0, Q4_0
-TileKernel avx2_kquant_tile_kernel(DType weight_type);  // Q4_K, Q6_K
+TileKernel avx2_float_tile_kernel(DType weight_type);        // F32, F16, BF16
+TileKernel avx2_q8_tile_kernel(DType weight_type);           // Q8_0, Q4_0
+TileKernel avx2_kquant_tile_kernel(DType weight_type);       // Q4_K, Q5_K, Q6_K, and the two below
+TileKernel avx2_kquant_more_tile_kernel(DType weight_type);  // Q3_K, IQ4_XS
 
 // Converts one fp32 row to the activation type of `weight_type` (see matmul_activation_type).
 void quantize_activation_row(DType weight_type, const float* src, uint8_t* dst, int64_t n_cols);

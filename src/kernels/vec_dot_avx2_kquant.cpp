@@ -1,4 +1,4 @@
-// AVX2 tiles for Q4_K and Q6_K weights times Q8_K activations.
+// AVX2 tiles for Q4_K, Q5_K and Q6_K weights times Q8_K activations (Q3_K and IQ4_XS: vec_dot_avx2_kquant_more.cpp).
 //
 // Per 256-element super-block all products are summed exactly in int32, then folded into one scalar fp32
 // accumulator with exactly the expression the scalar reference uses. These kernels therefore give bitwise the
@@ -18,13 +18,9 @@ namespace hearth::kernels {
 namespace {
 
 using avx2::hsum_i32;
+using avx2::KQuantKernel;
 using avx2::load_fp16;
 using avx2::TileTable;
-
-template <int T>
-HEARTH_AVX2 inline void activation_blocks(const TileArgs& a, int64_t b, const BlockQ8_K* (&x)[T]) {
-  for (int t = 0; t < T; ++t) x[t] = reinterpret_cast<const BlockQ8_K*>(a.x + t * a.x_stride) + b;
-}
 
 // The 8 six-bit scales and mins of a Q4_K block as bytes, unpacked four at a time (layout in quant.h).
 HEARTH_AVX2 inline void unpack_q4_k_scales_x4(const uint8_t* packed, __m128i* scale8, __m128i* min8) {
@@ -101,6 +97,57 @@ struct Q4KKernel {
   }
 };
 
+// Q5_K: as Q4_K with q = nibble | (bit s of qh[l]) << 4, in [0, 31].
+struct Q5KKernel {
+  template <int T, int kChunk>
+  HEARTH_AVX2 static void chunk(const BlockQ5_K& w, const BlockQ8_K* const (&x)[T], __m256i scales16, __m256i qh,
+                                __m256i (&sumi)[T]) {
+    const __m256i low_mask = _mm256_set1_epi8(0x0F);
+    const __m256i one = _mm256_set1_epi8(1);
+    const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs + 32 * kChunk));
+    const __m256i high_lo = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * kChunk), one), 4);
+    const __m256i high_hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * kChunk + 1), one), 4);
+    const __m256i lo = _mm256_or_si256(_mm256_and_si256(packed, low_mask), high_lo);
+    const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(packed, 4), low_mask), high_hi);
+    const __m256i scale_lo = broadcast_i16<2 * kChunk>(scales16);
+    const __m256i scale_hi = broadcast_i16<2 * kChunk + 1>(scales16);
+    for (int t = 0; t < T; ++t) {
+      const __m256i x_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[t]->qs + 64 * kChunk));
+      const __m256i x_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[t]->qs + 64 * kChunk + 32));
+      const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x_lo), scale_lo);
+      const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x_hi), scale_hi);
+      sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(p_lo, p_hi));
+    }
+  }
+
+  template <int T>
+  HEARTH_AVX2 static void row(const BlockQ5_K& w, const BlockQ8_K* const (&x)[T], float (&acc)[T]) {
+    __m128i scale8;
+    __m128i min8;
+    unpack_q4_k_scales_x4(w.scales, &scale8, &min8);
+    const __m256i scales16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scale8));
+    const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(min8, min8));
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qh));
+    __m256i sumi[T];
+    for (int t = 0; t < T; ++t) sumi[t] = _mm256_setzero_si256();
+    chunk<T, 0>(w, x, scales16, qh, sumi);
+    chunk<T, 1>(w, x, scales16, qh, sumi);
+    chunk<T, 2>(w, x, scales16, qh, sumi);
+    chunk<T, 3>(w, x, scales16, qh, sumi);
+    const float wd = load_fp16(&w.d);
+    const float wdmin = load_fp16(&w.dmin);
+    for (int t = 0; t < T; ++t) {
+      const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[t]->bsums));
+      int sum_q;
+      int sum_m;
+      hsum_i32_pair(sumi[t], _mm256_madd_epi16(bsums, mins16), &sum_q, &sum_m);
+      const float d = wd * x[t]->d;
+      const float dmin = wdmin * x[t]->d;
+      acc[t] += d * static_cast<float>(sum_q) - dmin * static_cast<float>(sum_m);
+    }
+  }
+};
+
 // The four 32-element groups of Q6_K half `half` as unsigned 6-bit values (element order in quant.h).
 HEARTH_AVX2 inline void decode_q6_k_half(const BlockQ6_K& w, int half, __m256i (&q)[4]) {
   const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.ql + 64 * half));
@@ -162,29 +209,8 @@ struct Q6KKernel {
   }
 };
 
-template <class Block, class RowKernel>
-struct KQuantKernel {
-  template <int R, int T>
-  HEARTH_AVX2 static void run(const TileArgs& a) {
-    float acc[R][T] = {};
-    const int64_t n_blocks = a.n_cols / kQK_K;
-    for (int64_t b = 0; b < n_blocks; ++b) {
-      const BlockQ8_K* x[T];
-      activation_blocks<T>(a, b, x);
-      for (int r = 0; r < R; ++r) {
-        const Block& w = reinterpret_cast<const Block*>(a.w + r * a.w_stride)[b];
-        avx2::prefetch_lines(reinterpret_cast<const uint8_t*>(&w) + avx2::kPrefetchBytes, sizeof(Block));
-        RowKernel::template row<T>(w, x, acc[r]);
-      }
-    }
-    for (int r = 0; r < R; ++r) {
-      for (int t = 0; t < T; ++t) a.y[t * a.y_stride + r] = acc[r][t];
-    }
-  }
-};
-
-constexpr int kKQuantRows = 4;
-constexpr int kKQuantTokens = 2;
+using avx2::kKQuantRows;
+using avx2::kKQuantTokens;
 
 }  // namespace
 
@@ -194,6 +220,11 @@ TileKernel avx2_kquant_tile_kernel(DType weight_type) {
       return TileTable<KQuantKernel<BlockQ4_K, Q4KKernel>, kKQuantRows, kKQuantTokens>::kernel();
     case DType::Q6_K:
       return TileTable<KQuantKernel<BlockQ6_K, Q6KKernel>, kKQuantRows, kKQuantTokens>::kernel();
+    case DType::Q5_K:
+      return TileTable<KQuantKernel<BlockQ5_K, Q5KKernel>, kKQuantRows, kKQuantTokens>::kernel();
+    case DType::Q3_K:
+    case DType::IQ4_XS:
+      return avx2_kquant_more_tile_kernel(weight_type);
     default:
       return {};
   }

@@ -129,6 +129,22 @@ float vec_dot_reference(DType weight_type, const void* w, const void* x, int64_t
       return dot_q4_k(static_cast<const BlockQ4_K*>(w), static_cast<const BlockQ8_K*>(x), n_cols);
     case DType::Q6_K:
       return dot_q6_k(static_cast<const BlockQ6_K*>(w), static_cast<const BlockQ8_K*>(x), n_cols);
+    case DType::Q4_1:
+      return dot_q4_1_reference(static_cast<const BlockQ4_1*>(w), static_cast<const BlockQ8_0*>(x), n_cols);
+    case DType::Q5_0:
+      return dot_q5_0_reference(static_cast<const BlockQ5_0*>(w), static_cast<const BlockQ8_0*>(x), n_cols);
+    case DType::Q5_1:
+      return dot_q5_1_reference(static_cast<const BlockQ5_1*>(w), static_cast<const BlockQ8_0*>(x), n_cols);
+    case DType::IQ4_NL:
+      return dot_iq4_nl_reference(static_cast<const BlockIQ4_NL*>(w), static_cast<const BlockQ8_0*>(x), n_cols);
+    case DType::Q2_K:
+      return dot_q2_k_reference(static_cast<const BlockQ2_K*>(w), static_cast<const BlockQ8_K*>(x), n_cols);
+    case DType::Q3_K:
+      return dot_q3_k_reference(static_cast<const BlockQ3_K*>(w), static_cast<const BlockQ8_K*>(x), n_cols);
+    case DType::Q5_K:
+      return dot_q5_k_reference(static_cast<const BlockQ5_K*>(w), static_cast<const BlockQ8_K*>(x), n_cols);
+    case DType::IQ4_XS:
+      return dot_iq4_xs_reference(static_cast<const BlockIQ4_XS*>(w), static_cast<const BlockQ8_K*>(x), n_cols);
     default:
       HEARTH_CHECK(false, "vec_dot_reference: unsupported weight type {}", dtype_name(weight_type));
   }
@@ -150,6 +166,22 @@ TileKernel scalar_tile_kernel(DType weight_type) {
       return {scalar_tile_for<DType::Q4_K>, 1, 1};
     case DType::Q6_K:
       return {scalar_tile_for<DType::Q6_K>, 1, 1};
+    case DType::Q4_1:
+      return {scalar_tile_for<DType::Q4_1>, 1, 1};
+    case DType::Q5_0:
+      return {scalar_tile_for<DType::Q5_0>, 1, 1};
+    case DType::Q5_1:
+      return {scalar_tile_for<DType::Q5_1>, 1, 1};
+    case DType::IQ4_NL:
+      return {scalar_tile_for<DType::IQ4_NL>, 1, 1};
+    case DType::Q2_K:
+      return {scalar_tile_for<DType::Q2_K>, 1, 1};
+    case DType::Q3_K:
+      return {scalar_tile_for<DType::Q3_K>, 1, 1};
+    case DType::Q5_K:
+      return {scalar_tile_for<DType::Q5_K>, 1, 1};
+    case DType::IQ4_XS:
+      return {scalar_tile_for<DType::IQ4_XS>, 1, 1};
     default:
       return {};
   }

@@ -113,8 +113,18 @@ void dequantize_row_q8_k(const BlockQ8_K* src, float* dst, int64_t n) {
 }
 
 bool quant_row_supported(DType type) {
-  // One list of computable types: the dtype table.
-  return dtype_info(type).compute_supported;
+  switch (type) {
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16:
+    case DType::Q8_0:
+    case DType::Q4_0:
+    case DType::Q4_K:
+    case DType::Q6_K:
+      return true;
+    default:
+      return false;
+  }
 }
 
 void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
@@ -136,6 +146,22 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
       return dequantize_row_q4_k(static_cast<const BlockQ4_K*>(src), dst, n);
     case DType::Q6_K:
       return dequantize_row_q6_k(static_cast<const BlockQ6_K*>(src), dst, n);
+    case DType::Q4_1:
+      return dequantize_row_q4_1(static_cast<const BlockQ4_1*>(src), dst, n);
+    case DType::Q5_0:
+      return dequantize_row_q5_0(static_cast<const BlockQ5_0*>(src), dst, n);
+    case DType::Q5_1:
+      return dequantize_row_q5_1(static_cast<const BlockQ5_1*>(src), dst, n);
+    case DType::IQ4_NL:
+      return dequantize_row_iq4_nl(static_cast<const BlockIQ4_NL*>(src), dst, n);
+    case DType::Q2_K:
+      return dequantize_row_q2_k(static_cast<const BlockQ2_K*>(src), dst, n);
+    case DType::Q3_K:
+      return dequantize_row_q3_k(static_cast<const BlockQ3_K*>(src), dst, n);
+    case DType::Q5_K:
+      return dequantize_row_q5_k(static_cast<const BlockQ5_K*>(src), dst, n);
+    case DType::IQ4_XS:
+      return dequantize_row_iq4_xs(static_cast<const BlockIQ4_XS*>(src), dst, n);
     default:
       HEARTH_CHECK(false, "dequantize_row: unsupported type {}", dtype_name(type));
   }

@@ -14,6 +14,19 @@
 //           x[128h + l + 64] = high nibble of ql[64h + l]      | bits 4-5 of qh[32h + l] << 4
 //           x[128h + l + 96] = high nibble of ql[64h + l + 32] | bits 6-7 of qh[32h + l] << 4
 //         each 6-bit q gives d * scales[e / 16] * (q - 32), e the element index in the block.
+//   Q4_1  as Q4_0 with a min: x = d * q + m, q the unsigned nibble.
+//   Q5_0  as Q4_0 with a fifth bit: q = nibble | (bit e of the little-endian uint32 qh) << 4, x = d * (q - 16).
+//   Q5_1  as Q5_0 without the offset and with a min: x = d * q + m.
+//   IQ4_NL as Q4_0, but the nibble indexes a non-linear table: x = d * kIq4NlValues[nibble].
+//   Q5_K  as Q4_K (same scales, same qs order) plus bit s of qh[l] as the fifth bit of element 32s + l.
+//   Q3_K  256 elements; element e = 128n + 32j + l (l < 32) keeps 2 bits at (qs[32n + l] >> 2j) & 3 and a high
+//         bit at bit e/32 of hmask[l]; q = low 2 bits - (high bit ? 0 : 4), in [-4, 3]. 16 six-bit scales
+//         (unpack_q3_k_scales), biased by 32: x = d * (sc[e/16] - 32) * q.
+//   Q2_K  element e = 128n + 32j + l keeps 2 bits at (qs[32n + l] >> 2j) & 3; scales[e/16] holds a 4-bit scale
+//         (low nibble) and 4-bit min (high nibble): x = d * sc * q - dmin * m.
+//   IQ4_XS 256 elements = 8 sub-blocks of 32, each laid out like one IQ4_NL block (qs[16s ..]); sub-block s has
+//         a 6-bit scale (low nibble from scales_l[s/2] >> 4(s%2), high 2 bits from scales_h >> 2s), biased by 32:
+//         x = d * (sc - 32) * kIq4NlValues[nibble].
 //   Q8_K  activations only (never in files Hearth reads): x[i] = d * qs[i], d an fp32;
 //         bsums[g] = sum of qs[16g .. 16g+16), which the K-quant dot products use for the mins / offsets.
 
@@ -56,6 +69,70 @@ struct BlockQ6_K {
 };
 static_assert(sizeof(BlockQ6_K) == 210);
 
+struct BlockQ4_1 {
+  uint16_t d;  // fp16 scale
+  uint16_t m;  // fp16 min (added)
+  uint8_t qs[kQK4_0 / 2];
+};
+static_assert(sizeof(BlockQ4_1) == 20);
+
+struct BlockQ5_0 {
+  uint16_t d;     // fp16 scale
+  uint8_t qh[4];  // fifth bits, one per element (read as a little-endian uint32)
+  uint8_t qs[kQK4_0 / 2];
+};
+static_assert(sizeof(BlockQ5_0) == 22);
+
+struct BlockQ5_1 {
+  uint16_t d;  // fp16 scale
+  uint16_t m;  // fp16 min (added)
+  uint8_t qh[4];
+  uint8_t qs[kQK4_0 / 2];
+};
+static_assert(sizeof(BlockQ5_1) == 24);
+
+struct BlockIQ4_NL {
+  uint16_t d;  // fp16 scale
+  uint8_t qs[kQK4_0 / 2];
+};
+static_assert(sizeof(BlockIQ4_NL) == 18);
+
+// The 16 levels of IQ4_NL and IQ4_XS, as GGML defines them.
+inline constexpr int8_t kIq4NlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+struct BlockQ2_K {
+  uint8_t scales[kQK_K / 16];  // low nibble: scale, high nibble: min
+  uint8_t qs[kQK_K / 4];
+  uint16_t d;     // fp16 super-block scale of the scales
+  uint16_t dmin;  // fp16 super-block scale of the mins
+};
+static_assert(sizeof(BlockQ2_K) == 84);
+
+struct BlockQ3_K {
+  uint8_t hmask[kQK_K / 8];  // high bits
+  uint8_t qs[kQK_K / 4];     // low 2 bits
+  uint8_t scales[12];        // 16 six-bit scales, see unpack_q3_k_scales
+  uint16_t d;                // fp16 super-block scale
+};
+static_assert(sizeof(BlockQ3_K) == 110);
+
+struct BlockQ5_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[12];  // packed as Q4_K's
+  uint8_t qh[kQK_K / 8];
+  uint8_t qs[kQK_K / 2];
+};
+static_assert(sizeof(BlockQ5_K) == 176);
+
+struct BlockIQ4_XS {
+  uint16_t d;
+  uint16_t scales_h;  // high 2 bits of the 8 sub-block scales
+  uint8_t scales_l[kQK_K / 64];
+  uint8_t qs[kQK_K / 2];
+};
+static_assert(sizeof(BlockIQ4_XS) == 136);
+
 struct BlockQ8_K {
   float d;
   int8_t qs[kQK_K];
@@ -76,11 +153,29 @@ inline void unpack_q4_k_scales(const uint8_t* packed, uint8_t* scale, uint8_t* m
   }
 }
 
-// True for the types dequantize_row / quantize_row handle: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K.
+// Unpacks the 12 `scales` bytes of a Q3_K block into 16 six-bit scales (still biased by 32). Scale s takes its
+// low nibble from byte s (s < 8) or the high nibble of byte s - 8, and its top 2 bits from bits 2(s/4).. of
+// byte 8 + s % 4.
+inline void unpack_q3_k_scales(const uint8_t* packed, uint8_t* scale) {  // [12] -> [16]
+  for (int s = 0; s < 16; ++s) {
+    const int low = s < 8 ? (packed[s] & 0x0F) : (packed[s - 8] >> 4);
+    const int high = (packed[8 + s % 4] >> (2 * (s / 4))) & 3;
+    scale[s] = static_cast<uint8_t>(low | (high << 4));
+  }
+}
+
+// The 6-bit scale of IQ4_XS sub-block s (still biased by 32).
+inline int iq4_xs_scale(const BlockIQ4_XS& block, int s) {
+  return ((block.scales_l[s / 2] >> (4 * (s % 2))) & 0x0F) | (((block.scales_h >> (2 * s)) & 3) << 4);
+}
+
+// True for the types quantize_row handles: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K. dequantize_row handles every
+// type whose dtype_info says compute_supported (these plus Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q5_K, IQ4_XS).
 bool quant_row_supported(DType type);
 
-// dst[0, n) = the values of the row at `src` (row_bytes(type, n) bytes). Requires quant_row_supported(type)
-// and n % block_size == 0; aborts otherwise.
+// dst[0, n) = the values of the row at `src` (row_bytes(type, n) bytes). Requires dtype_info(type).compute_supported
+// and n % block_size == 0; aborts otherwise. Each value is computed with exactly GGML's (and gguf-py's) fp32
+// expression, so results match theirs bit for bit.
 void dequantize_row(DType type, const void* src, float* dst, int64_t n);
 
 // Writes row_bytes(type, n) bytes to `dst` encoding src[0, n). Same requirements as dequantize_row.
@@ -99,6 +194,14 @@ void dequantize_row_q8_0(const BlockQ8_0* src, float* dst, int64_t n);
 void dequantize_row_q4_0(const BlockQ4_0* src, float* dst, int64_t n);
 void dequantize_row_q4_k(const BlockQ4_K* src, float* dst, int64_t n);
 void dequantize_row_q6_k(const BlockQ6_K* src, float* dst, int64_t n);
+void dequantize_row_q4_1(const BlockQ4_1* src, float* dst, int64_t n);
+void dequantize_row_q5_0(const BlockQ5_0* src, float* dst, int64_t n);
+void dequantize_row_q5_1(const BlockQ5_1* src, float* dst, int64_t n);
+void dequantize_row_iq4_nl(const BlockIQ4_NL* src, float* dst, int64_t n);
+void dequantize_row_q2_k(const BlockQ2_K* src, float* dst, int64_t n);
+void dequantize_row_q3_k(const BlockQ3_K* src, float* dst, int64_t n);
+void dequantize_row_q5_k(const BlockQ5_K* src, float* dst, int64_t n);
+void dequantize_row_iq4_xs(const BlockIQ4_XS* src, float* dst, int64_t n);
 void quantize_row_q4_0(const float* src, BlockQ4_0* dst, int64_t n);
 void quantize_row_q4_k(const float* src, BlockQ4_K* dst, int64_t n);
 void quantize_row_q6_k(const float* src, BlockQ6_K* dst, int64_t n);

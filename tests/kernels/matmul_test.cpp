@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cpu_isa.h"
+#include "random_blocks.h"
 #include "tensor/quant.h"
 
 namespace hearth {
@@ -25,7 +26,8 @@ std::vector<float> gaussian(int64_t n, uint32_t seed, float sd) {
   return v;
 }
 
-// A random weight matrix stored in `type`, and its exact values as fp32.
+// A random weight matrix stored in `type`, and its exact values as fp32. Types without a quantizer get random
+// blocks (random_blocks.h).
 struct Weights {
   DType type;
   int64_t n_rows;
@@ -42,8 +44,9 @@ Weights make_weights(DType type, int64_t n_rows, int64_t n_cols, uint32_t seed) 
   const size_t stride = row_bytes(type, n_cols);
   w.bytes.resize(stride * static_cast<size_t>(n_rows));
   w.values.resize(source.size());
+  if (!quant_row_supported(type)) test_data::fill_random_blocks(type, w.bytes.data(), w.bytes.size(), seed);
   for (int64_t r = 0; r < n_rows; ++r) {
-    quantize_row(type, source.data() + r * n_cols, w.bytes.data() + r * stride, n_cols);
+    if (quant_row_supported(type)) quantize_row(type, source.data() + r * n_cols, w.bytes.data() + r * stride, n_cols);
     dequantize_row(type, w.bytes.data() + r * stride, w.values.data() + r * n_cols, n_cols);
   }
   return w;
@@ -87,7 +90,9 @@ struct TypeCase {
 const TypeCase kCases[] = {
     {DType::F32, 516, 1e-10, 1e-11}, {DType::F16, 516, 1e-10, 1e-11}, {DType::BF16, 516, 1e-10, 1e-11},
     {DType::Q8_0, 512, 1e-11, 1e-4}, {DType::Q4_0, 512, 1e-11, 1e-4}, {DType::Q4_K, 768, 0.0, 1e-4},
-    {DType::Q6_K, 768, 0.0, 1e-4},
+    {DType::Q6_K, 768, 0.0, 1e-4},   {DType::Q4_1, 512, 0.0, 1e-4},   {DType::Q5_0, 512, 0.0, 1e-4},
+    {DType::Q5_1, 512, 0.0, 1e-4},   {DType::IQ4_NL, 512, 0.0, 1e-4}, {DType::Q2_K, 768, 0.0, 1e-4},
+    {DType::Q3_K, 768, 0.0, 1e-4},   {DType::Q5_K, 768, 0.0, 1e-4},   {DType::IQ4_XS, 768, 0.0, 1e-4},
 };
 
 std::string case_name(const testing::TestParamInfo<TypeCase>& info) {
@@ -293,7 +298,9 @@ TEST(MatmulTest, ActivationTypes) {
   EXPECT_EQ(matmul_activation_type(DType::F16), DType::F32);
   EXPECT_EQ(matmul_activation_type(DType::Q4_0), DType::Q8_0);
   EXPECT_EQ(matmul_activation_type(DType::Q6_K), DType::Q8_K);
-  EXPECT_FALSE(matmul_supported(DType::Q5_K));
+  EXPECT_EQ(matmul_activation_type(DType::Q5_1), DType::Q8_0);
+  EXPECT_EQ(matmul_activation_type(DType::IQ4_XS), DType::Q8_K);
+  EXPECT_FALSE(matmul_supported(DType::IQ2_XS));
 }
 
 }  // namespace

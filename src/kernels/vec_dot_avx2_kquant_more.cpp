@@ -1,0 +1,122 @@
+// AVX2 tiles for Q3_K and IQ4_XS weights times Q8_K activations. As in vec_dot_avx2_kquant.cpp, each super-block's
+// products are summed exactly in int32 and folded into one scalar fp32 accumulator with the expression of the
+// scalar reference (vec_dot_ref_more.cpp), so the results equal it bit for bit whatever the tile shape.
+
+#include "kernels/vec_dot.h"
+#include "tensor/dtype.h"
+
+#if defined(__x86_64__)
+
+#include "kernels/avx2_common.h"
+#include "tensor/quant.h"
+
+namespace hearth::kernels {
+namespace {
+
+using avx2::hsum_i32;
+using avx2::KQuantKernel;
+using avx2::load_fp16;
+using avx2::TileTable;
+
+// Q3_K with u = q + 4 in [0, 7] (unsigned, as maddubs needs):
+// sumi = Σ_g (sc[g] − 32)·Σ u·qx − 4·Σ_g (sc[g] − 32)·bsums[g].
+struct Q3KKernel {
+  // Group k of 32 elements (k = 4n + j): 2 bits from qs[32n ..] >> 2j, the high bit from bit k of hmask.
+  template <int T, int kGroup>
+  HEARTH_AVX2 static void group(__m256i qs, __m256i hmask, const int16_t* scales, const BlockQ8_K* const (&x)[T],
+                                __m256i (&sumi)[T]) {
+    const __m256i three = _mm256_set1_epi8(3);
+    const __m256i one = _mm256_set1_epi8(1);
+    const __m256i low = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * (kGroup % 4)), three);
+    const __m256i high = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hmask, kGroup), one), 2);
+    const __m256i u = _mm256_or_si256(low, high);
+    const __m256i scale = _mm256_set_m128i(_mm_set1_epi16(scales[2 * kGroup + 1]), _mm_set1_epi16(scales[2 * kGroup]));
+    for (int t = 0; t < T; ++t) {
+      const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[t]->qs + 32 * kGroup));
+      sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(_mm256_maddubs_epi16(u, xq), scale));
+    }
+  }
+
+  template <int T, int kHalf>
+  HEARTH_AVX2 static void half(const BlockQ3_K& w, __m256i hmask, const int16_t* scales, const BlockQ8_K* const (&x)[T],
+                               __m256i (&sumi)[T]) {
+    const __m256i qs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs + 32 * kHalf));
+    group<T, 4 * kHalf + 0>(qs, hmask, scales, x, sumi);
+    group<T, 4 * kHalf + 1>(qs, hmask, scales, x, sumi);
+    group<T, 4 * kHalf + 2>(qs, hmask, scales, x, sumi);
+    group<T, 4 * kHalf + 3>(qs, hmask, scales, x, sumi);
+  }
+
+  template <int T>
+  HEARTH_AVX2 static void row(const BlockQ3_K& w, const BlockQ8_K* const (&x)[T], float (&acc)[T]) {
+    uint8_t raw[16];
+    unpack_q3_k_scales(w.scales, raw);
+    alignas(32) int16_t scales[16];
+    for (int g = 0; g < 16; ++g) scales[g] = static_cast<int16_t>(raw[g] - 32);
+    const __m256i hmask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.hmask));
+    __m256i sumi[T];
+    for (int t = 0; t < T; ++t) sumi[t] = _mm256_setzero_si256();
+    half<T, 0>(w, hmask, scales, x, sumi);
+    half<T, 1>(w, hmask, scales, x, sumi);
+    const __m256i scales16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(scales));
+    const float wd = load_fp16(&w.d);
+    for (int t = 0; t < T; ++t) {
+      const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[t]->bsums));
+      const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(bsums, scales16), 2);
+      const int total = hsum_i32(_mm256_sub_epi32(sumi[t], offset));
+      acc[t] += (wd * x[t]->d) * static_cast<float>(total);
+    }
+  }
+};
+
+// IQ4_XS: the nibbles index kIq4NlValues (pshufb); signed × signed products via maddubs(|w|, sign(x, w)), whose
+// pair sums stay below 2·127·127 < 2^15. sumi = Σ_s (sc[s] − 32)·Σ v·qx.
+struct IQ4XSKernel {
+  template <int T>
+  HEARTH_AVX2 static void row(const BlockIQ4_XS& w, const BlockQ8_K* const (&x)[T], float (&acc)[T]) {
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4NlValues)));
+    const __m128i low_mask = _mm_set1_epi8(0x0F);
+    __m256i sumi[T];
+    for (int t = 0; t < T; ++t) sumi[t] = _mm256_setzero_si256();
+    for (int s = 0; s < 8; ++s) {
+      const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.qs + 16 * s));
+      const __m256i nibbles =
+          _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(packed, 4), low_mask), _mm_and_si128(packed, low_mask));
+      const __m256i v = _mm256_shuffle_epi8(table, nibbles);
+      const __m256i v_abs = _mm256_sign_epi8(v, v);
+      const __m256i scale = _mm256_set1_epi16(static_cast<int16_t>(iq4_xs_scale(w, s) - 32));
+      for (int t = 0; t < T; ++t) {
+        const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[t]->qs + 32 * s));
+        const __m256i products = _mm256_maddubs_epi16(v_abs, _mm256_sign_epi8(xq, v));
+        sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(products, scale));
+      }
+    }
+    const float wd = load_fp16(&w.d);
+    for (int t = 0; t < T; ++t) acc[t] += (wd * x[t]->d) * static_cast<float>(hsum_i32(sumi[t]));
+  }
+};
+
+}  // namespace
+
+TileKernel avx2_kquant_more_tile_kernel(DType weight_type) {
+  switch (weight_type) {
+    case DType::Q3_K:
+      return TileTable<KQuantKernel<BlockQ3_K, Q3KKernel>, avx2::kKQuantRows, avx2::kKQuantTokens>::kernel();
+    case DType::IQ4_XS:
+      return TileTable<KQuantKernel<BlockIQ4_XS, IQ4XSKernel>, avx2::kKQuantRows, avx2::kKQuantTokens>::kernel();
+    default:
+      return {};
+  }
+}
+
+}  // namespace hearth::kernels
+
+#else
+
+namespace hearth::kernels {
+TileKernel avx2_kquant_more_tile_kernel(DType) {
+  return {};
+}
+}  // namespace hearth::kernels
+
+#endif
