@@ -4,9 +4,11 @@
 #include "server/server.h"
 
 #include "server/kv_plan_json.h"
+#include "server/tokenize_request.h"
 
 #include <httplib.h>
 
+#include <cctype>
 #include <chrono>
 #include <ctime>
 #include <thread>
@@ -257,15 +259,11 @@ void HttpServer::handle_kv_plan(const httplib::Request& req, httplib::Response& 
 }
 
 void HttpServer::handle_tokenize(const httplib::Request& req, httplib::Response& res) {
-  json body = json::parse(req.body, nullptr, false);
-  if (body.is_discarded() || !body.is_object() || !body.contains("content") || !body["content"].is_string()) {
-    send_error(res, invalid_request("'content' is required and must be a string", "content"));
-    return;
-  }
-  const bool add_special = body.value("add_special", true);
-  const bool parse_special = body.value("parse_special", false);
+  auto parsed = parse_tokenize_request(req.body);
+  if (auto* error = std::get_if<ApiError>(&parsed)) return send_error(res, *error);
+  const TokenizeRequest& request = std::get<TokenizeRequest>(parsed);
   json tokens = json::array();
-  for (TokenId t : tokenizer_.encode(body["content"].get<std::string>(), add_special, parse_special)) {
+  for (TokenId t : tokenizer_.encode(request.content, request.add_special, request.parse_special)) {
     tokens.push_back(t.value);
   }
   res.set_content(json{{"tokens", std::move(tokens)}}.dump(), kJson);

@@ -1,0 +1,127 @@
+// Hardening (issue 14): JSON nesting depth enforced while parsing, typed /tokenize fields.
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "server/json_body.h"
+#include "server/openai_json.h"
+#include "server/tokenize_request.h"
+
+namespace hearth::server {
+namespace {
+
+using nlohmann::json;
+
+// `levels` arrays nested inside one another: [[[...]]].
+std::string nested_arrays(size_t levels) {
+  return std::string(levels, '[') + std::string(levels, ']');
+}
+// `levels` objects nested inside one another: {"a":{"a":...{}}}.
+std::string nested_objects(size_t levels) {
+  std::string out;
+  out.reserve(levels * 6);
+  for (size_t i = 1; i < levels; ++i) out += R"({"a":)";
+  out += "{}";
+  out.append(levels - 1, '}');
+  return out;
+}
+
+constexpr size_t kDeep = 100'000;
+
+void expect_too_deep(const ApiResult<CompletionRequest>& result) {
+  ASSERT_TRUE(std::holds_alternative<ApiError>(result));
+  const ApiError& e = std::get<ApiError>(result);
+  EXPECT_EQ(e.status, 400);
+  EXPECT_EQ(e.code, "json_too_deep");
+  EXPECT_NE(e.message.find("nests deeper than 256"), std::string::npos) << e.message;
+}
+
+TEST(JsonBody, DepthAtTheLimitParses) {
+  auto ok = parse_json_body(nested_arrays(kMaxJsonBodyDepth));
+  ASSERT_TRUE(std::holds_alternative<json>(ok));
+  auto too_deep = parse_json_body(nested_arrays(kMaxJsonBodyDepth + 1));
+  ASSERT_TRUE(std::holds_alternative<ApiError>(too_deep));
+  EXPECT_EQ(std::get<ApiError>(too_deep).code, "json_too_deep");
+}
+
+TEST(JsonBody, StringsAndScalarsDoNotCountAsNesting) {
+  const std::string brackets_in_string = R"({"a": ")" + nested_arrays(1000) + R"("})";
+  EXPECT_TRUE(std::holds_alternative<json>(parse_json_body(brackets_in_string)));
+  EXPECT_TRUE(std::holds_alternative<json>(parse_json_body("[1, 2, [3, {\"x\": [4]}]]")));
+}
+
+TEST(JsonBody, MalformedIsInvalidJson) {
+  for (const char* body : {"", "{", "[1,]", "{\"a\" 1}", "nul", "[[[[", "\"\\x\""}) {
+    auto r = parse_json_body(body);
+    ASSERT_TRUE(std::holds_alternative<ApiError>(r)) << body;
+    EXPECT_EQ(std::get<ApiError>(r).code, "invalid_json") << body;
+  }
+}
+
+TEST(JsonBody, HundredThousandLevelsAreRefusedWithoutBuildingTheTree) {
+  auto arrays = parse_json_body(nested_arrays(kDeep));
+  ASSERT_TRUE(std::holds_alternative<ApiError>(arrays));
+  EXPECT_EQ(std::get<ApiError>(arrays).code, "json_too_deep");
+  auto objects = parse_json_body(nested_objects(kDeep));
+  ASSERT_TRUE(std::holds_alternative<ApiError>(objects));
+  EXPECT_EQ(std::get<ApiError>(objects).code, "json_too_deep");
+}
+
+// The bodies that crashed the server (stack overflow in a recursive copy of the message or of `tools`).
+TEST(JsonBody, DeepChatMessageIsA400) {
+  const std::string body =
+      R"({"messages": [{"role": "user", "content": "hi", "extra": )" + nested_objects(kDeep) + "}]}";
+  expect_too_deep(parse_completion_request(body, Endpoint::kChat));
+}
+
+TEST(JsonBody, DeepToolsIsA400) {
+  const std::string body =
+      R"({"messages": [{"role": "user", "content": "hi"}], "tools": )" + nested_arrays(kDeep) + "}";
+  expect_too_deep(parse_completion_request(body, Endpoint::kChat));
+}
+
+TEST(JsonBody, DeepCompletionPromptIsA400) {
+  expect_too_deep(parse_completion_request(R"({"prompt": )" + nested_arrays(kDeep) + "}", Endpoint::kCompletion));
+}
+
+TEST(Tokenize, DefaultsAndFlags) {
+  auto r = parse_tokenize_request(R"({"content": "hi"})");
+  ASSERT_TRUE(std::holds_alternative<TokenizeRequest>(r));
+  EXPECT_EQ(std::get<TokenizeRequest>(r).content, "hi");
+  EXPECT_TRUE(std::get<TokenizeRequest>(r).add_special);
+  EXPECT_FALSE(std::get<TokenizeRequest>(r).parse_special);
+  r = parse_tokenize_request(R"({"content": "", "add_special": false, "parse_special": true})");
+  ASSERT_TRUE(std::holds_alternative<TokenizeRequest>(r));
+  EXPECT_FALSE(std::get<TokenizeRequest>(r).add_special);
+  EXPECT_TRUE(std::get<TokenizeRequest>(r).parse_special);
+  r = parse_tokenize_request(R"({"content": "x", "add_special": null})");
+  ASSERT_TRUE(std::holds_alternative<TokenizeRequest>(r));
+  EXPECT_TRUE(std::get<TokenizeRequest>(r).add_special);
+}
+
+TEST(Tokenize, WrongTypesAreA400NamingTheField) {
+  struct Case {
+    const char* body;
+    const char* param;
+  };
+  for (const Case& c :
+       {Case{R"({"content": "x", "add_special": "yes"})", "add_special"},
+        Case{R"({"content": "x", "parse_special": 1})", "parse_special"}, Case{R"({"content": 5})", "content"},
+        Case{R"({"add_special": true})", "content"}, Case{R"([1])", ""}, Case{"{", ""}}) {
+    auto r = parse_tokenize_request(c.body);
+    ASSERT_TRUE(std::holds_alternative<ApiError>(r)) << c.body;
+    const ApiError& e = std::get<ApiError>(r);
+    EXPECT_EQ(e.status, 400) << c.body;
+    EXPECT_EQ(e.param, c.param) << c.body;
+    if (*c.param) {
+      EXPECT_NE(e.message.find(c.param), std::string::npos) << e.message;
+    }
+  }
+  auto deep = parse_tokenize_request(R"({"content": "x", "a": )" + nested_arrays(kDeep) + "}");
+  ASSERT_TRUE(std::holds_alternative<ApiError>(deep));
+  EXPECT_EQ(std::get<ApiError>(deep).code, "json_too_deep");
+}
+
+}  // namespace
+}  // namespace hearth::server
