@@ -1,4 +1,4 @@
-// API-key enforcement: every endpoint but /health needs "Authorization: Bearer KEY".
+// API-key enforcement: every endpoint but /health needs "Authorization: Bearer KEY" (scheme in any case).
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import OpenAI from 'openai';
@@ -42,4 +42,13 @@ test('a wrong or missing key is a 401 on every endpoint except /health', async (
   assert.equal((await fetch(`${server.baseURL}/health`)).status, 200);
   const m = await fetch(`${server.baseURL}/metrics`, { headers: { Authorization: `Bearer ${KEY}` } });
   assert.equal(m.status, 200);
+});
+
+test('the Bearer scheme is case-insensitive (RFC 7235)', async () => {
+  for (const scheme of ['bearer', 'BEARER', 'bEaReR']) {
+    const res = await fetch(`${server.baseURL}/v1/models`, { headers: { Authorization: `${scheme} ${KEY}` } });
+    assert.equal(res.status, 200, scheme);
+  }
+  const wrong = await fetch(`${server.baseURL}/v1/models`, { headers: { Authorization: `bearer ${KEY}x` } });
+  assert.equal(wrong.status, 401);
 });

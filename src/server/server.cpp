@@ -41,9 +41,14 @@ std::string default_message(int status, const httplib::Request& req, size_t max_
 }  // namespace
 
 bool bearer_matches(std::string_view header, std::string_view key) {
-  constexpr std::string_view kPrefix = "Bearer ";
-  if (header.size() < kPrefix.size() || header.substr(0, kPrefix.size()) != kPrefix) return false;
-  const std::string_view given = header.substr(kPrefix.size());
+  // RFC 7235: the scheme is case-insensitive and one or more spaces separate it from the credentials.
+  constexpr std::string_view kScheme = "bearer";
+  if (header.size() <= kScheme.size() || header[kScheme.size()] != ' ') return false;
+  for (size_t i = 0; i < kScheme.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(header[i])) != kScheme[i]) return false;
+  }
+  std::string_view given = header.substr(kScheme.size());
+  given.remove_prefix(std::min(given.find_first_not_of(' '), given.size()));
   // Compare every byte of the longer length so timing reveals neither the key nor the matching prefix length.
   const size_t n = std::max(given.size(), key.size());
   unsigned diff = given.size() == key.size() ? 0u : 1u;
