@@ -71,3 +71,21 @@ test('/tokenize with a wrongly typed flag is a 400 naming it', async () => {
     assert.match(r.body.error.message, new RegExp(param));
   }
 });
+
+test('/v1/kv/plan refuses out-of-range ctx and users with the numbers', async () => {
+  for (const [query, param, part] of [
+    ['ctx=2147483647&users=2147483647', 'ctx', '2147483647'],
+    ['ctx=99999999999999999999', 'ctx', '99999999999999999999'],
+    ['users=2147483647', 'users', '2147483647'],
+    ['ctx=0', 'ctx', 'outside'],
+  ]) {
+    const res = await fetch(`${server.baseURL}/v1/kv/plan?${query}`);
+    assert.equal(res.status, 400, query);
+    const body = await res.json();
+    assert.equal(body.error.param, param, query);
+    assert.ok(body.error.message.includes(part), body.error.message);
+  }
+  const ok = await (await fetch(`${server.baseURL}/v1/kv/plan?ctx=16777216&users=1048576`)).json();
+  assert.ok(ok.plan.dtypes.length > 0);
+  for (const row of ok.plan.dtypes) assert.ok(row.kv_bytes > 0, JSON.stringify(row));
+});

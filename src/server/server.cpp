@@ -233,19 +233,16 @@ void HttpServer::handle_kv_plan(const httplib::Request& req, httplib::Response& 
   request.block_size = pool.block_size;
   request.context = config_.n_ctx;
   request.format = pool.format;
-  auto read_int = [&](const char* name, int64_t& out) {
+  auto read_count = [&](const char* name, int64_t max, int64_t& out) {
     if (!req.has_param(name)) return true;
-    const std::string text = req.get_param_value(name);
-    char* end = nullptr;
-    const long long v = std::strtoll(text.c_str(), &end, 10);
-    if (text.empty() || *end != '\0' || v < 1) {
-      send_error(res, invalid_request(fmt::format("'{}' must be a positive integer, got '{}'", name, text), name));
-      return false;
-    }
-    out = v;
+    auto v = parse_plan_count(name, req.get_param_value(name), max);
+    if (auto* error = std::get_if<ApiError>(&v)) return send_error(res, *error), false;
+    out = std::get<int64_t>(v);
     return true;
   };
-  if (!read_int("ctx", request.context) || !read_int("users", request.users)) return;
+  if (!read_count("ctx", kMaxPlanContext, request.context) || !read_count("users", kMaxPlanUsers, request.users)) {
+    return;
+  }
   if (req.has_param("memory")) {
     auto memory = parse_bytes(req.get_param_value("memory"));
     if (!memory) {

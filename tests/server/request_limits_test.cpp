@@ -1,10 +1,12 @@
-// Hardening (issue 14): JSON nesting depth enforced while parsing, typed /tokenize fields.
+// Hardening (issue 14): JSON nesting depth enforced while parsing, typed /tokenize fields, bounded /v1/kv/plan
+// counts.
 
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "server/json_body.h"
+#include "server/kv_plan_json.h"
 #include "server/openai_json.h"
 #include "server/tokenize_request.h"
 
@@ -121,6 +123,29 @@ TEST(Tokenize, WrongTypesAreA400NamingTheField) {
   auto deep = parse_tokenize_request(R"({"content": "x", "a": )" + nested_arrays(kDeep) + "}");
   ASSERT_TRUE(std::holds_alternative<ApiError>(deep));
   EXPECT_EQ(std::get<ApiError>(deep).code, "json_too_deep");
+}
+
+TEST(KvPlanQuery, CountsAreBoundedAndNeverClamped) {
+  auto ok = parse_plan_count("ctx", "4096", kMaxPlanContext);
+  ASSERT_TRUE(std::holds_alternative<int64_t>(ok));
+  EXPECT_EQ(std::get<int64_t>(ok), 4096);
+  EXPECT_EQ(std::get<int64_t>(parse_plan_count("users", "1048576", kMaxPlanUsers)), kMaxPlanUsers);
+  struct Case {
+    const char* text;
+    const char* message_part;
+  };
+  for (const Case& c : {Case{"2147483647", "'ctx' is 2147483647, outside the allowed range [1, 16777216]"},
+                        Case{"99999999999999999999", "'ctx' is 99999999999999999999, outside"},
+                        Case{"16777217", "outside the allowed range"}, Case{"0", "outside the allowed range"},
+                        Case{"-5", "positive integer"}, Case{"", "positive integer"}, Case{"12x", "positive integer"},
+                        Case{"+5", "positive integer"}, Case{" 5", "positive integer"}}) {
+    auto r = parse_plan_count("ctx", c.text, kMaxPlanContext);
+    ASSERT_TRUE(std::holds_alternative<ApiError>(r)) << c.text;
+    const ApiError& e = std::get<ApiError>(r);
+    EXPECT_EQ(e.status, 400);
+    EXPECT_EQ(e.param, "ctx");
+    EXPECT_NE(e.message.find(c.message_part), std::string::npos) << e.message;
+  }
 }
 
 }  // namespace
