@@ -1,5 +1,5 @@
 // Hardening (issue 14): JSON nesting depth enforced while parsing, typed /tokenize fields, bounded /v1/kv/plan
-// counts.
+// counts, the API key and listen address checks of `hearth serve`.
 
 #include <gtest/gtest.h>
 
@@ -8,6 +8,7 @@
 #include "server/json_body.h"
 #include "server/kv_plan_json.h"
 #include "server/openai_json.h"
+#include "server/serve_access.h"
 #include "server/tokenize_request.h"
 
 namespace hearth::server {
@@ -145,6 +146,34 @@ TEST(KvPlanQuery, CountsAreBoundedAndNeverClamped) {
     EXPECT_EQ(e.status, 400);
     EXPECT_EQ(e.param, "ctx");
     EXPECT_NE(e.message.find(c.message_part), std::string::npos) << e.message;
+  }
+}
+
+TEST(ServeAccess, AnEmptyKeyIsRefusedNotSilentlyOff) {
+  EXPECT_EQ(*resolve_api_key(std::nullopt, nullptr), "");  // neither given: no authentication
+  EXPECT_EQ(*resolve_api_key(std::string("sk-1"), nullptr), "sk-1");
+  EXPECT_EQ(*resolve_api_key(std::nullopt, "sk-env"), "sk-env");
+  EXPECT_EQ(*resolve_api_key(std::string("sk-flag"), "sk-env"), "sk-flag");  // the flag wins
+  for (const char* empty : {"", " ", "\t"}) {
+    auto flag = resolve_api_key(std::string(empty), "sk-env");
+    ASSERT_FALSE(flag);
+    EXPECT_NE(flag.error().message.find("--api-key is empty"), std::string::npos) << flag.error().message;
+    auto env = resolve_api_key(std::nullopt, empty);
+    ASSERT_FALSE(env);
+    EXPECT_NE(env.error().message.find("HEARTH_API_KEY is set but empty"), std::string::npos);
+  }
+}
+
+TEST(ServeAccess, LoopbackHosts) {
+  for (const char* host : {"127.0.0.1", "127.1.2.3", "localhost", "::1", "[::1]", "::ffff:127.0.0.1"}) {
+    EXPECT_TRUE(is_loopback_host(host)) << host;
+    EXPECT_EQ(exposure_warning(host, false), "") << host;
+  }
+  for (const char* host : {"0.0.0.0", "::", "192.168.1.10", "10.0.0.1", "example.com", "", "128.0.0.1"}) {
+    EXPECT_FALSE(is_loopback_host(host)) << host;
+    const std::string warning = exposure_warning(host, false);
+    EXPECT_NE(warning.find("no API key"), std::string::npos) << host;
+    EXPECT_EQ(exposure_warning(host, true), "") << host;
   }
 }
 
