@@ -30,7 +30,8 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
 
   // Binds every tensor of `config` in `file`. Fails naming the first tensor that is missing, has the
-  // wrong shape, or has a dtype Hearth cannot compute with.
+  // wrong shape, or has a dtype Hearth cannot compute with, or, for the norm vectors and any tensor of at most
+  // 2^20 elements (cheap to scan), holds a NaN or an infinity. Larger matrices are not scanned.
   [[nodiscard]] static Result<ModelWeights> from_gguf(const GgufFile& file, const ModelConfig& config);
 };
 
