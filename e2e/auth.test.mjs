@@ -1,8 +1,10 @@
-// API-key enforcement: every endpoint but /health needs "Authorization: Bearer KEY".
+// API-key enforcement: every endpoint but /health needs "Authorization: Bearer KEY" (scheme in any case); an empty
+// key is refused at startup, and listening beyond loopback without a key is warned about.
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { after, before, test } from 'node:test';
 import OpenAI from 'openai';
-import { startServer } from './helpers.mjs';
+import { BIN, MODEL, startServer, waitFor } from './helpers.mjs';
 
 const KEY = 'sk-hearth-test-0123456789';
 let server;
@@ -42,4 +44,50 @@ test('a wrong or missing key is a 401 on every endpoint except /health', async (
   assert.equal((await fetch(`${server.baseURL}/health`)).status, 200);
   const m = await fetch(`${server.baseURL}/metrics`, { headers: { Authorization: `Bearer ${KEY}` } });
   assert.equal(m.status, 200);
+});
+
+test('the Bearer scheme is case-insensitive (RFC 7235)', async () => {
+  for (const scheme of ['bearer', 'BEARER', 'bEaReR']) {
+    const res = await fetch(`${server.baseURL}/v1/models`, { headers: { Authorization: `${scheme} ${KEY}` } });
+    assert.equal(res.status, 200, scheme);
+  }
+  const wrong = await fetch(`${server.baseURL}/v1/models`, { headers: { Authorization: `bearer ${KEY}x` } });
+  assert.equal(wrong.status, 401);
+});
+
+// Runs `hearth serve` that is expected to refuse to start: its exit code and all of its stderr.
+function serveRefusal(args, env = {}) {
+  const proc = spawn(BIN, ['serve', '-m', MODEL, '--port', '0', ...args], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  proc.stderr.on('data', (d) => (stderr += d));
+  return new Promise((resolve) => proc.on('close', (code) => resolve({ code, stderr })));
+}
+
+test('an empty --api-key or HEARTH_API_KEY is refused at startup', async () => {
+  const flag = await serveRefusal(['--api-key', '']);
+  assert.equal(flag.code, 1);
+  assert.match(flag.stderr, /--api-key is empty/);
+  const env = await serveRefusal([], { HEARTH_API_KEY: '' });
+  assert.equal(env.code, 1);
+  assert.match(env.stderr, /HEARTH_API_KEY is set but empty/);
+});
+
+test('listening beyond loopback without a key logs a warning; with a key it does not', async () => {
+  const open = await startServer(['--host', '0.0.0.0'], { HEARTH_API_KEY: undefined });
+  try {
+    await waitFor(() => open.stdout().includes('listening on 0.0.0.0 with no API key'), 10000, 'the warning');
+    assert.equal((await fetch(`${open.baseURL}/health`)).status, 200);
+  } finally {
+    assert.equal((await open.stop()).code, 0);
+  }
+  const keyed = await startServer(['--host', '0.0.0.0', '--api-key', KEY]);
+  try {
+    assert.equal((await fetch(`${keyed.baseURL}/health`)).status, 200);
+    assert.ok(!keyed.stdout().includes('no API key'), keyed.stdout());
+  } finally {
+    assert.equal((await keyed.stop()).code, 0);
+  }
 });

@@ -27,7 +27,9 @@ export async function startServer(args = [], env = {}) {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stderr = '';
+  let stdout = '';
   proc.stderr.on('data', (d) => (stderr += d));
+  proc.stdout.on('data', (d) => (stdout += d));
   const exited = new Promise((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
   const port = await new Promise((resolve, reject) => {
     let out = '';
@@ -52,6 +54,7 @@ export async function startServer(args = [], env = {}) {
     proc,
     exited,
     stderr: () => stderr,
+    stdout: () => stdout, // the server's log (spdlog writes to stdout)
     client: (apiKey = 'unused', opts = {}) =>
       new OpenAI({ apiKey, baseURL: `${baseURL}/v1`, maxRetries: 0, timeout: 30000, ...opts }),
     async stop() {

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -20,6 +21,7 @@
 #include "kv/kv_plan.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
+#include "server/serve_access.h"
 #include "server/server.h"
 #include "template/chat_template.h"
 #include "util/log.h"
@@ -41,6 +43,7 @@ struct ServeFlags {
   int32_t max_running = 64;
   int32_t max_batch_tokens = 512;
   std::string api_key;
+  bool api_key_given = false;  // --api-key was on the command line (even as "")
   std::string max_body = "4MiB";
   std::string model_id;
   double shutdown_grace_s = 10.0;
@@ -85,8 +88,12 @@ int run_serve(ServeFlags f) {
         "q4_0 keys are lossy (hearth-bench-kv on stories260K: perplexity 4.72 -> 8.98, top-1 agreement "
         "61%); --kv-dtype-k q8_0 --kv-dtype-v q4_0 keeps top-1 at 96.5% with 2x the tokens of f16");
   }
-  if (f.api_key.empty()) {
-    if (const char* env = std::getenv("HEARTH_API_KEY")) f.api_key = env;
+  auto api_key = server::resolve_api_key(f.api_key_given ? std::optional<std::string>(f.api_key) : std::nullopt,
+                                         std::getenv("HEARTH_API_KEY"));
+  if (!api_key) return std::fprintf(stderr, "error: %s\n", api_key.error().message.c_str()), 1;
+  f.api_key = *api_key;
+  if (const std::string warning = server::exposure_warning(f.host, !f.api_key.empty()); !warning.empty()) {
+    spdlog::warn("{}", warning);
   }
 
   // SIGINT/SIGTERM are taken by a dedicated thread (sigwait), so every other thread, created after this, has
@@ -187,7 +194,8 @@ Command add_serve(CLI::App& app) {
   app.add_option("--max-queue", flags->max_queue, "Waiting requests before 429")->capture_default_str();
   app.add_option("--max-running", flags->max_running, "Requests computed at once")->capture_default_str();
   app.add_option("--max-batch-tokens", flags->max_batch_tokens, "Token budget per engine step")->capture_default_str();
-  app.add_option("--api-key", flags->api_key, "Require 'Authorization: Bearer KEY' (or env HEARTH_API_KEY)");
+  CLI::Option* api_key =
+      app.add_option("--api-key", flags->api_key, "Require 'Authorization: Bearer KEY' (or env HEARTH_API_KEY)");
   app.add_option("--max-body-bytes", flags->max_body, "Largest request body, e.g. 4MiB")->capture_default_str();
   app.add_option("--model-id", flags->model_id, "Model name for /v1/models (default: the file name)");
   app.add_option("--shutdown-grace", flags->shutdown_grace_s, "Seconds in-flight requests may finish on SIGTERM")
@@ -196,7 +204,10 @@ Command add_serve(CLI::App& app) {
                  "Recent answers whose generated token ids a later turn that quotes them reuses (0: off)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
-  return [flags] { return run_serve(*flags); };
+  return [flags, api_key] {
+    flags->api_key_given = api_key->count() > 0;
+    return run_serve(*flags);
+  };
 }
 
 }  // namespace hearth::app

@@ -2,9 +2,22 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <optional>
 #include <string>
 
 namespace hearth {
+namespace {
+
+// a × b × c, or nullopt when the product leaves int64.
+std::optional<int64_t> checked_product(int64_t a, int64_t b, int64_t c) {
+  int64_t ab = 0;
+  int64_t abc = 0;
+  if (__builtin_mul_overflow(a, b, &ab) || __builtin_mul_overflow(ab, c, &abc)) return std::nullopt;
+  return abc;
+}
+
+}  // namespace
 
 int64_t KvPlan::users_at(int64_t context) const {
   if (context <= 0 || block_size <= 0) return 0;
@@ -14,7 +27,10 @@ int64_t KvPlan::users_at(int64_t context) const {
 
 Result<KvPlan> plan_kv_pool(const KvShape& shape, const KvTokenCost& cost, int32_t block_size, int64_t budget_bytes) {
   if (block_size < 1 || block_size > 1024) return make_error("block size {} is out of range [1, 1024]", block_size);
-  if (cost.bytes_per_token < 1) return make_error("a KV token of {} costs {} bytes", cost.dtype, cost.bytes_per_token);
+  // Bounded far below overflow so that bytes per block (× 1024 tokens at most) stays exact too.
+  if (cost.bytes_per_token < 1 || cost.bytes_per_token > (int64_t{1} << 40)) {
+    return make_error("a KV token of {} costs {} bytes, outside [1, 2^40]", cost.dtype, cost.bytes_per_token);
+  }
   KvPlan p;
   p.shape = shape;
   p.cost = cost;
@@ -59,17 +75,34 @@ const MemoryPlanRow& MemoryPlan::requested() const {
   return rows.front();
 }
 
-Result<MemoryPlan> plan_memory(const MemoryPlanRequest& r) {
-  if (r.block_size < 1 || r.block_size > 1024)
-    return make_error("block size {} is out of range [1, 1024]", r.block_size);
-  if (r.context < 1) return make_error("context must be at least 1 token, got {}", r.context);
-  if (r.users < 1) return make_error("users must be at least 1, got {}", r.users);
+namespace {
+
+Result<void> check_plan_request(const MemoryPlanRequest& r) {
+  if (r.block_size < 1 || r.block_size > 1024) return make_error("block size {} is out of range [1, 1024]", r.block_size);
+  if (r.context < 1 || r.context > kMaxPlanContext) {
+    return make_error("context is {} tokens, outside the supported range [1, {}]", r.context, kMaxPlanContext);
+  }
+  if (r.users < 1 || r.users > kMaxPlanUsers) {
+    return make_error("users is {}, outside the supported range [1, {}]", r.users, kMaxPlanUsers);
+  }
   if (r.memory_bytes < 0) return make_error("memory budget must not be negative");
+  if (r.weights_bytes < 0) return make_error("weights size must not be negative");
+  return {};
+}
+
+}  // namespace
+
+Result<MemoryPlan> plan_memory(const MemoryPlanRequest& r) {
+  HEARTH_TRY(check_plan_request(r));
   MemoryPlan plan;
   plan.request = r;
   const bool has_requested =
       std::any_of(r.costs.begin(), r.costs.end(), [&](const KvTokenCost& c) { return c.dtype == r.dtype; });
-  if (!has_requested) return make_error("KV dtype {} cannot hold this model's head size {}", r.dtype, r.shape.head_dim);
+  if (!has_requested) {
+    return make_error("no KV cost for dtype {} at {} layers × {} KV heads × head size {} (the format cannot hold the "
+                      "head size, or the shape is out of range)",
+                      r.dtype, r.shape.n_layers, r.shape.n_kv_heads, r.shape.head_dim);
+  }
   const int64_t blocks_per_user = (r.context + r.block_size - 1) / r.block_size;
   for (const KvTokenCost& cost : r.costs) {
     MemoryPlanRow row;
@@ -77,7 +110,12 @@ Result<MemoryPlan> plan_memory(const MemoryPlanRequest& r) {
     row.bytes_per_token = cost.bytes_per_token;
     row.scale_bytes_per_token = cost.scale_bytes_per_token;
     const int64_t bytes_per_block = row.bytes_per_token * r.block_size;
-    row.kv_bytes = r.users * blocks_per_user * bytes_per_block;
+    const std::optional<int64_t> kv_bytes = checked_product(r.users, blocks_per_user, bytes_per_block);
+    if (!kv_bytes || *kv_bytes > std::numeric_limits<int64_t>::max() - r.weights_bytes) {
+      return make_error("{} users × {} tokens at {} ({} bytes per token) is more bytes than a 64-bit count holds",
+                        r.users, r.context, cost.dtype, row.bytes_per_token);
+    }
+    row.kv_bytes = *kv_bytes;
     row.total_bytes = r.weights_bytes + row.kv_bytes;
     if (r.memory_bytes > 0) {
       const int64_t kv_budget = std::max<int64_t>(0, r.memory_bytes - r.weights_bytes);

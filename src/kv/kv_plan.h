@@ -43,6 +43,9 @@ std::string describe_kv_plan(const KvPlan& plan);
 
 // What a model needs in memory at a context × users, for each KV dtype, and what fits in a budget: the table of
 // `hearth plan` and GET /v1/kv/plan. Weights are counted at their file size (they are mapped, not copied).
+// The inputs are bounded so that every product stays far from int64 overflow (and is checked regardless).
+inline constexpr int64_t kMaxPlanContext = int64_t{1} << 24;  // 16,777,216 tokens per user
+inline constexpr int64_t kMaxPlanUsers = int64_t{1} << 20;    // 1,048,576 users
 struct MemoryPlanRequest {
   KvShape shape;
   int64_t weights_bytes = 0;
@@ -71,6 +74,8 @@ struct MemoryPlan {
   const MemoryPlanRow& requested() const;
 };
 
+// Error (with the numbers) when block_size is outside [1, 1024], context outside [1, kMaxPlanContext], users
+// outside [1, kMaxPlanUsers], memory_bytes negative, or a byte count would overflow int64.
 Result<MemoryPlan> plan_memory(const MemoryPlanRequest& request);
 // The plan as a table a person reads.
 std::string render_memory_plan(const MemoryPlan& plan);

@@ -1,6 +1,7 @@
 #include "model/config.h"
 
 #include <array>
+#include <cmath>
 #include <string_view>
 
 namespace hearth {
@@ -20,10 +21,43 @@ Result<int32_t> read_positive(const GgufFile& file, const std::string& key, std:
   return static_cast<int32_t>(v);
 }
 
-Result<float> read_float(const GgufFile& file, const std::string& key, float fallback) {
+// A float hyperparameter in (lo, hi]: NaN, infinities, zero or negative values (where lo is 0) and values that do
+// not survive the narrowing to float are errors naming the key and the value.
+Result<float> read_float(const GgufFile& file, const std::string& key, float fallback, double lo, double hi) {
   auto value = file.get_float(key);
   if (!value) return value.error();
-  return value->has_value() ? static_cast<float>(**value) : fallback;
+  if (!value->has_value()) return fallback;
+  const double v = **value;
+  if (!std::isfinite(v) || !(v > lo && v <= hi) || !std::isfinite(static_cast<float>(v)) ||
+      static_cast<float>(v) <= static_cast<float>(lo)) {
+    return make_error("{}: metadata '{}' = {} is out of range ({}, {}]", file.name(), key, v, lo, hi);
+  }
+  return static_cast<float>(v);
+}
+
+// Upper bounds well above every real model, so that products of hyperparameters (q_dim, KV bytes per token,
+// scratch sizes) stay far from int32 and int64 overflow; a header beyond them is broken or hostile.
+Result<void> check_shape_limits(const GgufFile& file, const ModelConfig& c) {
+  struct Limit {
+    const char* what;
+    int64_t value;
+    int64_t max;
+  };
+  const Limit limits[] = {
+      {"embedding_length", c.dim, int64_t{1} << 20},
+      {"block_count", c.n_layers, int64_t{1} << 12},
+      {"attention.head_count", c.n_heads, int64_t{1} << 12},
+      {"attention.key_length", c.head_dim, int64_t{1} << 14},
+      {"feed_forward_length", c.ffn_dim, int64_t{1} << 22},
+      {"attention.head_count × key_length", int64_t{c.n_heads} * c.head_dim, int64_t{1} << 20},
+  };
+  for (const Limit& l : limits) {
+    if (l.value > l.max) {
+      return make_error("{}: {}.{} = {} is above the supported maximum {}", file.name(), c.architecture, l.what,
+                        l.value, l.max);
+    }
+  }
+  return {};
 }
 
 }  // namespace
@@ -93,8 +127,9 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
   if (c.rope_dim > c.head_dim || c.rope_dim % 2 != 0) {
     return make_error("{}: rope.dimension_count {} is invalid for head size {}", file.name(), c.rope_dim, c.head_dim);
   }
-  auto base = read_float(file, p + "rope.freq_base", 10000.0f);
-  auto eps = read_float(file, p + "attention.layer_norm_rms_epsilon", 1e-5f);
+  HEARTH_TRY(check_shape_limits(file, c));
+  auto base = read_float(file, p + "rope.freq_base", 10000.0f, 0.0, 1e12);
+  auto eps = read_float(file, p + "attention.layer_norm_rms_epsilon", 1e-5f, 0.0, 1.0);
   if (!base) return base.error();
   if (!eps) return eps.error();
   c.rope_freq_base = *base;

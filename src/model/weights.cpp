@@ -2,12 +2,36 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+#include <optional>
 #include <set>
 
 #include "tensor/quant.h"
 
 namespace hearth {
 namespace {
+
+// Tensors with at most this many elements are scanned for NaN and infinities at load: the norm vectors, and
+// every matrix of a small model. Larger matrices are left to the run time (scanning them would read every page
+// of a multi-gigabyte mapping before the first request).
+constexpr int64_t kMaxScannedElements = int64_t{1} << 20;
+
+// The first non-finite value of `m` as (row, col, value), or nullopt.
+struct NonFinite {
+  int64_t row = 0;
+  int64_t col = 0;
+  float value = 0.0f;
+};
+std::optional<NonFinite> find_non_finite(const MatrixView& m) {
+  std::vector<float> row(static_cast<size_t>(m.n_cols));
+  for (int64_t r = 0; r < m.n_rows; ++r) {
+    dequantize_row(m.type, m.data + static_cast<size_t>(r) * m.row_stride, row.data(), m.n_cols);
+    for (int64_t c = 0; c < m.n_cols; ++c) {
+      if (!std::isfinite(row[c])) return NonFinite{r, c, row[c]};
+    }
+  }
+  return std::nullopt;
+}
 
 // Binds tensors by name and remembers which ones it bound, so that what is left over can be refused.
 class Binder {
@@ -26,10 +50,17 @@ class Binder {
     if (!dtype_info(t->type).compute_supported) {
       return make_error(
           "{}: tensor '{}' has type {}, which Hearth cannot compute with (supported: F32, F16, BF16, "
-          "Q8_0, Q4_0, Q4_K, Q6_K)",
+          "Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS)",
           file_.name(), name, dtype_name(t->type));
     }
-    return MatrixView{t->type, n_rows, n_cols, t->data, row_bytes(t->type, n_cols)};
+    const MatrixView m{t->type, n_rows, n_cols, t->data, row_bytes(t->type, n_cols)};
+    if (n_rows * n_cols <= kMaxScannedElements) {
+      if (auto bad = find_non_finite(m)) {
+        return make_error("{}: tensor '{}' holds a non-finite value ({} at row {}, column {})", file_.name(), name,
+                          bad->value, bad->row, bad->col);
+      }
+    }
+    return m;
   }
 
   // Reads a 1-D vector of `n` elements into owned f32.

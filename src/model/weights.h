@@ -35,8 +35,10 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
 
   // Binds every tensor of `config` in `file`. Fails naming the first tensor that is missing, has the
-  // wrong shape, or has a dtype Hearth cannot compute with, and naming any tensor of the file that the
-  // architecture does not use (a tensor Hearth would ignore means Hearth would compute the wrong model).
+  // wrong shape, or has a dtype Hearth cannot compute with, or, for the norm vectors and any tensor of at most
+  // 2^20 elements (cheap to scan), holds a NaN or an infinity (larger matrices are not scanned); and naming any
+  // tensor of the file that the architecture does not use (a tensor Hearth would ignore means Hearth would
+  // compute the wrong model).
   [[nodiscard]] static Result<ModelWeights> from_gguf(const GgufFile& file, const ModelConfig& config);
 };
 

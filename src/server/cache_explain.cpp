@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include "engine/explain.h"
+#include "server/json_body.h"
 #include "server/server.h"
 #include "util/log.h"
 
@@ -11,9 +12,11 @@ namespace hearth::server {
 void HttpServer::handle_cache_explain(const httplib::Request& req, httplib::Response& res) {
   // The body is a completion or chat body (prompt or messages, cache_salt, cache_prompt, model); generation
   // fields are accepted and ignored.
-  const nlohmann::json peek = nlohmann::json::parse(req.body, nullptr, false);
-  const bool chat = peek.is_object() && peek.contains("messages");
-  auto parsed = parse_completion_request(req.body, chat ? Endpoint::kChat : Endpoint::kCompletion);
+  auto json_body = parse_json_body(req.body);
+  if (auto* error = std::get_if<ApiError>(&json_body)) return send_error(res, *error);
+  const nlohmann::json& body = std::get<nlohmann::json>(json_body);
+  const bool chat = body.is_object() && body.contains("messages");
+  auto parsed = validate_completion_request(body, chat ? Endpoint::kChat : Endpoint::kCompletion);
   if (auto* error = std::get_if<ApiError>(&parsed)) return send_error(res, *error);
   const CompletionRequest& request = std::get<CompletionRequest>(parsed);
   if (auto error = check_model(request)) return send_error(res, *error);
@@ -31,10 +34,10 @@ void HttpServer::handle_cache_explain(const httplib::Request& req, httplib::Resp
   if (!report) {
     return send_error(res, ApiError{503, "the server is shutting down", "server_error", {}, "server_shutting_down"});
   }
-  nlohmann::json body = cache_report_json(*report, loop_.info().model_id);
+  nlohmann::json out = cache_report_json(*report, loop_.info().model_id);
   // The prompt as a request would build it: with a recent answer's own ids where its text quotes one.
-  body["answer_tokens_reused"] = std::get<BuiltPrompt>(prompt).answer_tokens;
-  res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
+  out["answer_tokens_reused"] = std::get<BuiltPrompt>(prompt).answer_tokens;
+  res.set_content(out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
 }
 
 void HttpServer::observe_prompt(std::span<const TokenId> prompt, const RequestSpec& spec) {

@@ -183,7 +183,8 @@ std::string HttpServer::stream_events(Generation& gen, const RequestOutput& out)
   if (out.error) {
     // Refused after the stream started (the engine re-checks what submit checked): an error event, then [DONE].
     events += sse_event(error_json(api_error(*out.error, gen.request.endpoint)));
-    return events + std::string(kSseDone);
+    events.append(kSseDone);
+    return events;
   }
   if (gen.first_chunk && gen.request.echo && !gen.request.prompt_text.empty()) {
     events += sse_event(chunk_json(gen.request, gen.meta, gen.request.prompt_text, true, FinishReason::kNone));

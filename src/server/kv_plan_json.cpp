@@ -1,5 +1,9 @@
 #include "server/kv_plan_json.h"
 
+#include <fmt/format.h>
+
+#include <charconv>
+
 namespace hearth::server {
 
 nlohmann::json kv_pool_json(const KvPlan& p) {
@@ -49,6 +53,20 @@ nlohmann::json memory_plan_json(const MemoryPlan& plan) {
   }
   if (r.memory_bytes > 0) out["memory_bytes"] = r.memory_bytes;
   return out;
+}
+
+ApiResult<int64_t> parse_plan_count(const char* name, std::string_view text, int64_t max) {
+  int64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  const bool digits = !text.empty() && text.front() != '-' && end == text.data() + text.size();
+  if (!digits || (ec != std::errc() && ec != std::errc::result_out_of_range)) {
+    return invalid_request(fmt::format("'{}' must be a positive integer, got '{}'", name, text), name, "invalid_value");
+  }
+  if (ec == std::errc::result_out_of_range || v < 1 || v > max) {
+    return invalid_request(fmt::format("'{}' is {}, outside the allowed range [1, {}]", name, text, max), name,
+                           "invalid_value");
+  }
+  return v;
 }
 
 }  // namespace hearth::server

@@ -1,5 +1,7 @@
 #include "server/openai_json.h"
 
+#include "server/json_body.h"
+
 #include <fmt/format.h>
 
 #include <limits>
@@ -294,10 +296,12 @@ nlohmann::json error_json(const ApiError& e) {
 }
 
 ApiResult<CompletionRequest> parse_completion_request(std::string_view body_text, Endpoint endpoint) {
-  json body = json::parse(body_text, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded()) {
-    return invalid_request("the request body is not valid JSON", {}, "invalid_json");
-  }
+  auto body = parse_json_body(body_text);
+  if (auto* error = std::get_if<ApiError>(&body)) return *error;
+  return validate_completion_request(std::get<json>(body), endpoint);
+}
+
+ApiResult<CompletionRequest> validate_completion_request(const nlohmann::json& body, Endpoint endpoint) {
   if (!body.is_object()) return invalid_request("the request body must be a JSON object", {}, "invalid_json");
   CompletionRequest r;
   r.endpoint = endpoint;

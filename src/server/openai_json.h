@@ -69,8 +69,11 @@ struct CompletionRequest {
   bool ignore_eos = false;
 };
 
-// Parses and validates a request body. Errors are 400s naming the offending field in `param`.
+// Parses (parse_json_body: nesting depth limited while parsing) and validates a request body. Errors are 400s
+// naming the offending field in `param`.
 [[nodiscard]] ApiResult<CompletionRequest> parse_completion_request(std::string_view body, Endpoint endpoint);
+// The same for a body already parsed by parse_json_body (so nested no deeper than kMaxJsonBodyDepth).
+[[nodiscard]] ApiResult<CompletionRequest> validate_completion_request(const nlohmann::json& body, Endpoint endpoint);
 
 // What the server knows when it renders a response.
 struct ResponseMeta {

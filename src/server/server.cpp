@@ -4,9 +4,11 @@
 #include "server/server.h"
 
 #include "server/kv_plan_json.h"
+#include "server/tokenize_request.h"
 
 #include <httplib.h>
 
+#include <cctype>
 #include <chrono>
 #include <ctime>
 
@@ -38,9 +40,14 @@ std::string default_message(int status, const httplib::Request& req, size_t max_
 }  // namespace
 
 bool bearer_matches(std::string_view header, std::string_view key) {
-  constexpr std::string_view kPrefix = "Bearer ";
-  if (header.size() < kPrefix.size() || header.substr(0, kPrefix.size()) != kPrefix) return false;
-  const std::string_view given = header.substr(kPrefix.size());
+  // RFC 7235: the scheme is case-insensitive and one or more spaces separate it from the credentials.
+  constexpr std::string_view kScheme = "bearer";
+  if (header.size() <= kScheme.size() || header[kScheme.size()] != ' ') return false;
+  for (size_t i = 0; i < kScheme.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(header[i])) != kScheme[i]) return false;
+  }
+  std::string_view given = header.substr(kScheme.size());
+  given.remove_prefix(std::min(given.find_first_not_of(' '), given.size()));
   // Compare every byte of the longer length so timing reveals neither the key nor the matching prefix length.
   const size_t n = std::max(given.size(), key.size());
   unsigned diff = given.size() == key.size() ? 0u : 1u;
@@ -204,19 +211,16 @@ void HttpServer::handle_kv_plan(const httplib::Request& req, httplib::Response& 
   request.context = info.n_ctx;
   request.costs = info.kv_dtype_costs;
   request.dtype = pool.cost.dtype;
-  auto read_int = [&](const char* name, int64_t& out) {
+  auto read_count = [&](const char* name, int64_t max, int64_t& out) {
     if (!req.has_param(name)) return true;
-    const std::string text = req.get_param_value(name);
-    char* end = nullptr;
-    const long long v = std::strtoll(text.c_str(), &end, 10);
-    if (text.empty() || *end != '\0' || v < 1) {
-      send_error(res, invalid_request(fmt::format("'{}' must be a positive integer, got '{}'", name, text), name));
-      return false;
-    }
-    out = v;
+    auto v = parse_plan_count(name, req.get_param_value(name), max);
+    if (auto* error = std::get_if<ApiError>(&v)) return send_error(res, *error), false;
+    out = std::get<int64_t>(v);
     return true;
   };
-  if (!read_int("ctx", request.context) || !read_int("users", request.users)) return;
+  if (!read_count("ctx", kMaxPlanContext, request.context) || !read_count("users", kMaxPlanUsers, request.users)) {
+    return;
+  }
   if (req.has_param("memory")) {
     auto memory = parse_bytes(req.get_param_value("memory"));
     if (!memory) {
@@ -235,15 +239,11 @@ void HttpServer::handle_kv_plan(const httplib::Request& req, httplib::Response& 
 }
 
 void HttpServer::handle_tokenize(const httplib::Request& req, httplib::Response& res) {
-  json body = json::parse(req.body, nullptr, false);
-  if (body.is_discarded() || !body.is_object() || !body.contains("content") || !body["content"].is_string()) {
-    send_error(res, invalid_request("'content' is required and must be a string", "content"));
-    return;
-  }
-  const bool add_special = body.value("add_special", true);
-  const bool parse_special = body.value("parse_special", false);
+  auto parsed = parse_tokenize_request(req.body);
+  if (auto* error = std::get_if<ApiError>(&parsed)) return send_error(res, *error);
+  const TokenizeRequest& request = std::get<TokenizeRequest>(parsed);
   json tokens = json::array();
-  for (TokenId t : tokenizer_.encode(body["content"].get<std::string>(), add_special, parse_special)) {
+  for (TokenId t : tokenizer_.encode(request.content, request.add_special, request.parse_special)) {
     tokens.push_back(t.value);
   }
   res.set_content(json{{"tokens", std::move(tokens)}}.dump(), kJson);

@@ -44,7 +44,7 @@ struct ServerConfig {
   size_t answer_memory_entries = 256;    // recent answers whose ids later turns reuse (0: off; answer_memory.h)
 };
 
-// Constant-time comparison of an Authorization header against "Bearer KEY".
+// Constant-time comparison of an Authorization header against "Bearer KEY" (the scheme in any case, RFC 7235).
 [[nodiscard]] bool bearer_matches(std::string_view header, std::string_view key);
 
 // The model's facts (id, context, block size, KV plan) are the engine's: the server reads loop.info().

@@ -204,7 +204,15 @@ Result<KvTokenCost> kv_token_cost(const KvShape& shape, const KvFormat& format) 
   }
   HEARTH_TRY(kv_group_size(format.k, shape.head_dim));
   HEARTH_TRY(kv_group_size(format.v, shape.head_dim));
-  const int64_t heads = int64_t{shape.n_layers} * shape.n_kv_heads;
+  const int64_t heads = int64_t{shape.n_layers} * shape.n_kv_heads;  // each ≤ 2^31: no overflow
+  const int64_t per_head = static_cast<int64_t>(kv_head_bytes(format.k, shape.head_dim) +
+                                                kv_head_bytes(format.v, shape.head_dim));
+  int64_t bytes = 0;
+  // Bounded far below overflow so that bytes per block (× 1024 tokens at most) stays exact too.
+  if (__builtin_mul_overflow(heads, per_head, &bytes) || bytes > (int64_t{1} << 40)) {
+    return make_error("KV bytes per token for {} layers × {} KV heads × head size {} are out of range", shape.n_layers,
+                      shape.n_kv_heads, shape.head_dim);
+  }
   KvTokenCost cost;
   cost.dtype = format.name();
   cost.dtype_k = std::string(kv_dtype_name(format.k));

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 namespace hearth {
 namespace {
 
@@ -105,6 +107,54 @@ TEST(KvPlan, MemoryPlanForStoriesAndBadRequests) {
   r.users = 1;
   r.context = 0;
   EXPECT_FALSE(plan_memory(r));
+}
+
+// GET /v1/kv/plan?ctx=2147483647&users=2147483647 answered a negative kv_bytes (issue 14).
+TEST(KvPlan, HugeContextOrUsersAreErrorsWithTheNumbers) {
+  MemoryPlanRequest r;
+  r.shape = k1B;
+  r.context = 2147483647;
+  r.users = 1;
+  auto plan = plan_memory(r);
+  ASSERT_FALSE(plan);
+  EXPECT_NE(plan.error().message.find("2147483647"), std::string::npos) << plan.error().message;
+  EXPECT_NE(plan.error().message.find("16777216"), std::string::npos) << plan.error().message;
+  r.context = 4096;
+  r.users = 2147483647;
+  plan = plan_memory(r);
+  ASSERT_FALSE(plan);
+  EXPECT_NE(plan.error().message.find("users is 2147483647"), std::string::npos) << plan.error().message;
+  // At both maxima the f32 row of the 1B shape (65,536 bytes per token) is 2^60 bytes: exact, positive.
+  r.context = kMaxPlanContext;
+  r.users = kMaxPlanUsers;
+  r.costs = kv_dtype_costs(k1B, kF16);
+  plan = plan_memory(r);
+  ASSERT_TRUE(plan) << plan.error().message;
+  for (const MemoryPlanRow& row : plan->rows) {
+    EXPECT_GT(row.kv_bytes, 0) << row.dtype;
+    EXPECT_EQ(row.kv_bytes, kMaxPlanContext * kMaxPlanUsers * row.bytes_per_token) << row.dtype;
+  }
+}
+
+TEST(KvPlan, ProductsThatLeaveInt64AreErrorsNotNegativeBytes) {
+  MemoryPlanRequest r;
+  r.shape = KvShape{65536, 65536, 128};  // a hostile header: 2^42 bytes per f32 token
+  r.context = kMaxPlanContext;
+  r.users = kMaxPlanUsers;
+  const KvFormat f32{KvDtype::kF32, KvDtype::kF32};
+  r.dtype = "f32";
+  EXPECT_FALSE(kv_token_cost(r.shape, f32));
+  r.costs = kv_dtype_costs(r.shape, f32);
+  EXPECT_FALSE(plan_memory(r));
+  r.shape = KvShape{512, 64, 128};  // 2^25 bytes per f32 token: × 2^24 tokens × 2^20 users = 2^69
+  r.costs = kv_dtype_costs(r.shape, f32);
+  auto plan = plan_memory(r);
+  ASSERT_FALSE(plan);
+  EXPECT_NE(plan.error().message.find("64-bit"), std::string::npos) << plan.error().message;
+  r.weights_bytes = std::numeric_limits<int64_t>::max();
+  r.users = 1;
+  r.context = 1;
+  EXPECT_FALSE(plan_memory(r));  // weights + KV would overflow
 }
 
 TEST(KvPlan, ParsesSizes) {

@@ -254,9 +254,21 @@ TEST(Auth, BearerMatchesExactly) {
   EXPECT_FALSE(bearer_matches("Bearer sk-2", "sk-1"));
   EXPECT_FALSE(bearer_matches("Bearer sk-12", "sk-1"));
   EXPECT_FALSE(bearer_matches("Bearer sk-", "sk-1"));
-  EXPECT_FALSE(bearer_matches("bearer sk-1", "sk-1"));
   EXPECT_FALSE(bearer_matches("", "sk-1"));
   EXPECT_FALSE(bearer_matches("sk-1", "sk-1"));
+  EXPECT_FALSE(bearer_matches("Basic sk-1", "sk-1"));
+  EXPECT_FALSE(bearer_matches("Bearersk-1", "sk-1"));
+  EXPECT_FALSE(bearer_matches("Bearer", "sk-1"));
+  EXPECT_FALSE(bearer_matches("Bearer sk-1 ", "sk-1"));
+}
+
+// RFC 7235 section 2.1: the auth-scheme is case-insensitive, and 1*SP separates it from the credentials.
+TEST(Auth, BearerSchemeIsCaseInsensitive) {
+  for (const char* header : {"bearer sk-1", "BEARER sk-1", "BeArEr sk-1", "Bearer  sk-1"}) {
+    EXPECT_TRUE(bearer_matches(header, "sk-1")) << header;
+  }
+  EXPECT_FALSE(bearer_matches("bearer sk-2", "sk-1"));
+  EXPECT_FALSE(bearer_matches("bearer  ", "sk-1"));
 }
 
 }  // namespace

@@ -1,0 +1,45 @@
+// Fuzz target: request bodies as the server parses them (parse_json_body, parse_completion_request for both
+// endpoints, parse_tokenize_request) and the rendering of whatever parses. Must never crash, hang or recurse
+// past the nesting limit; every failure must be an ApiError with a status of 400.
+
+#include <cstdint>
+#include <cstdlib>
+#include <string_view>
+
+#include "server/json_body.h"
+#include "server/openai_json.h"
+#include "server/tokenize_request.h"
+
+namespace {
+
+using namespace hearth::server;
+
+template <class T>
+void check(const ApiResult<T>& result) {
+  if (const ApiError* e = std::get_if<ApiError>(&result)) {
+    if (e->status != 400 || e->message.empty()) std::abort();
+    (void)error_json(*e).dump();
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view body(reinterpret_cast<const char*>(data), size);
+  check(parse_json_body(body));
+  for (Endpoint endpoint : {Endpoint::kChat, Endpoint::kCompletion}) {
+    auto request = parse_completion_request(body, endpoint);
+    check(request);
+    if (auto* r = std::get_if<CompletionRequest>(&request)) {
+      // Everything a response renders from the request must be renderable.
+      const ResponseMeta meta{"id", 0, r->model};
+      (void)response_json(*r, meta, "text", hearth::FinishReason::kStop, hearth::RequestUsage{})
+          .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      (void)sse_event(chunk_json(*r, meta, "t", true, hearth::FinishReason::kNone));
+      if (r->endpoint == Endpoint::kChat)
+        (void)r->messages.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    }
+  }
+  check(parse_tokenize_request(body));
+  return 0;
+}
