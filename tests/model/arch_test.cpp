@@ -1,8 +1,9 @@
-// The qwen2 and qwen3 forward passes, proven two ways on tiny synthetic models with the real Qwen vocabulary:
-// (a) the engine's logits agree with a plain scalar forward written from the architectures' definitions
-// (reference_forward.cpp), which itself agrees with the engine on stories260K (llama); and (b) Hearth's greedy
-// text equals an independent implementation's: llama.cpp b4748 for qwen2, ik_llama.cpp for qwen3 (b4748 does
-// not know qwen3). The peer tests skip, saying so, only where the peer binary is absent.
+// The qwen2, qwen3, phi3 and Llama 3 (rope_freqs) forward passes, proven two ways on tiny synthetic models with the
+// families' real vocabularies: (a) the engine's logits agree with a plain scalar forward written from the
+// architectures' definitions (reference_forward.cpp), which itself agrees with the engine on stories260K (llama);
+// and (b) Hearth's greedy text equals an independent implementation's: llama.cpp b4748 for qwen2, phi3 and
+// Llama 3, ik_llama.cpp for qwen3 (b4748 does not know qwen3). The peer tests skip, saying so, only where the peer
+// binary is absent.
 
 #include <gtest/gtest.h>
 
@@ -25,16 +26,21 @@ namespace fs = std::filesystem;
 
 const std::string kShared = HEARTH_SHARED_DIR;
 const std::string kQwenVocab = kShared + "/vocab/ggml-vocab-qwen2.gguf";
+const std::string kLlama3Vocab = kShared + "/vocab/ggml-vocab-llama-bpe.gguf";
+const std::string kPhi3Vocab = kShared + "/vocab/ggml-vocab-phi-3.gguf";
 
 // dim 64, 2 layers, 4 heads of 16, 2 KV heads, F32 weights. The weights are larger than the generator's default
 // (sd 0.1 instead of 0.02) so that logits are spread out and a greedy argmax is not decided by rounding noise.
-SynthConfig tiny_config(const std::string& arch) {
+// `variant` is an architecture, or "llama3": llama with Llama 3.1's rope_freqs, computed by Llama 3's formula
+// (factor 8, low 1, high 4) for an original context of 64 instead of 8192, so that the divisors (1, 2.44, then 8
+// for the six slowest pairs) turn the pairs visibly within the test's few dozen positions.
+SynthConfig tiny_config(const std::string& variant) {
   SynthConfig c;
   fs::create_directories(HEARTH_TEST_TMP_DIR);
-  c.out_path = std::string(HEARTH_TEST_TMP_DIR) + "/arch_test_" + arch + ".gguf";
+  c.out_path = std::string(HEARTH_TEST_TMP_DIR) + "/arch_test_" + variant + ".gguf";
   c.vocab_from = kQwenVocab;
-  c.architecture = arch;
-  c.name = "hearth-synthetic-" + arch;
+  c.architecture = variant;
+  c.name = "hearth-synthetic-" + variant;
   c.dim = 64;
   c.n_layers = 2;
   c.n_heads = 4;
@@ -48,6 +54,17 @@ SynthConfig tiny_config(const std::string& arch) {
   c.rope_freq_base = 1000000.0f;  // Qwen's
   c.seed = 7;
   c.num_threads = 2;
+  if (variant == "llama3") {
+    c.architecture = "llama";
+    c.vocab_from = kLlama3Vocab;
+    c.rope_freq_base = 500000.0f;
+    c.llama3_rope_freqs = true;
+    c.rope_original_context = 64;
+  }
+  if (variant == "phi3") {
+    c.vocab_from = kPhi3Vocab;
+    c.rope_freq_base = 10000.0f;
+  }
   return c;
 }
 
@@ -109,6 +126,9 @@ constexpr double kTolerance = 1e-4;  // f32 engine against a double reference ov
 
 // Token ids from all over the 151k vocabulary, control tokens included.
 const std::vector<int32_t> kQwenTokens = {9707, 11, 1879, 0, 151643, 42, 1000, 77777, 123, 5, 151000, 220, 13, 3};
+const std::vector<int32_t> kLlama3Tokens = {128000, 9707, 11, 1879,  0,   42, 1000, 77777, 123, 5, 128009,
+                                            220,    13,   3,  64000, 500, 7,  99,   2,     31,  8, 128255};
+const std::vector<int32_t> kPhi3Tokens = {1, 9707, 11, 1879, 0, 42, 1000, 32000, 123, 5, 32063, 220, 13, 3, 29871, 2};
 
 void expect_engine_matches_reference(const std::string& path, const std::vector<int32_t>& tokens,
                                      const test::ReferenceOptions& without_feature) {
@@ -135,6 +155,22 @@ TEST(ArchReference, Qwen2MatchesScalarReference) {
 
 TEST(ArchReference, Qwen3MatchesScalarReference) {
   expect_engine_matches_reference(synthetic_model("qwen3"), kQwenTokens, {.skip_qk_norm = true});
+}
+
+// The rope_freqs divisors are applied (the reference without them is far off), and they are the formula's.
+TEST(ArchReference, Llama3RopeFreqsMatchScalarReference) {
+  const SynthConfig c = tiny_config("llama3");
+  const std::vector<float> freqs = llama3_rope_freqs(c);
+  ASSERT_EQ(freqs.size(), 8u);
+  EXPECT_EQ(freqs[0], 1.0f);
+  EXPECT_NEAR(freqs[1], 2.4423, 1e-4);  // wavelength 32.4: smooth = (64 / 32.4 - 1) / 3
+  for (size_t i = 2; i < freqs.size(); ++i) EXPECT_EQ(freqs[i], 8.0f) << i;
+  expect_engine_matches_reference(synthetic_model("llama3"), kLlama3Tokens, {.skip_rope_freqs = true});
+}
+
+// Fused attn_qkv and gate+up ffn_up: taking the halves of ffn_up the other way round is far off.
+TEST(ArchReference, Phi3MatchesScalarReference) {
+  expect_engine_matches_reference(synthetic_model("phi3"), kPhi3Tokens, {.swap_gate_up = true});
 }
 
 // Runs `command`, returns its stdout.
@@ -182,6 +218,8 @@ std::string peer_greedy_text(const Peer& peer, const std::string& path) {
                               std::to_string(kGreedyTokens) + " --temp 0 --repeat-penalty 1.0 -t 2 -c 256 " +
                               peer.flags + " </dev/null 2>" + path + ".peer.log";
   std::string out = run_command(command);
+  // A SentencePiece vocabulary (phi3's) prints the prompt with the space it prepends to the first word.
+  if (out.starts_with(" " + kPrompt)) out.erase(0, 1);
   EXPECT_TRUE(out.starts_with(kPrompt)) << command << "\nprinted: " << out;
   if (out.starts_with(kPrompt)) out.erase(0, kPrompt.size());
   EXPECT_TRUE(out.ends_with(peer.trailer)) << command << "\nprinted: " << out;
@@ -204,6 +242,14 @@ void expect_greedy_text_matches_peer(const std::string& arch, const Peer& peer) 
 // b4748 would start a chat (the vocabulary has a chat template) without -no-cnv, and ends with a blank line.
 TEST(ArchPeer, Qwen2GreedyTextMatchesLlamaCpp) {
   expect_greedy_text_matches_peer("qwen2", {"llama.cpp-b4748", "-no-cnv", "\n\n"});
+}
+
+TEST(ArchPeer, Llama3RopeFreqsGreedyTextMatchesLlamaCpp) {
+  expect_greedy_text_matches_peer("llama3", {"llama.cpp-b4748", "-no-cnv", "\n\n"});
+}
+
+TEST(ArchPeer, Phi3GreedyTextMatchesLlamaCpp) {
+  expect_greedy_text_matches_peer("phi3", {"llama.cpp-b4748", "-no-cnv", "\n\n"});
 }
 
 // ik_llama.cpp is not interactive by default and prints nothing after the text.
