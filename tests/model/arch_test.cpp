@@ -10,9 +10,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 
+#include "engine/engine.h"
 #include "engine/generate.h"
 #include "model/model.h"
 #include "model/synth.h"
@@ -171,6 +173,68 @@ TEST(ArchReference, Llama3RopeFreqsMatchScalarReference) {
 // Fused attn_qkv and gate+up ffn_up: taking the halves of ffn_up the other way round is far off.
 TEST(ArchReference, Phi3MatchesScalarReference) {
   expect_engine_matches_reference(synthetic_model("phi3"), kPhi3Tokens, {.swap_gate_up = true});
+}
+
+// The logits the engine samples the first token of `prompt` from (greedy, default f16 KV, 16-token blocks), and how
+// many prompt tokens it reused from the prefix cache.
+std::vector<float> first_logits(Engine& engine, const std::vector<int32_t>& prompt, int32_t* cached_tokens) {
+  std::vector<float> logits;
+  engine.set_logits_observer([&](RequestId, std::span<const float> row) { logits.assign(row.begin(), row.end()); });
+  RequestSpec spec;
+  for (int32_t t : prompt) spec.prompt.push_back(TokenId{t});
+  spec.sampling.temperature = 0.0f;
+  spec.max_tokens = 1;
+  spec.ignore_eos = true;
+  auto id = engine.add_request(std::move(spec));
+  EXPECT_TRUE(id.ok()) << (id.ok() ? "" : id.error().message);
+  for (int step = 0; engine.has_unfinished() && step < 1000; ++step) {
+    for (const RequestOutput& out : engine.step()) {
+      if (out.finished) *cached_tokens = out.usage.cached_tokens;
+    }
+  }
+  engine.check_invariants();
+  return logits;
+}
+
+// A prefix-cache hit (37 shared tokens: two full blocks and 5 copied from a third) gives the cold run's logits bit
+// for bit, with rope_freqs (llama3) and fused matrices (phi3) as with any other architecture.
+void expect_hit_matches_cold(const std::string& variant, const std::vector<int32_t>& vocabulary_sample) {
+  const auto file = open_file(synthetic_model(variant));
+  auto model = Model::load(file);
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  auto tokenizer = Tokenizer::from_gguf(*file);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.error().message;
+  ThreadPool pool(2);
+  EngineConfig config;
+  config.block_size = 16;
+  config.kv_memory_bytes = 8 << 20;
+  config.max_batch_tokens = 24;  // the 60-token cold prompt is prefilled in three chunks
+  std::vector<int32_t> base, prompt;
+  for (int32_t i = 0; i < 60; ++i)
+    base.push_back((vocabulary_sample[i % vocabulary_sample.size()] + i / 16) % (*model)->config().n_vocab);
+  prompt = base;
+  for (size_t i = 37; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(100 + i);
+  auto warm = Engine::create(**model, *tokenizer, config, pool);
+  ASSERT_TRUE(warm.ok()) << warm.error().message;
+  int32_t cached = -1;
+  first_logits(**warm, base, &cached);
+  const auto hit = first_logits(**warm, prompt, &cached);
+  EXPECT_EQ(cached, 37) << variant;
+  auto cold_engine = Engine::create(**model, *tokenizer, config, pool);
+  ASSERT_TRUE(cold_engine.ok()) << cold_engine.error().message;
+  const auto cold = first_logits(**cold_engine, prompt, &cached);
+  EXPECT_EQ(cached, 0);
+  ASSERT_EQ(hit.size(), cold.size());
+  ASSERT_FALSE(hit.empty());
+  EXPECT_EQ(std::memcmp(hit.data(), cold.data(), hit.size() * sizeof(float)), 0)
+      << variant << ": hit differs from cold";
+}
+
+TEST(ArchPrefixCacheHit, Llama3RopeFreqsBitIdenticalToCold) {
+  expect_hit_matches_cold("llama3", kLlama3Tokens);
+}
+TEST(ArchPrefixCacheHit, Phi3BitIdenticalToCold) {
+  expect_hit_matches_cold("phi3", kPhi3Tokens);
 }
 
 // Runs `command`, returns its stdout.
