@@ -12,6 +12,8 @@ struct SynthFlags {
   std::string preset = "tiny";
   std::string type = "q8_0";
   SynthConfig overrides;
+  bool rope_freqs = false;
+  float rope_base = 0.0f;  // 0: the architecture's default
   bool has_dim = false, has_layers = false, has_heads = false, has_kv_heads = false, has_ffn = false, has_ctx = false;
 };
 
@@ -33,6 +35,9 @@ int run_synth(const SynthFlags& f) {
   c.seed = o.seed;
   c.architecture = o.architecture;
   c.weight_type = kWeightTypes.at(f.type);
+  c.llama3_rope_freqs = f.rope_freqs;
+  if (f.rope_freqs) c.rope_freq_base = 500000.0f;  // Llama 3's
+  if (f.rope_base > 0) c.rope_freq_base = f.rope_base;
   if (f.has_dim) c.dim = o.dim;
   if (f.has_layers) c.n_layers = o.n_layers;
   if (f.has_heads) c.n_heads = o.n_heads;
@@ -59,9 +64,14 @@ Command add_synth(CLI::App& app) {
   f->overrides.vocab_from = "../shared/models/stories260K.gguf";
   app.add_option("-o,--output", f->overrides.out_path, "Output GGUF path (e.g. models/synth-110m-q8_0.gguf)")
       ->required();
-  app.add_option("--arch", f->overrides.architecture, "Architecture: llama, qwen2 (q/k/v biases), qwen3 (q/k norms)")
-      ->check(CLI::IsMember({"llama", "qwen2", "qwen3"}))
+  app.add_option("--arch", f->overrides.architecture,
+                 "Architecture: llama, qwen2 (q/k/v biases), qwen3 (q/k norms), phi3 (fused qkv and gate/up)")
+      ->check(CLI::IsMember({"llama", "qwen2", "qwen3", "phi3"}))
       ->capture_default_str();
+  app.add_flag("--rope-freqs", f->rope_freqs,
+               "llama: Llama 3.1 RoPE scaling (rope_freqs.weight from factor 8, low 1, high 4, original context "
+               "8192) and base 500000");
+  app.add_option("--rope-base", f->rope_base, "RoPE frequency base (default 10000, 500000 with --rope-freqs)");
   app.add_option("--preset", f->preset, "Shape: tiny, 110m, 1b, 3b, 8b")->capture_default_str();
   app.add_option("--type", f->type, "Weight type")
       ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k"}))

@@ -7,7 +7,8 @@
 namespace hearth {
 namespace {
 
-constexpr std::array<std::string_view, 5> kSupportedArchitectures = {"llama", "mistral", "qwen2", "qwen3", "smollm"};
+constexpr std::array<std::string_view, 6> kSupportedArchitectures = {"llama", "mistral", "phi3",
+                                                                     "qwen2", "qwen3",   "smollm"};
 
 Result<int32_t> read_positive(const GgufFile& file, const std::string& key, std::optional<int32_t> fallback) {
   auto value = file.get_uint(key);
@@ -57,6 +58,47 @@ Result<void> check_shape_limits(const GgufFile& file, const ModelConfig& c) {
                         l.value, l.max);
     }
   }
+  return {};
+}
+
+// rope.scaling.type none or linear (absent: linear, as llama.cpp reads it) with rope.scaling.factor (or the older
+// rope.scale_linear). Anything else (yarn, longrope, ...) would rotate differently, so it is refused by name.
+Result<void> read_rope_scaling(const GgufFile& file, const std::string& p, ModelConfig& c) {
+  auto type = file.get_string(p + "rope.scaling.type");
+  if (!type) return type.error();
+  const std::string kind = type->value_or("linear");
+  if (kind != "none" && kind != "linear") {
+    return make_error("{}: metadata '{}rope.scaling.type' = '{}' is not supported (Hearth implements none and linear)",
+                      file.name(), p, kind);
+  }
+  auto legacy = read_float(file, p + "rope.scale_linear", 1.0f, 1e-6, 1e6);
+  if (!legacy) return legacy.error();
+  auto factor = read_float(file, p + "rope.scaling.factor", *legacy, 1e-6, 1e6);
+  if (!factor) return factor.error();
+  if (!(*factor > 0.0f) || !std::isfinite(*factor)) {
+    return make_error("{}: metadata '{}rope.scaling.factor' = {} is not a positive number", file.name(), p, *factor);
+  }
+  if (kind == "none" && *factor != 1.0f) {
+    return make_error("{}: metadata '{}rope.scaling.type' is 'none' but '{}rope.scaling.factor' is {}", file.name(), p,
+                      p, *factor);
+  }
+  auto attn_factor = read_float(file, p + "rope.scaling.attn_factor", 1.0f, 0.0, 1e6);
+  if (!attn_factor) return attn_factor.error();
+  if (*attn_factor != 1.0f) {
+    return make_error("{}: metadata '{}rope.scaling.attn_factor' = {} is not supported (only 1)", file.name(), p,
+                      *attn_factor);
+  }
+  c.rope_freq_scale = 1.0f / *factor;
+  return {};
+}
+
+// phi3's attention.sliding_window. Attention here always sees the whole context, which equals a window only while
+// the context fits in it, so the context is capped at the window: every position Hearth computes is exact.
+Result<void> read_sliding_window(const GgufFile& file, const std::string& p, ModelConfig& c) {
+  auto window = read_positive(file, p + "attention.sliding_window", 0);  // 0: absent
+  if (!window) return window.error();
+  c.sliding_window = *window;
+  if (c.sliding_window != 0 && c.sliding_window < c.n_ctx_train) c.n_ctx_train = c.sliding_window;
   return {};
 }
 
@@ -134,10 +176,15 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
   if (!eps) return eps.error();
   c.rope_freq_base = *base;
   c.rms_eps = *eps;
-  const bool qwen = c.architecture == "qwen2" || c.architecture == "qwen3";
-  c.rope_style = qwen ? RopeStyle::kNeox : RopeStyle::kNormal;
-  c.qkv_bias_required = c.architecture == "qwen2";
-  c.qk_norm = c.architecture == "qwen3";
+  const std::string& a = c.architecture;
+  const bool neox = a == "qwen2" || a == "qwen3" || a == "phi3";
+  c.rope_style = neox ? RopeStyle::kNeox : RopeStyle::kNormal;
+  c.qkv_bias_required = a == "qwen2";
+  c.qk_norm = a == "qwen3";
+  c.fused_qkv_ffn = a == "phi3";
+  c.rope_freqs_allowed = a == "llama" || a == "mistral" || a == "smollm";
+  HEARTH_TRY(read_rope_scaling(file, p, c));
+  HEARTH_TRY(read_sliding_window(file, p, c));
 
   const GgufTensor* embd = file.find_tensor("token_embd.weight");
   if (embd == nullptr) return make_error("{}: missing tensor 'token_embd.weight'", file.name());

@@ -7,6 +7,13 @@
 //   qwen3                   neox RoPE, no biases, per-head RMSNorm of q and k before RoPE
 //                           (blk.N.attn_q_norm.weight, blk.N.attn_k_norm.weight, [head_dim]); head_dim
 //                           (attention.key_length) need not be embedding_length / head_count
+//   phi3                    neox RoPE; fused blk.N.attn_qkv.weight (rows q, k, v) and fused blk.N.ffn_up.weight
+//                           (rows gate, then up); LongRoPE factors (rope_factors_long/short) are refused; an
+//                           attention.sliding_window smaller than context_length caps the context at the window
+//
+// RoPE scaling (llama family only): a rope_freqs.weight tensor (Llama 3.1/3.2) divides each pair's frequency
+// (weights.h); rope.scaling.type linear (or absent) with rope.scaling.factor F multiplies every angle by 1/F;
+// any other scaling type is refused naming the key.
 
 #include <cstdint>
 #include <string>
@@ -33,10 +40,14 @@ struct ModelConfig {
   int32_t ffn_dim = 0;
   int32_t rope_dim = 0;  // leading dimensions of each head that RoPE rotates
   float rope_freq_base = 10000.0f;
+  float rope_freq_scale = 1.0f;  // linear RoPE scaling: every angle × 1 / rope.scaling.factor
   float rms_eps = 1e-5f;
   RopeStyle rope_style = RopeStyle::kNormal;
-  bool qkv_bias_required = false;  // qwen2: attn_{q,k,v}.bias must be present
-  bool qk_norm = false;            // qwen3: per-head RMSNorm of q and k before RoPE
+  bool qkv_bias_required = false;   // qwen2: attn_{q,k,v}.bias must be present
+  bool qk_norm = false;             // qwen3: per-head RMSNorm of q and k before RoPE
+  bool fused_qkv_ffn = false;       // phi3: attn_qkv.weight and a gate+up ffn_up.weight instead of separate ones
+  bool rope_freqs_allowed = false;  // llama family: an optional rope_freqs.weight (Llama 3 RoPE scaling)
+  int32_t sliding_window = 0;       // attention.sliding_window as stored (0: none); n_ctx_train never exceeds it
 
   int32_t q_dim() const { return n_heads * head_dim; }
   int32_t kv_dim() const { return n_kv_heads * head_dim; }

@@ -26,6 +26,23 @@ void for_rows(ThreadPool& pool, int64_t n_rows, F&& fn) {
   });
 }
 
+// The cos/sin table of one position. With Llama 3's rope_freqs or linear scaling, pair i turns by
+// pos × freq_scale × base^(-2i / rope_dim) / rope_freqs[i], as ggml's rope does with freq_factors and no YaRN
+// (ext_factor 0, attn_factor 1); without them this is exactly the kernel's table.
+void fill_rope_cos_sin(int32_t pos, const ModelConfig& c, const std::vector<float>& rope_freqs, float* cos_sin) {
+  if (rope_freqs.empty() && c.rope_freq_scale == 1.0f) {
+    rope_fill_cos_sin(pos, c.rope_dim, c.rope_freq_base, cos_sin);
+    return;
+  }
+  for (int32_t i = 0; i < c.rope_dim / 2; ++i) {
+    double freq = std::pow(static_cast<double>(c.rope_freq_base), -2.0 * i / c.rope_dim) * c.rope_freq_scale;
+    if (!rope_freqs.empty()) freq /= rope_freqs[i];
+    const double angle = pos * freq;
+    cos_sin[2 * i] = static_cast<float>(std::cos(angle));
+    cos_sin[2 * i + 1] = static_cast<float>(std::sin(angle));
+  }
+}
+
 }  // namespace
 
 Model::Model(std::shared_ptr<const GgufFile> file, ModelConfig config, ModelWeights weights)
@@ -81,7 +98,7 @@ void Model::embed(const BatchInput& batch, ThreadPool& pool) {
     const int32_t id = batch.tokens[row].value;
     HEARTH_CHECK(id >= 0 && id < c.n_vocab, "token id {} out of range [0, {})", id, c.n_vocab);
     dequantize_row(e.type, e.data + static_cast<size_t>(id) * e.row_stride, s_.x.data() + row * c.dim, c.dim);
-    rope_fill_cos_sin(s_.row_pos[row], c.rope_dim, c.rope_freq_base, s_.cos_sin.data() + row * c.rope_dim);
+    fill_rope_cos_sin(s_.row_pos[row], c, weights_.rope_freqs, s_.cos_sin.data() + row * c.rope_dim);
   });
 }
 

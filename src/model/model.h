@@ -1,6 +1,6 @@
 #pragma once
-// Model: a llama-family transformer on the CPU (llama, mistral, smollm, qwen2, qwen3: see config.h). It owns the mapped
-// GGUF, the weight views and the forward scratch. K/V memory is passed in (KvStorage) and addressed through each
+// Model: a llama-family transformer on the CPU (llama, mistral, smollm, phi3, qwen2, qwen3: see config.h). It owns the
+// mapped GGUF, the weight views and the forward scratch. K/V memory is passed in (KvStorage) and addressed through each
 // sequence's block table, so the same forward pass serves one sequence or a batch of many, cold or from a prefix cache.
 
 #include <memory>

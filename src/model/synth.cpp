@@ -71,6 +71,7 @@ struct TensorPlan {
   DType type;
   float mean = 0.0f;
   float sd = 0.0f;
+  std::vector<float> values = {};  // when set: exactly these values (one row), instead of mean + noise
 };
 
 std::vector<TensorPlan> plan_layer(const SynthConfig& c, int64_t i) {
@@ -79,11 +80,16 @@ std::vector<TensorPlan> plan_layer(const SynthConfig& c, int64_t i) {
   const DType w = c.weight_type;
   const float sd = c.weight_sd;
   const std::string blk = "blk." + std::to_string(i) + ".";
+  const bool phi3 = c.architecture == "phi3";
   std::vector<TensorPlan> plan;
   plan.push_back({blk + "attn_norm.weight", {c.dim}, DType::F32, 1.0f, 0.0f});
-  plan.push_back({blk + "attn_q.weight", {c.dim, c.dim}, w, 0.0f, sd});
-  plan.push_back({blk + "attn_k.weight", {c.dim, kv_dim}, w, 0.0f, sd});
-  plan.push_back({blk + "attn_v.weight", {c.dim, kv_dim}, w, 0.0f, sd});
+  if (phi3) {
+    plan.push_back({blk + "attn_qkv.weight", {c.dim, c.dim + 2 * kv_dim}, w, 0.0f, sd});
+  } else {
+    plan.push_back({blk + "attn_q.weight", {c.dim, c.dim}, w, 0.0f, sd});
+    plan.push_back({blk + "attn_k.weight", {c.dim, kv_dim}, w, 0.0f, sd});
+    plan.push_back({blk + "attn_v.weight", {c.dim, kv_dim}, w, 0.0f, sd});
+  }
   if (c.architecture == "qwen2") {
     plan.push_back({blk + "attn_q.bias", {c.dim}, DType::F32, 0.0f, c.bias_sd});
     plan.push_back({blk + "attn_k.bias", {kv_dim}, DType::F32, 0.0f, c.bias_sd});
@@ -95,8 +101,12 @@ std::vector<TensorPlan> plan_layer(const SynthConfig& c, int64_t i) {
   }
   plan.push_back({blk + "attn_output.weight", {c.dim, c.dim}, w, 0.0f, sd});
   plan.push_back({blk + "ffn_norm.weight", {c.dim}, DType::F32, 1.0f, 0.0f});
-  plan.push_back({blk + "ffn_gate.weight", {c.dim, c.ffn_dim}, w, 0.0f, sd});
-  plan.push_back({blk + "ffn_up.weight", {c.dim, c.ffn_dim}, w, 0.0f, sd});
+  if (phi3) {
+    plan.push_back({blk + "ffn_up.weight", {c.dim, 2 * c.ffn_dim}, w, 0.0f, sd});  // gate rows, then up rows
+  } else {
+    plan.push_back({blk + "ffn_gate.weight", {c.dim, c.ffn_dim}, w, 0.0f, sd});
+    plan.push_back({blk + "ffn_up.weight", {c.dim, c.ffn_dim}, w, 0.0f, sd});
+  }
   plan.push_back({blk + "ffn_down.weight", {c.ffn_dim, c.dim}, w, 0.0f, sd});
   return plan;
 }
@@ -110,6 +120,10 @@ std::vector<TensorPlan> plan_tensors(const SynthConfig& c, int64_t n_vocab) {
   }
   plan.push_back({"output_norm.weight", {c.dim}, DType::F32, 1.0f, 0.0f});
   plan.push_back({"output.weight", {c.dim, n_vocab}, w, 0.0f, c.weight_sd});
+  if (c.llama3_rope_freqs) {
+    std::vector<float> freqs = llama3_rope_freqs(c);
+    plan.push_back({"rope_freqs.weight", {static_cast<int64_t>(freqs.size())}, DType::F32, 0.0f, 0.0f, freqs});
+  }
   return plan;
 }
 
@@ -131,7 +145,9 @@ GgufTensorFill make_fill(const TensorPlan& t, const SynthConfig& c, ThreadPool& 
         const Range range = split_range(count, ith, nth);
         float* row = scratch[ith].data();
         for (int64_t r = range.begin; r < range.end; ++r) {
-          if (t.sd > 0) {
+          if (!t.values.empty()) {
+            std::copy(t.values.begin(), t.values.end(), row);
+          } else if (t.sd > 0) {
             gaussian_row(stream, first + r, t.sd, row, row_len);
             for (int64_t i = 0; i < row_len; ++i) row[i] += t.mean;
           }
@@ -183,6 +199,8 @@ void add_metadata(GgufWriter& w, const SynthConfig& c, const GgufFile& vocab, in
   w.add(a + ".attention.layer_norm_rms_epsilon", gguf_f32(c.rms_eps));
   w.add(a + ".rope.freq_base", gguf_f32(c.rope_freq_base));
   w.add(a + ".rope.dimension_count", u32(c.dim / c.n_heads));
+  if (a == "phi3")
+    w.add(a + ".attention.sliding_window", u32(c.sliding_window > 0 ? c.sliding_window : c.context_length));
   if (a == "qwen3") {
     w.add(a + ".attention.key_length", u32(c.dim / c.n_heads));
     w.add(a + ".attention.value_length", u32(c.dim / c.n_heads));
@@ -193,6 +211,27 @@ void add_metadata(GgufWriter& w, const SynthConfig& c, const GgufFile& vocab, in
 }
 
 }  // namespace
+
+std::vector<float> llama3_rope_freqs(const SynthConfig& c) {
+  const int64_t head_dim = c.dim / c.n_heads;
+  const double low_wavelen = static_cast<double>(c.rope_original_context) / c.rope_low_freq_factor;
+  const double high_wavelen = static_cast<double>(c.rope_original_context) / c.rope_high_freq_factor;
+  std::vector<float> freqs;
+  for (int64_t i = 0; i < head_dim / 2; ++i) {
+    const double theta = std::pow(static_cast<double>(c.rope_freq_base), -2.0 * i / head_dim);
+    const double wavelen = 2.0 * std::numbers::pi / theta;
+    double f = 1.0;
+    if (wavelen > low_wavelen) {
+      f = c.rope_factor;
+    } else if (wavelen >= high_wavelen) {
+      const double smooth = (c.rope_original_context / wavelen - c.rope_low_freq_factor) /
+                            (c.rope_high_freq_factor - c.rope_low_freq_factor);
+      f = 1.0 / ((1.0 - smooth) / c.rope_factor + smooth);
+    }
+    freqs.push_back(static_cast<float>(f));
+  }
+  return freqs;
+}
 
 std::optional<SynthConfig> synth_preset(std::string_view name) {
   struct Preset {
@@ -223,9 +262,16 @@ Result<void> validate_synth_config(const SynthConfig& c) {
   auto bad = [](std::string_view what) { return make_error("synthetic model: {}", what); };
   if (c.out_path.empty()) return bad("no output path");
   if (c.vocab_from.empty()) return bad("no vocabulary file to copy the tokenizer from");
-  if (c.architecture != "llama" && c.architecture != "qwen2" && c.architecture != "qwen3") {
-    return bad(fmt::format("architecture '{}' is not one the generator writes (llama, qwen2, qwen3)", c.architecture));
+  const std::string& a = c.architecture;
+  if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "phi3") {
+    return bad(fmt::format("architecture '{}' is not one the generator writes (llama, qwen2, qwen3, phi3)", a));
   }
+  if (c.llama3_rope_freqs && a != "llama") return bad("Llama 3 rope_freqs are for architecture llama only");
+  if (c.llama3_rope_freqs && (!(c.rope_factor >= 1) || !(c.rope_high_freq_factor > c.rope_low_freq_factor) ||
+                              !(c.rope_low_freq_factor > 0) || c.rope_original_context <= 0)) {
+    return bad("Llama 3 RoPE scaling needs factor >= 1, 0 < low_freq_factor < high_freq_factor, original context > 0");
+  }
+  if (c.sliding_window < 0) return bad("sliding_window must not be negative");
   for (auto [name, v] : {std::pair{"dim", c.dim},
                          {"n_layers", c.n_layers},
                          {"n_heads", c.n_heads},

@@ -1,7 +1,7 @@
 #pragma once
-// Synthetic llama-family models (architecture llama, qwen2 or qwen3): a real vocabulary (copied from an existing GGUF)
-// with random Gaussian weights at any shape and weight type. Speed does not depend on the weight values, so these stand
-// in for real 1B-8B models in benchmarks and tests (vLLM's "dummy" load format exists for the same reason).
+// Synthetic llama-family models (architecture llama, qwen2, qwen3 or phi3): a real vocabulary (copied from an existing
+// GGUF) with random Gaussian weights at any shape and weight type. Speed does not depend on the weight values, so these
+// stand in for real 1B-8B models in benchmarks and tests (vLLM's "dummy" load format exists for the same reason).
 //
 // The file is what llama.cpp writes for such a model: general.architecture, the <arch>.* hyperparameter keys
 // (qwen3 adds attention.key_length/value_length), and tensors named and shaped as llama.cpp names them (shapes
@@ -23,6 +23,9 @@
 //   blk.N.ffn_down.weight    [ffn_dim, dim]
 //   output_norm.weight       [dim]                F32, all ones
 //   output.weight            [dim, n_vocab]
+//   rope_freqs.weight        [head_dim / 2]       llama with llama3_rope_freqs: F32, Llama 3's formula (below)
+// phi3 instead fuses blk.N.attn_qkv.weight [dim, dim + 2 kv_dim] (rows q, k, v) and blk.N.ffn_up.weight
+// [dim, 2 ffn_dim] (rows gate, then up) and has no ffn_gate; it writes phi3.attention.sliding_window.
 //
 // Generation streams one row at a time (rows are generated in parallel in small batches), so a 1B model needs
 // a few MiB of memory, not the model's size. Weights are a pure function of (seed, tensor name, row): the same
@@ -32,6 +35,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "tensor/dtype.h"
 #include "util/result.h"
@@ -42,7 +46,7 @@ struct SynthConfig {
   std::string out_path;
   std::string vocab_from;  // a GGUF whose tokenizer.* metadata is copied; its token list sets n_vocab
   std::string name = "hearth-synthetic";
-  std::string architecture = "llama";  // llama, qwen2 (q/k/v biases) or qwen3 (per-head q/k RMSNorm)
+  std::string architecture = "llama";  // llama, qwen2 (q/k/v biases), qwen3 (per-head q/k RMSNorm), phi3 (fused)
   int64_t dim = 256;
   int64_t n_layers = 2;
   int64_t n_heads = 4;
@@ -56,13 +60,25 @@ struct SynthConfig {
   float qk_norm_sd = 0.1f;  // qwen3's q/k norm weights are 1 + N(0, qk_norm_sd^2)
   float rms_eps = 1e-5f;
   float rope_freq_base = 10000.0f;
-  int num_threads = 0;  // < 1: hardware concurrency
+  // Llama 3.1's RoPE scaling (llama only): rope_freqs[i] = 1 for wavelengths 2π/θ_i below
+  // original_context / high_freq_factor, rope_factor above original_context / low_freq_factor, and between them
+  // 1 / ((1 - s) / rope_factor + s) with s = (original_context / wavelength - low) / (high - low).
+  bool llama3_rope_freqs = false;
+  float rope_factor = 8.0f;
+  float rope_low_freq_factor = 1.0f;
+  float rope_high_freq_factor = 4.0f;
+  int64_t rope_original_context = 8192;
+  int64_t sliding_window = 0;  // phi3's attention.sliding_window; 0: the context length
+  int num_threads = 0;         // < 1: hardware concurrency
 };
 
 // Named shapes: "tiny" (the shape of the shared synth-tiny models), "110m" (dim 768, 12 layers, 12 heads, ffn
 // 2048), "1b" (dim 2048, 16 layers, 32 heads, 8 KV
 // heads, ffn 8192), "3b", "8b". nullopt for an unknown name. Paths, type and seed keep their defaults.
 std::optional<SynthConfig> synth_preset(std::string_view name);
+
+// Llama 3's rope_freqs for head size `head_dim` (head_dim / 2 values), from the config's rope_* fields.
+std::vector<float> llama3_rope_freqs(const SynthConfig& config);
 
 // Checks shapes against each other and the weight type's block size; the error says which numbers disagree.
 [[nodiscard]] Result<void> validate_synth_config(const SynthConfig& config);

@@ -73,6 +73,7 @@ class Binder {
   }
 
   bool has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
+  const std::string& file_name() const { return file_.name(); }
 
   // Fails naming the first tensor of the file that nothing bound.
   Result<void> check_all_bound(const std::string& architecture) const {
@@ -120,38 +121,98 @@ Result<void> bind_qk_norm(Binder& b, const ModelConfig& c, const std::string& p,
   return {};
 }
 
+// Rows [first, first + n_rows) of `m`: each row is stored whole, so a row range is a view of any dtype.
+MatrixView rows_of(const MatrixView& m, int64_t first, int64_t n_rows) {
+  return MatrixView{m.type, n_rows, m.n_cols, m.data + static_cast<size_t>(first) * m.row_stride, m.row_stride};
+}
+
+// q, k, v: separate matrices, or (phi3) one attn_qkv.weight whose rows are q, then k, then v (llama.cpp's views
+// at offsets 0, n_embd, n_embd + n_embd_gqa).
+Result<void> bind_qkv(Binder& b, const ModelConfig& c, const std::string& p, LayerWeights& l) {
+  if (c.fused_qkv_ffn) {
+    auto qkv = b.matrix(p + "attn_qkv.weight", c.dim, c.q_dim() + 2 * c.kv_dim());
+    if (!qkv) return qkv.error();
+    l.wq = rows_of(*qkv, 0, c.q_dim());
+    l.wk = rows_of(*qkv, c.q_dim(), c.kv_dim());
+    l.wv = rows_of(*qkv, c.q_dim() + c.kv_dim(), c.kv_dim());
+    return {};
+  }
+  auto wq = b.matrix(p + "attn_q.weight", c.dim, c.q_dim());
+  auto wk = b.matrix(p + "attn_k.weight", c.dim, c.kv_dim());
+  auto wv = b.matrix(p + "attn_v.weight", c.dim, c.kv_dim());
+  for (const auto* m : {&wq, &wk, &wv}) {
+    if (!*m) return m->error();
+  }
+  l.wq = *wq;
+  l.wk = *wk;
+  l.wv = *wv;
+  return {};
+}
+
+// gate and up: separate matrices, or (phi3) one ffn_up.weight of 2 × ffn_dim rows, gate first: llama.cpp's
+// LLM_FFN_SWIGLU takes silu of the first half of the product and multiplies it by the second.
+Result<void> bind_gate_up(Binder& b, const ModelConfig& c, const std::string& p, LayerWeights& l) {
+  if (c.fused_qkv_ffn) {
+    auto gate_up = b.matrix(p + "ffn_up.weight", c.dim, 2 * int64_t{c.ffn_dim});
+    if (!gate_up) return gate_up.error();
+    l.w_gate = rows_of(*gate_up, 0, c.ffn_dim);
+    l.w_up = rows_of(*gate_up, c.ffn_dim, c.ffn_dim);
+    return {};
+  }
+  auto gate = b.matrix(p + "ffn_gate.weight", c.dim, c.ffn_dim);
+  auto up = b.matrix(p + "ffn_up.weight", c.dim, c.ffn_dim);
+  for (const auto* m : {&gate, &up}) {
+    if (!*m) return m->error();
+  }
+  l.w_gate = *gate;
+  l.w_up = *up;
+  return {};
+}
+
 Result<LayerWeights> bind_layer(Binder& b, const ModelConfig& c, int il) {
   const std::string p = fmt::format("blk.{}.", il);
   LayerWeights l;
   auto attn_norm = b.vector(p + "attn_norm.weight", c.dim);
   if (!attn_norm) return attn_norm.error();
-  auto wq = b.matrix(p + "attn_q.weight", c.dim, c.q_dim());
-  auto wk = b.matrix(p + "attn_k.weight", c.dim, c.kv_dim());
-  auto wv = b.matrix(p + "attn_v.weight", c.dim, c.kv_dim());
+  HEARTH_TRY(bind_qkv(b, c, p, l));
   auto wo = b.matrix(p + "attn_output.weight", c.q_dim(), c.dim);
-  for (const auto* m : {&wq, &wk, &wv, &wo}) {
-    if (!*m) return m->error();
-  }
+  if (!wo) return wo.error();
   HEARTH_TRY(bind_qkv_bias(b, c, p, l));
   HEARTH_TRY(bind_qk_norm(b, c, p, l));
   auto ffn_norm = b.vector(p + "ffn_norm.weight", c.dim);
   if (!ffn_norm) return ffn_norm.error();
-  auto gate = b.matrix(p + "ffn_gate.weight", c.dim, c.ffn_dim);
-  auto up = b.matrix(p + "ffn_up.weight", c.dim, c.ffn_dim);
+  HEARTH_TRY(bind_gate_up(b, c, p, l));
   auto down = b.matrix(p + "ffn_down.weight", c.ffn_dim, c.dim);
-  for (const auto* m : {&gate, &up, &down}) {
-    if (!*m) return m->error();
-  }
+  if (!down) return down.error();
   l.attn_norm = std::move(*attn_norm);
   l.ffn_norm = std::move(*ffn_norm);
-  l.wq = *wq;
-  l.wk = *wk;
-  l.wv = *wv;
   l.wo = *wo;
-  l.w_gate = *gate;
-  l.w_up = *up;
   l.w_down = *down;
   return l;
+}
+
+// Llama 3.1/3.2's rope_freqs.weight: one divisor per rotated pair, as ggml's rope applies its freq_factors
+// (theta_i / freq_factors[i]). Only the llama family has it; phi3's LongRoPE factors are refused by name.
+Result<void> bind_rope_freqs(Binder& b, const ModelConfig& c, ModelWeights& w) {
+  for (const char* name : {"rope_factors_long.weight", "rope_factors_short.weight"}) {
+    if (b.has(name)) {
+      return make_error(
+          "{}: tensor '{}': LongRoPE (Phi-3 128k context) is not implemented, so this file is refused rather "
+          "than computed wrong",
+          b.file_name(), name);
+    }
+  }
+  if (!c.rope_freqs_allowed || !b.has("rope_freqs.weight")) return {};
+  auto freqs = b.vector("rope_freqs.weight", c.rope_dim / 2);
+  if (!freqs) return freqs.error();
+  for (size_t i = 0; i < freqs->size(); ++i) {
+    const float f = (*freqs)[i];
+    if (!(f > 0.0f) || !std::isfinite(f)) {
+      return make_error("{}: rope_freqs.weight[{}] = {} is not a positive number", b.file_name(), i, f);
+    }
+  }
+  w.rope_freqs = std::move(*freqs);
+  return {};
 }
 
 }  // namespace
@@ -172,6 +233,7 @@ Result<ModelWeights> ModelWeights::from_gguf(const GgufFile& file, const ModelCo
   } else {
     w.output = w.token_embd;  // tied embeddings
   }
+  HEARTH_TRY(bind_rope_freqs(b, c, w));
   w.layers.reserve(c.n_layers);
   for (int il = 0; il < c.n_layers; ++il) {
     auto layer = bind_layer(b, c, il);

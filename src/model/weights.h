@@ -1,6 +1,8 @@
 #pragma once
 // ModelWeights: views of a llama-family model's tensors inside the mapped GGUF. Matrices stay in the
-// mmap in their stored dtype; only the small norm vectors are converted to owned f32.
+// mmap in their stored dtype; only the small norm vectors are converted to owned f32. phi3's fused matrices
+// (attn_qkv: rows q, k, v; ffn_up: rows gate, then up) are bound as row ranges of the fused tensor, so the
+// forward pass sees the same wq/wk/wv/w_gate/w_up as for any other architecture.
 
 #include <vector>
 
@@ -32,6 +34,7 @@ struct ModelWeights {
   MatrixView token_embd;           // [n_vocab, dim]
   std::vector<float> output_norm;  // [dim]
   MatrixView output;               // [n_vocab, dim]; token_embd when the output matrix is tied
+  std::vector<float> rope_freqs;   // [rope_dim / 2]; pair i's frequency is divided by rope_freqs[i]; empty: none
   std::vector<LayerWeights> layers;
 
   // Binds every tensor of `config` in `file`. Fails naming the first tensor that is missing, has the

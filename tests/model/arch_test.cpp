@@ -1,8 +1,9 @@
-// The qwen2 and qwen3 forward passes, proven two ways on tiny synthetic models with the real Qwen vocabulary:
-// (a) the engine's logits agree with a plain scalar forward written from the architectures' definitions
-// (reference_forward.cpp), which itself agrees with the engine on stories260K (llama); and (b) Hearth's greedy
-// text equals an independent implementation's: llama.cpp b4748 for qwen2, ik_llama.cpp for qwen3 (b4748 does
-// not know qwen3). The peer tests skip, saying so, only where the peer binary is absent.
+// The qwen2, qwen3, phi3 and Llama 3 (rope_freqs) forward passes, proven two ways on tiny synthetic models with the
+// families' real vocabularies: (a) the engine's logits agree with a plain scalar forward written from the
+// architectures' definitions (reference_forward.cpp), which itself agrees with the engine on stories260K (llama);
+// and (b) Hearth's greedy text equals an independent implementation's: llama.cpp b4748 for qwen2, phi3 and
+// Llama 3, ik_llama.cpp for qwen3 (b4748 does not know qwen3). The peer tests skip, saying so, only where the peer
+// binary is absent.
 
 #include <unistd.h>
 
@@ -11,9 +12,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 
+#include "engine/engine.h"
 #include "engine/generate.h"
 #include "model/model.h"
 #include "model/synth.h"
@@ -27,16 +30,22 @@ namespace fs = std::filesystem;
 
 const std::string kShared = HEARTH_SHARED_DIR;
 const std::string kQwenVocab = kShared + "/vocab/ggml-vocab-qwen2.gguf";
+const std::string kLlama3Vocab = kShared + "/vocab/ggml-vocab-llama-bpe.gguf";
+const std::string kPhi3Vocab = kShared + "/vocab/ggml-vocab-phi-3.gguf";
 
 // dim 64, 2 layers, 4 heads of 16, 2 KV heads, F32 weights. The weights are larger than the generator's default
 // (sd 0.1 instead of 0.02) so that logits are spread out and a greedy argmax is not decided by rounding noise.
-SynthConfig tiny_config(const std::string& arch) {
+// `variant` is an architecture, or "llama3": llama with Llama 3.1's rope_freqs, computed by Llama 3's formula
+// (factor 8, low 1, high 4) for an original context of 64 instead of 8192, so that the divisors (1, 2.44, then 8
+// for the six slowest pairs) turn the pairs visibly within the test's few dozen positions.
+SynthConfig tiny_config(const std::string& variant) {
   SynthConfig c;
   fs::create_directories(HEARTH_TEST_TMP_DIR);
-  c.out_path = std::string(HEARTH_TEST_TMP_DIR) + "/arch_test_" + arch + "_" + std::to_string(getpid()) + ".gguf";  // one per process: ctest runs tests in parallel
+  // One file per process: ctest runs the tests of this binary in parallel processes.
+  c.out_path = std::string(HEARTH_TEST_TMP_DIR) + "/arch_test_" + variant + "_" + std::to_string(getpid()) + ".gguf";
   c.vocab_from = kQwenVocab;
-  c.architecture = arch;
-  c.name = "hearth-synthetic-" + arch;
+  c.architecture = variant;
+  c.name = "hearth-synthetic-" + variant;
   c.dim = 64;
   c.n_layers = 2;
   c.n_heads = 4;
@@ -50,6 +59,17 @@ SynthConfig tiny_config(const std::string& arch) {
   c.rope_freq_base = 1000000.0f;  // Qwen's
   c.seed = 7;
   c.num_threads = 2;
+  if (variant == "llama3") {
+    c.architecture = "llama";
+    c.vocab_from = kLlama3Vocab;
+    c.rope_freq_base = 500000.0f;
+    c.llama3_rope_freqs = true;
+    c.rope_original_context = 64;
+  }
+  if (variant == "phi3") {
+    c.vocab_from = kPhi3Vocab;
+    c.rope_freq_base = 10000.0f;
+  }
   return c;
 }
 
@@ -111,6 +131,9 @@ constexpr double kTolerance = 1e-4;  // f32 engine against a double reference ov
 
 // Token ids from all over the 151k vocabulary, control tokens included.
 const std::vector<int32_t> kQwenTokens = {9707, 11, 1879, 0, 151643, 42, 1000, 77777, 123, 5, 151000, 220, 13, 3};
+const std::vector<int32_t> kLlama3Tokens = {128000, 9707, 11, 1879,  0,   42, 1000, 77777, 123, 5, 128009,
+                                            220,    13,   3,  64000, 500, 7,  99,   2,     31,  8, 128255};
+const std::vector<int32_t> kPhi3Tokens = {1, 9707, 11, 1879, 0, 42, 1000, 32000, 123, 5, 32063, 220, 13, 3, 29871, 2};
 
 void expect_engine_matches_reference(const std::string& path, const std::vector<int32_t>& tokens,
                                      const test::ReferenceOptions& without_feature) {
@@ -137,6 +160,84 @@ TEST(ArchReference, Qwen2MatchesScalarReference) {
 
 TEST(ArchReference, Qwen3MatchesScalarReference) {
   expect_engine_matches_reference(synthetic_model("qwen3"), kQwenTokens, {.skip_qk_norm = true});
+}
+
+// The rope_freqs divisors are applied (the reference without them is far off), and they are the formula's.
+TEST(ArchReference, Llama3RopeFreqsMatchScalarReference) {
+  const SynthConfig c = tiny_config("llama3");
+  const std::vector<float> freqs = llama3_rope_freqs(c);
+  ASSERT_EQ(freqs.size(), 8u);
+  EXPECT_EQ(freqs[0], 1.0f);
+  EXPECT_NEAR(freqs[1], 2.4423, 1e-4);  // wavelength 32.4: smooth = (64 / 32.4 - 1) / 3
+  for (size_t i = 2; i < freqs.size(); ++i) EXPECT_EQ(freqs[i], 8.0f) << i;
+  expect_engine_matches_reference(synthetic_model("llama3"), kLlama3Tokens, {.skip_rope_freqs = true});
+}
+
+// Fused attn_qkv and gate+up ffn_up: taking the halves of ffn_up the other way round is far off.
+TEST(ArchReference, Phi3MatchesScalarReference) {
+  expect_engine_matches_reference(synthetic_model("phi3"), kPhi3Tokens, {.swap_gate_up = true});
+}
+
+// The logits the engine samples the first token of `prompt` from (greedy, default f16 KV, 16-token blocks), and how
+// many prompt tokens it reused from the prefix cache.
+std::vector<float> first_logits(Engine& engine, const std::vector<int32_t>& prompt, int32_t* cached_tokens) {
+  std::vector<float> logits;
+  engine.set_logits_observer([&](RequestId, std::span<const float> row) { logits.assign(row.begin(), row.end()); });
+  RequestSpec spec;
+  for (int32_t t : prompt) spec.prompt.push_back(TokenId{t});
+  spec.sampling.temperature = 0.0f;
+  spec.max_tokens = 1;
+  spec.ignore_eos = true;
+  auto id = engine.add_request(std::move(spec));
+  EXPECT_TRUE(id.ok()) << (id.ok() ? "" : id.error().message);
+  for (int step = 0; engine.has_unfinished() && step < 1000; ++step) {
+    for (const RequestOutput& out : engine.step()) {
+      if (out.finished) *cached_tokens = out.usage.cached_tokens;
+    }
+  }
+  engine.check_invariants();
+  return logits;
+}
+
+// A prefix-cache hit (37 shared tokens: two full blocks and 5 copied from a third) gives the cold run's logits bit
+// for bit, with rope_freqs (llama3) and fused matrices (phi3) as with any other architecture.
+void expect_hit_matches_cold(const std::string& variant, const std::vector<int32_t>& vocabulary_sample) {
+  const auto file = open_file(synthetic_model(variant));
+  auto model = Model::load(file);
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  auto tokenizer = Tokenizer::from_gguf(*file);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.error().message;
+  ThreadPool pool(2);
+  EngineConfig config;
+  config.block_size = 16;
+  config.kv_memory_bytes = 8 << 20;
+  config.max_batch_tokens = 24;  // the 60-token cold prompt is prefilled in three chunks
+  std::vector<int32_t> base, prompt;
+  for (int32_t i = 0; i < 60; ++i)
+    base.push_back((vocabulary_sample[i % vocabulary_sample.size()] + i / 16) % (*model)->config().n_vocab);
+  prompt = base;
+  for (size_t i = 37; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(100 + i);
+  auto warm = Engine::create(**model, *tokenizer, config, pool);
+  ASSERT_TRUE(warm.ok()) << warm.error().message;
+  int32_t cached = -1;
+  first_logits(**warm, base, &cached);
+  const auto hit = first_logits(**warm, prompt, &cached);
+  EXPECT_EQ(cached, 37) << variant;
+  auto cold_engine = Engine::create(**model, *tokenizer, config, pool);
+  ASSERT_TRUE(cold_engine.ok()) << cold_engine.error().message;
+  const auto cold = first_logits(**cold_engine, prompt, &cached);
+  EXPECT_EQ(cached, 0);
+  ASSERT_EQ(hit.size(), cold.size());
+  ASSERT_FALSE(hit.empty());
+  EXPECT_EQ(std::memcmp(hit.data(), cold.data(), hit.size() * sizeof(float)), 0)
+      << variant << ": hit differs from cold";
+}
+
+TEST(ArchPrefixCacheHit, Llama3RopeFreqsBitIdenticalToCold) {
+  expect_hit_matches_cold("llama3", kLlama3Tokens);
+}
+TEST(ArchPrefixCacheHit, Phi3BitIdenticalToCold) {
+  expect_hit_matches_cold("phi3", kPhi3Tokens);
 }
 
 // Runs `command`, returns its stdout.
@@ -184,6 +285,8 @@ std::string peer_greedy_text(const Peer& peer, const std::string& path) {
                               std::to_string(kGreedyTokens) + " --temp 0 --repeat-penalty 1.0 -t 2 -c 256 " +
                               peer.flags + " </dev/null 2>" + path + ".peer.log";
   std::string out = run_command(command);
+  // A SentencePiece vocabulary (phi3's) prints the prompt with the space it prepends to the first word.
+  if (out.starts_with(" " + kPrompt)) out.erase(0, 1);
   EXPECT_TRUE(out.starts_with(kPrompt)) << command << "\nprinted: " << out;
   if (out.starts_with(kPrompt)) out.erase(0, kPrompt.size());
   EXPECT_TRUE(out.ends_with(peer.trailer)) << command << "\nprinted: " << out;
@@ -206,6 +309,14 @@ void expect_greedy_text_matches_peer(const std::string& arch, const Peer& peer) 
 // b4748 would start a chat (the vocabulary has a chat template) without -no-cnv, and ends with a blank line.
 TEST(ArchPeer, Qwen2GreedyTextMatchesLlamaCpp) {
   expect_greedy_text_matches_peer("qwen2", {"llama.cpp-b4748", "-no-cnv", "\n\n"});
+}
+
+TEST(ArchPeer, Llama3RopeFreqsGreedyTextMatchesLlamaCpp) {
+  expect_greedy_text_matches_peer("llama3", {"llama.cpp-b4748", "-no-cnv", "\n\n"});
+}
+
+TEST(ArchPeer, Phi3GreedyTextMatchesLlamaCpp) {
+  expect_greedy_text_matches_peer("phi3", {"llama.cpp-b4748", "-no-cnv", "\n\n"});
 }
 
 // ik_llama.cpp is not interactive by default and prints nothing after the text.

@@ -1,6 +1,7 @@
 // What Model::load refuses, and how it says so: an unknown architecture (listing the supported ones), a missing
 // required tensor and an unknown tensor (naming it: a tensor Hearth ignored would mean a different model). And the
-// optional q/k/v biases of the llama family, which are used when present (checked against the scalar reference).
+// optional q/k/v biases of the llama family, which are used when present (checked against the scalar reference);
+// RoPE scaling (linear used, anything else refused by key), Phi-3 LongRoPE refused, phi3 sliding window.
 
 #include <unistd.h>
 
@@ -51,11 +52,13 @@ const GgufFile& small_model(const std::string& arch) {
 }
 
 // A copy of `src` in memory, named "edited.gguf": metadata keys renamed from `src`'s architecture to `arch`,
-// tensors for which `keep` is true, then `extra` tensors (filled with 0.5).
+// tensors for which `keep` is true, then `extra` tensors (filled with 0.5); `metadata` keys are set (replacing
+// any copied value).
 struct Edit {
   std::string arch;
   std::function<bool(const std::string&)> keep = [](const std::string&) { return true; };
   std::vector<std::pair<std::string, std::vector<int64_t>>> extra;
+  std::map<std::string, GgufValue> metadata;
 };
 
 struct EditedFile {
@@ -66,14 +69,11 @@ struct EditedFile {
 std::unique_ptr<EditedFile> edited(const GgufFile& src, const Edit& edit) {
   const std::string old_arch = **src.get_string("general.architecture");
   GgufWriter w;
+  for (const auto& [key, value] : edit.metadata) w.add(key, value);
   for (const auto& [key, value] : src.metadata()) {
-    if (key == "general.architecture") {
-      w.add(key, gguf_string(edit.arch));
-    } else if (key.starts_with(old_arch + ".")) {
-      w.add(edit.arch + key.substr(old_arch.size()), value);
-    } else {
-      w.add(key, value);
-    }
+    const std::string renamed = key.starts_with(old_arch + ".") ? edit.arch + key.substr(old_arch.size()) : key;
+    if (edit.metadata.contains(renamed)) continue;
+    w.add(renamed, key == "general.architecture" ? gguf_string(edit.arch) : value);
   }
   for (const GgufTensor& t : src.tensors()) {
     if (!edit.keep(t.name)) continue;
@@ -113,15 +113,16 @@ bool contains(const std::string& s, const std::string& part) {
 TEST(ModelLoadErrors, UnknownArchitectureListsTheSupportedOnes) {
   const std::string message = load_error({.arch = "gemma3"}, "llama");
   EXPECT_TRUE(contains(message, "edited.gguf: architecture 'gemma3' is not supported")) << message;
-  EXPECT_TRUE(contains(message, "(supported: llama, mistral, qwen2, qwen3, smollm)")) << message;
-  EXPECT_EQ(ModelConfig::supported_architectures(), "llama, mistral, qwen2, qwen3, smollm");
+  EXPECT_TRUE(contains(message, "(supported: llama, mistral, phi3, qwen2, qwen3, smollm)")) << message;
+  EXPECT_EQ(ModelConfig::supported_architectures(), "llama, mistral, phi3, qwen2, qwen3, smollm");
 }
 
 TEST(ModelLoadErrors, MissingRequiredTensorIsNamed) {
   const auto drop = [](std::string name) { return [name](const std::string& t) { return t != name; }; };
   const std::vector<std::tuple<std::string, std::string>> cases = {
-      {"llama", "blk.1.ffn_up.weight"}, {"llama", "output_norm.weight"},       {"qwen2", "blk.1.attn_k.bias"},
-      {"qwen2", "blk.0.attn_q.bias"},   {"qwen3", "blk.0.attn_q_norm.weight"}, {"qwen3", "blk.1.attn_k_norm.weight"},
+      {"llama", "blk.1.ffn_up.weight"},  {"llama", "output_norm.weight"},       {"qwen2", "blk.1.attn_k.bias"},
+      {"qwen2", "blk.0.attn_q.bias"},    {"qwen3", "blk.0.attn_q_norm.weight"}, {"qwen3", "blk.1.attn_k_norm.weight"},
+      {"phi3", "blk.0.attn_qkv.weight"}, {"phi3", "blk.1.ffn_up.weight"},
   };
   for (const auto& [arch, tensor] : cases) {
     const std::string message = load_error({.arch = arch, .keep = drop(tensor)}, arch);
@@ -134,7 +135,8 @@ TEST(ModelLoadErrors, MissingRequiredTensorIsNamed) {
 
 TEST(ModelLoadErrors, UnknownTensorIsNamed) {
   const std::vector<std::tuple<std::string, std::string, std::vector<int64_t>>> cases = {
-      {"llama", "rope_freqs.weight", {8}},              // Llama 3.1 RoPE scaling: not implemented, so refused
+      {"qwen2", "rope_freqs.weight", {8}},              // Llama 3.1's RoPE divisors: llama family only
+      {"phi3", "blk.0.ffn_gate.weight", {64, 128}},     // phi3's gate lives in its fused ffn_up
       {"llama", "blk.0.attn_q_norm.weight", {16}},      // qwen3's q norm in a llama file
       {"qwen2", "blk.1.ffn_gate_inp.weight", {64, 4}},  // a mixture-of-experts router
       {"qwen3", "blk.0.attn_q.bias", {64}},             // qwen3 has no biases
@@ -153,14 +155,59 @@ TEST(ModelLoadErrors, WrongBiasShapeIsNamed) {
   EXPECT_TRUE(contains(message, "tensor 'blk.0.attn_q.bias' has shape [32, 1, 1, 1], expected [64, 1]")) << message;
 }
 
-// A llama file with q/k/v biases (as some fine-tunes ship) computes with them: the engine agrees with the scalar
-// reference, which adds them, and not with the reference without them.
-TEST(ModelLoad, LlamaFamilyUsesOptionalBiases) {
-  const auto e = edited(small_model("qwen2"), {.arch = "llama"});
-  auto model = Model::load(e->file);
-  ASSERT_TRUE(model.ok()) << model.error().message;
-  EXPECT_EQ((*model)->config().rope_style, RopeStyle::kNormal);
-  const std::vector<int32_t> tokens = {1, 403, 407, 261, 378, 42};
+TEST(ModelLoadErrors, RopeScalingOtherThanLinearIsRefusedNamingTheKey) {
+  const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
+      {"llama.rope.scaling.type", "yarn", "metadata 'llama.rope.scaling.type' = 'yarn' is not supported"},
+      {"qwen2.rope.scaling.type", "longrope", "metadata 'qwen2.rope.scaling.type' = 'longrope' is not supported"},
+  };
+  for (const auto& [key, type, expected] : cases) {
+    const std::string arch = key.substr(0, key.find('.'));
+    const std::string message = load_error({.arch = arch, .metadata = {{key, gguf_string(type)}}}, arch);
+    EXPECT_TRUE(contains(message, "edited.gguf: " + expected)) << message;
+  }
+  const std::string contradiction = load_error(
+      {.arch = "llama",
+       .metadata = {{"llama.rope.scaling.type", gguf_string("none")}, {"llama.rope.scaling.factor", gguf_f32(4)}}},
+      "llama");
+  EXPECT_TRUE(contains(contradiction, "'llama.rope.scaling.type' is 'none' but 'llama.rope.scaling.factor' is 4"))
+      << contradiction;
+  const std::string attn =
+      load_error({.arch = "llama", .metadata = {{"llama.rope.scaling.attn_factor", gguf_f32(2)}}}, "llama");
+  EXPECT_TRUE(contains(attn, "'llama.rope.scaling.attn_factor' = 2 is not supported")) << attn;
+}
+
+TEST(ModelLoadErrors, RopeFreqsOfTheWrongShapeAreNamed) {
+  const std::string shape = load_error({.arch = "llama", .extra = {{"rope_freqs.weight", {16}}}}, "llama");
+  EXPECT_TRUE(contains(shape, "tensor 'rope_freqs.weight' has shape [16, 1, 1, 1], expected [8, 1]")) << shape;
+}
+
+TEST(ModelLoadErrors, Phi3LongRopeFactorsAreRefused) {
+  for (const std::string name : {"rope_factors_long.weight", "rope_factors_short.weight"}) {
+    const std::string message = load_error({.arch = "phi3", .extra = {{name, {8}}}}, "phi3");
+    EXPECT_TRUE(contains(message, "edited.gguf: tensor '" + name +
+                                      "': LongRoPE (Phi-3 128k context) is not "
+                                      "implemented"))
+        << message;
+  }
+}
+
+// Attention always sees the whole context, which is a sliding window's result only while the context fits in the
+// window: a smaller window caps the context (Phi-3 mini 4k: window 2047 of 4096), a larger one changes nothing.
+TEST(ModelLoad, Phi3SlidingWindowCapsTheContext) {
+  for (const auto& [window, n_ctx] : {std::pair{64u, 64}, {128u, 128}, {4096u, 128}}) {
+    const auto e = edited(small_model("phi3"),
+                          {.arch = "phi3", .metadata = {{"phi3.attention.sliding_window", gguf_u32(window)}}});
+    auto model = Model::load(e->file);
+    ASSERT_TRUE(model.ok()) << model.error().message;
+    EXPECT_EQ((*model)->config().n_ctx_train, n_ctx) << window;
+    EXPECT_EQ((*model)->config().sliding_window, static_cast<int32_t>(window));
+  }
+}
+
+// The logits of `tokens` from the engine, one token per forward, f32 KV; the last position's.
+std::vector<float> engine_last_logits(const std::shared_ptr<const GgufFile>& file, const std::vector<int32_t>& tokens) {
+  auto model = Model::load(file);
+  EXPECT_TRUE(model.ok()) << (model.ok() ? "" : model.error().message);
   const auto& c = (*model)->config();
   KvStorage kv(c.n_layers, c.n_kv_heads, c.head_dim, 16, 1);
   const std::vector<BlockId> table = {BlockId{0}};
@@ -172,16 +219,42 @@ TEST(ModelLoad, LlamaFamilyUsesOptionalBiases) {
     auto logits = (*model)->forward({{&token, 1}, {&seq, 1}}, kv, pool);
     last.assign(logits.begin(), logits.end());
   }
-  const auto with = test::reference_logits(*e->file, tokens).back();
-  const auto without = test::reference_logits(*e->file, tokens, {.skip_qkv_bias = true}).back();
-  double diff_with = 0, diff_without = 0, scale = 0;
-  for (size_t i = 0; i < last.size(); ++i) {
-    diff_with = std::max(diff_with, std::abs(double{last[i]} - with[i]));
-    diff_without = std::max(diff_without, std::abs(double{last[i]} - without[i]));
-    scale = std::max(scale, std::abs(double{with[i]}));
+  return last;
+}
+
+// Largest |a - b| relative to the largest |b|.
+double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, std::abs(double{a[i]} - b[i]));
+    scale = std::max(scale, std::abs(double{b[i]}));
   }
-  EXPECT_LT(diff_with, 1e-4 * scale);
-  EXPECT_GT(diff_without, 1e-2 * scale);
+  return diff / scale;
+}
+
+// rope.scaling.type linear with factor 4 turns every pair a quarter as far: the engine agrees with the scalar
+// reference, which reads the factor itself, and not with the unscaled file.
+TEST(ModelLoad, LinearRopeScalingDividesEveryAngle) {
+  const std::vector<int32_t> tokens = {1, 403, 407, 261, 378, 42, 300, 13, 7, 499, 100, 200};
+  const auto scaled = edited(small_model("llama"), {.arch = "llama",
+                                                    .metadata = {{"llama.rope.scaling.type", gguf_string("linear")},
+                                                                 {"llama.rope.scaling.factor", gguf_f32(4)}}});
+  const auto last = engine_last_logits(scaled->file, tokens);
+  EXPECT_LT(relative_difference(last, test::reference_logits(*scaled->file, tokens).back()), 1e-4);
+  EXPECT_GT(relative_difference(last, test::reference_logits(small_model("llama"), tokens).back()), 1e-2);
+}
+
+// A llama file with q/k/v biases (as some fine-tunes ship) computes with them: the engine agrees with the scalar
+// reference, which adds them, and not with the reference without them.
+TEST(ModelLoad, LlamaFamilyUsesOptionalBiases) {
+  const auto e = edited(small_model("qwen2"), {.arch = "llama"});
+  auto model = Model::load(e->file);
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  EXPECT_EQ((*model)->config().rope_style, RopeStyle::kNormal);
+  const std::vector<int32_t> tokens = {1, 403, 407, 261, 378, 42};
+  const auto last = engine_last_logits(e->file, tokens);
+  EXPECT_LT(relative_difference(last, test::reference_logits(*e->file, tokens).back()), 1e-4);
+  EXPECT_GT(relative_difference(last, test::reference_logits(*e->file, tokens, {.skip_qkv_bias = true}).back()), 1e-2);
 }
 
 }  // namespace

@@ -15,7 +15,7 @@ using Vec = std::vector<double>;
 struct Hparams {
   std::string arch;
   int64_t dim = 0, n_layers = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, ffn = 0, n_vocab = 0;
-  double eps = 1e-5, rope_base = 10000.0;
+  double eps = 1e-5, rope_base = 10000.0, rope_scale = 1.0;
 };
 
 int64_t meta_int(const GgufFile& f, const std::string& key, int64_t fallback) {
@@ -40,6 +40,7 @@ Hparams read_hparams(const GgufFile& f) {
   h.ffn = meta_int(f, p + "feed_forward_length", 0);
   h.eps = meta_float(f, p + "attention.layer_norm_rms_epsilon", 1e-5);
   h.rope_base = meta_float(f, p + "rope.freq_base", 10000.0);
+  h.rope_scale = 1.0 / meta_float(f, p + "rope.scaling.factor", 1.0);
   h.n_vocab = f.find_tensor("token_embd.weight")->ne[1];
   return h;
 }
@@ -78,11 +79,15 @@ void rms_norm_in_place(Vec& x, size_t offset, size_t n, const std::vector<float>
   for (size_t i = 0; i < n; ++i) x[offset + i] = x[offset + i] * scale * w[i];
 }
 
-// Rotates each head of `x` by position `pos`: pairs (2i, 2i+1) for llama, (i, i + d/2) for neox (qwen).
-void rope(Vec& x, int64_t n_heads, int64_t head_dim, int64_t pos, double base, bool neox) {
+// Rotates each head of `x` by position `pos`: pairs (2i, 2i+1) for llama, (i, i + d/2) for neox (qwen, phi3).
+// Pair i's frequency is scaled by `scale` and divided by freqs[i] (when freqs is not empty).
+void rope(Vec& x, int64_t n_heads, int64_t head_dim, int64_t pos, const Hparams& hp, const std::vector<float>& freqs,
+          bool neox) {
   for (int64_t h = 0; h < n_heads; ++h) {
     for (int64_t i = 0; i < head_dim / 2; ++i) {
-      const double angle = static_cast<double>(pos) * std::pow(base, -2.0 * static_cast<double>(i) / head_dim);
+      const double divisor = freqs.empty() ? 1.0 : freqs[i];
+      const double angle = static_cast<double>(pos) * hp.rope_scale *
+                           std::pow(hp.rope_base, -2.0 * static_cast<double>(i) / head_dim) / divisor;
       const size_t a = h * head_dim + (neox ? i : 2 * i);
       const size_t b = h * head_dim + (neox ? i + head_dim / 2 : 2 * i + 1);
       const double x0 = x[a], x1 = x[b];
@@ -118,14 +123,37 @@ Vec attention(const Hparams& hp, const Vec& q, const std::vector<Vec>& keys, con
   return out;
 }
 
+// phi3's fused tensors as the separate ones of the llama layout: attn_qkv rows are q, k, v; ffn_up rows are gate,
+// then up (or up, then gate with `swap`).
+void split_fused(std::map<std::string, std::vector<float>>& w, const Hparams& hp, bool swap) {
+  for (int64_t l = 0; l < hp.n_layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    if (w.contains(p + "attn_qkv.weight")) {
+      const auto& qkv = w[p + "attn_qkv.weight"];
+      const size_t q = hp.n_heads * hp.head_dim * hp.dim, kv = hp.n_kv_heads * hp.head_dim * hp.dim;
+      w[p + "attn_q.weight"].assign(qkv.begin(), qkv.begin() + q);
+      w[p + "attn_k.weight"].assign(qkv.begin() + q, qkv.begin() + q + kv);
+      w[p + "attn_v.weight"].assign(qkv.begin() + q + kv, qkv.begin() + q + 2 * kv);
+    }
+    if (!w.contains(p + "ffn_gate.weight")) {
+      const std::vector<float> gate_up = w[p + "ffn_up.weight"];
+      const size_t half = gate_up.size() / 2;
+      w[p + (swap ? "ffn_up.weight" : "ffn_gate.weight")].assign(gate_up.begin(), gate_up.begin() + half);
+      w[p + (swap ? "ffn_gate.weight" : "ffn_up.weight")].assign(gate_up.begin() + half, gate_up.end());
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<std::vector<float>> reference_logits(const GgufFile& f, const std::vector<int32_t>& tokens,
                                                  const ReferenceOptions& options) {
   const Hparams hp = read_hparams(f);
-  const bool neox = hp.arch == "qwen2" || hp.arch == "qwen3";
+  const bool neox = hp.arch == "qwen2" || hp.arch == "qwen3" || hp.arch == "phi3";
   std::map<std::string, std::vector<float>> w;
   for (const GgufTensor& t : f.tensors()) w[t.name] = load(f, t.name);
+  split_fused(w, hp, options.swap_gate_up);
+  const std::vector<float> freqs = options.skip_rope_freqs ? std::vector<float>{} : w["rope_freqs.weight"];
   const auto& output = w.contains("output.weight") ? w["output.weight"] : w["token_embd.weight"];
   std::vector<std::vector<Vec>> keys(hp.n_layers), values(hp.n_layers);
   std::vector<std::vector<float>> logits;
@@ -146,8 +174,8 @@ std::vector<std::vector<float>> reference_logits(const GgufFile& f, const std::v
         for (int64_t h = 0; h < hp.n_kv_heads; ++h)
           rms_norm_in_place(k, h * hp.head_dim, hp.head_dim, w[p + "attn_k_norm.weight"], hp.eps);
       }
-      rope(q, hp.n_heads, hp.head_dim, static_cast<int64_t>(pos), hp.rope_base, neox);
-      rope(k, hp.n_kv_heads, hp.head_dim, static_cast<int64_t>(pos), hp.rope_base, neox);
+      rope(q, hp.n_heads, hp.head_dim, static_cast<int64_t>(pos), hp, freqs, neox);
+      rope(k, hp.n_kv_heads, hp.head_dim, static_cast<int64_t>(pos), hp, freqs, neox);
       keys[l].push_back(k);
       values[l].push_back(v);
       const Vec attn = matvec(w[p + "attn_output.weight"], {}, attention(hp, q, keys[l], values[l]));

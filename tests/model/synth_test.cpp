@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <numbers>
 
 #include "gguf/gguf_file.h"
 #include "model/synth.h"
@@ -184,6 +185,44 @@ TEST(Synth, QwenArchitecturesAddTheirTensors) {
   }
 }
 
+// phi3 fuses q/k/v into attn_qkv and gate/up into a double-height ffn_up (no ffn_gate), as llama.cpp's converter
+// writes it, and states its sliding window (the context length unless set).
+TEST(Synth, Phi3FusesItsMatrices) {
+  SynthConfig c = small_config(DType::Q8_0, "phi3.gguf");
+  c.architecture = "phi3";
+  ASSERT_TRUE(write_synthetic_model(c));
+  auto f = GgufFile::open(c.out_path);
+  ASSERT_TRUE(f) << f.error().message;
+  EXPECT_EQ(*f->get_uint("phi3.attention.sliding_window").value(), static_cast<uint64_t>(c.context_length));
+  EXPECT_EQ(f->tensors().size(), 3 + 6 * c.n_layers);
+  expect_shape(*f, "blk.0.attn_qkv.weight", DType::Q8_0, {64, 64 + 2 * 32});
+  expect_shape(*f, "blk.1.ffn_up.weight", DType::Q8_0, {64, 2 * c.ffn_dim});
+  EXPECT_EQ(f->find_tensor("blk.0.ffn_gate.weight"), nullptr);
+  EXPECT_EQ(f->find_tensor("blk.0.attn_q.weight"), nullptr);
+  fs::remove(c.out_path);
+}
+
+// Llama 3.1's rope_freqs.weight at the real parameters (factor 8, low 1, high 4, original context 8192) for head
+// size 16 and base 500000: pairs with wavelengths below 2048 keep 1, above 8192 get 8, one pair in between.
+TEST(Synth, Llama3RopeFreqsFollowTheFormula) {
+  SynthConfig c = small_config(DType::F16, "llama3.gguf");
+  c.llama3_rope_freqs = true;
+  c.rope_freq_base = 500000.0f;
+  ASSERT_TRUE(write_synthetic_model(c));
+  auto f = GgufFile::open(c.out_path);
+  ASSERT_TRUE(f) << f.error().message;
+  expect_shape(*f, "rope_freqs.weight", DType::F32, {8});
+  const auto* freqs = reinterpret_cast<const float*>(f->find_tensor("rope_freqs.weight")->data);
+  const std::vector<float> expected = llama3_rope_freqs(c);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(freqs[i], expected[i]) << i;
+  // Wavelengths 2π·500000^(i/8): 6.3, 32, 167, 860 (all < 2048): 1; 4437: smooth; 22900 and up: 8.
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(expected[i], 1.0f) << i;
+  const double smooth = (8192 / (2 * std::numbers::pi * std::pow(500000.0, 4.0 / 8)) - 1) / 3;
+  EXPECT_NEAR(expected[4], 1 / ((1 - smooth) / 8 + smooth), 1e-5);
+  for (int i = 5; i < 8; ++i) EXPECT_EQ(expected[i], 8.0f) << i;
+  fs::remove(c.out_path);
+}
+
 TEST(Synth, SameSeedSameBytesWhateverTheThreadCount) {
   SynthConfig a = small_config(DType::Q8_0, "det_a.gguf");
   SynthConfig b = small_config(DType::Q8_0, "det_b.gguf");
@@ -256,6 +295,8 @@ TEST(Synth, BadConfigsAreExplained) {
       {[](SynthConfig& c) { c.out_path = "/nonexistent-dir/m.gguf"; }, "cannot create"},
       {[](SynthConfig& c) { c.architecture = "gemma3"; }, "architecture 'gemma3' is not one the generator writes"},
       {[](SynthConfig& c) { c.bias_sd = -1; }, "bias_sd and qk_norm_sd must not be negative"},
+      {[](SynthConfig& c) { c.architecture = "qwen2", c.llama3_rope_freqs = true; }, "for architecture llama only"},
+      {[](SynthConfig& c) { c.llama3_rope_freqs = true, c.rope_high_freq_factor = 1; }, "Llama 3 RoPE scaling needs"},
   };
   for (const Case& k : cases) {
     SynthConfig c = small_config(DType::Q8_0, "bad.gguf");
