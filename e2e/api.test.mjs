@@ -230,16 +230,23 @@ describe('errors', () => {
     await expectStatus(client.completions.create({ prompt: 'a '.repeat(40000), max_tokens: 1 }), 413, /limit/);
   });
 
-  test('a chunked request body (no Content-Length) is refused with 411 before it is read', async () => {
-    const body = new ReadableStream({
-      start(c) {
-        c.enqueue(new TextEncoder().encode('{"prompt": "x"}'));
-        c.close();
-      },
-    });
-    const res = await fetch(`${server.baseURL}/v1/completions`, { method: 'POST', body, duplex: 'half' });
-    assert.equal(res.status, 411);
-    assert.equal((await res.json()).error.code, 'length_required');
+  test('a chunked request body is read within --max-body-bytes, and refused with 413 past it', async () => {
+    const chunked = (parts) =>
+      new ReadableStream({
+        start(c) {
+          for (const p of parts) c.enqueue(new TextEncoder().encode(p));
+          c.close();
+        },
+      });
+    const url = `${server.baseURL}/v1/completions`;
+    const ok = await fetch(url, { method: 'POST', body: chunked(['{"prompt": "Once",', ' "max_tokens": 2}']), duplex: 'half' });
+    assert.equal(ok.status, 200);
+    assert.equal((await ok.json()).usage.completion_tokens, 2);
+    // 80 KiB in 1 KiB chunks against a 64 KiB limit: refused as soon as the limit is crossed.
+    const big = ['{"prompt": "', ...Array.from({ length: 80 }, () => 'a'.repeat(1024)), '"}'];
+    const res = await fetch(url, { method: 'POST', body: chunked(big), duplex: 'half' });
+    assert.equal(res.status, 413);
+    assert.equal((await res.json()).error.code, 'request_too_large');
   });
 
   test('malformed JSON is a 400 error object', async () => {

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cctype>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -48,6 +49,8 @@ struct ServeFlags {
   std::string model_id;
   double shutdown_grace_s = 10.0;
   int answer_memory = 256;
+  int max_connections = 1024;
+  double header_timeout_s = 10.0;
 };
 
 constexpr const char* kDefaultModel = "../shared/models/stories260K.gguf";
@@ -138,10 +141,13 @@ int run_serve(ServeFlags f) {
   EngineLoop loop(**engine);
 
   server::ServerConfig config;
-  config.host = f.host;
-  config.port = f.port;
+  config.http.host = f.host;
+  config.http.port = f.port;
+  config.http.max_body_bytes = static_cast<size_t>(*max_body);
+  config.http.max_connections = f.max_connections;
+  config.http.header_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.header_timeout_s * 1000));
+  config.http.body_idle_timeout = config.http.header_timeout;
   config.api_key = f.api_key;
-  config.max_body_bytes = static_cast<size_t>(*max_body);
   config.shutdown_grace_s = f.shutdown_grace_s;
   config.answer_memory_entries = static_cast<size_t>(f.answer_memory);
   server::HttpServer http(config, loop, *tokenizer, *chat);
@@ -200,6 +206,14 @@ Command add_serve(CLI::App& app) {
   app.add_option("--model-id", flags->model_id, "Model name for /v1/models (default: the file name)");
   app.add_option("--shutdown-grace", flags->shutdown_grace_s, "Seconds in-flight requests may finish on SIGTERM")
       ->capture_default_str();
+  app.add_option("--max-connections", flags->max_connections,
+                 "Open connections at once; one more is answered 503 (streams do not need a thread each)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--header-timeout", flags->header_timeout_s,
+                 "Seconds a client has to send a request head, and to make progress sending its body")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
   app.add_option("--answer-memory", flags->answer_memory,
                  "Recent answers whose generated token ids a later turn that quotes them reuses (0: off)")
       ->capture_default_str()

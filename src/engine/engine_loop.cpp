@@ -39,6 +39,25 @@ std::optional<RequestOutput> RequestHandle::next_for(std::chrono::milliseconds t
   return out;
 }
 
+std::optional<RequestOutput> RequestHandle::try_next() {
+  std::lock_guard lock(channel_->mutex);
+  if (channel_->outputs.empty()) return std::nullopt;
+  RequestOutput out = std::move(channel_->outputs.front());
+  channel_->outputs.pop_front();
+  if (out.finished) channel_->drained = true;
+  return out;
+}
+
+void RequestHandle::set_notify(std::function<void()> notify) {
+  bool pending = false;
+  {
+    std::lock_guard lock(channel_->mutex);
+    channel_->notify = notify;
+    pending = !channel_->outputs.empty();
+  }
+  if (pending && notify) notify();
+}
+
 EngineLoop::EngineLoop(Engine& engine) : engine_(engine) {
   publish_limits();
   thread_ = std::thread([this] { thread_main(); });
@@ -159,12 +178,15 @@ void EngineLoop::run_commands() {
 }
 
 void EngineLoop::deliver_to(RequestHandle::Channel& channel, RequestOutput out) {
+  std::function<void()> notify;
   {
     std::lock_guard lock(channel.mutex);
     channel.finished |= out.finished;
     channel.outputs.push_back(std::move(out));
+    notify = channel.notify;
   }
   channel.ready.notify_all();
+  if (notify) notify();
 }
 
 void EngineLoop::deliver(std::vector<RequestOutput> outputs) {

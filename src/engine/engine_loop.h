@@ -40,6 +40,12 @@ class RequestHandle {
   std::optional<RequestOutput> next();
   // Like next(), but gives up after `timeout` and returns nullopt with *timed_out set (an SSE keep-alive is due).
   std::optional<RequestOutput> next_for(std::chrono::milliseconds timeout, bool* timed_out);
+  // Never blocks: the next output if one is queued.
+  std::optional<RequestOutput> try_next();
+  // Calls `notify` (on the loop thread, never under a lock the caller holds) whenever outputs are queued, and once
+  // now if some already are: for callers that wait on events instead of a thread (the HTTP transport). Replaces
+  // any earlier callback; an empty function removes it.
+  void set_notify(std::function<void()> notify);
 
   // Asks the loop to end the request; its final output (aborted) follows within one step.
   void abort();
@@ -50,9 +56,10 @@ class RequestHandle {
     std::mutex mutex;
     std::condition_variable ready;
     std::deque<RequestOutput> outputs;
-    bool finished = false;        // the final output was queued
-    bool drained = false;         // the final output was taken
-    std::optional<RequestId> id;  // the engine's id once it took the request (loop thread only)
+    bool finished = false;         // the final output was queued
+    bool drained = false;          // the final output was taken
+    std::function<void()> notify;  // see set_notify
+    std::optional<RequestId> id;   // the engine's id once it took the request (loop thread only)
   };
   RequestHandle(EngineLoop& loop, std::shared_ptr<Channel> channel) : loop_(loop), channel_(std::move(channel)) {}
 

@@ -1,7 +1,5 @@
 // POST /v1/cache/explain and the volatile-prefix warning: the server side of cache-miss explanations.
 
-#include <httplib.h>
-
 #include "engine/explain.h"
 #include "server/json_body.h"
 #include "server/server.h"
@@ -9,35 +7,35 @@
 
 namespace hearth::server {
 
-void HttpServer::handle_cache_explain(const httplib::Request& req, httplib::Response& res) {
+HttpResponse HttpServer::handle_cache_explain(const HttpRequest& req) {
   // The body is a completion or chat body (prompt or messages, cache_salt, cache_prompt, model); generation
   // fields are accepted and ignored.
   auto json_body = parse_json_body(req.body);
-  if (auto* error = std::get_if<ApiError>(&json_body)) return send_error(res, *error);
+  if (auto* error = std::get_if<ApiError>(&json_body)) return error_response(*error);
   const nlohmann::json& body = std::get<nlohmann::json>(json_body);
   const bool chat = body.is_object() && body.contains("messages");
   auto parsed = validate_completion_request(body, chat ? Endpoint::kChat : Endpoint::kCompletion);
-  if (auto* error = std::get_if<ApiError>(&parsed)) return send_error(res, *error);
+  if (auto* error = std::get_if<ApiError>(&parsed)) return error_response(*error);
   const CompletionRequest& request = std::get<CompletionRequest>(parsed);
-  if (auto error = check_model(request)) return send_error(res, *error);
+  if (auto error = check_model(request)) return error_response(*error);
   auto prompt = build_prompt(request);
-  if (auto* error = std::get_if<ApiError>(&prompt)) return send_error(res, *error);
+  if (auto* error = std::get_if<ApiError>(&prompt)) return error_response(*error);
   const auto& tokens = std::get<BuiltPrompt>(prompt).tokens;
   // The same checks as a request (token ids, the context), without running it.
   RequestSpec spec = build_spec(request, tokens);
   spec.max_tokens = 1;
   AdmissionLimits limits{loop_.info().n_ctx, loop_.info().block_size, INT32_MAX, INT32_MAX};
   if (auto checked = check_request(spec, loop_.info(), limits, 0); !checked) {
-    return send_error(res, api_error(checked.error(), request.endpoint));
+    return error_response(api_error(checked.error(), request.endpoint));
   }
   const std::optional<CacheReport> report = loop_.explain_prompt(tokens, request.cache_salt, request.use_cache);
   if (!report) {
-    return send_error(res, ApiError{503, "the server is shutting down", "server_error", {}, "server_shutting_down"});
+    return error_response(ApiError{503, "the server is shutting down", "server_error", {}, "server_shutting_down"});
   }
   nlohmann::json out = cache_report_json(*report, loop_.info().model_id);
   // The prompt as a request would build it: with a recent answer's own ids where its text quotes one.
   out["answer_tokens_reused"] = std::get<BuiltPrompt>(prompt).answer_tokens;
-  res.set_content(out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
+  return json_response(out);
 }
 
 void HttpServer::observe_prompt(std::span<const TokenId> prompt, const RequestSpec& spec) {

@@ -1,7 +1,5 @@
 // POST /v1/chat/completions and /v1/completions: validate, build the prompt, submit, then answer as one JSON
-// object or as an SSE stream.
-
-#include <httplib.h>
+// object or as an SSE stream, produced by a Generation as the engine's outputs arrive (no thread waits for them).
 
 #include <chrono>
 #include <random>
@@ -20,31 +18,131 @@ std::string random_hex(uint64_t salt) {
   return fmt::format("{:016x}", rng());
 }
 
-std::string dump(const json& j) {
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
 }  // namespace
 
-// What the HTTP side keeps of one request from submit to the last byte (shared with the stream's content
-// provider). The engine's facts (token ids, usage) arrive with the final output; nothing here copies them.
-struct HttpServer::Generation {
-  HttpServer* server = nullptr;
-  CompletionRequest request;
-  ResponseMeta meta;
-  std::unique_ptr<RequestHandle> handle;
-  bool first_chunk = true;
-  bool finished = false;
-  // For the answer memory (when `remember`): the prompt as text and how it was tokenized.
+// One request from submit to the last byte, as the HTTP side sees it: the transport pulls its response (an SSE
+// stream, or one JSON object once the request ends) whenever the engine delivers news. The engine's facts (token
+// ids, usage) arrive with the final output; nothing here copies them. If the client leaves, the request is aborted
+// and the Generation keeps itself alive until the engine's final output has been recorded.
+class HttpServer::Generation : public ResponseSource, public std::enable_shared_from_this<Generation> {
+ public:
+  Generation(HttpServer& server, CompletionRequest request, ResponseMeta meta, std::unique_ptr<RequestHandle> handle)
+      : server_(server), request_(std::move(request)), meta_(std::move(meta)), handle_(std::move(handle)) {
+    server_.begin_in_flight();
+    if (request_.echo) text_ = request_.prompt_text;
+  }
+  ~Generation() override {
+    handle_.reset();  // aborts the request if it is still running
+    server_.end_in_flight();
+  }
+
+  // For the answer memory: the prompt as text and how it was tokenized.
   bool remember = false;
   bool parse_special = false;
   std::string prompt_text;
+  const CompletionRequest& request() const { return request_; }
+  const ResponseMeta& meta() const { return meta_; }
 
-  ~Generation() {
-    handle.reset();  // aborts the request if it is still running
-    server->end_in_flight();
+  void start(std::function<void()> wake) override { handle_->set_notify(std::move(wake)); }
+
+  Chunk pull() override {
+    Chunk chunk;
+    if (request_.stream && !head_sent_) {
+      head_sent_ = true;
+      HttpResponse head;
+      head.content_type = "text/event-stream";
+      head.streamed = true;
+      head.set_header("Cache-Control", "no-cache");
+      head.set_header("X-Accel-Buffering", "no");
+      chunk.head = std::move(head);
+    }
+    while (!finished_) {
+      std::optional<RequestOutput> out = handle_->try_next();
+      if (!out) break;
+      if (request_.stream) {
+        chunk.data += stream_events(*out);
+      } else {
+        text_ += out->new_text;
+      }
+      if (out->finished) finish(*out, chunk);
+    }
+    chunk.done = finished_;
+    return chunk;
   }
+
+  void cancel() override {
+    server_.metrics_.record_disconnect();
+    if (finished_) return;
+    // The final output (aborted) comes within one engine step; it is recorded like any other.
+    auto self = shared_from_this();
+    handle_->set_notify([self] { self->drain_after_cancel(); });
+    handle_->abort();
+  }
+
+  std::chrono::milliseconds keep_alive_interval() const override {
+    return request_.stream ? kKeepAliveInterval : std::chrono::milliseconds(0);
+  }
+  std::string keep_alive() override { return ": keep-alive\n\n"; }
+
+ private:
+  std::string stream_events(const RequestOutput& out);
+  void finish(RequestOutput& out, Chunk& chunk);
+  void drain_after_cancel() {
+    while (auto out = handle_->try_next()) {
+      if (!out->finished) continue;
+      finished_ = true;
+      server_.record_finish(*this, *out);
+      handle_->set_notify({});  // drops the reference that kept this alive
+      return;
+    }
+  }
+
+  HttpServer& server_;
+  CompletionRequest request_;
+  ResponseMeta meta_;
+  std::unique_ptr<RequestHandle> handle_;
+  std::string text_;  // the whole answer so far (non-streaming)
+  bool head_sent_ = false;
+  bool first_chunk_ = true;
+  bool finished_ = false;
 };
+
+// The SSE events for one piece of news (with the final chunk, usage and [DONE] when it is the last).
+std::string HttpServer::Generation::stream_events(const RequestOutput& out) {
+  std::string events;
+  if (out.error) {
+    // Refused after the stream started (the engine re-checks what submit checked): an error event, then [DONE].
+    events += sse_event(error_json(api_error(*out.error, request_.endpoint)));
+    events.append(kSseDone);
+    return events;
+  }
+  if (first_chunk_ && request_.echo && !request_.prompt_text.empty()) {
+    events += sse_event(chunk_json(request_, meta_, request_.prompt_text, true, FinishReason::kNone));
+    first_chunk_ = false;
+  }
+  if (!out.new_text.empty() || (first_chunk_ && !out.finished)) {
+    events += sse_event(chunk_json(request_, meta_, out.new_text, first_chunk_, FinishReason::kNone));
+    first_chunk_ = false;
+  }
+  if (out.finished) {
+    events += sse_event(chunk_json(request_, meta_, "", first_chunk_, out.finish_reason));
+    if (request_.include_usage) events += sse_event(usage_chunk_json(request_, meta_, out.usage));
+    events.append(kSseDone);
+  }
+  return events;
+}
+
+// The final output: record it, and (non-streaming) the whole response, an error object if the engine refused it.
+void HttpServer::Generation::finish(RequestOutput& out, Chunk& chunk) {
+  finished_ = true;
+  server_.record_finish(*this, out);
+  if (request_.stream) return;
+  if (out.error) {
+    chunk.head = server_.error_response(api_error(*out.error, request_.endpoint));
+    return;
+  }
+  chunk.head = json_response(response_json(request_, meta_, text_, out.finish_reason, out.usage));
+}
 
 void HttpServer::begin_in_flight() {
   std::lock_guard lock(in_flight_mutex_);
@@ -111,45 +209,39 @@ RequestSpec HttpServer::build_spec(const CompletionRequest& request, std::vector
   return spec;
 }
 
-void HttpServer::handle_completion(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
+HttpResponse HttpServer::handle_completion(const HttpRequest& req, Endpoint endpoint) {
   if (draining_) {
-    return send_error(res, ApiError{503, "the server is shutting down", "server_error", {}, "server_shutting_down"});
+    return error_response(ApiError{503, "the server is shutting down", "server_error", {}, "server_shutting_down"});
   }
   auto parsed = parse_completion_request(req.body, endpoint);
-  if (auto* error = std::get_if<ApiError>(&parsed)) return send_error(res, *error);
+  if (auto* error = std::get_if<ApiError>(&parsed)) return error_response(*error);
   CompletionRequest& request = std::get<CompletionRequest>(parsed);
-  if (auto error = check_model(request)) return send_error(res, *error);
+  if (auto error = check_model(request)) return error_response(*error);
   auto built = build_prompt(request);
-  if (auto* error = std::get_if<ApiError>(&built)) return send_error(res, *error);
+  if (auto* error = std::get_if<ApiError>(&built)) return error_response(*error);
   BuiltPrompt& prompt = std::get<BuiltPrompt>(built);
   RequestSpec spec = build_spec(request, std::move(prompt.tokens));
   if (spec.use_cache && !spec.prompt.empty()) observe_prompt(spec.prompt, spec);
   auto handle = loop_.submit(std::move(spec));
-  if (!handle) return send_error(res, api_error(handle.error(), endpoint));
+  if (!handle) return error_response(api_error(handle.error(), endpoint));
 
-  begin_in_flight();
-  auto gen = std::make_shared<Generation>();
-  gen->server = this;
-  gen->handle = std::move(*handle);
-  gen->meta = ResponseMeta{
+  ResponseMeta meta{
       fmt::format("{}{}", endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-", random_hex(next_id_.fetch_add(1))),
       static_cast<int64_t>(std::time(nullptr)), loop_.info().model_id, prompt.answer_tokens};
-  gen->request = std::move(request);
+  const bool remember = request.use_cache && answers_.max_entries() > 0 && !prompt.text.empty();
+  auto gen = std::make_shared<Generation>(*this, std::move(request), std::move(meta), std::move(*handle));
   // The answer memory remembers turns of text prompts; the ids come back with the final output.
-  gen->remember = gen->request.use_cache && answers_.max_entries() > 0 && !prompt.text.empty();
-  if (gen->remember) {
+  if (remember) {
+    gen->remember = true;
     gen->prompt_text = std::move(prompt.text);
     gen->parse_special = prompt.parse_special;
   }
-  if (gen->request.stream) {
-    respond_stream(std::move(gen), res);
-  } else {
-    respond_whole(std::move(gen), res);
-  }
+  HttpResponse res;
+  res.source = std::move(gen);
+  return res;
 }
 
-void HttpServer::finish(Generation& gen, RequestOutput& out) {
-  gen.finished = true;
+void HttpServer::record_finish(Generation& gen, RequestOutput& out) {
   if (out.error) return;  // refused by the engine: it never ran
   if (gen.remember) {
     const auto prompt_end = out.tokens.begin() + out.usage.prompt_tokens;
@@ -157,93 +249,11 @@ void HttpServer::finish(Generation& gen, RequestOutput& out) {
                       std::vector<TokenId>(out.tokens.begin(), prompt_end),
                       std::span<const TokenId>(prompt_end, out.tokens.end()));
   }
-  if (gen.meta.answer_tokens_reused > 0) metrics_.record_answer_tokens_reused(gen.meta.answer_tokens_reused);
+  if (gen.meta().answer_tokens_reused > 0) metrics_.record_answer_tokens_reused(gen.meta().answer_tokens_reused);
   if (out.usage.reuse.reason) metrics_.record_reuse_stop(reuse_stop_name(*out.usage.reuse.reason));
-  metrics_.record_request(gen.request.endpoint == Endpoint::kChat ? "chat" : "completions",
+  metrics_.record_request(gen.request().endpoint == Endpoint::kChat ? "chat" : "completions",
                           finish_reason_text(out.finish_reason), out.usage.ttft_ms / 1000.0,
                           out.usage.total_ms / 1000.0);
-}
-
-void HttpServer::respond_whole(std::shared_ptr<Generation> gen, httplib::Response& res) {
-  std::string text = gen->request.echo ? gen->request.prompt_text : std::string();
-  while (auto out = gen->handle->next()) {
-    text += out->new_text;
-    if (!out->finished) continue;
-    finish(*gen, *out);
-    if (out->error) return send_error(res, api_error(*out->error, gen->request.endpoint));
-    const json body = response_json(gen->request, gen->meta, text, out->finish_reason, out->usage);
-    return res.set_content(dump(body), "application/json");
-  }
-  send_error(res, ApiError{500, "the request ended without a result", "server_error", {}, {}});
-}
-
-// The SSE events for one piece of news (with the final chunk, usage and [DONE] when it is the last).
-std::string HttpServer::stream_events(Generation& gen, const RequestOutput& out) {
-  std::string events;
-  if (out.error) {
-    // Refused after the stream started (the engine re-checks what submit checked): an error event, then [DONE].
-    events += sse_event(error_json(api_error(*out.error, gen.request.endpoint)));
-    events.append(kSseDone);
-    return events;
-  }
-  if (gen.first_chunk && gen.request.echo && !gen.request.prompt_text.empty()) {
-    events += sse_event(chunk_json(gen.request, gen.meta, gen.request.prompt_text, true, FinishReason::kNone));
-    gen.first_chunk = false;
-  }
-  if (!out.new_text.empty() || (gen.first_chunk && !out.finished)) {
-    events += sse_event(chunk_json(gen.request, gen.meta, out.new_text, gen.first_chunk, FinishReason::kNone));
-    gen.first_chunk = false;
-  }
-  if (out.finished) {
-    events += sse_event(chunk_json(gen.request, gen.meta, "", gen.first_chunk, out.finish_reason));
-    if (gen.request.include_usage) events += sse_event(usage_chunk_json(gen.request, gen.meta, out.usage));
-    events += kSseDone;
-  }
-  return events;
-}
-
-// Writes the SSE events for one piece of news; false when the client is gone.
-bool HttpServer::stream_step(Generation& gen, const std::function<bool(const std::string&)>& write) {
-  bool timed_out = false;
-  auto out = gen.handle->next_for(kKeepAliveInterval, &timed_out);
-  // An SSE comment keeps idle streams alive and finds out that a queued request's client has left.
-  if (timed_out) return write(": keep-alive\n\n");
-  if (!out) {
-    gen.finished = true;
-    return write(std::string(kSseDone));
-  }
-  const std::string events = stream_events(gen, *out);
-  if (out->finished) finish(gen, *out);
-  return events.empty() || write(events);
-}
-
-// The client is gone: abort, and wait for the engine's final output (it comes within one step, or at once when
-// the loop stops) so the request is counted with its finish reason like any other.
-void HttpServer::on_disconnect(Generation& gen) {
-  metrics_.record_disconnect();
-  if (gen.finished) return;
-  gen.handle->abort();
-  while (auto out = gen.handle->next()) {
-    if (out->finished) return finish(gen, *out);
-  }
-}
-
-void HttpServer::respond_stream(std::shared_ptr<Generation> gen, httplib::Response& res) {
-  res.set_header("Cache-Control", "no-cache");
-  res.set_header("X-Accel-Buffering", "no");
-  // The whole stream is written in one provider call: httplib checks for shutdown only between calls, and a
-  // stream that has started should end properly (with [DONE]) even while the server drains.
-  res.set_chunked_content_provider("text/event-stream", [this, gen](size_t, httplib::DataSink& sink) {
-    auto write = [&sink](const std::string& s) { return sink.write(s.data(), s.size()); };
-    while (!gen->finished) {
-      if (!stream_step(*gen, write)) {
-        on_disconnect(*gen);
-        return false;
-      }
-    }
-    sink.done();
-    return true;
-  });
 }
 
 }  // namespace hearth::server

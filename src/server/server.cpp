@@ -1,17 +1,14 @@
-// HttpServer set-up: routes, authentication, error mapping, /health, /v1/models, /metrics, /tokenize, shutdown.
-// The completion endpoints live in completions.cpp.
+// HttpServer set-up: routing, authentication, error objects, /health, /v1/models, /metrics, /v1/kv/plan, /tokenize,
+// shutdown. The completion endpoints live in completions.cpp, /v1/cache/explain in cache_explain.cpp.
 
 #include "server/server.h"
-
-#include "server/kv_plan_json.h"
-#include "server/tokenize_request.h"
-
-#include <httplib.h>
 
 #include <cctype>
 #include <chrono>
 #include <ctime>
 
+#include "server/kv_plan_json.h"
+#include "server/tokenize_request.h"
 #include "util/log.h"
 
 namespace hearth::server {
@@ -19,22 +16,8 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kJson = "application/json";
-
-// The message for a status httplib produced before any handler ran (unknown route, body too large, ...).
-std::string default_message(int status, const httplib::Request& req, size_t max_body_bytes) {
-  switch (status) {
-    case 404:
-      return "unknown endpoint: " + req.method + " " + req.path;
-    case 405:
-      return "method " + req.method + " is not allowed on " + req.path;
-    case 413:
-      return fmt::format("the request body exceeds the limit of {} bytes (--max-body-bytes)", max_body_bytes);
-    case 400:
-      return "malformed HTTP request";
-    default:
-      return fmt::format("HTTP error {}", status);
-  }
+std::string dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 }  // namespace
@@ -64,144 +47,125 @@ HttpServer::HttpServer(ServerConfig config, EngineLoop& loop, const Tokenizer& t
       loop_(loop),
       tokenizer_(tokenizer),
       chat_(chat),
-      http_(std::make_unique<httplib::Server>()),
       volatile_(config_.volatile_prefix),
       answers_(tokenizer, config_.answer_memory_entries) {
-  const int threads = config_.http_threads;
-  http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  http_->set_payload_max_length(config_.max_body_bytes);
-  http_->set_keep_alive_timeout(2);
-  http_->set_read_timeout(30);
-  http_->set_write_timeout(30);
   install_routes();
+  transport_ = std::make_unique<HttpTransport>(
+      config_.http, [this](const HttpRequest& req) { return handle(req); },
+      [this](int status, const std::string& message) {
+        const char* code = status == 413 ? "request_too_large" : status == 431 ? "header_too_large" : "";
+        return error_response(ApiError{status, message, error_type_for_status(status), {}, code});
+      });
 }
 
-HttpServer::~HttpServer() = default;
+HttpServer::~HttpServer() {
+  transport_.reset();
+}
 
-void HttpServer::send_error(httplib::Response& res, const ApiError& error) {
+HttpResponse HttpServer::json_response(const json& body) {
+  HttpResponse res;
+  res.body = dump(body);
+  return res;
+}
+
+HttpResponse HttpServer::error_response(const ApiError& error) {
+  HttpResponse res = json_response(error_json(error));
   res.status = error.status;
-  res.set_content(error_json(error).dump(-1, ' ', false, json::error_handler_t::replace), kJson);
   if (error.status == 429 || error.status == 503) res.set_header("Retry-After", "1");
+  if (error.status == 401) res.set_header("WWW-Authenticate", "Bearer");
   metrics_.record_error(error.status);
+  return res;
 }
 
-void HttpServer::install_middleware() {
-  http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    // httplib 0.11 enforces set_payload_max_length only on Content-Length bodies and would read a chunked body of
-    // any size, so chunked request bodies are refused before they are read (clients send Content-Length).
-    if (req.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos) {
-      send_error(res, ApiError{411,
-                               "chunked request bodies are not accepted; send Content-Length",
-                               "invalid_request_error",
-                               {},
-                               "length_required"});
-      res.set_header("Connection", "close");
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    if (req.path == "/health" || config_.api_key.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    if (bearer_matches(req.get_header_value("Authorization"), config_.api_key)) {
-      return httplib::Server::HandlerResponse::Unhandled;
-    }
-    const bool missing = !req.has_header("Authorization");
-    send_error(res,
-               ApiError{401,
-                        missing ? "missing API key: send 'Authorization: Bearer KEY'" : "incorrect API key provided",
-                        "authentication_error",
-                        {},
-                        "invalid_api_key"});
-    res.set_header("WWW-Authenticate", "Bearer");
-    return httplib::Server::HandlerResponse::Handled;
-  });
+std::optional<HttpResponse> HttpServer::check_auth(const HttpRequest& req) {
+  if (req.path == "/health" || config_.api_key.empty()) return std::nullopt;
+  const auto header = req.header("Authorization");
+  if (header && bearer_matches(*header, config_.api_key)) return std::nullopt;
+  return error_response(
+      ApiError{401,
+               header ? "incorrect API key provided" : "missing API key: send 'Authorization: Bearer KEY'",
+               "authentication_error",
+               {},
+               "invalid_api_key"});
+}
 
-  // Statuses httplib sets itself (404 route, 413 body, 400 framing) get an error object too.
-  http_->set_error_handler(
-      httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
-        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-        const int status = res.status;
-        ApiError error{status,
-                       default_message(status, req, config_.max_body_bytes),
-                       error_type_for_status(status),
-                       {},
-                       status == 413 ? "request_too_large" : (status == 404 ? "unknown_url" : "")};
-        send_error(res, error);
-        return httplib::Server::HandlerResponse::Handled;
-      }));
-
-  http_->set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
-    send_error(res, ApiError{500, "internal error", "server_error", {}, {}});
-  });
+HttpResponse HttpServer::handle(const HttpRequest& req) {
+  if (auto refused = check_auth(req)) return *refused;
+  bool path_known = false;
+  for (const RouteEntry& r : routes_) {
+    const bool prefix = r.path.back() == '/';
+    const bool match = prefix ? req.path.size() > r.path.size() && req.path.starts_with(r.path) : req.path == r.path;
+    if (!match) continue;
+    path_known = true;
+    if (r.method == req.method) return r.route(req);
+  }
+  if (path_known) {
+    return error_response(
+        ApiError{405, "method " + req.method + " is not allowed on " + req.path, "invalid_request_error", {}, {}});
+  }
+  return error_response(
+      ApiError{404, "unknown endpoint: " + req.method + " " + req.path, "not_found_error", {}, "unknown_url"});
 }
 
 void HttpServer::install_routes() {
-  install_middleware();
-  // Every handler runs inside this wrapper: an exception becomes a 500 error object, never a dropped connection.
-  auto guarded = [this](auto fn) {
-    return [this, fn](const httplib::Request& req, httplib::Response& res) {
-      try {
-        fn(req, res);
-      } catch (const std::exception& e) {
-        send_error(res, ApiError{500, std::string("internal error: ") + e.what(), "server_error", {}, {}});
-      } catch (...) {
-        send_error(res, ApiError{500, "internal error", "server_error", {}, {}});
-      }
-    };
+  auto add = [this](std::string method, std::string path, Route route) {
+    routes_.push_back({std::move(method), std::move(path), std::move(route)});
   };
-
-  http_->Get("/health", guarded([this](const httplib::Request&, httplib::Response& res) {
-               if (draining_) {
-                 res.status = 503;
-                 res.set_header("Retry-After", "1");
-                 res.set_content(R"({"status":"shutting_down"})", kJson);
-                 return;
-               }
-               res.set_content(R"({"status":"ok"})", kJson);
-             }));
-
-  auto model_json = [this] {
-    const EngineInfo& info = loop_.info();
-    return json{{"id", info.model_id},
-                {"object", "model"},
-                {"created", 0},
-                {"owned_by", "hearth"},
-                {"meta", {{"n_ctx", info.n_ctx}, {"block_size", info.block_size}}}};
-  };
-  http_->Get("/v1/models", guarded([model_json](const httplib::Request&, httplib::Response& res) {
-               res.set_content(json{{"object", "list"}, {"data", json::array({model_json()})}}.dump(), kJson);
-             }));
-  http_->Get(R"(/v1/models/(.+))", guarded([this, model_json](const httplib::Request& req, httplib::Response& res) {
-               if (req.matches[1] != loop_.info().model_id) {
-                 send_error(res,
-                            ApiError{404, fmt::format("the model '{}' does not exist", std::string(req.matches[1])),
-                                     "invalid_request_error", "model", "model_not_found"});
-                 return;
-               }
-               res.set_content(model_json().dump(), kJson);
-             }));
-
-  http_->Get("/metrics", guarded([this](const httplib::Request&, httplib::Response& res) { handle_metrics(res); }));
-  http_->Get("/v1/kv/plan",
-             guarded([this](const httplib::Request& req, httplib::Response& res) { handle_kv_plan(req, res); }));
-  http_->Post("/tokenize",
-              guarded([this](const httplib::Request& req, httplib::Response& res) { handle_tokenize(req, res); }));
-  http_->Post("/v1/cache/explain",
-              guarded([this](const httplib::Request& req, httplib::Response& res) { handle_cache_explain(req, res); }));
-  http_->Post("/v1/chat/completions", guarded([this](const httplib::Request& req, httplib::Response& res) {
-                handle_completion(req, res, Endpoint::kChat);
-              }));
-  http_->Post("/v1/completions", guarded([this](const httplib::Request& req, httplib::Response& res) {
-                handle_completion(req, res, Endpoint::kCompletion);
-              }));
+  add("GET", "/health", [this](const HttpRequest&) { return handle_health(); });
+  add("GET", "/v1/models", [this](const HttpRequest& req) { return handle_models(req); });
+  add("GET", "/v1/models/", [this](const HttpRequest& req) { return handle_models(req); });
+  add("GET", "/metrics", [this](const HttpRequest&) { return handle_metrics(); });
+  add("GET", "/v1/kv/plan", [this](const HttpRequest& req) { return handle_kv_plan(req); });
+  add("POST", "/tokenize", [this](const HttpRequest& req) { return handle_tokenize(req); });
+  add("POST", "/v1/cache/explain", [this](const HttpRequest& req) { return handle_cache_explain(req); });
+  add("POST", "/v1/chat/completions",
+      [this](const HttpRequest& req) { return handle_completion(req, Endpoint::kChat); });
+  add("POST", "/v1/completions",
+      [this](const HttpRequest& req) { return handle_completion(req, Endpoint::kCompletion); });
 }
 
-void HttpServer::handle_metrics(httplib::Response& res) {
+HttpResponse HttpServer::handle_health() const {
+  HttpResponse res;
+  if (draining_) {
+    res.status = 503;
+    res.set_header("Retry-After", "1");
+    res.body = R"({"status":"shutting_down"})";
+    return res;
+  }
+  res.body = R"({"status":"ok"})";
+  return res;
+}
+
+// GET /v1/models and /v1/models/{id}.
+HttpResponse HttpServer::handle_models(const HttpRequest& req) const {
+  const EngineInfo& info = loop_.info();
+  const json model = {{"id", info.model_id},
+                      {"object", "model"},
+                      {"created", 0},
+                      {"owned_by", "hearth"},
+                      {"meta", {{"n_ctx", info.n_ctx}, {"block_size", info.block_size}}}};
+  constexpr std::string_view kPrefix = "/v1/models/";
+  if (!req.path.starts_with(kPrefix)) return json_response(json{{"object", "list"}, {"data", json::array({model})}});
+  const std::string id = req.path.substr(kPrefix.size());
+  if (id != info.model_id) {
+    return const_cast<HttpServer*>(this)->error_response(ApiError{404, fmt::format("the model '{}' does not exist", id),
+                                                                  "invalid_request_error", "model", "model_not_found"});
+  }
+  return json_response(model);
+}
+
+HttpResponse HttpServer::handle_metrics() {
   // After shutdown the engine's counters are gone; the server's own series still render.
   const EngineStats stats = loop_.stats().value_or(EngineStats{});
-  res.set_content(metrics_.render(stats, loop_.info().kv_plan), "text/plain; version=0.0.4; charset=utf-8");
+  HttpResponse res;
+  res.content_type = "text/plain; version=0.0.4; charset=utf-8";
+  res.body = metrics_.render(stats, loop_.info().kv_plan);
+  return res;
 }
 
 // The pool the server runs with, and the memory plan for ?ctx=&users=&memory= (default: the model's context,
 // one user, no budget) at the server's KV dtype, with every other dtype for comparison.
-void HttpServer::handle_kv_plan(const httplib::Request& req, httplib::Response& res) {
+HttpResponse HttpServer::handle_kv_plan(const HttpRequest& req) {
   const EngineInfo& info = loop_.info();
   const KvPlan& pool = info.kv_plan;
   MemoryPlanRequest request;
@@ -211,73 +175,65 @@ void HttpServer::handle_kv_plan(const httplib::Request& req, httplib::Response& 
   request.context = info.n_ctx;
   request.costs = info.kv_dtype_costs;
   request.dtype = pool.cost.dtype;
+  std::optional<ApiError> error;
   auto read_count = [&](const char* name, int64_t max, int64_t& out) {
-    if (!req.has_param(name)) return true;
-    auto v = parse_plan_count(name, req.get_param_value(name), max);
-    if (auto* error = std::get_if<ApiError>(&v)) return send_error(res, *error), false;
-    out = std::get<int64_t>(v);
-    return true;
-  };
-  if (!read_count("ctx", kMaxPlanContext, request.context) || !read_count("users", kMaxPlanUsers, request.users)) {
-    return;
-  }
-  if (req.has_param("memory")) {
-    auto memory = parse_bytes(req.get_param_value("memory"));
-    if (!memory) {
-      send_error(res, invalid_request(memory.error().message, "memory"));
-      return;
+    const auto text = req.param(name);
+    if (!text || error) return;
+    auto v = parse_plan_count(name, std::string(*text), max);
+    if (auto* e = std::get_if<ApiError>(&v)) {
+      error = *e;
+    } else {
+      out = std::get<int64_t>(v);
     }
+  };
+  read_count("ctx", kMaxPlanContext, request.context);
+  read_count("users", kMaxPlanUsers, request.users);
+  if (error) return error_response(*error);
+  if (const auto memory_text = req.param("memory")) {
+    auto memory = parse_bytes(*memory_text);
+    if (!memory) return error_response(invalid_request(memory.error().message, "memory"));
     request.memory_bytes = *memory;
   }
   auto plan = plan_memory(request);
-  if (!plan) {
-    send_error(res, invalid_request(plan.error().message, "ctx"));
-    return;
-  }
-  json out = {{"object", "kv.plan"}, {"pool", kv_pool_json(pool)}, {"plan", memory_plan_json(*plan)}};
-  res.set_content(out.dump(), kJson);
+  if (!plan) return error_response(invalid_request(plan.error().message, "ctx"));
+  return json_response(json{{"object", "kv.plan"}, {"pool", kv_pool_json(pool)}, {"plan", memory_plan_json(*plan)}});
 }
 
-void HttpServer::handle_tokenize(const httplib::Request& req, httplib::Response& res) {
+HttpResponse HttpServer::handle_tokenize(const HttpRequest& req) {
   auto parsed = parse_tokenize_request(req.body);
-  if (auto* error = std::get_if<ApiError>(&parsed)) return send_error(res, *error);
+  if (auto* error = std::get_if<ApiError>(&parsed)) return error_response(*error);
   const TokenizeRequest& request = std::get<TokenizeRequest>(parsed);
   json tokens = json::array();
   for (TokenId t : tokenizer_.encode(request.content, request.add_special, request.parse_special)) {
     tokens.push_back(t.value);
   }
-  res.set_content(json{{"tokens", std::move(tokens)}}.dump(), kJson);
+  return json_response(json{{"tokens", std::move(tokens)}});
 }
 
 Result<void> HttpServer::bind() {
-  if (config_.port == 0) {
-    bound_port_ = http_->bind_to_any_port(config_.host);
-  } else if (http_->bind_to_port(config_.host, config_.port)) {
-    bound_port_ = config_.port;
-  } else {
-    bound_port_ = -1;
-  }
-  if (bound_port_ <= 0)
-    return make_error("cannot listen on {}:{} (address in use or invalid)", config_.host, config_.port);
-  return {};
+  return transport_->bind();
 }
 
 void HttpServer::listen() {
-  if (!draining_) http_->listen_after_bind();
+  if (!draining_) transport_->run();
 }
 
 void HttpServer::shutdown() {
   if (draining_.exchange(true)) return;
   std::unique_lock lock(in_flight_mutex_);
   spdlog::info("shutting down: refusing new requests, {} in flight", num_in_flight_);
-  http_->stop();
+  transport_->stop_accepting();
   // In-flight generations may finish on their own for the grace period (woken by the last one); the rest are
-  // aborted when the loop stops.
+  // aborted when the loop stops, and their final outputs still reach their clients before the connections close.
   const auto grace = std::chrono::duration<double>(config_.shutdown_grace_s);
   in_flight_done_.wait_for(lock, grace, [&] { return num_in_flight_ == 0; });
   if (num_in_flight_ > 0) spdlog::info("aborting {} requests still in flight", num_in_flight_);
   lock.unlock();
   loop_.stop(/*drain=*/false);
+  lock.lock();
+  in_flight_done_.wait_for(lock, std::chrono::seconds(2), [&] { return num_in_flight_ == 0; });
+  lock.unlock();
+  transport_->stop();
 }
 
 }  // namespace hearth::server
