@@ -97,19 +97,12 @@ BlockHash Engine::cache_namespace(const std::string& cache_salt) const {
 }
 
 std::vector<BlockHash> Engine::other_namespaces(const BlockHash& ns) const {
-  std::vector<BlockHash> out;
+  // Tenant isolation: only the unsalted namespace, which anyone can probe by sending the prompt without a salt.
+  // A salted namespace is never consulted for another request, so no explanation can tell one tenant what another
+  // has cached (counts included).
   const BlockHash unsalted = cache_namespace("");
-  if (ns != unsalted) out.push_back(unsalted);
-  for (const BlockHash& other : recent_namespaces_) {
-    if (other != ns && other != unsalted) out.push_back(other);
-  }
-  return out;
-}
-
-void Engine::remember_namespace(const BlockHash& ns) {
-  std::erase(recent_namespaces_, ns);
-  recent_namespaces_.push_back(ns);
-  if (recent_namespaces_.size() > kRecentNamespaces) recent_namespaces_.pop_front();
+  if (ns == unsalted) return {};
+  return {unsalted};
 }
 
 CacheReport Engine::explain_prompt(std::span<const TokenId> prompt, const std::string& cache_salt,
@@ -150,9 +143,7 @@ SubmitResult<RequestId> Engine::add_request(RequestSpec spec) {
   request->cache_namespace = cache_namespace(spec.cache_salt);
   request->other_namespaces = other_namespaces(request->cache_namespace);
   const RequestId id = request->id;
-  const BlockHash ns = request->cache_namespace;
   HEARTH_TRY(scheduler_->add_request(std::move(request)));
-  remember_namespace(ns);
   outputs_.add(id, spec);
   if (spec.pin_prefix) pin_on_finish_.insert(id);
   return id;

@@ -111,9 +111,9 @@ class Engine {
   RequestOutput finish_request(RequestId id, FinishReason reason, RequestOutput news = {});
 
   BlockHash cache_namespace(const std::string& cache_salt) const;
-  // Namespaces other than `ns` worth trying to explain a miss as different_salt: the unsalted one and recent ones.
+  // The namespaces a miss in `ns` may be explained by (different_salt): the unsalted one, for a salted `ns`; never
+  // another salt's (tenant isolation, README "Security and limits").
   std::vector<BlockHash> other_namespaces(const BlockHash& ns) const;
-  void remember_namespace(const BlockHash& ns);
 
   Model& model_;
   const Tokenizer& tokenizer_;
@@ -131,8 +131,6 @@ class Engine {
   std::function<void(RequestId, std::span<const float>)> logits_observer_;
   EngineCounters counters_;
   uint64_t next_request_id_ = 1;
-  std::deque<BlockHash> recent_namespaces_;  // distinct, most recent last; bounded by kRecentNamespaces
-  static constexpr size_t kRecentNamespaces = 8;
   // Batch buffers, reused every step.
   std::vector<TokenId> batch_tokens_;
   std::vector<BatchSequence> batch_seqs_;

@@ -19,10 +19,12 @@ size_t AnswerMemory::Entry::bytes() const {
          answer_ends.size() * sizeof(size_t);
 }
 
-void AnswerMemory::remember(bool parse_special, std::string prompt_text, std::vector<TokenId> prompt,
+void AnswerMemory::remember(std::string cache_salt, bool parse_special, std::string prompt_text,
+                            std::vector<TokenId> prompt,
                             std::span<const TokenId> answer) {
   if (max_entries_ == 0 || answer.empty() || prompt.empty()) return;
   Entry e;
+  e.cache_salt = std::move(cache_salt);
   e.parse_special = parse_special;
   e.prompt_text = std::move(prompt_text);
   e.prompt = std::move(prompt);
@@ -39,7 +41,8 @@ void AnswerMemory::remember(bool parse_special, std::string prompt_text, std::ve
   // The same prompt and answer again (a retry at temperature 0): keep one.
   std::erase_if(entries_, [&](const Entry& old) {
     const bool same =
-        old.parse_special == e.parse_special && old.prompt_text == e.prompt_text && old.answer == e.answer;
+        old.cache_salt == e.cache_salt && old.parse_special == e.parse_special && old.prompt_text == e.prompt_text &&
+        old.answer == e.answer;
     if (same) bytes_ -= old.bytes();
     return same;
   });
@@ -68,13 +71,16 @@ size_t AnswerMemory::matched_answer_tokens(const Entry& e, std::string_view text
   return matched;
 }
 
-std::optional<AnswerMemory::Spliced> AnswerMemory::splice(bool parse_special, std::string_view text) {
+std::optional<AnswerMemory::Spliced> AnswerMemory::splice(std::string_view cache_salt, bool parse_special,
+                                                          std::string_view text) {
   std::unique_lock lock(mutex_);
   auto best = entries_.end();
   size_t best_tokens = 0;
   size_t best_bytes = 0;
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-    if (it->parse_special != parse_special || !text.starts_with(it->prompt_text)) continue;
+    if (it->cache_salt != cache_salt || it->parse_special != parse_special || !text.starts_with(it->prompt_text)) {
+      continue;
+    }
     const size_t tokens = matched_answer_tokens(*it, text);
     if (tokens == 0) continue;  // nothing beyond what tokenizing the text would find in the cache anyway
     const size_t bytes = it->prompt_text.size() + it->answer_ends[tokens - 1];

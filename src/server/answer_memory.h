@@ -41,14 +41,15 @@ class AnswerMemory {
   // single turn larger than that is not remembered.
   AnswerMemory(const Tokenizer& tokenizer, size_t max_entries, size_t max_bytes = kDefaultMaxBytes);
 
-  // Remembers a finished request: `prompt` are the ids `prompt_text` was turned into (with `parse_special` as
-  // they were), `answer` the ids generated after them. An empty answer is not remembered.
-  void remember(bool parse_special, std::string prompt_text, std::vector<TokenId> prompt,
+  // Remembers a finished request of tenant `cache_salt`: `prompt` are the ids `prompt_text` was turned into (with
+  // `parse_special` as they were), `answer` the ids generated after them. An empty answer is not remembered.
+  void remember(std::string cache_salt, bool parse_special, std::string prompt_text, std::vector<TokenId> prompt,
                 std::span<const TokenId> answer);
 
-  // The prompt for `text` built from the remembered turn that covers the most of it, when one covers all of a
-  // remembered prompt text; nullopt otherwise (tokenize `text` as usual). Marks the entry used.
-  [[nodiscard]] std::optional<Spliced> splice(bool parse_special, std::string_view text);
+  // The prompt for `text` built from the remembered turn of the same `cache_salt` that covers the most of it, when
+  // one covers all of a remembered prompt text; nullopt otherwise (tokenize `text` as usual). Marks the entry
+  // used. Turns of other salts are never used (tenant isolation: a reuse count would reveal their answers).
+  [[nodiscard]] std::optional<Spliced> splice(std::string_view cache_salt, bool parse_special, std::string_view text);
 
   size_t size() const;
   size_t bytes() const;
@@ -56,6 +57,7 @@ class AnswerMemory {
 
  private:
   struct Entry {
+    std::string cache_salt;
     bool parse_special = false;
     std::string prompt_text;
     std::vector<TokenId> prompt;

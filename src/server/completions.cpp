@@ -181,7 +181,7 @@ ApiResult<HttpServer::BuiltPrompt> HttpServer::build_prompt(const CompletionRequ
   }
   // A later turn of a conversation: the answer's own ids, not a re-tokenization of its text (answer_memory.h).
   std::optional<AnswerMemory::Spliced> spliced;
-  if (request.use_cache) spliced = answers_.splice(built.parse_special, built.text);
+  if (request.use_cache) spliced = answers_.splice(request.cache_salt, built.parse_special, built.text);
   if (spliced) {
     built.tokens = std::move(spliced->tokens);
     built.answer_tokens = spliced->answer_tokens;
@@ -245,7 +245,7 @@ void HttpServer::record_finish(Generation& gen, RequestOutput& out) {
   if (out.error) return;  // refused by the engine: it never ran
   if (gen.remember) {
     const auto prompt_end = out.tokens.begin() + out.usage.prompt_tokens;
-    answers_.remember(gen.parse_special, std::move(gen.prompt_text),
+    answers_.remember(gen.request().cache_salt, gen.parse_special, std::move(gen.prompt_text),
                       std::vector<TokenId>(out.tokens.begin(), prompt_end),
                       std::span<const TokenId>(prompt_end, out.tokens.end()));
   }

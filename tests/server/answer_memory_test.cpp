@@ -34,14 +34,14 @@ TEST(AnswerMemory, NextTurnReusesTheGeneratedIds) {
   const Tokenizer& tok = stories();
   AnswerMemory memory(tok, 8);
   Turn t;
-  memory.remember(false, t.prompt_text, t.prompt, t.answer);
+  memory.remember("", false, t.prompt_text, t.prompt, t.answer);
   const std::string next = t.prompt_text + " Hello there\nUser: More?\nAssistant:";
   const std::vector<TokenId> canonical = tok.encode(next, true);
   const std::vector<TokenId> ours = concat(t.prompt, t.answer);
   ASSERT_GE(canonical.size(), ours.size());
   ASSERT_FALSE(std::equal(ours.begin(), ours.end(), canonical.begin()))
       << "the spelled answer must differ from what tokenizing its text gives, or this test proves nothing";
-  const auto spliced = memory.splice(false, next);
+  const auto spliced = memory.splice("", false, next);
   ASSERT_TRUE(spliced);
   EXPECT_EQ(spliced->answer_tokens, static_cast<int32_t>(t.answer.size()));
   EXPECT_EQ(spliced->tokens,
@@ -49,14 +49,28 @@ TEST(AnswerMemory, NextTurnReusesTheGeneratedIds) {
   EXPECT_EQ(tok.decode(spliced->tokens), next);
 }
 
+// Tenant isolation: a turn remembered under one cache_salt is never spliced into another salt's prompt (the count of
+// reused answer ids would tell that tenant what the other was answered).
+TEST(AnswerMemory, OnlyTheSameSaltReusesATurn) {
+  AnswerMemory memory(stories(), 8);
+  Turn t;
+  memory.remember("tenant-a", false, t.prompt_text, t.prompt, t.answer);
+  const std::string next = t.prompt_text + " Hello there\nUser: More?\nAssistant:";
+  EXPECT_FALSE(memory.splice("tenant-b", false, next).has_value());
+  EXPECT_FALSE(memory.splice("", false, next).has_value());
+  const auto own = memory.splice("tenant-a", false, next);
+  ASSERT_TRUE(own.has_value());
+  EXPECT_EQ(own->answer_tokens, static_cast<int32_t>(t.answer.size()));
+}
+
 TEST(AnswerMemory, StopsWhereTheTextStopsRepeatingTheAnswer) {
   const Tokenizer& tok = stories();
   AnswerMemory memory(tok, 8);
   Turn t;
-  memory.remember(false, t.prompt_text, t.prompt, t.answer);
+  memory.remember("", false, t.prompt_text, t.prompt, t.answer);
   // The client got " Hel" (a stop string cut the rest), or edited the answer after it.
   const std::string next = t.prompt_text + " Help!\nUser: More?\nAssistant:";
-  const auto spliced = memory.splice(false, next);
+  const auto spliced = memory.splice("", false, next);
   ASSERT_TRUE(spliced);
   EXPECT_EQ(spliced->answer_tokens, 4);  // " ", "H", "e", "l"
   EXPECT_EQ(tok.decode(spliced->tokens), next);
@@ -66,11 +80,11 @@ TEST(AnswerMemory, StopsWhereTheTextStopsRepeatingTheAnswer) {
 TEST(AnswerMemory, NoMatchTokenizesAsUsual) {
   AnswerMemory memory(stories(), 8);
   Turn t;
-  memory.remember(false, t.prompt_text, t.prompt, t.answer);
-  EXPECT_FALSE(memory.splice(false, "User: Hello\nAssistant: Hello there"));  // another prompt
-  EXPECT_FALSE(memory.splice(false, t.prompt_text + "Hello there"));            // answer not repeated at all
-  EXPECT_FALSE(memory.splice(true, t.prompt_text + " Hello there"));            // tokenized another way
-  EXPECT_FALSE(memory.splice(false, t.prompt_text));
+  memory.remember("", false, t.prompt_text, t.prompt, t.answer);
+  EXPECT_FALSE(memory.splice("", false, "User: Hello\nAssistant: Hello there"));  // another prompt
+  EXPECT_FALSE(memory.splice("", false, t.prompt_text + "Hello there"));            // answer not repeated at all
+  EXPECT_FALSE(memory.splice("", true, t.prompt_text + " Hello there"));            // tokenized another way
+  EXPECT_FALSE(memory.splice("", false, t.prompt_text));
 }
 
 TEST(AnswerMemory, ControlTokensMatchOnlyTheirTextWhereSpecialsParse) {
@@ -79,9 +93,9 @@ TEST(AnswerMemory, ControlTokensMatchOnlyTheirTextWhereSpecialsParse) {
   const std::vector<TokenId> answer = concat(spelled(tok, " Hi"), {tok.eos()});
   for (const bool parse_special : {false, true}) {
     AnswerMemory memory(tok, 8);
-    memory.remember(parse_special, t.prompt_text, t.prompt, answer);
+    memory.remember("", parse_special, t.prompt_text, t.prompt, answer);
     const std::string next = t.prompt_text + " Hi</s>User: More?";
-    const auto spliced = memory.splice(parse_special, next);
+    const auto spliced = memory.splice("", parse_special, next);
     ASSERT_TRUE(spliced);
     const int32_t k = parse_special ? 4 : 3;
     EXPECT_EQ(spliced->answer_tokens, k) << parse_special;
@@ -100,9 +114,9 @@ TEST(AnswerMemory, NeverCutsACharacter) {
   // "ü" is two byte tokens in stories260K's 512 pieces; "ý" shares the first byte.
   const std::vector<TokenId> answer = tok.encode_continuation(" M\xC3\xBC", false);
   ASSERT_EQ(answer.back(), TokenId(3 + 0xBC));
-  memory.remember(false, t.prompt_text, t.prompt, answer);
+  memory.remember("", false, t.prompt_text, t.prompt, answer);
   const std::string next = t.prompt_text + " M\xC3\xBD!";
-  const auto spliced = memory.splice(false, next);
+  const auto spliced = memory.splice("", false, next);
   ASSERT_TRUE(spliced);
   EXPECT_EQ(spliced->answer_tokens, static_cast<int32_t>(answer.size()) - 2);
   EXPECT_EQ(tok.decode(spliced->tokens), next);
@@ -112,35 +126,35 @@ TEST(AnswerMemory, PrefersTheTurnThatCoversMostAndForgetsTheOldest) {
   const Tokenizer& tok = stories();
   AnswerMemory memory(tok, 2);
   Turn t;
-  memory.remember(false, t.prompt_text, t.prompt, spelled(tok, " Hello"));
-  memory.remember(false, t.prompt_text, t.prompt, spelled(tok, " Hello there"));
-  const auto spliced = memory.splice(false, t.prompt_text + " Hello there\nUser: And?");
+  memory.remember("", false, t.prompt_text, t.prompt, spelled(tok, " Hello"));
+  memory.remember("", false, t.prompt_text, t.prompt, spelled(tok, " Hello there"));
+  const auto spliced = memory.splice("", false, t.prompt_text + " Hello there\nUser: And?");
   ASSERT_TRUE(spliced);
   EXPECT_EQ(spliced->answer_tokens, 12);
   EXPECT_EQ(memory.size(), 2u);
-  memory.remember(false, "User: Bye\nAssistant:", tok.encode("User: Bye\nAssistant:", true), spelled(tok, " Bye"));
+  memory.remember("", false, "User: Bye\nAssistant:", tok.encode("User: Bye\nAssistant:", true), spelled(tok, " Bye"));
   EXPECT_EQ(memory.size(), 2u);
   // " Hello" was used least recently, so it went; " Hello there" (used by the splice) stayed.
-  EXPECT_EQ(memory.splice(false, t.prompt_text + " Hello there")->answer_tokens, 12);
+  EXPECT_EQ(memory.splice("", false, t.prompt_text + " Hello there")->answer_tokens, 12);
 }
 
 TEST(AnswerMemory, BoundedInBytes) {
   const Tokenizer& tok = stories();
   Turn t;
   AnswerMemory probe(tok, 8);
-  probe.remember(false, t.prompt_text, t.prompt, t.answer);
+  probe.remember("", false, t.prompt_text, t.prompt, t.answer);
   const size_t one = probe.bytes();
   ASSERT_GT(one, 0u);
   AnswerMemory memory(tok, 8, 2 * one + one / 2);
   for (const std::string q : {"User: A\nAssistant:", "User: B\nAssistant:", "User: C\nAssistant:"}) {
-    memory.remember(false, q, tok.encode(q, true), t.answer);
+    memory.remember("", false, q, tok.encode(q, true), t.answer);
     EXPECT_LE(memory.bytes(), 2 * one + one / 2);
   }
   EXPECT_EQ(memory.size(), 2u);
-  EXPECT_FALSE(memory.splice(false, "User: A\nAssistant: Hello there"));  // the oldest went
-  EXPECT_TRUE(memory.splice(false, "User: C\nAssistant: Hello there"));
+  EXPECT_FALSE(memory.splice("", false, "User: A\nAssistant: Hello there"));  // the oldest went
+  EXPECT_TRUE(memory.splice("", false, "User: C\nAssistant: Hello there"));
   AnswerMemory tiny(tok, 8, one - 1);  // a turn larger than the whole budget is not kept
-  tiny.remember(false, t.prompt_text, t.prompt, t.answer);
+  tiny.remember("", false, t.prompt_text, t.prompt, t.answer);
   EXPECT_EQ(tiny.size(), 0u);
   EXPECT_EQ(tiny.bytes(), 0u);
 }
@@ -148,9 +162,9 @@ TEST(AnswerMemory, BoundedInBytes) {
 TEST(AnswerMemory, ZeroEntriesIsOff) {
   AnswerMemory memory(stories(), 0);
   Turn t;
-  memory.remember(false, t.prompt_text, t.prompt, t.answer);
+  memory.remember("", false, t.prompt_text, t.prompt, t.answer);
   EXPECT_EQ(memory.size(), 0u);
-  EXPECT_FALSE(memory.splice(false, t.prompt_text + " Hello there"));
+  EXPECT_FALSE(memory.splice("", false, t.prompt_text + " Hello there"));
 }
 
 }  // namespace
