@@ -29,7 +29,9 @@ struct RequestSpec {
   std::vector<TokenId> prompt;
   SamplingParams sampling;
   // Tokens to generate. Unset: default_max_tokens when set, else all the context leaves after the prompt; either
-  // way clamped to what the context leaves (OpenAI: 16 for completions, the rest of the context for chat).
+  // way clamped to what the context leaves (OpenAI: 16 for completions, the rest of the context for chat). A limit,
+  // not a reservation: KV blocks are taken as tokens arrive, and the pool may stop the request first
+  // (RequestUsage::stopped_by_kv_pool).
   std::optional<int32_t> max_tokens;
   std::optional<int32_t> default_max_tokens;
   std::vector<std::string> stop;  // stop strings: matched across token boundaries, never emitted
