@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "engine/explain.h"
 #include "model/fingerprint.h"
@@ -149,8 +150,9 @@ SubmitResult<RequestId> Engine::add_request(RequestSpec spec) {
   return id;
 }
 
-void Engine::abort(RequestId id) {
-  if (scheduler_->find(id) != nullptr) pending_outputs_.push_back(finish_request(id, FinishReason::kAborted));
+void Engine::abort(RequestId id, std::optional<RuntimeError> cause) {
+  if (scheduler_->find(id) == nullptr) return;
+  pending_outputs_.push_back(finish_request(id, FinishReason::kAborted, {}, std::move(cause)));
 }
 
 EngineStats Engine::stats() const {
@@ -179,6 +181,7 @@ EngineStats Engine::stats() const {
 std::vector<RequestOutput> Engine::step() {
   std::vector<RequestOutput> outputs = std::exchange(pending_outputs_, {});
   const SchedulerOutput plan = scheduler_->schedule();
+  for (RequestId id : plan.stopped_by_kv_pool) outputs.push_back(finish_request(id, FinishReason::kLength));
   if (plan.chunks.empty()) return outputs;
   counters_.num_steps++;
   mark_scheduled(plan);
@@ -232,7 +235,8 @@ std::vector<TokenId> Engine::sample(const SchedulerOutput& plan, std::span<const
     if (!chunk.needs_logits) continue;
     const auto row_logits = logits.subspan(row++ * n_vocab, n_vocab);
     if (logits_observer_) logits_observer_(chunk.request->id, row_logits);
-    sampled.push_back(outputs_.sampler(chunk.request->id).sample(row_logits));
+    const bool finite = std::all_of(row_logits.begin(), row_logits.end(), [](float x) { return std::isfinite(x); });
+    sampled.push_back(finite ? outputs_.sampler(chunk.request->id).sample(row_logits) : kNoToken);
   }
   return sampled;
 }
@@ -245,8 +249,18 @@ void Engine::process_outputs(const SchedulerOutput& plan, std::span<const TokenI
     if (!chunk.needs_logits) continue;
     Request& r = *chunk.request;
     if (!r.times.first_token) r.times.first_token = now;
+    const TokenId token = sampled[next++];
+    if (token == kNoToken) {
+      const std::string message = fmt::format(
+          "the model's logits for the next token (position {}) of request {} are not finite (NaN or inf); "
+          "nothing was sampled",
+          r.num_tokens(), r.id.value);
+      outputs.push_back(
+          finish_request(r.id, FinishReason::kAborted, {}, RuntimeError{RuntimeErrorCode::kNonFiniteLogits, message}));
+      continue;
+    }
     RequestOutput news;
-    const FinishReason reason = outputs_.process_token(r, sampled[next++], news);
+    const FinishReason reason = outputs_.process_token(r, token, news);
     if (reason != FinishReason::kNone) {
       outputs.push_back(finish_request(r.id, reason, std::move(news)));
     } else if (!news.new_tokens.empty() || !news.new_text.empty()) {
@@ -255,7 +269,8 @@ void Engine::process_outputs(const SchedulerOutput& plan, std::span<const TokenI
   }
 }
 
-RequestOutput Engine::finish_request(RequestId id, FinishReason reason, RequestOutput news) {
+RequestOutput Engine::finish_request(RequestId id, FinishReason reason, RequestOutput news,
+                                     std::optional<RuntimeError> runtime_error) {
   std::unique_ptr<Request> request = scheduler_->finish(id, reason);
   HEARTH_CHECK(request != nullptr, "finishing request {}, which the scheduler does not hold", id.value);
   int32_t pinned_tokens = 0;
@@ -272,6 +287,7 @@ RequestOutput Engine::finish_request(RequestId id, FinishReason reason, RequestO
   RequestOutput out = outputs_.finish(*request, std::move(news));
   out.usage.pinned_tokens = pinned_tokens;
   out.usage.pin_error = std::move(pin_error);
+  out.runtime_error = std::move(runtime_error);
   counters_.num_finished++;
   return out;
 }

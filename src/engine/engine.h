@@ -2,13 +2,15 @@
 // Engine: one scheduling step at a time, deterministic and single-threaded (the caller's thread; kernels use
 // the pool). EngineLoop runs it on its own thread; tests drive step() directly.
 //
-//   step():  schedule → copy partially reused blocks → run the batch (decode rows of every request share one
+//   step():  schedule (requests the KV pool stopped are finished at once, length) → copy partially reused blocks → run
+//   the batch (decode rows of every request share one
 //            matmul per weight) → sample → Scheduler.update → process outputs (text, stop strings, finish
 //            decisions: OutputProcessor) → finish (Scheduler.finish, the one release path, then pins and usage).
 
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_set>
@@ -61,8 +63,9 @@ class Engine {
   [[nodiscard]] SubmitResult<RequestId> add_request(RequestSpec spec);
 
   // Ends a request at once and frees its blocks; its final output (finish_reason aborted) comes from the next
-  // step(). No-op for unknown or finished ids.
-  void abort(RequestId id);
+  // step(). Without `cause` it is the client's cancel; with one, the engine's own end of it (e.g. kShuttingDown),
+  // reported as the final output's runtime_error. No-op for unknown or finished ids.
+  void abort(RequestId id, std::optional<RuntimeError> cause = std::nullopt);
 
   // Runs one step and returns every request's news. Empty when there is nothing to do.
   std::vector<RequestOutput> step();
@@ -106,9 +109,10 @@ class Engine {
   std::vector<TokenId> sample(const SchedulerOutput& plan, std::span<const float> logits);
   void process_outputs(const SchedulerOutput& plan, std::span<const TokenId> sampled,
                        std::vector<RequestOutput>& outputs);
-  // The one finish path: releases the request's blocks (Scheduler::finish), pins its prompt when asked, and returns
-  // its final output with `news` (this step's tokens and text) in front.
-  RequestOutput finish_request(RequestId id, FinishReason reason, RequestOutput news = {});
+  // The one finish path: releases the request's blocks (Scheduler::finish), pins its prompt when asked (not for an
+  // abort), and returns its final output with `news` (this step's tokens and text) in front and `runtime_error`.
+  RequestOutput finish_request(RequestId id, FinishReason reason, RequestOutput news = {},
+                               std::optional<RuntimeError> runtime_error = std::nullopt);
 
   BlockHash cache_namespace(const std::string& cache_salt) const;
   // The namespaces a miss in `ns` may be explained by (different_salt): the unsalted one, for a salted `ns`; never

@@ -213,7 +213,9 @@ void EngineLoop::thread_main() {
     }
     run_commands();
     if (stopping && !drain) {
-      for (auto& [id, channel] : channels_) engine_.abort(id);
+      for (auto& [id, channel] : channels_) {
+        engine_.abort(id, RuntimeError{RuntimeErrorCode::kShuttingDown, "the server is shutting down"});
+      }
     }
     if (engine_.has_unfinished()) deliver(engine_.step());
 #ifndef NDEBUG

@@ -91,7 +91,8 @@ class EngineLoop {
   // once the loop has stopped.
   bool run_on_loop(const std::function<void(Engine&)>& fn);
 
-  // Stops the loop: with drain, finishes every request first; without, aborts them. Idempotent.
+  // Stops the loop: with drain, finishes every request first; without, aborts them: each final output has
+  // finish_reason aborted and runtime_error kShuttingDown (a client's own abort has none). Idempotent.
   void stop(bool drain);
 
  private:

@@ -29,7 +29,9 @@ struct RequestSpec {
   std::vector<TokenId> prompt;
   SamplingParams sampling;
   // Tokens to generate. Unset: default_max_tokens when set, else all the context leaves after the prompt; either
-  // way clamped to what the context leaves (OpenAI: 16 for completions, the rest of the context for chat).
+  // way clamped to what the context leaves (OpenAI: 16 for completions, the rest of the context for chat). A limit,
+  // not a reservation: KV blocks are taken as tokens arrive, and the pool may stop the request first
+  // (RequestUsage::stopped_by_kv_pool).
   std::optional<int32_t> max_tokens;
   std::optional<int32_t> default_max_tokens;
   std::vector<std::string> stop;  // stop strings: matched across token boundaries, never emitted
@@ -61,6 +63,10 @@ struct RequestUsage {
   int32_t cached_tokens = 0;  // prompt tokens reused from the prefix cache (shared + copied)
   int32_t copied_tokens = 0;  // of which were copied from a partially matching block
   int32_t preemptions = 0;
+  // The KV pool, not max_tokens or the context, ended the request (finish_reason length): it ran alone and the pool
+  // less its pins had no block for its next token. KV grows on demand, so max_tokens reserves nothing and a request
+  // admitted beside others may meet the pool's end. False for every other finish.
+  bool stopped_by_kv_pool = false;
   double ttft_ms = 0;     // arrival to first token
   double prefill_ms = 0;  // first admission to first token
   double total_ms = 0;
@@ -78,6 +84,22 @@ struct CacheReport {
   ReuseExplanation explanation;   // over the whole prompt: end_of_prompt means all of it is cached
 };
 
+// Why the engine ended a request that was admitted, when neither its limits nor its client did. It comes on the
+// final output as RequestOutput::runtime_error, with finish_reason kAborted: a front end that does not read it
+// degrades to what an abort shows, never to a "stop" over garbage, and a client's own cancel is kAborted with no
+// runtime_error, so the two are told apart by this field alone. A kind of its own (not a SubmitErrorCode, which is
+// about refusals before running; not a FinishReason, which is the OpenAI finish_reason): the server maps it with a
+// switch without default (HTTP status and error type), so a new kind fails to compile until it is mapped.
+enum class RuntimeErrorCode {
+  kNonFiniteLogits,  // the next token's logits held NaN or inf: nothing was sampled (server: 500, server_error)
+  kShuttingDown,     // the engine loop stopped without draining (server: 503, "server shutting down")
+};
+
+struct RuntimeError {
+  RuntimeErrorCode code = RuntimeErrorCode::kShuttingDown;
+  std::string message;  // for the user, with the numbers
+};
+
 // One request's news from a step.
 struct RequestOutput {
   RequestId id;
@@ -87,8 +109,9 @@ struct RequestOutput {
   FinishReason finish_reason = FinishReason::kNone;
   // When finished:
   RequestUsage usage;
-  std::vector<TokenId> tokens;       // the prompt, then every generated token (stop tokens excluded)
-  std::optional<SubmitError> error;  // the request was refused when the engine queued it (it never ran)
+  std::vector<TokenId> tokens;                // the prompt, then every generated token (stop tokens excluded)
+  std::optional<SubmitError> error;           // the request was refused when the engine queued it (it never ran)
+  std::optional<RuntimeError> runtime_error;  // the engine ended it while admitted (finish_reason kAborted)
 };
 
 // The engine's fixed facts, published once; readable from any thread.

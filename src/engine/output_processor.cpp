@@ -79,6 +79,7 @@ RequestUsage OutputProcessor::usage_of(const Request& r) const {
   u.cached_tokens = std::max(0, r.num_cached_tokens);
   u.copied_tokens = r.num_copied_tokens;
   u.preemptions = r.num_preemptions;
+  u.stopped_by_kv_pool = r.stopped_by_kv_pool;
   u.ttft_ms = t.first_token ? ms_between(t.arrival, *t.first_token) : 0;
   u.prefill_ms = t.first_token && t.first_scheduled ? ms_between(*t.first_scheduled, *t.first_token) : 0;
   u.total_ms = ms_between(t.arrival, RequestTimes::Clock::now());

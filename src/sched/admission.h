@@ -16,8 +16,9 @@ struct AdmissionLimits {
   int32_t max_waiting = 0;        // queued requests beyond this are refused as overloaded
 };
 
-// Ok when a request of `num_prompt_tokens` that may generate `max_tokens` fits the context and the pool and the
-// queue (now `num_waiting` long) has room; else the kind of failure with the numbers.
+// Ok when a request of `num_prompt_tokens` that may generate `max_tokens` fits the context, its prompt plus one
+// generated token fits the pool (max_tokens is a limit, not a reservation: KV grows on demand), and the queue (now
+// `num_waiting` long) has room; else the kind of failure with the numbers.
 [[nodiscard]] SubmitResult<void> check_admission(int32_t num_prompt_tokens, int32_t max_tokens,
                                                  const AdmissionLimits& limits, int32_t num_waiting);
 

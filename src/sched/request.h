@@ -23,6 +23,10 @@ enum class RequestStatus { kWaiting, kRunning, kFinished };
 
 enum class FinishReason { kNone, kStop, kLength, kAborted };
 
+// A sampled "token" that is none: the engine could not sample (e.g. non-finite logits). Scheduler::update appends
+// nothing for it, and the engine finishes the request.
+inline constexpr TokenId kNoToken{-1};
+
 // When a request arrived, was first scheduled and sampled its first token (set by the engine).
 struct RequestTimes {
   using Clock = std::chrono::steady_clock;
@@ -48,6 +52,9 @@ struct Request {
   int32_t num_cached_tokens = -1;  // prompt tokens reused at first admission (-1: not admitted yet)
   int32_t num_copied_tokens = 0;   // of those, copied from a partially matching block
   int32_t num_preemptions = 0;
+  // The KV pool (less its pins) has no block for the request's next token and nothing is left to preempt: the
+  // scheduler lists it in SchedulerOutput::stopped_by_kv_pool and the engine finishes it (length).
+  bool stopped_by_kv_pool = false;
   uint64_t admit_seq = 0;                        // admission order; the newest is preempted first
   std::optional<PrefixExplanation> explanation;  // why reuse stopped, set at first admission
   std::vector<BlockHash> prompt_block_keys;      // keys of the prompt's full blocks, computed when first needed

@@ -46,20 +46,33 @@ void Scheduler::schedule_running(SchedulerOutput& out, int32_t& budget) {
       const int32_t remaining = r.num_tokens() - r.num_computed_tokens;
       if (remaining <= 0 || (remaining == 1) != decode_pass) continue;
       const int32_t n = std::min(remaining, budget);
-      bool self_preempted = false;
-      while (!kv_.allocate_slots(r.id, r.num_computed_tokens + n)) {
-        Request& victim = *running_.back();
-        preempt(victim, out, budget);
-        if (&victim == &r) {
-          self_preempted = true;
-          break;
-        }
-      }
-      if (self_preempted) break;  // r was the newest running request
+      const Growth growth = make_room(r, n, out, budget);
+      if (growth == Growth::kPreemptedItself) break;  // r was the newest running request
+      if (growth == Growth::kStopped) continue;
       out.chunks.push_back({&r, r.num_computed_tokens, n, r.num_computed_tokens + n == r.num_tokens()});
       budget -= n;
     }
   }
+}
+
+Scheduler::Growth Scheduler::make_room(Request& r, int32_t n, SchedulerOutput& out, int32_t& budget) {
+  while (!kv_.allocate_slots(r.id, r.num_computed_tokens + n)) {
+    if (running_.size() == 1) {
+      // r runs alone, so everything but the pins is free or r's: preempting itself would only bring it back to the
+      // same wall.
+      stop_by_kv_pool(r, out);
+      return Growth::kStopped;
+    }
+    Request& victim = *running_.back();
+    preempt(victim, out, budget);
+    if (&victim == &r) return Growth::kPreemptedItself;
+  }
+  return Growth::kGrown;
+}
+
+void Scheduler::stop_by_kv_pool(Request& r, SchedulerOutput& out) {
+  r.stopped_by_kv_pool = true;
+  out.stopped_by_kv_pool.push_back(r.id);
 }
 
 bool Scheduler::admit(Request& r) {
@@ -126,7 +139,11 @@ void Scheduler::schedule_waiting(SchedulerOutput& out, int32_t& budget) {
     // In arrival order: a request at the head that must wait (for blocks, or for a shared prefix another request
     // is computing) holds back those behind it, so large requests are never starved by smaller ones.
     if (waits_for_shared_prefix(r)) break;
-    if (!admit(r)) break;
+    if (!admit(r)) {
+      // Nothing runs, so only pins hold blocks: r would wait for ever. The caller finishes it.
+      if (running_.empty()) stop_by_kv_pool(r, out);
+      break;
+    }
     waiting_.pop_front();
     running_.push_back(&r);
     const int32_t n = std::min(r.num_tokens() - r.num_computed_tokens, budget);
@@ -187,7 +204,7 @@ void Scheduler::update(const SchedulerOutput& output, std::span<const TokenId> s
     if (!chunk.needs_logits) continue;
     HEARTH_CHECK(next_sample < sampled.size(), "update() got {} sampled tokens, needs more", sampled.size());
     const TokenId token = sampled[next_sample++];
-    if (!r.is_stop_token(token)) r.tokens.push_back(token);
+    if (token != kNoToken && !r.is_stop_token(token)) r.tokens.push_back(token);
   }
   HEARTH_CHECK(next_sample == sampled.size(), "update() got {} sampled tokens, used {}", sampled.size(), next_sample);
 }

@@ -3,11 +3,16 @@
 //
 // Each step (schedule()):
 //   1. running requests, oldest first, get their next tokens: one for a decoding request, a prefill chunk for
-//      one still catching up. A request that cannot get a block preempts the newest running request
-//      (recompute: its blocks are released but stay cached, so resuming is mostly a cache hit).
-//   2. the rest of the budget admits waiting requests in arrival order, if their blocks (after prefix reuse)
-//      fit, each with a prefill chunk. A request whose leading blocks another running request is still
-//      prefilling waits until they are computed, then shares them (one computation for simultaneous arrivals).
+//      one still catching up. KV grows on demand, a block when a token needs one. A request that cannot get a
+//      block preempts the newest running request (recompute: its blocks are released but stay cached, so resuming
+//      is mostly a cache hit); the newest preempts itself. A request running alone that cannot get a block holds
+//      all the pool less its pins can give: it is stopped (SchedulerOutput::stopped_by_kv_pool), never preempted,
+//      so no request preempts itself and comes back in a cycle.
+//   2. the rest of the budget admits waiting requests in arrival order, if the blocks of their tokens so far (after
+//      prefix reuse) fit, each with a prefill chunk; max_tokens reserves nothing. A request whose leading blocks
+//      another running request is still prefilling waits until they are computed, then shares them (one
+//      computation for simultaneous arrivals). A head request that does not fit an otherwise empty pool (its pins
+//      grew since it was queued) is stopped too, so nothing waits forever.
 // After the forward pass, update() advances num_computed_tokens, registers full blocks in the prefix cache and
 // appends sampled tokens. Finishing is the engine's decision (its output stage): it calls finish(). Every
 // finished, aborted or preempted request leaves the pool through free_blocks(), the one release path.
@@ -44,6 +49,9 @@ struct ScheduledChunk {
 struct SchedulerOutput {
   std::vector<ScheduledChunk> chunks;
   std::vector<RequestId> preempted;
+  // Requests the pool can never give their next blocks (Request::stopped_by_kv_pool is set): the caller finishes
+  // them (FinishReason::kLength) before running the step. None of them is in `chunks`.
+  std::vector<RequestId> stopped_by_kv_pool;
   int32_t num_tokens = 0;
 };
 
@@ -52,8 +60,8 @@ class Scheduler {
   Scheduler(const SchedulerConfig& config, KvCacheManager& kv);
 
   // Queues a request. Requires a fresh id and tokens == the prompt. Fails (check_admission) with the numbers when it
-  // can never run (empty, prompt or prompt + max_tokens beyond the context, more blocks than the pool less its
-  // pins) or when the waiting queue is full (overloaded).
+  // can never run (empty, prompt or prompt + max_tokens beyond the context, prompt + 1 token needing more blocks
+  // than the pool less its pins) or when the waiting queue is full (overloaded).
   [[nodiscard]] SubmitResult<void> add_request(std::unique_ptr<Request> request);
   // The limits add_request checks, with the pool's current pins.
   AdmissionLimits admission_limits() const;
@@ -62,8 +70,8 @@ class Scheduler {
   SchedulerOutput schedule();
 
   // Applies a step's results: `sampled` holds one token per chunk with needs_logits, in chunk order. Advances
-  // num_computed_tokens, caches newly full blocks and appends each sampled token unless it is a stop token. Finishes
-  // nothing: the caller decides (token_finish_reason, stop strings) and calls finish().
+  // num_computed_tokens, caches newly full blocks and appends each sampled token unless it is a stop token or
+  // kNoToken. Finishes nothing: the caller decides (token_finish_reason, stop strings) and calls finish().
   void update(const SchedulerOutput& output, std::span<const TokenId> sampled);
 
   // Ends a request now (abort, stop string, disconnect) and releases its blocks. Returns it, or nullptr when
@@ -85,6 +93,10 @@ class Scheduler {
   // are computed: requests that arrive together with the same prefix compute it once, not once each.
   bool waits_for_shared_prefix(Request& r) const;
   const std::vector<BlockHash>& prompt_block_keys(Request& r) const;
+  enum class Growth { kGrown, kPreemptedItself, kStopped };
+  // Gives r blocks for its next n tokens, preempting the newest running requests as needed (see the top).
+  Growth make_room(Request& r, int32_t n, SchedulerOutput& out, int32_t& budget);
+  void stop_by_kv_pool(Request& r, SchedulerOutput& out);
   void preempt(Request& r, SchedulerOutput& out, int32_t& budget);
   void free_blocks(Request& r);
   std::unique_ptr<Request> take(RequestId id);

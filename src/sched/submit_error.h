@@ -19,7 +19,7 @@ enum class SubmitErrorCode {
   kInvalidMaxTokens,  // max_tokens < 1
   kPromptTooLong,     // the prompt alone leaves no room in the context for one generated token
   kContextExceeded,   // prompt + max_tokens beyond the context
-  kExceedsKvPool,     // more KV blocks than the pool can ever give one request
+  kExceedsKvPool,     // the prompt (+1 token) needs more KV blocks than the pool less its pins can ever give
   kOverloaded,        // the waiting queue is full: retry later
   kShuttingDown,      // the engine loop has stopped
 };

@@ -422,6 +422,7 @@ nlohmann::json usage_json(const RequestUsage& u, const CompletionRequest& reques
       {"ttft_ms", u.ttft_ms},
       {"total_ms", u.total_ms},
       {"preemptions", u.preemptions},
+      {"stopped_by_kv_pool", u.stopped_by_kv_pool},
       {"cache", request.use_cache ? "on" : "off"},
       {"answer_tokens_reused", answer_tokens_reused},
   };

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <future>
 #include <thread>
 
 #include "engine/engine_test_util.h"  // tests/engine
@@ -108,6 +109,73 @@ TEST(EngineLoop, StopWithoutDrainAbortsInFlightRequests) {
   auto after_stop = loop.submit(greedy(*m.tokenizer, "Once", 4));
   ASSERT_FALSE(after_stop.ok());
   EXPECT_EQ(after_stop.error().code, SubmitErrorCode::kShuttingDown);
+}
+
+// stop(false) ends what is in flight as the engine's doing, not the client's: finish_reason aborted with
+// runtime_error kShuttingDown, for a request that was running and for one accepted but not yet taken by the loop.
+// The loop is held inside run_on_loop while stop() is called, so neither request can finish on its own first.
+TEST(EngineLoop, StopWithoutDrainReportsShuttingDownNotAClientAbort) {
+  auto& m = load_model(testing::kStories);
+  ThreadPool pool(1);
+  auto engine = *Engine::create(*m.model, *m.tokenizer, small_engine_config(), pool);
+  EngineLoop loop(*engine);
+  auto long_request = [&] {
+    auto spec = greedy(*m.tokenizer, "Once upon a time", 500);
+    spec.ignore_eos = true;
+    return spec;
+  };
+  auto running = loop.submit(long_request());
+  ASSERT_TRUE(running.ok()) << running.error().message;
+  ASSERT_TRUE((*running)->next().has_value());  // it is running
+
+  std::promise<void> held, release;
+  std::shared_future<void> released = release.get_future().share();
+  std::thread holder([&] {
+    loop.run_on_loop([&](Engine&) {
+      held.set_value();
+      released.wait();
+    });
+  });
+  held.get_future().wait();
+  auto queued = loop.submit(long_request());  // accepted; the held loop has not taken it
+  ASSERT_TRUE(queued.ok()) << queued.error().message;
+  std::thread stopper([&] { loop.stop(/*drain=*/false); });
+  // stop() has set its flag once submit() refuses; only then may the loop go on.
+  for (;;) {
+    auto refused = loop.submit(long_request());
+    if (!refused.ok() && refused.error().code == SubmitErrorCode::kShuttingDown) break;
+  }
+  release.set_value();
+  for (RequestHandle* handle : {running->get(), queued->get()}) {
+    std::optional<RequestOutput> last;
+    while (auto out = handle->next()) last = std::move(out);
+    ASSERT_TRUE(last.has_value());
+    EXPECT_TRUE(last->finished);
+    EXPECT_EQ(last->finish_reason, FinishReason::kAborted);
+    ASSERT_TRUE(last->runtime_error.has_value());
+    EXPECT_EQ(last->runtime_error->code, RuntimeErrorCode::kShuttingDown);
+    EXPECT_LT(last->usage.completion_tokens, 500);
+  }
+  stopper.join();
+  holder.join();
+}
+
+TEST(EngineLoop, ClientAbortIsNoRuntimeError) {
+  auto& m = load_model(testing::kStories);
+  ThreadPool pool(1);
+  auto engine = *Engine::create(*m.model, *m.tokenizer, small_engine_config(), pool);
+  EngineLoop loop(*engine);
+  auto spec = greedy(*m.tokenizer, "Once upon a time", 500);
+  spec.ignore_eos = true;
+  auto handle = loop.submit(spec);
+  ASSERT_TRUE(handle.ok());
+  ASSERT_TRUE((*handle)->next().has_value());
+  (*handle)->abort();
+  std::optional<RequestOutput> last;
+  while (auto out = (*handle)->next()) last = std::move(out);
+  ASSERT_TRUE(last.has_value());
+  EXPECT_EQ(last->finish_reason, FinishReason::kAborted);
+  EXPECT_FALSE(last->runtime_error.has_value());
 }
 
 }  // namespace

@@ -188,6 +188,7 @@ TEST(Abort, FreesBlocksWithinOneStep) {
   ASSERT_EQ(outputs.size(), 1u);
   EXPECT_TRUE(outputs[0].finished);
   EXPECT_EQ(outputs[0].finish_reason, FinishReason::kAborted);
+  EXPECT_FALSE(outputs[0].runtime_error.has_value()) << "a client's cancel is no runtime error";
   EXPECT_FALSE(engine->has_unfinished());
   engine->check_invariants();
 }
@@ -204,7 +205,8 @@ TEST(Limits, ImpossibleRequestsAreRejectedWithTheNumbers) {
   ASSERT_FALSE(beyond.ok());
   EXPECT_NE(beyond.error().message.find("512"), std::string::npos) << beyond.error().message;
   EXPECT_EQ(beyond.error().code, SubmitErrorCode::kContextExceeded);
-  auto no_pool = engine->add_request(greedy(story_tokens(*m.tokenizer, 150, "Once"), 100));
+  // 12 blocks hold 192 tokens: a prompt of 192 leaves no slot for the first generated token.
+  auto no_pool = engine->add_request(greedy(story_tokens(*m.tokenizer, 192, "Once"), 1));
   ASSERT_FALSE(no_pool.ok());
   EXPECT_NE(no_pool.error().message.find("KV blocks"), std::string::npos) << no_pool.error().message;
   EXPECT_EQ(no_pool.error().code, SubmitErrorCode::kExceedsKvPool);

@@ -5,6 +5,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,8 @@ struct Finished {
   std::string text;
   FinishReason reason = FinishReason::kNone;
   RequestUsage usage;
+  std::optional<RuntimeError> runtime_error;
+  int32_t num_outputs = 0;  // outputs delivered, the final one included
 };
 
 // Steps until the engine is idle, checking invariants after every step. Aborts the test on a stall.
@@ -40,11 +43,13 @@ inline std::map<uint64_t, Finished> run_to_completion(Engine& engine) {
     HEARTH_CHECK(step < 100000, "engine made no progress");
     for (RequestOutput& out : engine.step()) {
       Finished& f = done[out.id.value];
+      f.num_outputs++;
       f.tokens.insert(f.tokens.end(), out.new_tokens.begin(), out.new_tokens.end());
       f.text += out.new_text;
       if (out.finished) {
         f.reason = out.finish_reason;
         f.usage = out.usage;
+        f.runtime_error = out.runtime_error;
       }
     }
     engine.check_invariants();

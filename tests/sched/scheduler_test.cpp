@@ -24,15 +24,16 @@ class SchedulerTest : public ::testing::Test {
   }
 
   // Plays the model and the engine: every chunk that needs logits "samples" token 7, and a request finishes by
-  // its token limits (token_finish_reason).
+  // its token limits (token_finish_reason) or, when the pool stopped it, with length.
   std::vector<std::unique_ptr<Request>> step(SchedulerOutput* plan_out = nullptr) {
     SchedulerOutput plan = sched_.schedule();
+    std::vector<std::unique_ptr<Request>> finished;
+    for (RequestId id : plan.stopped_by_kv_pool) finished.push_back(sched_.finish(id, FinishReason::kLength));
     std::vector<TokenId> sampled;
     for (const auto& c : plan.chunks) {
       if (c.needs_logits) sampled.push_back(TokenId{7});
     }
     sched_.update(plan, sampled);
-    std::vector<std::unique_ptr<Request>> finished;
     for (const auto& c : plan.chunks) {
       if (!c.needs_logits) continue;
       const FinishReason reason = token_finish_reason(*c.request, TokenId{7});
@@ -43,7 +44,7 @@ class SchedulerTest : public ::testing::Test {
     return finished;
   }
 
-  KvCacheManager kv_{{.num_blocks = 10, .block_size = 4}};
+  KvCacheManager kv_{{.num_blocks = 10, .block_size = 4, .max_pinned_blocks = 5}};
   Scheduler sched_{{.max_batch_tokens = 8, .max_running = 4, .max_waiting = 3, .max_model_len = 64}, kv_};
   uint64_t next_id_ = 1;
 };
@@ -139,11 +140,95 @@ TEST_F(SchedulerTest, RejectsWhatCanNeverRunWithTheNumbers) {
   auto beyond = make(40, 30);
   ASSERT_FALSE(beyond.ok());
   EXPECT_NE(beyond.error().message.find("70 tokens"), std::string::npos) << beyond.error().message;
-  auto pool = make(30, 20);  // 50 tokens = 13 blocks > 10
+  auto pool = make(40, 1);  // the prompt and one generated token: 41 tokens = 11 blocks > 10
   ASSERT_FALSE(pool.ok());
-  EXPECT_NE(pool.error().message.find("13 KV blocks"), std::string::npos) << pool.error().message;
+  EXPECT_NE(pool.error().message.find("need 11 KV blocks"), std::string::npos) << pool.error().message;
+  EXPECT_EQ(pool.error().code, SubmitErrorCode::kExceedsKvPool);
+  EXPECT_TRUE(make(39, 25).ok()) << "40 tokens fit; max_tokens reserves nothing";
   EXPECT_FALSE(make(0, 1).ok());
   EXPECT_FALSE(make(4, 0).ok());
+}
+
+// KV grows on demand: a prompt that fits is admitted whatever max_tokens says, and a request alone at the pool's
+// end is stopped (length, stopped_by_kv_pool) instead of preempting itself and coming back for ever.
+TEST_F(SchedulerTest, MaxTokensIsALimitNotAReservation) {
+  const RequestId id = add(30, 20);  // 50 tokens would be 13 blocks; the pool has 10 (40 tokens)
+  std::vector<std::unique_ptr<Request>> finished;
+  for (int i = 0; i < 100 && sched_.has_unfinished(); ++i) {
+    SchedulerOutput plan;
+    for (auto& r : step(&plan)) finished.push_back(std::move(r));
+    EXPECT_TRUE(plan.preempted.empty()) << "a request alone never preempts itself";
+  }
+  ASSERT_FALSE(sched_.has_unfinished());
+  ASSERT_EQ(finished.size(), 1u);
+  EXPECT_EQ(finished[0]->id, id);
+  EXPECT_EQ(finished[0]->finish_reason, FinishReason::kLength);
+  EXPECT_TRUE(finished[0]->stopped_by_kv_pool);
+  // 40 tokens have K/V (the whole pool); the 41st was sampled from the 40th's logits.
+  EXPECT_EQ(finished[0]->num_tokens(), 41);
+  EXPECT_EQ(finished[0]->num_output_tokens(), 11);
+  EXPECT_EQ(finished[0]->num_preemptions, 0);
+  EXPECT_EQ(kv_.pool().num_blocks_in_use(), 0);
+}
+
+TEST_F(SchedulerTest, MaxTokensWithinThePoolIsNotStopped) {
+  add(30, 10);  // 40 tokens: exactly the pool
+  auto finished = step();
+  while (finished.empty()) finished = step();
+  EXPECT_EQ(finished[0]->finish_reason, FinishReason::kLength);
+  EXPECT_FALSE(finished[0]->stopped_by_kv_pool);
+  EXPECT_EQ(finished[0]->num_output_tokens(), 10);
+}
+
+// Two requests that each fit the pool alone but not together: the older preempts the newer, runs to the pool's
+// end alone and is stopped; the newer resumes and does the same. Both finish; nothing cycles.
+TEST_F(SchedulerTest, TwoRequestsCompetingForThePoolBothFinish) {
+  add(12, 30);  // 42 tokens each: 11 blocks, the pool has 10
+  add(12, 30);
+  std::vector<std::unique_ptr<Request>> finished;
+  int steps = 0;
+  for (; steps < 200 && sched_.has_unfinished(); ++steps) {
+    SchedulerOutput plan;
+    for (auto& r : step(&plan)) finished.push_back(std::move(r));
+    for (RequestId p : plan.preempted) EXPECT_EQ(p, RequestId{2}) << "only the newest is preempted";
+  }
+  ASSERT_FALSE(sched_.has_unfinished()) << "no progress after " << steps << " steps";
+  ASSERT_EQ(finished.size(), 2u);
+  for (const auto& r : finished) {
+    EXPECT_EQ(r->finish_reason, FinishReason::kLength) << r->id.value;
+    EXPECT_TRUE(r->stopped_by_kv_pool) << r->id.value;
+    EXPECT_EQ(r->num_tokens(), 41) << r->id.value;
+  }
+  EXPECT_EQ(finished[0]->id, RequestId{1});
+  EXPECT_EQ(finished[0]->num_preemptions, 0);
+  EXPECT_EQ(finished[1]->num_preemptions, 1);
+  EXPECT_EQ(sched_.num_preemptions(), 1u);
+  EXPECT_EQ(kv_.pool().num_blocks_in_use(), 0);
+}
+
+// A queued request that pins made too big for the pool (they grew after it was accepted) is stopped once nothing
+// runs, instead of blocking the queue for ever.
+TEST_F(SchedulerTest, QueuedRequestThatPinsOutgrewIsStoppedNotStuck) {
+  const RequestId first = add(20, 1);   // 5 blocks
+  const RequestId second = add(28, 4);  // 8 blocks for its prompt: waits beside the first
+  auto finished = step();
+  while (finished.empty()) finished = step();
+  EXPECT_EQ(sched_.num_running(), 0);
+  ASSERT_EQ(finished.size(), 1u);
+  EXPECT_EQ(finished[0]->id, first);
+  std::vector<TokenId> prompt(finished[0]->tokens.begin(), finished[0]->tokens.begin() + 20);
+  auto pin = kv_.pin_prefix(BlockHash{}, prompt);  // 5 blocks pinned: 5 usable, the second needs 8
+  ASSERT_TRUE(pin.ok()) << pin.error().message;
+  for (int i = 0; i < 10 && sched_.has_unfinished(); ++i) {
+    for (auto& r : step()) finished.push_back(std::move(r));
+  }
+  ASSERT_FALSE(sched_.has_unfinished());
+  ASSERT_EQ(finished.size(), 2u);
+  EXPECT_EQ(finished[1]->id, second);
+  EXPECT_EQ(finished[1]->finish_reason, FinishReason::kLength);
+  EXPECT_TRUE(finished[1]->stopped_by_kv_pool);
+  EXPECT_EQ(finished[1]->num_output_tokens(), 0);
+  EXPECT_TRUE(kv_.unpin(pin->key));
 }
 
 TEST_F(SchedulerTest, FullWaitingQueueIsOverloaded) {
