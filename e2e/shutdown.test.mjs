@@ -23,3 +23,31 @@ test('SIGTERM lets an in-flight stream finish and exits 0', async () => {
   assert.equal(code, 0);
   await assert.rejects(fetch(`${server.baseURL}/health`));
 });
+
+test('requests still running when the grace period ends get 503 "shutting down", not a 200 that looks done', async () => {
+  const server = await startServer(['--shutdown-grace', '0']);
+  const body = (stream) =>
+    JSON.stringify({ prompt: 'Once upon a time', max_tokens: 480, temperature: 0, stream, hearth: { ignore_eos: true } });
+  const post = (stream) =>
+    fetch(`${server.baseURL}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: body(stream) });
+  // Background requests keep the engine busy so the two watched ones are still generating at SIGTERM.
+  const background = Array.from({ length: 6 }, () => post(false).then((r) => r.status).catch(() => 0));
+  const whole = post(false);
+  const streamed = await post(true);
+  assert.equal(streamed.status, 200);
+  const reader = streamed.body.getReader();
+  let text = new TextDecoder().decode((await reader.read()).value);
+  server.proc.kill('SIGTERM');
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    text += new TextDecoder().decode(value);
+  }
+  assert.match(text, /"code":"server_shutting_down"/, 'the stream ends with an error event');
+  assert.ok(text.endsWith('data: [DONE]\n\n'));
+  const res = await whole;
+  assert.equal(res.status, 503);
+  assert.equal((await res.json()).error.code, 'server_shutting_down');
+  for (const status of await Promise.all(background)) assert.ok([200, 503].includes(status), `status ${status}`);
+  assert.equal((await server.exited).code, 0);
+});

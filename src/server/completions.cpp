@@ -110,9 +110,13 @@ class HttpServer::Generation : public ResponseSource, public std::enable_shared_
 // The SSE events for one piece of news (with the final chunk, usage and [DONE] when it is the last).
 std::string HttpServer::Generation::stream_events(const RequestOutput& out) {
   std::string events;
-  if (out.error) {
-    // Refused after the stream started (the engine re-checks what submit checked): an error event, then [DONE].
-    events += sse_event(error_json(api_error(*out.error, request_.endpoint)));
+  if (out.error || out.runtime_error) {
+    // Refused after the stream started (the engine re-checks what submit checked), or ended by the engine (non-finite
+    // logits, shutdown): whatever text came first, then an error event and [DONE] instead of a finish reason.
+    if (!out.new_text.empty())
+      events += sse_event(chunk_json(request_, meta_, out.new_text, first_chunk_, FinishReason::kNone));
+    events +=
+        sse_event(error_json(out.error ? api_error(*out.error, request_.endpoint) : api_error(*out.runtime_error)));
     events.append(kSseDone);
     return events;
   }
@@ -137,8 +141,9 @@ void HttpServer::Generation::finish(RequestOutput& out, Chunk& chunk) {
   finished_ = true;
   server_.record_finish(*this, out);
   if (request_.stream) return;
-  if (out.error) {
-    chunk.head = server_.error_response(api_error(*out.error, request_.endpoint));
+  if (out.error || out.runtime_error) {
+    chunk.head =
+        server_.error_response(out.error ? api_error(*out.error, request_.endpoint) : api_error(*out.runtime_error));
     return;
   }
   chunk.head = json_response(response_json(request_, meta_, text_, out.finish_reason, out.usage));

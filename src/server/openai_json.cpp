@@ -336,10 +336,20 @@ ApiError api_error(const SubmitError& e, Endpoint endpoint) {
     case SubmitErrorCode::kContextExceeded:
       return invalid_request(e.message, "max_tokens", "context_length_exceeded");
     case SubmitErrorCode::kExceedsKvPool:
-      return invalid_request(e.message, "max_tokens", "kv_pool_exceeded");
+      return invalid_request(e.message, prompt_param, "kv_pool_exceeded");
     case SubmitErrorCode::kOverloaded:
       return ApiError{429, e.message, "rate_limit_error", {}, "server_overloaded"};
     case SubmitErrorCode::kShuttingDown:
+      return ApiError{503, e.message, "server_error", {}, "server_shutting_down"};
+  }
+  return ApiError{500, e.message, "server_error", {}, {}};  // unreachable: every code is mapped above
+}
+
+ApiError api_error(const RuntimeError& e) {
+  switch (e.code) {
+    case RuntimeErrorCode::kNonFiniteLogits:
+      return ApiError{500, e.message, "server_error", {}, "non_finite_logits"};
+    case RuntimeErrorCode::kShuttingDown:
       return ApiError{503, e.message, "server_error", {}, "server_shutting_down"};
   }
   return ApiError{500, e.message, "server_error", {}, {}};  // unreachable: every code is mapped above

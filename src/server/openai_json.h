@@ -39,6 +39,8 @@ enum class Endpoint { kChat, kCompletion };
 // The error object for a request the engine refused: 400 naming the field at fault (the prompt or messages, or
 // max_tokens, with code context_length_exceeded for the context), 429 when overloaded, 503 when shutting down.
 [[nodiscard]] ApiError api_error(const SubmitError& error, Endpoint endpoint);
+// The error object for a request the engine ended while it ran: 500 for non-finite logits, 503 when shutting down.
+[[nodiscard]] ApiError api_error(const RuntimeError& error);
 
 // A validated request body. Unset optionals take the server's defaults.
 struct CompletionRequest {
