@@ -27,6 +27,7 @@ struct BenchModelFlags {
   std::string model_path;
   int32_t prompt_tokens = 512;
   int32_t decode_tokens = 64;
+  int32_t depth = 0;  // decode starts after a prompt of this many tokens (llama-bench's tg starts at 0)
   int threads = 0;
   int64_t bandwidth_mib = 1024;
   std::string kv_dtype = "f16";
@@ -71,12 +72,17 @@ double process_cpu_seconds() {
   return static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9;
 }
 
+int32_t decode_start_of(const BenchModelFlags& f) {
+  return f.depth > 0 ? f.depth : f.prompt_tokens;
+}
+
 // One sequence: a warm-up pass (pages the mmapped weights in), then the whole prompt in one forward pass, then
-// `decode_tokens` single-token steps feeding back the argmax.
+// `decode_tokens` single-token steps feeding back the argmax. With a depth, the decode steps instead follow an
+// untimed `depth`-token prompt (prefilled in one pass from position 0), so attention reads that many keys.
 ModelSpeed measure_model(Model& model, const Tokenizer& tok, const BenchModelFlags& f, ThreadPool& pool) {
   const ModelConfig& c = model.config();
   constexpr int32_t kBlockSize = 16;
-  const int32_t n_positions = f.prompt_tokens + f.decode_tokens;
+  const int32_t n_positions = std::max(f.prompt_tokens, f.depth) + f.decode_tokens;
   const int32_t n_blocks = (n_positions + kBlockSize - 1) / kBlockSize;
   auto format = parse_kv_dtype(f.kv_dtype);
   HEARTH_CHECK(format.ok(), "{}", format.error().message);
@@ -87,7 +93,7 @@ ModelSpeed measure_model(Model& model, const Tokenizer& tok, const BenchModelFla
   for (int32_t b = 0; b < n_blocks; ++b) block_table.push_back(BlockId{b});
   std::mt19937 rng(7);
   std::vector<TokenId> prompt{tok.bos()};
-  const auto body = random_normal_tokens(tok, f.prompt_tokens - 1, rng);
+  const auto body = random_normal_tokens(tok, std::max(f.prompt_tokens, f.depth) - 1, rng);
   prompt.insert(prompt.end(), body.begin(), body.end());
 
   const int32_t n_warm = std::min<int32_t>(16, f.prompt_tokens);
@@ -98,14 +104,20 @@ ModelSpeed measure_model(Model& model, const Tokenizer& tok, const BenchModelFla
   BatchSequence seq{0, f.prompt_tokens, 0, block_table, true};
   auto start = Clock::now();
   double cpu_start = process_cpu_seconds();
-  std::span<const float> logits = model.forward({prompt, {&seq, 1}}, kv, pool);
+  std::span<const float> logits =
+      model.forward({{prompt.data(), static_cast<size_t>(f.prompt_tokens)}, {&seq, 1}}, kv, pool);
   speed.prefill_s = seconds_since(start);
   speed.prefill_cpu_s = process_cpu_seconds() - cpu_start;
+  const int32_t decode_start = decode_start_of(f);
+  if (f.depth > 0) {
+    BatchSequence context{0, f.depth, 0, block_table, true};
+    logits = model.forward({{prompt.data(), static_cast<size_t>(f.depth)}, {&context, 1}}, kv, pool);
+  }
   TokenId next{static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin())};
   start = Clock::now();
   cpu_start = process_cpu_seconds();
   for (int32_t i = 0; i < f.decode_tokens; ++i) {
-    BatchSequence step{0, 1, f.prompt_tokens + i, block_table, true};
+    BatchSequence step{0, 1, decode_start + i, block_table, true};
     logits = model.forward({{&next, 1}, {&step, 1}}, kv, pool);
     next = TokenId{static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin())};
   }
@@ -127,13 +139,16 @@ MachineLimits measure_limits(ThreadPool& pool, int64_t bandwidth_mib) {
 }
 
 int run_bench_model(const BenchModelFlags& f) {
-  if (f.prompt_tokens < 1 || f.decode_tokens < 0) return std::fprintf(stderr, "error: need -p >= 1, -n >= 0\n"), 1;
+  if (f.prompt_tokens < 1 || f.decode_tokens < 0 || f.depth < 0) {
+    return std::fprintf(stderr, "error: need -p >= 1, -n >= 0, --depth >= 0\n"), 1;
+  }
   auto loaded = load_model_file(f.model_path);
   if (!loaded) return std::fprintf(stderr, "error: %s\n", loaded.error().message.c_str()), 1;
   Model& model = *loaded->model;
-  if (f.prompt_tokens + f.decode_tokens > model.config().n_ctx_train) {
-    std::fprintf(stderr, "note: -p + -n = %d exceeds the trained context %d (speed is still meaningful)\n",
-                 f.prompt_tokens + f.decode_tokens, model.config().n_ctx_train);
+  const int32_t n_positions = std::max(f.prompt_tokens, f.depth) + f.decode_tokens;
+  if (n_positions > model.config().n_ctx_train) {
+    std::fprintf(stderr, "note: max(-p, --depth) + -n = %d exceeds the trained context %d (speed is still meaningful)\n",
+                 n_positions, model.config().n_ctx_train);
   }
   ThreadPool pool(f.threads);
   const WeightTotals weights = weight_totals(*loaded->file);
@@ -150,12 +165,12 @@ int run_bench_model(const BenchModelFlags& f) {
   const double prefill_fraction = 2.0 * weights.params * speed.prefill_tok_s / sgemm;
   if (f.json) {
     std::printf(
-        "{\"model\":\"%s\",\"threads\":%d,\"prompt_tokens\":%d,\"decode_tokens\":%d,\"params\":%.0f,"
+        "{\"model\":\"%s\",\"threads\":%d,\"prompt_tokens\":%d,\"decode_tokens\":%d,\"depth\":%d,\"params\":%.0f,"
         "\"weight_bytes_per_token\":%.0f,\"prefill_tok_s\":%.3f,\"decode_tok_s\":%.3f,\"peak_rss_bytes\":%zu,"
         "\"peak_rss_includes_bandwidth_buffer\":%s,\"read_bandwidth_bytes_s\":[%.0f,%.0f],\"sgemm_flops\":[%.0f,%.0f],"
         "\"decode_fraction_of_bandwidth\":%.4f,\"prefill_fraction_of_sgemm\":%.4f,\"prefill_cpu_s\":%.3f,"
         "\"decode_cpu_s\":%.3f}\n",
-        f.model_path.c_str(), pool.num_threads(), f.prompt_tokens, f.decode_tokens, weights.params,
+        f.model_path.c_str(), pool.num_threads(), f.prompt_tokens, f.decode_tokens, f.depth, weights.params,
         weights.bytes_per_token, speed.prefill_tok_s, speed.decode_tok_s, rss, rss_reset ? "false" : "true",
         before.bandwidth, after.bandwidth, before.sgemm, after.sgemm, decode_fraction, prefill_fraction,
         speed.prefill_cpu_s, speed.decode_cpu_s);
@@ -166,8 +181,8 @@ int run_bench_model(const BenchModelFlags& f) {
   std::printf("prefill   %d tokens in one pass: %.2f s (CPU %.2f s), %.1f tok/s = %.1f GFLOP/s\n", f.prompt_tokens,
               speed.prefill_s, speed.prefill_cpu_s, speed.prefill_tok_s,
               2.0 * weights.params * speed.prefill_tok_s / 1e9);
-  std::printf("decode    %d steps: %.2f s (CPU %.2f s), %.2f tok/s = %.1f GB/s of weights\n", f.decode_tokens,
-              speed.decode_s, speed.decode_cpu_s, speed.decode_tok_s,
+  std::printf("decode    %d steps after %d tokens: %.2f s (CPU %.2f s), %.2f tok/s = %.1f GB/s of weights\n", f.decode_tokens,
+              decode_start_of(f), speed.decode_s, speed.decode_cpu_s, speed.decode_tok_s,
               weights.bytes_per_token * speed.decode_tok_s / 1e9);
   std::printf("peak RSS  %.1f MiB (model file %.1f MiB)%s\n", rss / 1048576.0, loaded->file->file_size() / 1048576.0,
               rss_reset ? "" : " (includes the bandwidth buffer: could not reset VmHWM)");
@@ -192,6 +207,9 @@ Command add_bench_model(CLI::App& app) {
   app.add_option("-p,--prompt-tokens", flags->prompt_tokens, "Prompt tokens prefilled in one pass")
       ->capture_default_str();
   app.add_option("-n,--decode-tokens", flags->decode_tokens, "Single-token decode steps")->capture_default_str();
+  app.add_option("--depth", flags->depth,
+                 "Decode after an untimed prompt of this many tokens instead of after the -p prompt (0: after -p)")
+      ->capture_default_str();
   app.add_option("-t,--threads", flags->threads, "Threads; 0 uses every core")->capture_default_str();
   app.add_option("--bandwidth-mib", flags->bandwidth_mib, "Buffer for the read-bandwidth measurement (MiB)")
       ->capture_default_str();

@@ -1,6 +1,7 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <atomic>
 #include <new>
 #include <vector>
 
@@ -18,6 +19,8 @@ using kernels::TileKernel;
 constexpr size_t kTokenChunkBytes = 192 * 1024;
 constexpr int64_t kMinTokenChunk = 16;
 constexpr size_t kScratchAlignment = 64;
+// Row chunks per thread that the threads of one matmul claim in turn (see matmul()).
+constexpr int64_t kRowChunksPerThread = 8;
 
 TileKernel select_kernel(DType type, IsaLevel level) {
   if (level == IsaLevel::kAvx2) {
@@ -51,10 +54,15 @@ Activations prepare_activations(const MatrixView& w, const float* x, int64_t n_t
   }
   const size_t stride = row_bytes(act_type, w.n_cols);
   uint8_t* dst = scratch.reserve(stride * static_cast<size_t>(n_tokens));
+  const bool avx2 = active_isa_level() == IsaLevel::kAvx2;
   auto quantize_range = [&](int ith, int nth) {
     const Range tokens = split_range(n_tokens, ith, nth);
     for (int64_t t = tokens.begin; t < tokens.end; ++t) {
-      kernels::quantize_activation_row(w.type, x + t * w.n_cols, dst + t * stride, w.n_cols);
+      const float* src = x + t * w.n_cols;
+      uint8_t* row = dst + t * stride;
+      if (!avx2 || !kernels::avx2_quantize_activation_row(w.type, src, row, w.n_cols)) {
+        kernels::quantize_activation_row(w.type, src, row, w.n_cols);
+      }
     }
   };
   if (n_tokens >= 2 * pool.num_threads() && pool.num_threads() > 1) {
@@ -142,17 +150,28 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, Thr
   const Activations act = prepare_activations(w, x, n_tokens, pool, scratch);
   const int64_t n_row_blocks = (w.n_rows + kernel.max_rows - 1) / kernel.max_rows;
   const int64_t n_token_tiles = (n_tokens + kernel.max_tokens - 1) / kernel.max_tokens;
-  pool.run([&](int ith, int nth) {
-    // Rows when there are enough of them (each thread streams its own weights); token tiles otherwise.
-    if (n_row_blocks >= nth || n_token_tiles < nth) {
-      const Range blocks = split_range(n_row_blocks, ith, nth);
-      const Range rows{blocks.begin * kernel.max_rows, std::min(w.n_rows, blocks.end * kernel.max_rows)};
-      run_tiles(w, kernel, act, w.n_cols, y, rows, Range{0, n_tokens});
-    } else {
-      const Range tiles = split_range(n_token_tiles, ith, nth);
-      const Range tokens{tiles.begin * kernel.max_tokens, std::min(n_tokens, tiles.end * kernel.max_tokens)};
-      run_tiles(w, kernel, act, w.n_cols, y, Range{0, w.n_rows}, tokens);
-    }
+  const int nth = pool.num_threads();
+  // Rows when there are enough of them (each thread streams its own weights); token tiles otherwise.
+  if (nth == 1 || n_row_blocks >= nth || n_token_tiles < nth) {
+    // Row chunks are claimed from a shared counter, not split once per thread: on a shared machine a thread the
+    // OS schedules late would otherwise hold the whole op at its barrier while the others idle. A chunk stays a
+    // contiguous run of rows (one weight stream) and every output still comes from exactly one tile call.
+    const int64_t n_chunks = std::min<int64_t>(n_row_blocks, nth == 1 ? 1 : nth * kRowChunksPerThread);
+    std::atomic<int64_t> next{0};
+    pool.run([&](int, int) {
+      for (int64_t c = next.fetch_add(1, std::memory_order_relaxed); c < n_chunks;
+           c = next.fetch_add(1, std::memory_order_relaxed)) {
+        const Range blocks = split_range(n_row_blocks, static_cast<int>(c), static_cast<int>(n_chunks));
+        const Range rows{blocks.begin * kernel.max_rows, std::min(w.n_rows, blocks.end * kernel.max_rows)};
+        run_tiles(w, kernel, act, w.n_cols, y, rows, Range{0, n_tokens});
+      }
+    });
+    return;
+  }
+  pool.run([&](int ith, int nth_run) {
+    const Range tiles = split_range(n_token_tiles, ith, nth_run);
+    const Range tokens{tiles.begin * kernel.max_tokens, std::min(n_tokens, tiles.end * kernel.max_tokens)};
+    run_tiles(w, kernel, act, w.n_cols, y, Range{0, w.n_rows}, tokens);
   });
 }
 

@@ -58,4 +58,9 @@ TileKernel avx2_kquant_more_tile_kernel(DType weight_type);  // Q3_K, IQ4_XS
 // Converts one fp32 row to the activation type of `weight_type` (see matmul_activation_type).
 void quantize_activation_row(DType weight_type, const float* src, uint8_t* dst, int64_t n_cols);
 
+// The AVX2 twin of quantize_activation_row for the Q8_0 and Q8_K activation types: byte for byte the same blocks.
+// Returns false (writing nothing) for the other types or without x86-64; the caller then uses the scalar one.
+// Requires an AVX2 CPU.
+bool avx2_quantize_activation_row(DType weight_type, const float* src, uint8_t* dst, int64_t n_cols);
+
 }  // namespace hearth::kernels

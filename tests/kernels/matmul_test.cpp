@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cpu_isa.h"
+#include "kernels/vec_dot.h"
 #include "random_blocks.h"
 #include "tensor/quant.h"
 
@@ -276,6 +277,33 @@ TEST(MatmulTest, Q8_0MinusOneTwentyEightWeightsAreExact) {
   matmul(w, x.data(), n_tokens, fast.data(), pool, scratch);
   matmul_reference(w, x.data(), n_tokens, reference.data());
   EXPECT_LT(nmse(fast, to_double(reference)), 1e-11);
+}
+
+// The AVX2 activation quantizers write exactly the scalar quantizer's bytes: Gaussian rows, rows with exact
+// rounding ties (k + 0.5 steps of the scale), an all-zero block, a block of one large value and huge magnitudes.
+TEST(MatmulTest, Avx2ActivationQuantizerIsBytewiseTheScalarOne) {
+  if (detected_isa_level() != IsaLevel::kAvx2) GTEST_SKIP() << "no AVX2 on this CPU";
+  const int64_t n_cols = 1024;
+  std::vector<std::vector<float>> rows = {gaussian(n_cols, 71, 1.0f), gaussian(n_cols, 72, 1e-3f),
+                                          gaussian(n_cols, 73, 3e4f)};
+  std::vector<float> ties(n_cols);
+  for (int64_t i = 0; i < n_cols; ++i) ties[i] = (i % 32 == 0) ? 127.0f : static_cast<float>(i % 255 - 127) + 0.5f;
+  rows.push_back(ties);
+  std::vector<float> sparse(n_cols, 0.0f);
+  sparse[300] = -5.0f;
+  sparse[700] = 1e-30f;
+  rows.push_back(sparse);
+  for (DType type : {DType::Q8_0, DType::Q4_K}) {
+    const size_t bytes = row_bytes(matmul_activation_type(type), n_cols);
+    for (size_t k = 0; k < rows.size(); ++k) {
+      std::vector<uint8_t> fast(bytes, 0xAA);
+      std::vector<uint8_t> scalar(bytes, 0x55);
+      ASSERT_TRUE(kernels::avx2_quantize_activation_row(type, rows[k].data(), fast.data(), n_cols));
+      kernels::quantize_activation_row(type, rows[k].data(), scalar.data(), n_cols);
+      EXPECT_EQ(fast, scalar) << dtype_name(type) << " row " << k;
+    }
+  }
+  EXPECT_FALSE(kernels::avx2_quantize_activation_row(DType::F16, rows[0].data(), nullptr, n_cols));
 }
 
 TEST(MatmulTest, HonoursRowStride) {
