@@ -6,8 +6,8 @@
 #include "model/tokenizer_bpe.h"
 
 #include <array>
-#include <queue>
 
+#include "model/tokenizer_merge.h"
 #include "model/tokenizer_normalize.h"
 #include "model/tokenizer_pretokenize.h"
 #include "model/utf8.h"
@@ -58,28 +58,6 @@ void append_unspelled(std::string& out, std::string_view text) {
   }
 }
 
-struct Symbol {
-  int32_t prev = -1;
-  int32_t next = -1;
-  int32_t token = Vocab::kNone;  // the vocabulary piece this symbol spells
-  size_t length = 0;             // raw bytes; 0 once absorbed into its left neighbour
-};
-
-struct Bigram {
-  int32_t rank = 0;
-  int32_t left = 0;
-  int32_t right = 0;
-  int32_t merged = 0;
-  size_t length = 0;  // left.length + right.length when pushed; a mismatch at pop time means the entry is stale
-};
-
-// Min-heap order: lowest rank first, then the leftmost pair.
-struct BigramOrder {
-  bool operator()(const Bigram& a, const Bigram& b) const {
-    return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
-  }
-};
-
 // Merging works on token ids: every merge joins two vocabulary pieces into a third, so no strings are built.
 class BpeSession {
  public:
@@ -88,14 +66,9 @@ class BpeSession {
   // Appends the tokens of one pre-tokenized word (raw bytes) to `out`.
   void encode_word(std::string_view word, std::vector<TokenId>& out) {
     if (vocab_.pre == PreTokenizer::kLlama3 && emit_whole_word(word, out)) return;
-    symbols_.clear();
-    for (const char c : word) {
-      const auto index = static_cast<int32_t>(symbols_.size());
-      symbols_.push_back(Symbol{index - 1, -1, vocab_.byte_tokens[static_cast<uint8_t>(c)], 1});
-      if (index > 0) symbols_[index - 1].next = index;
-    }
-    for (size_t i = 1; i < symbols_.size(); ++i) try_add_bigram(static_cast<int32_t>(i - 1), static_cast<int32_t>(i));
-    merge_all();
+    merger_.clear();
+    for (size_t i = 0; i < word.size(); ++i) merger_.append(vocab_.byte_tokens[static_cast<uint8_t>(word[i])], i, 1);
+    merger_.merge_all([this](int32_t left, int32_t right) { propose(left, right); });
     emit(out);
   }
 
@@ -110,42 +83,24 @@ class BpeSession {
     return true;
   }
 
-  void try_add_bigram(int32_t left, int32_t right) {
-    if (left < 0 || right < 0) return;
-    const MergeTable::Merge* merge = vocab_.merges.find(symbols_[left].token, symbols_[right].token);
+  void propose(int32_t left, int32_t right) {
+    const auto& symbols = merger_.symbols();
+    const MergeTable::Merge* merge = vocab_.merges.find(symbols[left].token, symbols[right].token);
     if (merge == nullptr) return;
-    queue_.push(Bigram{merge->rank, left, right, merge->merged, symbols_[left].length + symbols_[right].length});
-  }
-
-  void merge_all() {
-    while (!queue_.empty()) {
-      const Bigram bigram = queue_.top();
-      queue_.pop();
-      Symbol& left = symbols_[bigram.left];
-      Symbol& right = symbols_[bigram.right];
-      if (left.length == 0 || right.length == 0 || left.length + right.length != bigram.length) continue;
-      left.token = bigram.merged;
-      left.length += right.length;
-      right.length = 0;
-      left.next = right.next;
-      if (right.next >= 0) symbols_[right.next].prev = bigram.left;
-      try_add_bigram(left.prev, bigram.left);
-      try_add_bigram(bigram.left, left.next);
-    }
+    merger_.push(-static_cast<double>(merge->rank), left, right, merge->merged);  // lowest rank first
   }
 
   // A byte whose spelling is not in the vocabulary (only in an incomplete one) becomes <unk>, if there is one.
   void emit(std::vector<TokenId>& out) const {
-    for (int32_t i = symbols_.empty() ? -1 : 0; i >= 0; i = symbols_[i].next) {
-      const int32_t token = symbols_[i].token != Vocab::kNone ? symbols_[i].token : vocab_.unknown;
+    merger_.for_each([&](const MergeSymbol& s) {
+      const int32_t token = s.token != Vocab::kNone ? s.token : vocab_.unknown;
       if (token != Vocab::kNone) out.emplace_back(token);
-    }
+    });
   }
 
   const Vocab& vocab_;
   std::string spelled_;
-  std::vector<Symbol> symbols_;
-  std::priority_queue<Bigram, std::vector<Bigram>, BigramOrder> queue_;
+  SymbolMerger merger_;
 };
 
 // Each merge "left right" joins two pieces into the piece left+right. Merges that name pieces missing from the
