@@ -69,6 +69,11 @@ const ChatVocab kVocabs[] = {
      false},
 };
 
+// gtest prints the case by its name (test names and failure messages).
+void PrintTo(const ChatVocab& v, std::ostream* os) {
+  *os << v.name;
+}
+
 size_t count_text(const std::string& text, const std::string& marker) {
   size_t n = 0;
   for (size_t at = text.find(marker); at != std::string::npos; at = text.find(marker, at + marker.size())) ++n;
