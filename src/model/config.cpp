@@ -92,14 +92,14 @@ Result<void> read_rope_scaling(const GgufFile& file, const std::string& p, Model
   return {};
 }
 
-// phi3's attention.sliding_window. Attention here always sees the whole context, which equals a window only while
-// the context fits in it, so the context is capped at the window: every position Hearth computes is exact.
+// phi3's attention.sliding_window: as llama.cpp b4748's build_phi3, every layer masks keys older than the window
+// (absent: no window, as Phi-4). The full KV is kept, so the context is not capped.
 Result<void> read_sliding_window(const GgufFile& file, const std::string& p, ModelConfig& c) {
-  if (c.gemma) return {};
+  if (c.architecture != "phi3") return {};
   auto window = read_positive(file, p + "attention.sliding_window", 0);  // 0: absent
   if (!window) return window.error();
   c.sliding_window = *window;
-  if (c.sliding_window != 0 && c.sliding_window < c.n_ctx_train) c.n_ctx_train = c.sliding_window;
+  c.swa_period = 1;
   return {};
 }
 
@@ -112,7 +112,7 @@ Result<void> read_gemma(const GgufFile& file, const std::string& p, ModelConfig&
       read_positive(file, p + "attention.sliding_window", gemma2 ? std::optional<int32_t>(4096) : std::nullopt);
   if (!window) return window.error();
   c.sliding_window = *window;
-  c.swa_pattern = gemma2 ? 2 : 6;
+  c.swa_period = gemma2 ? 2 : 6;
   const bool is_27b = c.n_layers == (gemma2 ? 46 : 62);
   c.attn_scale = 1.0f / std::sqrt(static_cast<float>(is_27b ? c.dim / c.n_heads : c.head_dim));
   if (gemma2) {

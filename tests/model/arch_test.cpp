@@ -89,6 +89,7 @@ SynthConfig tiny_config(const std::string& variant) {
   if (variant == "phi3") {
     c.vocab_from = kPhi3Vocab;
     c.rope_freq_base = 10000.0f;
+    c.sliding_window = 8;  // a mask on every layer, visible within the tests' positions
   }
   if (variant == "gemma2" || variant == "gemma3") configure_gemma(c);
   return c;
@@ -226,6 +227,7 @@ TEST(ArchReference, Llama3RopeFreqsMatchScalarReference) {
 // Fused attn_qkv and gate+up ffn_up: taking the halves of ffn_up the other way round is far off.
 TEST(ArchReference, Phi3MatchesScalarReference) {
   expect_engine_matches_reference(synthetic_model("phi3"), kPhi3Tokens, {.swap_gate_up = true});
+  expect_each_feature_has_teeth(synthetic_model("phi3"), kPhi3Tokens, {{"sliding window", {.skip_window = true}}});
 }
 
 // The logits the engine samples the first token of `prompt` from (greedy, default f16 KV, 16-token blocks), and how

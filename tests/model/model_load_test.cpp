@@ -236,16 +236,17 @@ TEST(ModelLoadErrors, Phi3LongRopeFactorsAreRefused) {
   }
 }
 
-// Attention always sees the whole context, which is a sliding window's result only while the context fits in the
-// window: a smaller window caps the context (Phi-3 mini 4k: window 2047 of 4096), a larger one changes nothing.
-TEST(ModelLoad, Phi3SlidingWindowCapsTheContext) {
-  for (const auto& [window, n_ctx] : {std::pair{64u, 64}, {128u, 128}, {4096u, 128}}) {
+// phi3's window is a mask on every layer (llama.cpp's build_phi3), so it no longer caps the context.
+TEST(ModelLoad, Phi3SlidingWindowMasksEveryLayer) {
+  for (const uint32_t window : {64u, 128u, 4096u}) {
     const auto e = edited(small_model("phi3"),
                           {.arch = "phi3", .metadata = {{"phi3.attention.sliding_window", gguf_u32(window)}}});
     auto model = Model::load(e->file);
     ASSERT_TRUE(model.ok()) << model.error().message;
-    EXPECT_EQ((*model)->config().n_ctx_train, n_ctx) << window;
+    EXPECT_EQ((*model)->config().n_ctx_train, 128) << window;
     EXPECT_EQ((*model)->config().sliding_window, static_cast<int32_t>(window));
+    EXPECT_TRUE((*model)->config().is_local(0));
+    EXPECT_TRUE((*model)->config().is_local(1));
   }
 }
 

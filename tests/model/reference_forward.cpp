@@ -22,7 +22,9 @@ struct Hparams {
 };
 
 // Gemma 2 alternates local and global layers starting with a local one; Gemma 3 makes every sixth layer global.
+// Phi-3 (llama.cpp's build_phi3) windows every layer when the file names a window.
 bool is_sliding_layer(const Hparams& hp, int64_t layer) {
+  if (hp.arch == "phi3") return hp.window > 0;
   if (!hp.gemma) return false;
   return hp.gemma2 ? layer % 2 == 0 : layer % 6 != 5;
 }
@@ -53,7 +55,7 @@ Hparams read_hparams(const GgufFile& f) {
   h.n_vocab = f.find_tensor("token_embd.weight")->ne[1];
   h.gemma = h.arch == "gemma2" || h.arch == "gemma3";
   h.gemma2 = h.arch == "gemma2";
-  h.window = meta_int(f, p + "attention.sliding_window", 4096);
+  h.window = meta_int(f, p + "attention.sliding_window", h.gemma ? 4096 : 0);
   h.attn_cap = h.gemma2 ? meta_float(f, p + "attn_logit_softcapping", 50.0) : 0.0;
   h.final_cap = h.gemma2 ? meta_float(f, p + "final_logit_softcapping", 30.0) : 0.0;
   const bool big = h.n_layers == (h.gemma2 ? 46 : 62);  // 27B: query_pre_attn_scalar = dim / heads
