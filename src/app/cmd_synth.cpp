@@ -33,6 +33,7 @@ int run_synth(const SynthFlags& f) {
   c.out_path = o.out_path;
   c.vocab_from = o.vocab_from;
   c.seed = o.seed;
+  c.sliding_window = o.sliding_window;
   c.architecture = o.architecture;
   c.weight_type = kWeightTypes.at(f.type);
   c.llama3_rope_freqs = f.rope_freqs;
@@ -65,8 +66,9 @@ Command add_synth(CLI::App& app) {
   app.add_option("-o,--output", f->overrides.out_path, "Output GGUF path (e.g. models/synth-110m-q8_0.gguf)")
       ->required();
   app.add_option("--arch", f->overrides.architecture,
-                 "Architecture: llama, qwen2 (q/k/v biases), qwen3 (q/k norms), phi3 (fused qkv and gate/up)")
-      ->check(CLI::IsMember({"llama", "qwen2", "qwen3", "phi3"}))
+                 "Architecture: llama, qwen2 (q/k/v biases), qwen3 (q/k norms), phi3 (fused qkv and gate/up), "
+                 "gemma2 (soft-capping, every other layer local), gemma3 (q/k norms, 5 local : 1 global)")
+      ->check(CLI::IsMember({"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3"}))
       ->capture_default_str();
   app.add_flag("--rope-freqs", f->rope_freqs,
                "llama: Llama 3.1 RoPE scaling (rope_freqs.weight from factor 8, low 1, high 4, original context "
@@ -80,6 +82,9 @@ Command add_synth(CLI::App& app) {
       ->check(CLI::ExistingFile)
       ->capture_default_str();
   app.add_option("--seed", f->overrides.seed, "Weight seed")->capture_default_str();
+  app.add_option("--sliding-window", f->overrides.sliding_window,
+                 "phi3, gemma2, gemma3: attention.sliding_window (0: phi3 the context, gemma 4096)")
+      ->capture_default_str();
   app.add_option_function<int64_t>(
       "--dim", [f](int64_t v) { f->overrides.dim = v, f->has_dim = true; }, "Width");
   app.add_option_function<int64_t>(

@@ -9,6 +9,7 @@
 
 #include "kernels/cpu_isa.h"
 #include "kernels/dot_lanes.h"
+#include "kernels/ops.h"
 #include "tensor/fp16.h"
 #include "util/result.h"
 
@@ -51,8 +52,7 @@ struct ScalarOps {
   }
 };
 
-HEARTH_AVX2_ATTN void scores_avx2(const float* q, const float* const* k, int32_t n, int32_t hd, float scale,
-                                  float* s) {
+HEARTH_AVX2_ATTN void scores_avx2(const float* q, const float* const* k, int32_t n, int32_t hd, float scale, float* s) {
   for (int32_t j = 0; j < n; ++j) s[j] = kernels::dot_lanes_avx2(q, k[j], hd) * scale;
 }
 
@@ -135,7 +135,8 @@ HEARTH_AVX2_ATTN void dequantize_avx2(KvDtype type, const uint8_t* src, float* d
       }
       return;
     }
-    case KvDtype::kF32: break;
+    case KvDtype::kF32:
+      break;
   }
   kv_dequantize_head_reference(type, src, dst, hd);
 }
@@ -153,6 +154,11 @@ struct Avx2Ops {
 };
 
 constexpr int32_t kMaxBlockSize = 1024;
+
+// The first key a query at `pos` reads.
+int32_t first_key_of(const AttentionTile& t, int32_t pos) {
+  return t.window > 0 ? std::max(0, pos - t.window + 1) : 0;
+}
 
 // Points rows[j] at key (or value) key0 + j's head slice as floats: straight into storage for f32, otherwise
 // dequantized into `tile`.
@@ -187,16 +193,23 @@ void attention_tile_impl(const AttentionTile& t, const PagedKvView& k, const Pag
   const float* k_rows[kMaxBlockSize];
   const float* v_rows[kMaxBlockSize];
 
+  // Tiles are the absolute KV blocks, so a row's keys (and the order they are reduced in) depend on its
+  // position alone; a row skips the tiles, and the keys of a tile, that lie before its window.
   const int32_t last_pos = t.first_pos + t.n_rows - 1;
-  for (int32_t key0 = 0; key0 <= last_pos; key0 += bs) {
+  const int32_t first_key = first_key_of(t, t.first_pos);
+  for (int32_t key0 = first_key / bs * bs; key0 <= last_pos; key0 += bs) {
     const int32_t n_in = std::min(bs, last_pos + 1 - key0);
-    load_tile<Ops>(k, t.kv_head, key0, n_in, hd, scratch + lay.k_tile, k_rows);
-    load_tile<Ops>(v, t.kv_head, key0, n_in, hd, scratch + lay.v_tile, v_rows);
+    const int32_t skip_min = std::max(0, first_key - key0);
+    load_tile<Ops>(k, t.kv_head, key0 + skip_min, n_in - skip_min, hd, scratch + lay.k_tile, k_rows + skip_min);
+    load_tile<Ops>(v, t.kv_head, key0 + skip_min, n_in - skip_min, hd, scratch + lay.v_tile, v_rows + skip_min);
     for (int32_t r = std::max(0, key0 - t.first_pos); r < t.n_rows; ++r) {
-      const int32_t nk = std::min(n_in, t.first_pos + r - key0 + 1);
+      const int32_t skip = std::max(0, first_key_of(t, t.first_pos + r) - key0);
+      const int32_t nk = std::min(n_in, t.first_pos + r - key0 + 1) - skip;
+      if (nk <= 0) continue;
       for (int32_t g = 0; g < t.n_q_heads; ++g) {
         const int32_t qi = r * t.n_q_heads + g;
-        Ops::scores(t.q + r * t.q_stride + static_cast<size_t>(g) * hd, k_rows, nk, hd, t.scale, p);
+        Ops::scores(t.q + r * t.q_stride + static_cast<size_t>(g) * hd, k_rows + skip, nk, hd, t.scale, p);
+        if (t.softcap > 0.0f) softcap_inplace(p, nk, t.softcap);
         float tile_max = -INFINITY;
         for (int32_t j = 0; j < nk; ++j) tile_max = std::max(tile_max, p[j]);
         const float m_new = std::max(m[qi], tile_max);
@@ -208,7 +221,7 @@ void attention_tile_impl(const AttentionTile& t, const PagedKvView& k, const Pag
         }
         l[qi] = l[qi] * corr + sum;
         m[qi] = m_new;
-        Ops::accumulate(acc + static_cast<size_t>(qi) * hd, corr, p, v_rows, nk, hd);
+        Ops::accumulate(acc + static_cast<size_t>(qi) * hd, corr, p, v_rows + skip, nk, hd);
       }
     }
   }
@@ -248,23 +261,25 @@ void attention_tile_reference(const AttentionTile& t, const PagedKvView& k, cons
   const int32_t hd = t.head_dim;
   std::vector<float> kj(hd), vj(hd);
   for (int32_t r = 0; r < t.n_rows; ++r) {
-    const int32_t n_keys = t.first_pos + r + 1;
+    const int32_t j0 = first_key_of(t, t.first_pos + r);
+    const int32_t n_keys = t.first_pos + r + 1 - j0;
     for (int32_t g = 0; g < t.n_q_heads; ++g) {
       const float* q = t.q + r * t.q_stride + static_cast<size_t>(g) * hd;
       std::vector<double> s(n_keys);
       double max_score = -INFINITY;
       for (int32_t j = 0; j < n_keys; ++j) {
-        kv_dequantize_head_reference(k.dtype, k.head(j, t.kv_head), kj.data(), hd);
+        kv_dequantize_head_reference(k.dtype, k.head(j0 + j, t.kv_head), kj.data(), hd);
         double dot = 0.0;
         for (int32_t d = 0; d < hd; ++d) dot += static_cast<double>(q[d]) * kj[d];
         s[j] = dot * t.scale;
+        if (t.softcap > 0.0f) s[j] = t.softcap * std::tanh(s[j] / t.softcap);
         max_score = std::max(max_score, s[j]);
       }
       double sum = 0.0;
       for (double& x : s) sum += (x = std::exp(x - max_score));
       std::vector<double> out(hd, 0.0);
       for (int32_t j = 0; j < n_keys; ++j) {
-        kv_dequantize_head_reference(v.dtype, v.head(j, t.kv_head), vj.data(), hd);
+        kv_dequantize_head_reference(v.dtype, v.head(j0 + j, t.kv_head), vj.data(), hd);
         for (int32_t d = 0; d < hd; ++d) out[d] += s[j] / sum * vj[d];
       }
       float* o = t.out + r * t.out_stride + static_cast<size_t>(g) * hd;

@@ -37,7 +37,9 @@ struct PagedKvView {
 // n_rows consecutive query rows of one sequence, at positions first_pos, first_pos + 1, ..., each with
 // n_q_heads query heads that read KV head kv_head (GQA group). Query head g of row r is
 //   q + r × q_stride + g × head_dim,    and its output goes to out + r × out_stride + g × head_dim.
-// Row r attends to keys [0, first_pos + r].
+// Row r attends to keys [0, first_pos + r], or with a window W > 0 to the last W of them,
+// [max(0, first_pos + r - W + 1), first_pos + r] (sliding-window layers; older keys are skipped, never read).
+// Scores are (q · k) × scale, then, with softcap > 0, softcap × tanh(score / softcap) (Gemma 2).
 struct AttentionTile {
   const float* q = nullptr;
   size_t q_stride = 0;
@@ -49,6 +51,8 @@ struct AttentionTile {
   int32_t kv_head = 0;
   int32_t head_dim = 0;
   float scale = 1.0f;
+  int32_t window = 0;    // 0: causal over every earlier key
+  float softcap = 0.0f;  // 0: none
 };
 
 // Floats of scratch attention_tile needs.

@@ -14,7 +14,9 @@ namespace {
 using kernels::dot_lanes_avx2;
 using kernels::dot_lanes_scalar;
 
-bool have_avx2() { return active_isa_level() == IsaLevel::kAvx2; }
+bool have_avx2() {
+  return active_isa_level() == IsaLevel::kAvx2;
+}
 
 }  // namespace
 
@@ -53,6 +55,26 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
     const float g = gate[i];
     out[i] = g / (1.0f + std::exp(-g)) * up[i];
   }
+}
+
+void gelu_mul(const float* gate, const float* up, float* out, int64_t n) {
+  constexpr float kSqrt2OverPi = 0.79788456080286535588f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * g * (1.0f + 0.044715f * g * g))) * up[i];
+  }
+}
+
+void gelu_mul_reference(const float* gate, const float* up, float* out, int64_t n) {
+  const double sqrt_2_over_pi = std::sqrt(2.0 / 3.14159265358979323846);
+  for (int64_t i = 0; i < n; ++i) {
+    const double g = gate[i];
+    out[i] = static_cast<float>(0.5 * g * (1.0 + std::tanh(sqrt_2_over_pi * g * (1.0 + 0.044715 * g * g))) * up[i]);
+  }
+}
+
+void softcap_inplace(float* x, int64_t n, float cap) {
+  for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
 }
 
 void add_inplace(float* x, const float* y, int64_t n) {

@@ -20,6 +20,15 @@ void rope_apply(float* x, const float* cos_sin, int32_t rope_dim, bool neox);
 // out[i] = silu(gate[i]) * up[i]                                      [n]
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
 
+// out[i] = gelu(gate[i]) * up[i], GELU's tanh form as ggml_gelu and Gemma use:               [n]
+//   gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) x (1 + 0.044715 x^2)))
+void gelu_mul(const float* gate, const float* up, float* out, int64_t n);
+// Twin: the formula in double precision, rounded once.
+void gelu_mul_reference(const float* gate, const float* up, float* out, int64_t n);
+
+// x[i] = cap × tanh(x[i] / cap): Gemma 2's soft-capping of logits (cap > 0)                   [n]
+void softcap_inplace(float* x, int64_t n, float cap);
+
 // x[i] += y[i]                                                       [n]
 void add_inplace(float* x, const float* y, int64_t n);
 

@@ -7,8 +7,8 @@
 namespace hearth {
 namespace {
 
-constexpr std::array<std::string_view, 6> kSupportedArchitectures = {"llama", "mistral", "phi3",
-                                                                     "qwen2", "qwen3",   "smollm"};
+constexpr std::array<std::string_view, 8> kSupportedArchitectures = {"gemma2", "gemma3", "llama", "mistral",
+                                                                     "phi3",   "qwen2",  "qwen3", "smollm"};
 
 Result<int32_t> read_positive(const GgufFile& file, const std::string& key, std::optional<int32_t> fallback) {
   auto value = file.get_uint(key);
@@ -92,13 +92,39 @@ Result<void> read_rope_scaling(const GgufFile& file, const std::string& p, Model
   return {};
 }
 
-// phi3's attention.sliding_window. Attention here always sees the whole context, which equals a window only while
-// the context fits in it, so the context is capped at the window: every position Hearth computes is exact.
+// phi3's attention.sliding_window: as llama.cpp b4748's build_phi3, every layer masks keys older than the window
+// (absent: no window, as Phi-4). The full KV is kept, so the context is not capped.
 Result<void> read_sliding_window(const GgufFile& file, const std::string& p, ModelConfig& c) {
+  if (c.architecture != "phi3") return {};
   auto window = read_positive(file, p + "attention.sliding_window", 0);  // 0: absent
   if (!window) return window.error();
   c.sliding_window = *window;
-  if (c.sliding_window != 0 && c.sliding_window < c.n_ctx_train) c.n_ctx_train = c.sliding_window;
+  c.swa_period = 1;
+  return {};
+}
+
+// Gemma 2 and 3, as llama.cpp reads them (llama-model.cpp's load_hparams and build_gemma2/3): the window is applied
+// as a mask on local layers, so the context is not capped; soft-capping defaults are llama.cpp's.
+Result<void> read_gemma(const GgufFile& file, const std::string& p, ModelConfig& c) {
+  if (!c.gemma) return {};
+  const bool gemma2 = c.architecture == "gemma2";
+  auto window =
+      read_positive(file, p + "attention.sliding_window", gemma2 ? std::optional<int32_t>(4096) : std::nullopt);
+  if (!window) return window.error();
+  c.sliding_window = *window;
+  c.swa_period = gemma2 ? 2 : 6;
+  const bool is_27b = c.n_layers == (gemma2 ? 46 : 62);
+  c.attn_scale = 1.0f / std::sqrt(static_cast<float>(is_27b ? c.dim / c.n_heads : c.head_dim));
+  if (gemma2) {
+    auto attn_cap = read_float(file, p + "attn_logit_softcapping", 50.0f, 0.0, 1e6);
+    if (!attn_cap) return attn_cap.error();
+    auto final_cap = read_float(file, p + "final_logit_softcapping", 30.0f, 0.0, 1e6);
+    if (!final_cap) return final_cap.error();
+    c.attn_softcap = *attn_cap;
+    c.final_softcap = *final_cap;
+  } else {
+    c.rope_freq_base_local = 10000.0f;
+  }
   return {};
 }
 
@@ -177,14 +203,17 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
   c.rope_freq_base = *base;
   c.rms_eps = *eps;
   const std::string& a = c.architecture;
-  const bool neox = a == "qwen2" || a == "qwen3" || a == "phi3";
+  c.gemma = a == "gemma2" || a == "gemma3";
+  const bool neox = a == "qwen2" || a == "qwen3" || a == "phi3" || c.gemma;
   c.rope_style = neox ? RopeStyle::kNeox : RopeStyle::kNormal;
   c.qkv_bias_required = a == "qwen2";
-  c.qk_norm = a == "qwen3";
+  c.qk_norm = a == "qwen3" || a == "gemma3";
+  c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   c.fused_qkv_ffn = a == "phi3";
   c.rope_freqs_allowed = a == "llama" || a == "mistral" || a == "smollm";
   HEARTH_TRY(read_rope_scaling(file, p, c));
   HEARTH_TRY(read_sliding_window(file, p, c));
+  HEARTH_TRY(read_gemma(file, p, c));
 
   const GgufTensor* embd = file.find_tensor("token_embd.weight");
   if (embd == nullptr) return make_error("{}: missing tensor 'token_embd.weight'", file.name());

@@ -8,8 +8,19 @@
 //                           (blk.N.attn_q_norm.weight, blk.N.attn_k_norm.weight, [head_dim]); head_dim
 //                           (attention.key_length) need not be embedding_length / head_count
 //   phi3                    neox RoPE; fused blk.N.attn_qkv.weight (rows q, k, v) and fused blk.N.ffn_up.weight
-//                           (rows gate, then up); LongRoPE factors (rope_factors_long/short) are refused; an
-//                           attention.sliding_window smaller than context_length caps the context at the window
+//                           (rows gate, then up); LongRoPE factors (rope_factors_long/short) are refused; every
+//                           layer attends to the last attention.sliding_window keys (llama.cpp's phi3 mask)
+//   gemma2, gemma3          neox RoPE; embeddings × sqrt(dim); GELU(tanh)-gated FFN; RMSNorms after attention and
+//                           after the FFN too (blk.N.post_attention_norm, blk.N.post_ffw_norm), every norm weight
+//                           applied as stored (Gemma's converter already adds its +1); tied output; the query scale
+//                           is 1/sqrt(key_length), or 1/sqrt(dim / head_count) for the 27B shapes (46 or 62
+//                           layers), as llama.cpp picks Gemma's query_pre_attn_scalar; local layers attend to the
+//                           last attention.sliding_window keys only (the full KV is kept: a mask, not a ring)
+//     gemma2                even layers local (window default 4096); attention scores soft-capped
+//                           (attn_logit_softcapping, default 50) and final logits (final_logit_softcapping, 30)
+//     gemma3                5 local : 1 global ((il + 1) % 6 == 0 is global); q/k per-head RMSNorm before RoPE;
+//                           local layers rotate with base 10000 and no scaling, global ones with rope.freq_base
+//                           and rope.scaling
 //
 // RoPE scaling (llama family only): a rope_freqs.weight tensor (Llama 3.1/3.2) divides each pair's frequency
 // (weights.h); rope.scaling.type linear (or absent) with rope.scaling.factor F multiplies every angle by 1/F;
@@ -43,14 +54,24 @@ struct ModelConfig {
   float rope_freq_scale = 1.0f;  // linear RoPE scaling: every angle × 1 / rope.scaling.factor
   float rms_eps = 1e-5f;
   RopeStyle rope_style = RopeStyle::kNormal;
-  bool qkv_bias_required = false;   // qwen2: attn_{q,k,v}.bias must be present
-  bool qk_norm = false;             // qwen3: per-head RMSNorm of q and k before RoPE
-  bool fused_qkv_ffn = false;       // phi3: attn_qkv.weight and a gate+up ffn_up.weight instead of separate ones
-  bool rope_freqs_allowed = false;  // llama family: an optional rope_freqs.weight (Llama 3 RoPE scaling)
-  int32_t sliding_window = 0;       // attention.sliding_window as stored (0: none); n_ctx_train never exceeds it
+  bool qkv_bias_required = false;     // qwen2: attn_{q,k,v}.bias must be present
+  bool qk_norm = false;               // qwen3: per-head RMSNorm of q and k before RoPE
+  bool fused_qkv_ffn = false;         // phi3: attn_qkv.weight and a gate+up ffn_up.weight instead of separate ones
+  bool rope_freqs_allowed = false;    // llama family: an optional rope_freqs.weight (Llama 3 RoPE scaling)
+  int32_t sliding_window = 0;         // attention.sliding_window as stored (0: none)
+  bool gemma = false;                 // gemma2/3: √dim embeddings, GELU FFN, post-attention and post-FFN norms
+  float attn_scale = 0.0f;            // scores are (q · k) × attn_scale
+  float attn_softcap = 0.0f;          // gemma2: scores → cap × tanh(score / cap); 0: none
+  float final_softcap = 0.0f;         // gemma2: logits → cap × tanh(logit / cap); 0: none
+  int32_t swa_period = 0;             // 0: no local layers; 1: all local (phi3); N > 1: global when (il + 1) % N == 0
+  float rope_freq_base_local = 0.0f;  // gemma3: local layers' RoPE base, unscaled; 0: every layer uses the global
 
   int32_t q_dim() const { return n_heads * head_dim; }
   int32_t kv_dim() const { return n_kv_heads * head_dim; }
+  // Whether layer `il` attends to the last sliding_window keys only.
+  bool is_local(int32_t il) const {
+    return sliding_window > 0 && (swa_period == 1 || (swa_period > 1 && (il + 1) % swa_period != 0));
+  }
 
   // The architectures from_gguf accepts, comma-separated, for error messages.
   static std::string supported_architectures();

@@ -5,8 +5,8 @@
 
 namespace hearth {
 
-Result<std::unique_ptr<KvStorage>> KvStorage::create(const KvShape& shape, const KvFormat& format,
-                                                     int32_t block_size, int32_t num_blocks) {
+Result<std::unique_ptr<KvStorage>> KvStorage::create(const KvShape& shape, const KvFormat& format, int32_t block_size,
+                                                     int32_t num_blocks) {
   if (shape.n_layers < 1 || shape.n_kv_heads < 1 || shape.head_dim < 1 || block_size < 1 || num_blocks < 1) {
     return make_error("bad KV shape: {} layers, {} KV heads, head size {}, {} blocks of {}", shape.n_layers,
                       shape.n_kv_heads, shape.head_dim, num_blocks, block_size);
@@ -23,8 +23,7 @@ Result<std::unique_ptr<KvStorage>> KvStorage::create(const KvShape& shape, const
   }
 }
 
-KvStorage::KvStorage(int32_t n_layers, int32_t n_kv_heads, int32_t head_dim, int32_t block_size,
-                     int32_t num_blocks)
+KvStorage::KvStorage(int32_t n_layers, int32_t n_kv_heads, int32_t head_dim, int32_t block_size, int32_t num_blocks)
     : KvStorage(KvShape{n_layers, n_kv_heads, head_dim}, KvFormat{}, block_size, num_blocks) {}
 
 KvStorage::KvStorage(const KvShape& shape, const KvFormat& format, int32_t block_size, int32_t num_blocks)
@@ -67,12 +66,7 @@ const uint8_t* KvStorage::row(int32_t layer, int kv, BlockId block, int32_t slot
 PagedKvView KvStorage::layer_view(int32_t layer, int kv, std::span<const BlockId> block_table) const {
   const size_t rb = row_bytes(kv);
   const KvDtype type = kv == 0 ? format_.k : format_.v;
-  return PagedKvView{data_.get() + plane_offset(layer, kv),
-                     rb * block_size_,
-                     rb,
-                     block_size_,
-                     block_table,
-                     type,
+  return PagedKvView{data_.get() + plane_offset(layer, kv), rb * block_size_, rb, block_size_, block_table, type,
                      kv_head_bytes(type, shape_.head_dim)};
 }
 

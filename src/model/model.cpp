@@ -29,13 +29,14 @@ void for_rows(ThreadPool& pool, int64_t n_rows, F&& fn) {
 // The cos/sin table of one position. With Llama 3's rope_freqs or linear scaling, pair i turns by
 // pos × freq_scale × base^(-2i / rope_dim) / rope_freqs[i], as ggml's rope does with freq_factors and no YaRN
 // (ext_factor 0, attn_factor 1); without them this is exactly the kernel's table.
-void fill_rope_cos_sin(int32_t pos, const ModelConfig& c, const std::vector<float>& rope_freqs, float* cos_sin) {
-  if (rope_freqs.empty() && c.rope_freq_scale == 1.0f) {
-    rope_fill_cos_sin(pos, c.rope_dim, c.rope_freq_base, cos_sin);
+void fill_rope_cos_sin(int32_t pos, const ModelConfig& c, float base, float freq_scale,
+                       const std::vector<float>& rope_freqs, float* cos_sin) {
+  if (rope_freqs.empty() && freq_scale == 1.0f) {
+    rope_fill_cos_sin(pos, c.rope_dim, base, cos_sin);
     return;
   }
   for (int32_t i = 0; i < c.rope_dim / 2; ++i) {
-    double freq = std::pow(static_cast<double>(c.rope_freq_base), -2.0 * i / c.rope_dim) * c.rope_freq_scale;
+    double freq = std::pow(static_cast<double>(base), -2.0 * i / c.rope_dim) * freq_scale;
     if (!rope_freqs.empty()) freq /= rope_freqs[i];
     const double angle = pos * freq;
     cos_sin[2 * i] = static_cast<float>(std::cos(angle));
@@ -69,6 +70,7 @@ void Model::prepare_scratch(const BatchInput& batch, int32_t block_size, int n_t
   grow(s_.gate, t * c.ffn_dim);
   grow(s_.up, t * c.ffn_dim);
   grow(s_.cos_sin, t * c.rope_dim);
+  if (c.rope_freq_base_local > 0.0f) grow(s_.cos_sin_local, t * c.rope_dim);
   s_.row_pos.resize(t);
   s_.row_seq.resize(t);
   s_.attn_items.clear();
@@ -97,8 +99,18 @@ void Model::embed(const BatchInput& batch, ThreadPool& pool) {
   for_rows(pool, static_cast<int64_t>(batch.tokens.size()), [&](int64_t row) {
     const int32_t id = batch.tokens[row].value;
     HEARTH_CHECK(id >= 0 && id < c.n_vocab, "token id {} out of range [0, {})", id, c.n_vocab);
-    dequantize_row(e.type, e.data + static_cast<size_t>(id) * e.row_stride, s_.x.data() + row * c.dim, c.dim);
-    fill_rope_cos_sin(s_.row_pos[row], c, weights_.rope_freqs, s_.cos_sin.data() + row * c.rope_dim);
+    float* x = s_.x.data() + row * c.dim;
+    dequantize_row(e.type, e.data + static_cast<size_t>(id) * e.row_stride, x, c.dim);
+    if (c.gemma) {
+      const float embd_scale = std::sqrt(static_cast<float>(c.dim));
+      for (int32_t i = 0; i < c.dim; ++i) x[i] *= embd_scale;
+    }
+    const int32_t pos = s_.row_pos[row];
+    fill_rope_cos_sin(pos, c, c.rope_freq_base, c.rope_freq_scale, weights_.rope_freqs,
+                      s_.cos_sin.data() + row * c.rope_dim);
+    if (c.rope_freq_base_local > 0.0f) {
+      fill_rope_cos_sin(pos, c, c.rope_freq_base_local, 1.0f, {}, s_.cos_sin_local.data() + row * c.rope_dim);
+    }
   });
 }
 
@@ -118,7 +130,7 @@ void Model::store_kv(int layer, const BatchInput& batch, KvStorage& kv) {
 void Model::attend(int layer, const BatchInput& batch, const KvStorage& kv, ThreadPool& pool) {
   const auto& c = config_;
   const int32_t group = c.n_heads / c.n_kv_heads;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  const int32_t window = c.is_local(layer) ? c.sliding_window : 0;
   // Items differ in cost (later rows read more keys), so threads take them one at a time. Which thread runs
   // an item never changes its result.
   std::atomic<size_t> next{0};
@@ -139,7 +151,9 @@ void Model::attend(int layer, const BatchInput& batch, const KvStorage& kv, Thre
                                group,
                                item.kv_head,
                                c.head_dim,
-                               scale};
+                               c.attn_scale,
+                               window,
+                               c.attn_softcap};
       attention_tile(tile, kv.layer_view(layer, 0, seq.block_table), kv.layer_view(layer, 1, seq.block_table), scratch);
     }
   });
@@ -164,7 +178,8 @@ void Model::project_qkv(int layer, int64_t n, ThreadPool& pool) {
       add_inplace(k, w.bk.data(), c.kv_dim());
       add_inplace(s_.v.data() + row * c.kv_dim(), w.bv.data(), c.kv_dim());
     }
-    const float* cs = s_.cos_sin.data() + row * c.rope_dim;
+    const bool local_rope = c.rope_freq_base_local > 0.0f && c.is_local(layer);
+    const float* cs = (local_rope ? s_.cos_sin_local : s_.cos_sin).data() + row * c.rope_dim;
     for (int32_t h = 0; h < c.n_heads; ++h) {
       float* qh = q + h * c.head_dim;
       if (!w.q_norm.empty()) rms_norm(qh, w.q_norm.data(), qh, c.head_dim, c.rms_eps);
@@ -186,7 +201,16 @@ void Model::attention_block(int layer, const BatchInput& batch, KvStorage& kv, T
   store_kv(layer, batch, kv);
   attend(layer, batch, kv, pool);
   matmul(w.wo, s_.attn.data(), n, s_.proj.data(), pool, s_.matmul);
-  for_rows(pool, n, [&](int64_t row) { add_inplace(s_.x.data() + row * c.dim, s_.proj.data() + row * c.dim, c.dim); });
+  add_residual(w.attn_post_norm, n, pool);
+}
+
+void Model::add_residual(const std::vector<float>& post_norm, int64_t n, ThreadPool& pool) {
+  const auto& c = config_;
+  for_rows(pool, n, [&](int64_t row) {
+    float* proj = s_.proj.data() + row * c.dim;
+    if (!post_norm.empty()) rms_norm(proj, post_norm.data(), proj, c.dim, c.rms_eps);
+    add_inplace(s_.x.data() + row * c.dim, proj, c.dim);
+  });
 }
 
 void Model::ffn_block(int layer, int64_t n, ThreadPool& pool) {
@@ -199,10 +223,14 @@ void Model::ffn_block(int layer, int64_t n, ThreadPool& pool) {
   matmul(w.w_up, s_.xn.data(), n, s_.up.data(), pool, s_.matmul);
   for_rows(pool, n, [&](int64_t row) {
     float* g = s_.gate.data() + row * c.ffn_dim;
-    silu_mul(g, s_.up.data() + row * c.ffn_dim, g, c.ffn_dim);
+    if (c.gemma) {
+      gelu_mul(g, s_.up.data() + row * c.ffn_dim, g, c.ffn_dim);
+    } else {
+      silu_mul(g, s_.up.data() + row * c.ffn_dim, g, c.ffn_dim);
+    }
   });
   matmul(w.w_down, s_.gate.data(), n, s_.proj.data(), pool, s_.matmul);
-  for_rows(pool, n, [&](int64_t row) { add_inplace(s_.x.data() + row * c.dim, s_.proj.data() + row * c.dim, c.dim); });
+  add_residual(w.ffn_post_norm, n, pool);
 }
 
 std::span<const float> Model::output_logits(const BatchInput& batch, ThreadPool& pool) {
@@ -221,6 +249,7 @@ std::span<const float> Model::output_logits(const BatchInput& batch, ThreadPool&
              c.rms_eps);
   }
   matmul(weights_.output, s_.logits_in.data(), n_out, s_.logits.data(), pool, s_.matmul);
+  if (c.final_softcap > 0.0f) softcap_inplace(s_.logits.data(), n_out * c.n_vocab, c.final_softcap);
   return {s_.logits.data(), static_cast<size_t>(n_out * c.n_vocab)};
 }
 

@@ -1,5 +1,6 @@
 #pragma once
-// Model: a llama-family transformer on the CPU (llama, mistral, smollm, phi3, qwen2, qwen3: see config.h). It owns the
+// Model: a llama-family transformer on the CPU (llama, mistral, smollm, phi3, qwen2, qwen3, gemma2, gemma3: see
+// config.h). It owns the
 // mapped GGUF, the weight views and the forward scratch. K/V memory is passed in (KvStorage) and addressed through each
 // sequence's block table, so the same forward pass serves one sequence or a batch of many, cold or from a prefix cache.
 
@@ -58,6 +59,7 @@ class Model {
   struct Scratch {
     std::vector<float> x, xn, q, k, v, attn, proj, gate, up;  // [n_tokens, width]
     std::vector<float> cos_sin;                               // [n_tokens, rope_dim]
+    std::vector<float> cos_sin_local;                         // [n_tokens, rope_dim]; gemma3's local layers
     std::vector<int32_t> row_pos, row_seq;                    // [n_tokens]
     std::vector<int64_t> logit_rows;                          // [n_logit_rows]
     std::vector<AttnItem> attn_items;                         // attention work of one forward
@@ -74,6 +76,8 @@ class Model {
   void store_kv(int layer, const BatchInput& batch, KvStorage& kv);
   void attend(int layer, const BatchInput& batch, const KvStorage& kv, ThreadPool& pool);
   void ffn_block(int layer, int64_t n_rows, ThreadPool& pool);
+  // x += post_norm(proj) (gemma), or x += proj when post_norm is empty.
+  void add_residual(const std::vector<float>& post_norm, int64_t n_rows, ThreadPool& pool);
   std::span<const float> output_logits(const BatchInput& batch, ThreadPool& pool);
 
   std::shared_ptr<const GgufFile> file_;

@@ -81,6 +81,7 @@ std::vector<TensorPlan> plan_layer(const SynthConfig& c, int64_t i) {
   const float sd = c.weight_sd;
   const std::string blk = "blk." + std::to_string(i) + ".";
   const bool phi3 = c.architecture == "phi3";
+  const bool gemma = c.architecture == "gemma2" || c.architecture == "gemma3";
   std::vector<TensorPlan> plan;
   plan.push_back({blk + "attn_norm.weight", {c.dim}, DType::F32, 1.0f, 0.0f});
   if (phi3) {
@@ -95,7 +96,7 @@ std::vector<TensorPlan> plan_layer(const SynthConfig& c, int64_t i) {
     plan.push_back({blk + "attn_k.bias", {kv_dim}, DType::F32, 0.0f, c.bias_sd});
     plan.push_back({blk + "attn_v.bias", {kv_dim}, DType::F32, 0.0f, c.bias_sd});
   }
-  if (c.architecture == "qwen3") {
+  if (c.architecture == "qwen3" || c.architecture == "gemma3") {
     plan.push_back({blk + "attn_q_norm.weight", {head_dim}, DType::F32, 1.0f, c.qk_norm_sd});
     plan.push_back({blk + "attn_k_norm.weight", {head_dim}, DType::F32, 1.0f, c.qk_norm_sd});
   }
@@ -108,6 +109,10 @@ std::vector<TensorPlan> plan_layer(const SynthConfig& c, int64_t i) {
     plan.push_back({blk + "ffn_up.weight", {c.dim, c.ffn_dim}, w, 0.0f, sd});
   }
   plan.push_back({blk + "ffn_down.weight", {c.ffn_dim, c.dim}, w, 0.0f, sd});
+  if (gemma) {
+    plan.push_back({blk + "post_attention_norm.weight", {c.dim}, DType::F32, 1.0f, c.qk_norm_sd});
+    plan.push_back({blk + "post_ffw_norm.weight", {c.dim}, DType::F32, 1.0f, c.qk_norm_sd});
+  }
   return plan;
 }
 
@@ -119,7 +124,9 @@ std::vector<TensorPlan> plan_tensors(const SynthConfig& c, int64_t n_vocab) {
     for (TensorPlan& t : plan_layer(c, i)) plan.push_back(std::move(t));
   }
   plan.push_back({"output_norm.weight", {c.dim}, DType::F32, 1.0f, 0.0f});
-  plan.push_back({"output.weight", {c.dim, n_vocab}, w, 0.0f, c.weight_sd});
+  if (c.architecture != "gemma2" && c.architecture != "gemma3") {  // gemma: output tied to token_embd
+    plan.push_back({"output.weight", {c.dim, n_vocab}, w, 0.0f, c.weight_sd});
+  }
   if (c.llama3_rope_freqs) {
     std::vector<float> freqs = llama3_rope_freqs(c);
     plan.push_back({"rope_freqs.weight", {static_cast<int64_t>(freqs.size())}, DType::F32, 0.0f, 0.0f, freqs});
@@ -201,7 +208,13 @@ void add_metadata(GgufWriter& w, const SynthConfig& c, const GgufFile& vocab, in
   w.add(a + ".rope.dimension_count", u32(c.dim / c.n_heads));
   if (a == "phi3")
     w.add(a + ".attention.sliding_window", u32(c.sliding_window > 0 ? c.sliding_window : c.context_length));
-  if (a == "qwen3") {
+  const bool gemma = a == "gemma2" || a == "gemma3";
+  if (gemma) w.add(a + ".attention.sliding_window", u32(c.sliding_window > 0 ? c.sliding_window : 4096));
+  if (a == "gemma2") {
+    w.add(a + ".attn_logit_softcapping", gguf_f32(c.attn_softcap));
+    w.add(a + ".final_logit_softcapping", gguf_f32(c.final_softcap));
+  }
+  if (a == "qwen3" || gemma) {
     w.add(a + ".attention.key_length", u32(c.dim / c.n_heads));
     w.add(a + ".attention.value_length", u32(c.dim / c.n_heads));
   }
@@ -263,9 +276,11 @@ Result<void> validate_synth_config(const SynthConfig& c) {
   if (c.out_path.empty()) return bad("no output path");
   if (c.vocab_from.empty()) return bad("no vocabulary file to copy the tokenizer from");
   const std::string& a = c.architecture;
-  if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "phi3") {
-    return bad(fmt::format("architecture '{}' is not one the generator writes (llama, qwen2, qwen3, phi3)", a));
+  if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "phi3" && a != "gemma2" && a != "gemma3") {
+    return bad(fmt::format(
+        "architecture '{}' is not one the generator writes (llama, qwen2, qwen3, phi3, gemma2, gemma3)", a));
   }
+  if (!(c.attn_softcap > 0) || !(c.final_softcap > 0)) return bad("soft-capping values must be positive");
   if (c.llama3_rope_freqs && a != "llama") return bad("Llama 3 rope_freqs are for architecture llama only");
   if (c.llama3_rope_freqs && (!(c.rope_factor >= 1) || !(c.rope_high_freq_factor > c.rope_low_freq_factor) ||
                               !(c.rope_low_freq_factor > 0) || c.rope_original_context <= 0)) {

@@ -26,6 +26,10 @@
 //   rope_freqs.weight        [head_dim / 2]       llama with llama3_rope_freqs: F32, Llama 3's formula (below)
 // phi3 instead fuses blk.N.attn_qkv.weight [dim, dim + 2 kv_dim] (rows q, k, v) and blk.N.ffn_up.weight
 // [dim, 2 ffn_dim] (rows gate, then up) and has no ffn_gate; it writes phi3.attention.sliding_window.
+// gemma2 and gemma3 add blk.N.post_attention_norm.weight and blk.N.post_ffw_norm.weight ([dim], F32,
+// 1 + N(0, qk_norm_sd^2)), have no output.weight (tied to token_embd, as llama.cpp requires) and write
+// attention.sliding_window and key_length; gemma2 writes attn_/final_logit_softcapping, gemma3 has q/k norms as
+// qwen3.
 //
 // Generation streams one row at a time (rows are generated in parallel in small batches), so a 1B model needs
 // a few MiB of memory, not the model's size. Weights are a pure function of (seed, tensor name, row): the same
@@ -68,8 +72,10 @@ struct SynthConfig {
   float rope_low_freq_factor = 1.0f;
   float rope_high_freq_factor = 4.0f;
   int64_t rope_original_context = 8192;
-  int64_t sliding_window = 0;  // phi3's attention.sliding_window; 0: the context length
-  int num_threads = 0;         // < 1: hardware concurrency
+  int64_t sliding_window = 0;   // phi3's attention.sliding_window (0: the context length); gemma's (0: 4096)
+  float attn_softcap = 50.0f;   // gemma2's attn_logit_softcapping
+  float final_softcap = 30.0f;  // gemma2's final_logit_softcapping
+  int num_threads = 0;          // < 1: hardware concurrency
 };
 
 // Named shapes: "tiny" (the shape of the shared synth-tiny models), "110m" (dim 768, 12 layers, 12 heads, ffn

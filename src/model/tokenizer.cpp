@@ -42,6 +42,7 @@ Result<void> read_special_ids(const GgufFile& file, TokenizerVocab& v) {
   HEARTH_TRY(assign(read_token_id(file, "tokenizer.ggml.unknown_token_id"), v.unknown_id));
   HEARTH_TRY(assign(read_token_id(file, "tokenizer.ggml.padding_token_id"), v.padding_id));
   HEARTH_TRY(assign(read_token_id(file, "tokenizer.ggml.eot_token_id"), v.eot_id));
+  HEARTH_TRY(assign(read_token_id(file, "tokenizer.ggml.eom_token_id"), v.eom_id));
   HEARTH_TRY(assign(file.get_bool("tokenizer.ggml.add_bos_token"), v.add_bos));
   HEARTH_TRY(assign(file.get_bool("tokenizer.ggml.add_eos_token"), v.add_eos));
   HEARTH_TRY(assign(file.get_bool("tokenizer.ggml.add_space_prefix"), v.add_space_prefix));
@@ -108,6 +109,7 @@ Result<void> resolve_special_ids(const TokenizerVocab& v, Vocab& out) {
   HEARTH_TRY(assign(resolve_id("unknown_token_id", v.unknown_id, spm ? 0 : Vocab::kNone, n, false), out.unknown));
   HEARTH_TRY(assign(resolve_id("padding_token_id", v.padding_id, Vocab::kNone, n, false), out.padding));
   HEARTH_TRY(assign(resolve_id("eot_token_id", v.eot_id, Vocab::kNone, n, false), out.eot));
+  HEARTH_TRY(assign(resolve_id("eom_token_id", v.eom_id, Vocab::kNone, n, false), out.eom));
   out.add_bos = v.add_bos.value_or(spm);
   out.add_eos = v.add_eos.value_or(false);
   out.add_space_prefix = v.add_space_prefix.value_or(spm);
@@ -157,8 +159,9 @@ void index_eog_tokens(Vocab& out) {
   };
   add(out.eos);
   add(out.eot);
-  for (const char* text :
-       {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>"}) {
+  add(out.eom);
+  for (const char* text : {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
+                           "<EOT>", "_<EOT>", "<｜end▁of▁sentence｜>"}) {
     add(out.find(text));
   }
 }

@@ -73,6 +73,7 @@ struct TokenizerVocab {
   std::optional<int64_t> unknown_id;     // unset: the model's default (llama: 0)
   std::optional<int64_t> padding_id;     // unset or negative/0xFFFFFFFF: none
   std::optional<int64_t> eot_id;         // end of turn (tokenizer.ggml.eot_token_id), if any
+  std::optional<int64_t> eom_id;         // end of message (tokenizer.ggml.eom_token_id, Llama 3.1's <|eom_id|>)
   std::optional<bool> add_bos;           // unset: llama true, gpt2 false
   std::optional<bool> add_eos;           // unset: false
   std::optional<bool> add_space_prefix;  // unset: llama true, gpt2 false
@@ -118,8 +119,9 @@ class Tokenizer {
   // Requires is_valid(token).
   TokenType token_type(TokenId token) const;
   bool is_control(TokenId token) const { return token_type(token) == TokenType::kControl; }
-  // End of generation: EOS, tokenizer.ggml.eot_token_id, and the end-of-turn markers of common chat formats found
-  // by their text (<|eot_id|>, <|im_end|>, <|end|>, <end_of_turn>, <|endoftext|>, <|eom_id|>, <EOT>), as llama.cpp.
+  // End of generation: EOS, tokenizer.ggml.eot_token_id and eom_token_id, and the end-of-turn markers of common chat
+  // formats found by their text (<|eot_id|>, <|im_end|>, <|end|>, <end_of_turn>, <|endoftext|>, <|eom_id|>, <EOT>,
+  // _<EOT>, DeepSeek's <｜end▁of▁sentence｜>), as llama.cpp does since converters rarely name them.
   bool is_eog(TokenId token) const;
   // The token's text exactly as stored in the vocabulary (e.g. "▁the", "<0x0A>", "</s>").
   std::string_view token_text(TokenId token) const;

@@ -45,6 +45,7 @@ struct Tokenizer::Vocab {
   int32_t unknown = kNone;
   int32_t padding = kNone;
   int32_t eot = kNone;
+  int32_t eom = kNone;
   std::vector<int32_t> eog_tokens;  // end of generation: EOS, EOT and the usual end-of-turn markers
   bool add_bos = false;
   bool add_eos = false;

@@ -184,6 +184,14 @@ Result<LayerWeights> bind_layer(Binder& b, const ModelConfig& c, int il) {
   HEARTH_TRY(bind_gate_up(b, c, p, l));
   auto down = b.matrix(p + "ffn_down.weight", c.ffn_dim, c.dim);
   if (!down) return down.error();
+  if (c.gemma) {
+    auto attn_post = b.vector(p + "post_attention_norm.weight", c.dim);
+    if (!attn_post) return attn_post.error();
+    auto ffn_post = b.vector(p + "post_ffw_norm.weight", c.dim);
+    if (!ffn_post) return ffn_post.error();
+    l.attn_post_norm = std::move(*attn_post);
+    l.ffn_post_norm = std::move(*ffn_post);
+  }
   l.attn_norm = std::move(*attn_norm);
   l.ffn_norm = std::move(*ffn_norm);
   l.wo = *wo;
@@ -226,7 +234,7 @@ Result<ModelWeights> ModelWeights::from_gguf(const GgufFile& file, const ModelCo
   auto norm = b.vector("output_norm.weight", c.dim);
   if (!norm) return norm.error();
   w.output_norm = std::move(*norm);
-  if (b.has("output.weight")) {
+  if (b.has("output.weight") && !c.gemma) {  // gemma's output is always token_embd, as in llama.cpp
     auto out = b.matrix("output.weight", c.dim, c.n_vocab);
     if (!out) return out.error();
     w.output = *out;

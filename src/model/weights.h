@@ -14,20 +14,22 @@
 namespace hearth {
 
 struct LayerWeights {
-  std::vector<float> attn_norm;  // [dim]
-  MatrixView wq;                 // [q_dim, dim]   (rows × cols: n_rows outputs of n_cols inputs)
-  MatrixView wk;                 // [kv_dim, dim]
-  MatrixView wv;                 // [kv_dim, dim]
-  MatrixView wo;                 // [dim, q_dim]
-  std::vector<float> bq;         // [q_dim]; empty when the model has no q/k/v biases
-  std::vector<float> bk;         // [kv_dim]; empty with bq
-  std::vector<float> bv;         // [kv_dim]; empty with bq
-  std::vector<float> q_norm;     // [head_dim]; per-head RMSNorm weight of q (qwen3), else empty
-  std::vector<float> k_norm;     // [head_dim]; per-head RMSNorm weight of k (qwen3), else empty
-  std::vector<float> ffn_norm;   // [dim]
-  MatrixView w_gate;             // [ffn_dim, dim]
-  MatrixView w_up;               // [ffn_dim, dim]
-  MatrixView w_down;             // [dim, ffn_dim]
+  std::vector<float> attn_norm;       // [dim]
+  MatrixView wq;                      // [q_dim, dim]   (rows × cols: n_rows outputs of n_cols inputs)
+  MatrixView wk;                      // [kv_dim, dim]
+  MatrixView wv;                      // [kv_dim, dim]
+  MatrixView wo;                      // [dim, q_dim]
+  std::vector<float> bq;              // [q_dim]; empty when the model has no q/k/v biases
+  std::vector<float> bk;              // [kv_dim]; empty with bq
+  std::vector<float> bv;              // [kv_dim]; empty with bq
+  std::vector<float> q_norm;          // [head_dim]; per-head RMSNorm weight of q (qwen3), else empty
+  std::vector<float> k_norm;          // [head_dim]; per-head RMSNorm weight of k (qwen3), else empty
+  std::vector<float> attn_post_norm;  // [dim]; gemma: RMSNorm of the attention output before the residual add
+  std::vector<float> ffn_norm;        // [dim]
+  std::vector<float> ffn_post_norm;   // [dim]; gemma: RMSNorm of the FFN output before the residual add
+  MatrixView w_gate;                  // [ffn_dim, dim]
+  MatrixView w_up;                    // [ffn_dim, dim]
+  MatrixView w_down;                  // [dim, ffn_dim]
 };
 
 struct ModelWeights {

@@ -88,7 +88,7 @@ Value items_filter(const Value& input) {
   if (input.is_undefined()) return Value(Array{});
   if (!input.is_object()) throw_error(std::string("items filter needs a mapping, got ") + input.type_name());
   Array out;
-  for (const auto& [k, v] : input.as_object().items) out.push_back(Value(Array{Value(k), v}));
+  for (const auto& [k, v] : input.as_object().items) out.push_back(Value::tuple(Array{Value(k), v}));
   return Value(std::move(out));
 }
 
@@ -99,7 +99,8 @@ Value round_filter(const Value& input, const CallArgs& args) {
   const double scale = std::pow(10.0, precision && precision->is_int() ? precision->as_int() : 0);
   const double x = input.as_double() * scale;
   const std::string m = method ? method->str() : "common";
-  const double r = m == "floor" ? std::floor(x) : m == "ceil" ? std::ceil(x) : std::round(x);
+  // Python's round(): halves go to the even neighbour (round(2.5) == 2.0), as std::nearbyint does by default.
+  const double r = m == "floor" ? std::floor(x) : m == "ceil" ? std::ceil(x) : std::nearbyint(x);
   return Value(r / scale);
 }
 
@@ -133,7 +134,6 @@ Value indent_filter(const Value& input, const CallArgs& args) {
   }
   return Value(std::move(out));
 }
-
 
 Value number_filter(const Value& input, const CallArgs& args, bool to_float) {
   const Value* fallback = arg(args, "default", 0);

@@ -5,10 +5,31 @@
 
 namespace hearth {
 
+namespace {
+
+// What Jinja2's lexer reads (newline_sequence "\n", keep_trailing_newline False): every "\r\n" and "\r" becomes
+// "\n", and one final newline is dropped.
+std::string jinja_source(std::string_view source) {
+  std::string out;
+  out.reserve(source.size());
+  for (size_t i = 0; i < source.size(); ++i) {
+    if (source[i] != '\r') {
+      out += source[i];
+      continue;
+    }
+    out += '\n';
+    if (i + 1 < source.size() && source[i + 1] == '\n') ++i;
+  }
+  if (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
+
+}  // namespace
+
 Result<ChatTemplate> ChatTemplate::parse(std::string_view source) {
   try {
     ChatTemplate result;
-    result.program_ = std::make_shared<const tmpl::Program>(tmpl::parse_program(source));
+    result.program_ = std::make_shared<const tmpl::Program>(tmpl::parse_program(jinja_source(source)));
     result.source_ = std::string(source);
     return result;
   } catch (const tmpl::TemplateError& error) {

@@ -2,10 +2,11 @@
 // ChatTemplate: renders chat messages into prompt text with a model's Jinja chat template
 // (`tokenizer.chat_template` in GGUF), using Hearth's own interpreter for the Jinja subset chat templates use.
 //
-// Semantics follow HF transformers' apply_chat_template: Jinja with trim_blocks=True and lstrip_blocks=True,
-// Python truthiness/str()/repr(), Jinja's default Undefined (falsy, prints "", `is defined` false, arithmetic on it
-// fails), `tojson` = json.dumps(ensure_ascii=False, indent=...), and the globals raise_exception(msg),
-// strftime_now(fmt) (local time from the clock, see set_clock), range(), namespace(), dict().
+// Semantics follow HF transformers' apply_chat_template: Jinja with trim_blocks=True and lstrip_blocks=True
+// (and Jinja2's defaults: newlines read as "\n", one trailing newline of the source dropped), Python
+// truthiness/str()/repr(), Jinja's default Undefined (falsy, prints "", `is defined` false, arithmetic on it fails),
+// `tojson` = json.dumps(ensure_ascii=False, indent=...), and the globals raise_exception(msg), strftime_now(fmt) (local
+// time from the clock, see set_clock), range(), namespace(), dict().
 //
 // Supported: {{ }}, {% %}, {# #}, whitespace control (-, +); if/elif/else; for (tuple unpacking, inline `if`
 // filter, else, loop.index/index0/revindex/revindex0/first/last/length/previtem/nextitem/cycle, break/continue);
@@ -19,6 +20,8 @@
 //     even odd divisibleby eq/equalto/== ne/!= lt gt le ge in lower upper sameas.
 //   Methods: str.strip/lstrip/rstrip/split/startswith/endswith/upper/lower/title/capitalize/replace/find/count/join/
 //     isdigit/isspace/isalpha/isalnum; dict.items/keys/values/get.
+// Tuples (literals, items(), dictsort) print as (a, b) and never equal a list; round() rounds halves to even.
+// Checked byte for byte against Jinja2 itself: tests/template/template_jinja2_test.cpp.
 // Deliberate differences from Jinja: an attribute or subscript of undefined/none is undefined rather than an
 // error; upper/lower/title/capitalize change ASCII letters only; string % formatting is not supported.
 // Not supported (parse error naming the construct and its line:col): include/import/extends/block, call blocks,

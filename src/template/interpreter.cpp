@@ -252,7 +252,7 @@ Value Interpreter::eval_inner(const Expr& expr) {
     case ExprKind::tuple: {
       Array items;
       for (const ExprPtr& item : expr.args) items.push_back(eval(*item));
-      return Value(std::move(items));
+      return expr.kind == ExprKind::tuple ? Value::tuple(std::move(items)) : Value(std::move(items));
     }
     case ExprKind::dict: {
       Object object;

@@ -203,7 +203,7 @@ Value dict_method(const Value& self, const std::string& name) {
         Callable{"dict." + name, [self, name](Interpreter&, const CallArgs&) -> Value {
                    Array out;
                    for (const auto& [k, v] : self.as_object().items) {
-                     out.push_back(name == "items" ? Value(Array{Value(k), v}) : name == "keys" ? Value(k) : v);
+                     out.push_back(name == "items" ? Value::tuple(Array{Value(k), v}) : name == "keys" ? Value(k) : v);
                    }
                    return Value(std::move(out));
                  }});

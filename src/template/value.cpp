@@ -142,9 +142,10 @@ std::string Value::repr() const {
     case Kind::string:
       return python_repr_string(as_string());
     case Kind::array: {
-      std::string out = "[";
+      std::string out = tuple_ ? "(" : "[";
       for (size_t i = 0; i < as_array().size(); ++i) out += (i ? ", " : "") + as_array()[i].repr();
-      return out + "]";
+      if (!tuple_) return out + "]";
+      return out + (as_array().size() == 1 ? ",)" : ")");
     }
     case Kind::object: {
       std::string out = as_object().is_namespace ? "<Namespace {" : "{";
@@ -282,7 +283,7 @@ bool Value::equals(const Value& other) const {
     }
     return as_double() == other.as_double();
   }
-  if (kind() != other.kind()) return false;
+  if (kind() != other.kind() || tuple_ != other.tuple_) return false;
   switch (kind()) {
     case Kind::undefined:
     case Kind::none:

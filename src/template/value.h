@@ -62,6 +62,12 @@ class Value {
   Value() : data_(Undefined{}) {}
   static Value undefined(std::string name) { return Value(Data(Undefined{std::move(name)})); }
   static Value none() { return Value(Data(nullptr)); }
+  // A Python tuple: an array that prints as (a, b) and never equals a list.
+  static Value tuple(Array a) {
+    Value v(std::move(a));
+    v.tuple_ = true;
+    return v;
+  }
   Value(bool b) : data_(b) {}                                             // NOLINT(google-explicit-constructor)
   Value(int64_t i) : data_(i) {}                                          // NOLINT(google-explicit-constructor)
   Value(int i) : data_(int64_t{i}) {}                                     // NOLINT(google-explicit-constructor)
@@ -84,6 +90,7 @@ class Value {
   bool is_array() const { return kind() == Kind::array; }
   bool is_object() const { return kind() == Kind::object; }
   bool is_callable() const { return kind() == Kind::callable; }
+  bool is_tuple() const { return tuple_; }
 
   bool as_bool() const { return std::get<bool>(data_); }
   int64_t as_int() const { return std::get<int64_t>(data_); }
@@ -112,6 +119,7 @@ class Value {
                             std::shared_ptr<Object>, std::shared_ptr<Callable>>;
   explicit Value(Data data) : data_(std::move(data)) {}
   Data data_;
+  bool tuple_ = false;
 };
 
 inline constexpr int kMaxJsonDepth = 256;

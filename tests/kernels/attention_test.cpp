@@ -54,10 +54,11 @@ constexpr Shape kShapes[] = {{8, 2, 4}, {64, 1, 16}, {64, 4, 16}, {72, 1, 5}, {1
 
 // Runs attention for `n_rows` rows starting at first_pos, head group `group` of KV head 1.
 std::vector<float> run(const PagedKv& k, const PagedKv& v, const std::vector<float>& q, Shape s, int32_t first_pos,
-                       int32_t n_rows, bool reference) {
+                       int32_t n_rows, bool reference, int32_t window = 0, float softcap = 0.0f) {
   const size_t stride = static_cast<size_t>(s.group) * s.head_dim;
   std::vector<float> out(n_rows * stride, NAN);
-  const AttentionTile t{q.data(), stride, out.data(), stride, n_rows, first_pos, s.group, 1, s.head_dim, 0.2f};
+  const AttentionTile t{q.data(), stride, out.data(), stride, n_rows, first_pos,
+                        s.group,  1,      s.head_dim, 0.2f,   window, softcap};
   if (reference) {
     attention_tile_reference(t, k.view(), v.view());
   } else {
@@ -78,11 +79,57 @@ TEST(Attention, MatchesReferenceForEveryDtypeAndShape) {
         const auto ref = run(k, v, q, s, first_pos, n_rows, true);
         for (size_t i = 0; i < fast.size(); ++i) {
           ASSERT_NEAR(fast[i], ref[i], 2e-5f) << kv_dtype_name(type) << " head_dim " << s.head_dim << " rows "
-                                               << first_pos << "+" << n_rows << " at " << i;
+                                              << first_pos << "+" << n_rows << " at " << i;
         }
       }
     }
   }
+}
+
+// Sliding windows (Gemma's local layers) and logit soft-capping (Gemma 2) against the double-precision twin.
+TEST(Attention, WindowAndSoftcapMatchReference) {
+  for (KvDtype type : {KvDtype::kF32, KvDtype::kF16, KvDtype::kQ8_0}) {
+    for (Shape s : kShapes) {
+      PagedKv k(type, s.block_size, 2, s.head_dim, 70, 21), v(type, s.block_size, 2, s.head_dim, 70, 22);
+      for (auto [window, softcap] : {std::pair{1, 0.0f}, {3, 0.0f}, {16, 1.5f}, {33, 0.0f}, {0, 1.5f}}) {
+        for (auto [first_pos, n_rows] : {std::pair{0, 3}, {9, 17}, {40, 30}}) {
+          const auto q = random_vector(static_cast<size_t>(n_rows) * s.group * s.head_dim, 23 + first_pos);
+          const auto fast = run(k, v, q, s, first_pos, n_rows, false, window, softcap);
+          const auto ref = run(k, v, q, s, first_pos, n_rows, true, window, softcap);
+          for (size_t i = 0; i < fast.size(); ++i) {
+            ASSERT_NEAR(fast[i], ref[i], 2e-5f) << kv_dtype_name(type) << " head_dim " << s.head_dim << " window "
+                                                << window << " softcap " << softcap << " at " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+// A window of 1 sees only the query's own key; a window covering every key changes no bit; soft-capping with a
+// cap far above every score is a no-op within rounding, and a small cap flattens the softmax (it has teeth).
+TEST(Attention, WindowEdgesAndSoftcapEffect) {
+  const Shape s{64, 2, 16};
+  PagedKv k(KvDtype::kF32, 16, 2, 64, 40, 24), v(KvDtype::kF32, 16, 2, 64, 40, 25);
+  const size_t stride = 2 * 64;
+  const auto q = random_vector(5 * stride, 26);
+  const auto own = run(k, v, q, s, 30, 5, false, 1);
+  for (int32_t r = 0; r < 5; ++r) {
+    const auto* vr = reinterpret_cast<const float*>(v.view().head(30 + r, 1));
+    for (int d = 0; d < 64; ++d) EXPECT_FLOAT_EQ(own[r * stride + d], vr[d]) << r;
+  }
+  EXPECT_EQ(run(k, v, q, s, 30, 5, false, 35), run(k, v, q, s, 30, 5, false, 0));
+  EXPECT_NE(run(k, v, q, s, 30, 5, false, 34), run(k, v, q, s, 30, 5, false, 0));
+  const auto plain = run(k, v, q, s, 30, 5, false);
+  const auto loose = run(k, v, q, s, 30, 5, false, 0, 1e4f);
+  const auto tight = run(k, v, q, s, 30, 5, false, 0, 0.01f);
+  double loose_diff = 0, tight_diff = 0;
+  for (size_t i = 0; i < plain.size(); ++i) {
+    loose_diff = std::max(loose_diff, std::fabs(double{plain[i]} - loose[i]));
+    tight_diff = std::max(tight_diff, std::fabs(double{plain[i]} - tight[i]));
+  }
+  EXPECT_LT(loose_diff, 1e-5);
+  EXPECT_GT(tight_diff, 1e-2);
 }
 
 TEST(Attention, OneKeyReturnsItsValue) {
@@ -101,12 +148,15 @@ TEST(Attention, RowResultDoesNotDependOnTheTileItIsIn) {
       const int32_t first = 9, n_rows = 17;
       const size_t stride = static_cast<size_t>(s.group) * s.head_dim;
       const auto q = random_vector(n_rows * stride, 9);
-      const auto together = run(k, v, q, s, first, n_rows, false);
-      for (int32_t r = 0; r < n_rows; ++r) {
-        const std::vector<float> q_row(q.begin() + r * stride, q.begin() + (r + 1) * stride);
-        const auto alone = run(k, v, q_row, s, first + r, 1, false);
-        for (size_t i = 0; i < stride; ++i) {
-          ASSERT_EQ(together[r * stride + i], alone[i]) << kv_dtype_name(type) << " row " << r;
+      for (auto [window, softcap] : {std::pair{0, 0.0f}, {7, 1.5f}}) {
+        const auto together = run(k, v, q, s, first, n_rows, false, window, softcap);
+        for (int32_t r = 0; r < n_rows; ++r) {
+          const std::vector<float> q_row(q.begin() + r * stride, q.begin() + (r + 1) * stride);
+          const auto alone = run(k, v, q_row, s, first + r, 1, false, window, softcap);
+          for (size_t i = 0; i < stride; ++i) {
+            ASSERT_EQ(together[r * stride + i], alone[i])
+                << kv_dtype_name(type) << " row " << r << " window " << window;
+          }
         }
       }
     }

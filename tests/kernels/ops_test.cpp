@@ -63,5 +63,40 @@ TEST(Ops, RopeRotatesPairsByPositionAngle) {
   EXPECT_FLOAT_EQ(z[1], -2);  // position 0 is the identity
 }
 
+// GELU (tanh form) against the double-precision formula, and at exact points.
+TEST(Ops, GeluMulMatchesReference) {
+  const auto gate = random_vector(1000, 31);
+  const auto up = random_vector(1000, 32);
+  std::vector<float> fast(1000), ref(1000);
+  const std::vector<float> wide = [&] {
+    std::vector<float> w(gate);
+    for (float& x : w) x *= 6.0f;  // into GELU's tails
+    return w;
+  }();
+  for (const auto* g : {&gate, &wide}) {
+    gelu_mul(g->data(), up.data(), fast.data(), 1000);
+    gelu_mul_reference(g->data(), up.data(), ref.data(), 1000);
+    for (size_t i = 0; i < fast.size(); ++i) ASSERT_NEAR(fast[i], ref[i], 1e-6f * (1 + std::fabs(ref[i]))) << i;
+  }
+  const float g[] = {0.0f, 1.0f, -1.0f, 3.0f, -10.0f};
+  const float one[] = {1, 1, 1, 1, 1};
+  float out[5];
+  gelu_mul(g, one, out, 5);
+  EXPECT_EQ(out[0], 0.0f);
+  EXPECT_NEAR(out[1], 0.841192f, 1e-6f);  // 0.5 (1 + tanh(0.7978846 × 1.044715))
+  EXPECT_NEAR(out[2], -0.158808f, 1e-6f);
+  EXPECT_NEAR(out[3], 2.996363f, 1e-6f);
+  EXPECT_NEAR(out[4], 0.0f, 1e-6f);
+}
+
+TEST(Ops, SoftcapBoundsByTheCap) {
+  float x[] = {0.0f, 1.0f, -100.0f, 1000.0f};
+  softcap_inplace(x, 4, 30.0f);
+  EXPECT_EQ(x[0], 0.0f);
+  EXPECT_NEAR(x[1], 30.0f * std::tanh(1.0f / 30.0f), 1e-6f);
+  EXPECT_NEAR(x[2], -30.0f * std::tanh(100.0f / 30.0f), 1e-5f);
+  EXPECT_NEAR(x[3], 30.0f, 1e-5f);
+}
+
 }  // namespace
 }  // namespace hearth

@@ -1,9 +1,9 @@
-// The qwen2, qwen3, phi3 and Llama 3 (rope_freqs) forward passes, proven two ways on tiny synthetic models with the
-// families' real vocabularies: (a) the engine's logits agree with a plain scalar forward written from the
-// architectures' definitions (reference_forward.cpp), which itself agrees with the engine on stories260K (llama);
+// The qwen2, qwen3, phi3, gemma2, gemma3 and Llama 3 (rope_freqs) forward passes, proven two ways on tiny synthetic
+// models with the families' real vocabularies: (a) the engine's logits agree with a plain scalar forward written from
+// the architectures' definitions (reference_forward.cpp), which itself agrees with the engine on stories260K (llama);
 // and (b) Hearth's greedy text equals an independent implementation's: llama.cpp b4748 for qwen2, phi3 and
-// Llama 3, ik_llama.cpp for qwen3 (b4748 does not know qwen3). The peer tests skip, saying so, only where the peer
-// binary is absent.
+// Llama 3 and gemma2, ik_llama.cpp for qwen3 and gemma3 (b4748 knows neither). The peer tests skip, saying so, only
+// where the peer binary is absent.
 
 #include <unistd.h>
 
@@ -32,12 +32,32 @@ const std::string kShared = HEARTH_SHARED_DIR;
 const std::string kQwenVocab = kShared + "/vocab/ggml-vocab-qwen2.gguf";
 const std::string kLlama3Vocab = kShared + "/vocab/ggml-vocab-llama-bpe.gguf";
 const std::string kPhi3Vocab = kShared + "/vocab/ggml-vocab-phi-3.gguf";
+const std::string kGemma3Vocab = kShared + "/vocab/ggml-vocab-gemma3.gguf";
 
 // dim 64, 2 layers, 4 heads of 16, 2 KV heads, F32 weights. The weights are larger than the generator's default
 // (sd 0.1 instead of 0.02) so that logits are spread out and a greedy argmax is not decided by rounding noise.
 // `variant` is an architecture, or "llama3": llama with Llama 3.1's rope_freqs, computed by Llama 3's formula
 // (factor 8, low 1, high 4) for an original context of 64 instead of 8192, so that the divisors (1, 2.44, then 8
 // for the six slowest pairs) turn the pairs visibly within the test's few dozen positions.
+// Gemma on Gemma 3's 262k-token vocabulary (gemma2 too: no Gemma 2 vocabulary is shared; llama.cpp does not
+// mind). A window of 8 keys, so the sliding layers differ from global ones within the tests' positions; gemma2 has
+// 26 layers, the layer count of Gemma 2 2B, because llama.cpp b4748 picks the query scale by model size and
+// aborts on an unknown one, and small caps (2 and 3 instead of 50 and 30) so that soft-capping visibly bends
+// these small scores and logits; gemma3 has 6 layers, so that layer 5 is global, and a global RoPE base of 10^6
+// against the local layers' 10^4.
+void configure_gemma(SynthConfig& c) {
+  c.vocab_from = kGemma3Vocab;
+  c.sliding_window = 8;
+  if (c.architecture == "gemma2") {
+    c.n_layers = 26;
+    c.attn_softcap = 2.0f;
+    c.final_softcap = 3.0f;
+    c.rope_freq_base = 10000.0f;
+  } else {
+    c.n_layers = 6;
+  }
+}
+
 SynthConfig tiny_config(const std::string& variant) {
   SynthConfig c;
   fs::create_directories(HEARTH_TEST_TMP_DIR);
@@ -69,7 +89,9 @@ SynthConfig tiny_config(const std::string& variant) {
   if (variant == "phi3") {
     c.vocab_from = kPhi3Vocab;
     c.rope_freq_base = 10000.0f;
+    c.sliding_window = 8;  // a mask on every layer, visible within the tests' positions
   }
+  if (variant == "gemma2" || variant == "gemma3") configure_gemma(c);
   return c;
 }
 
@@ -134,6 +156,8 @@ const std::vector<int32_t> kQwenTokens = {9707, 11, 1879, 0, 151643, 42, 1000, 7
 const std::vector<int32_t> kLlama3Tokens = {128000, 9707, 11, 1879,  0,   42, 1000, 77777, 123, 5, 128009,
                                             220,    13,   3,  64000, 500, 7,  99,   2,     31,  8, 128255};
 const std::vector<int32_t> kPhi3Tokens = {1, 9707, 11, 1879, 0, 42, 1000, 32000, 123, 5, 32063, 220, 13, 3, 29871, 2};
+const std::vector<int32_t> kGemmaTokens = {2, 9707,   11,  1879, 0, 42,     1000, 106, 123,
+                                           5, 262000, 220, 13,   3, 150000, 1,    77};
 
 void expect_engine_matches_reference(const std::string& path, const std::vector<int32_t>& tokens,
                                      const test::ReferenceOptions& without_feature) {
@@ -146,6 +170,33 @@ void expect_engine_matches_reference(const std::string& path, const std::vector<
   // The check has teeth: leaving out the architecture's feature moves the logits far beyond the tolerance.
   const auto without = test::reference_logits(*file, tokens, without_feature);
   EXPECT_GT(max_relative_difference(engine, without), 100 * kTolerance) << path;
+}
+
+// Each feature has teeth on its own: the reference without it is far from the engine.
+void expect_each_feature_has_teeth(const std::string& path, const std::vector<int32_t>& tokens,
+                                   const std::vector<std::pair<const char*, test::ReferenceOptions>>& features) {
+  const auto file = open_file(path);
+  const auto engine = engine_logits(file, tokens);
+  for (const auto& [name, without] : features) {
+    EXPECT_GT(max_relative_difference(engine, test::reference_logits(*file, tokens, without)), 100 * kTolerance)
+        << path << ": without " << name;
+  }
+}
+
+TEST(ArchReference, Gemma2MatchesScalarReference) {
+  const std::string& path = synthetic_model("gemma2");
+  expect_engine_matches_reference(path, kGemmaTokens, {.skip_window = true});
+  expect_each_feature_has_teeth(path, kGemmaTokens,
+                                {{"soft-capping", {.skip_softcap = true}}, {"post norms", {.skip_post_norms = true}}});
+}
+
+TEST(ArchReference, Gemma3MatchesScalarReference) {
+  const std::string& path = synthetic_model("gemma3");
+  expect_engine_matches_reference(path, kGemmaTokens, {.skip_window = true});
+  expect_each_feature_has_teeth(path, kGemmaTokens,
+                                {{"local RoPE base", {.global_rope_base_everywhere = true}},
+                                 {"q/k norms", {.skip_qk_norm = true}},
+                                 {"post norms", {.skip_post_norms = true}}});
 }
 
 TEST(ArchReference, LlamaStories260KMatchesScalarReference) {
@@ -176,6 +227,7 @@ TEST(ArchReference, Llama3RopeFreqsMatchScalarReference) {
 // Fused attn_qkv and gate+up ffn_up: taking the halves of ffn_up the other way round is far off.
 TEST(ArchReference, Phi3MatchesScalarReference) {
   expect_engine_matches_reference(synthetic_model("phi3"), kPhi3Tokens, {.swap_gate_up = true});
+  expect_each_feature_has_teeth(synthetic_model("phi3"), kPhi3Tokens, {{"sliding window", {.skip_window = true}}});
 }
 
 // The logits the engine samples the first token of `prompt` from (greedy, default f16 KV, 16-token blocks), and how
@@ -238,6 +290,13 @@ TEST(ArchPrefixCacheHit, Llama3RopeFreqsBitIdenticalToCold) {
 }
 TEST(ArchPrefixCacheHit, Phi3BitIdenticalToCold) {
   expect_hit_matches_cold("phi3", kPhi3Tokens);
+}
+// Sliding windows of 8 keys across 16-token blocks, and soft-capping: still bit for bit.
+TEST(ArchPrefixCacheHit, Gemma2BitIdenticalToCold) {
+  expect_hit_matches_cold("gemma2", kGemmaTokens);
+}
+TEST(ArchPrefixCacheHit, Gemma3BitIdenticalToCold) {
+  expect_hit_matches_cold("gemma3", kGemmaTokens);
 }
 
 // Runs `command`, returns its stdout.
@@ -319,9 +378,17 @@ TEST(ArchPeer, Phi3GreedyTextMatchesLlamaCpp) {
   expect_greedy_text_matches_peer("phi3", {"llama.cpp-b4748", "-no-cnv", "\n\n"});
 }
 
+TEST(ArchPeer, Gemma2GreedyTextMatchesLlamaCpp) {
+  expect_greedy_text_matches_peer("gemma2", {"llama.cpp-b4748", "-no-cnv", "\n\n"});
+}
+
 // ik_llama.cpp is not interactive by default and prints nothing after the text.
 TEST(ArchPeer, Qwen3GreedyTextMatchesIkLlamaCpp) {
   expect_greedy_text_matches_peer("qwen3", {"ik_llama.cpp", "", ""});
+}
+
+TEST(ArchPeer, Gemma3GreedyTextMatchesIkLlamaCpp) {
+  expect_greedy_text_matches_peer("gemma3", {"ik_llama.cpp", "", ""});
 }
 
 }  // namespace

@@ -31,7 +31,8 @@ const GgufFile& small_model(const std::string& arch) {
   if (it != files.end()) return it->second;
   SynthConfig c;
   fs::create_directories(HEARTH_TEST_TMP_DIR);
-  c.out_path = std::string(HEARTH_TEST_TMP_DIR) + "/model_load_test_" + arch + "_" + std::to_string(getpid()) + ".gguf";  // one per process
+  c.out_path = std::string(HEARTH_TEST_TMP_DIR) + "/model_load_test_" + arch + "_" + std::to_string(getpid()) +
+               ".gguf";  // one per process
   c.vocab_from = kShared + "/models/stories260K.gguf";
   c.architecture = arch;
   c.dim = 64;
@@ -111,18 +112,27 @@ bool contains(const std::string& s, const std::string& part) {
 }
 
 TEST(ModelLoadErrors, UnknownArchitectureListsTheSupportedOnes) {
-  const std::string message = load_error({.arch = "gemma3"}, "llama");
-  EXPECT_TRUE(contains(message, "edited.gguf: architecture 'gemma3' is not supported")) << message;
-  EXPECT_TRUE(contains(message, "(supported: llama, mistral, phi3, qwen2, qwen3, smollm)")) << message;
-  EXPECT_EQ(ModelConfig::supported_architectures(), "llama, mistral, phi3, qwen2, qwen3, smollm");
+  const std::string message = load_error({.arch = "gemma"}, "llama");
+  EXPECT_TRUE(contains(message, "edited.gguf: architecture 'gemma' is not supported")) << message;
+  EXPECT_TRUE(contains(message, "(supported: gemma2, gemma3, llama, mistral, phi3, qwen2, qwen3, smollm)")) << message;
+  EXPECT_EQ(ModelConfig::supported_architectures(), "gemma2, gemma3, llama, mistral, phi3, qwen2, qwen3, smollm");
 }
 
 TEST(ModelLoadErrors, MissingRequiredTensorIsNamed) {
   const auto drop = [](std::string name) { return [name](const std::string& t) { return t != name; }; };
   const std::vector<std::tuple<std::string, std::string>> cases = {
-      {"llama", "blk.1.ffn_up.weight"},  {"llama", "output_norm.weight"},       {"qwen2", "blk.1.attn_k.bias"},
-      {"qwen2", "blk.0.attn_q.bias"},    {"qwen3", "blk.0.attn_q_norm.weight"}, {"qwen3", "blk.1.attn_k_norm.weight"},
-      {"phi3", "blk.0.attn_qkv.weight"}, {"phi3", "blk.1.ffn_up.weight"},
+      {"llama", "blk.1.ffn_up.weight"},
+      {"llama", "output_norm.weight"},
+      {"qwen2", "blk.1.attn_k.bias"},
+      {"qwen2", "blk.0.attn_q.bias"},
+      {"qwen3", "blk.0.attn_q_norm.weight"},
+      {"qwen3", "blk.1.attn_k_norm.weight"},
+      {"phi3", "blk.0.attn_qkv.weight"},
+      {"phi3", "blk.1.ffn_up.weight"},
+      {"gemma2", "blk.0.post_attention_norm.weight"},
+      {"gemma2", "blk.1.post_ffw_norm.weight"},
+      {"gemma3", "blk.1.attn_k_norm.weight"},
+      {"gemma3", "blk.0.post_ffw_norm.weight"},
   };
   for (const auto& [arch, tensor] : cases) {
     const std::string message = load_error({.arch = arch, .keep = drop(tensor)}, arch);
@@ -140,12 +150,47 @@ TEST(ModelLoadErrors, UnknownTensorIsNamed) {
       {"llama", "blk.0.attn_q_norm.weight", {16}},      // qwen3's q norm in a llama file
       {"qwen2", "blk.1.ffn_gate_inp.weight", {64, 4}},  // a mixture-of-experts router
       {"qwen3", "blk.0.attn_q.bias", {64}},             // qwen3 has no biases
+      {"gemma2", "output.weight", {64, 512}},           // gemma's output is always token_embd (llama.cpp)
+      {"gemma2", "blk.0.attn_q_norm.weight", {16}},     // gemma2 has no q/k norms
   };
   for (const auto& [arch, tensor, shape] : cases) {
     const std::string message = load_error({.arch = arch, .extra = {{tensor, shape}}}, arch);
     EXPECT_TRUE(contains(message, "edited.gguf: unknown tensor '" + tensor + "' for architecture '" + arch + "'"))
         << message;
   }
+}
+
+// Gemma's hyperparameters as llama.cpp reads them: gemma2's layers alternate local/global from layer 0 with
+// default caps 50 and 30; gemma3 makes every sixth layer global and rotates the local ones with base 10000.
+TEST(ModelLoad, GemmaHyperparameters) {
+  auto gemma2 = ModelConfig::from_gguf(small_model("gemma2"));
+  ASSERT_TRUE(gemma2.ok()) << gemma2.error().message;
+  EXPECT_TRUE(gemma2->gemma);
+  EXPECT_EQ(gemma2->rope_style, RopeStyle::kNeox);
+  EXPECT_EQ(gemma2->sliding_window, 4096);
+  EXPECT_EQ(gemma2->n_ctx_train, 128) << "the window is a mask, it does not cap the context";
+  EXPECT_TRUE(gemma2->is_local(0));
+  EXPECT_FALSE(gemma2->is_local(1));
+  EXPECT_EQ(gemma2->attn_softcap, 50.0f);
+  EXPECT_EQ(gemma2->final_softcap, 30.0f);
+  EXPECT_EQ(gemma2->attn_scale, 0.25f);
+  EXPECT_EQ(gemma2->rope_freq_base_local, 0.0f);
+  const auto defaults = edited(small_model("gemma2"), {.arch = "gemma2",
+                                                       .keep = [](const std::string&) { return true; },
+                                                       .metadata = {{"gemma2.attn_logit_softcapping", gguf_f32(7)}}});
+  auto capped = ModelConfig::from_gguf(*defaults->file);
+  ASSERT_TRUE(capped.ok()) << capped.error().message;
+  EXPECT_EQ(capped->attn_softcap, 7.0f);
+  auto gemma3 = ModelConfig::from_gguf(small_model("gemma3"));
+  ASSERT_TRUE(gemma3.ok()) << gemma3.error().message;
+  EXPECT_TRUE(gemma3->qk_norm);
+  EXPECT_EQ(gemma3->attn_softcap, 0.0f);
+  EXPECT_EQ(gemma3->final_softcap, 0.0f);
+  EXPECT_EQ(gemma3->rope_freq_base_local, 10000.0f);
+  for (int il = 0; il < 12; ++il) EXPECT_EQ(gemma3->is_local(il), il != 5 && il != 11) << il;
+  auto llama = ModelConfig::from_gguf(small_model("llama"));
+  ASSERT_TRUE(llama.ok());
+  EXPECT_FALSE(llama->is_local(0));
 }
 
 TEST(ModelLoadErrors, WrongBiasShapeIsNamed) {
@@ -191,16 +236,17 @@ TEST(ModelLoadErrors, Phi3LongRopeFactorsAreRefused) {
   }
 }
 
-// Attention always sees the whole context, which is a sliding window's result only while the context fits in the
-// window: a smaller window caps the context (Phi-3 mini 4k: window 2047 of 4096), a larger one changes nothing.
-TEST(ModelLoad, Phi3SlidingWindowCapsTheContext) {
-  for (const auto& [window, n_ctx] : {std::pair{64u, 64}, {128u, 128}, {4096u, 128}}) {
+// phi3's window is a mask on every layer (llama.cpp's build_phi3), so it no longer caps the context.
+TEST(ModelLoad, Phi3SlidingWindowMasksEveryLayer) {
+  for (const uint32_t window : {64u, 128u, 4096u}) {
     const auto e = edited(small_model("phi3"),
                           {.arch = "phi3", .metadata = {{"phi3.attention.sliding_window", gguf_u32(window)}}});
     auto model = Model::load(e->file);
     ASSERT_TRUE(model.ok()) << model.error().message;
-    EXPECT_EQ((*model)->config().n_ctx_train, n_ctx) << window;
+    EXPECT_EQ((*model)->config().n_ctx_train, 128) << window;
     EXPECT_EQ((*model)->config().sliding_window, static_cast<int32_t>(window));
+    EXPECT_TRUE((*model)->config().is_local(0));
+    EXPECT_TRUE((*model)->config().is_local(1));
   }
 }
 

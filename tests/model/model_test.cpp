@@ -66,7 +66,8 @@ TEST(StoriesGolden, GreedyTextMatchesIndependentImplementation) {
 std::vector<float> prefill_in_chunks(Model& model, std::span<const TokenId> tokens, int32_t chunk, ThreadPool& pool) {
   const int32_t block_size = 16;
   const int32_t n = static_cast<int32_t>(tokens.size());
-  KvStorage kv(model.config().n_layers, model.config().n_kv_heads, model.config().head_dim, block_size, (n + block_size - 1) / block_size);
+  KvStorage kv(model.config().n_layers, model.config().n_kv_heads, model.config().head_dim, block_size,
+               (n + block_size - 1) / block_size);
   std::vector<BlockId> table;
   for (int32_t b = 0; b < kv.num_blocks(); ++b) table.push_back(BlockId{kv.num_blocks() - 1 - b});  // scrambled
   std::span<const float> logits;
@@ -104,7 +105,9 @@ void expect_chunking_invariant(const std::string& path, size_t n_tokens) {
       << path << ": thread count changed the logits";
 }
 
-TEST(Determinism, ChunkedPrefillIsBitIdenticalStories) { expect_chunking_invariant(kStories, 150); }
+TEST(Determinism, ChunkedPrefillIsBitIdenticalStories) {
+  expect_chunking_invariant(kStories, 150);
+}
 TEST(Determinism, ChunkedPrefillIsBitIdenticalQ8_0) {
   expect_chunking_invariant(kShared + "/models/synthetic/synth-tiny-q8_0.gguf", 100);
 }
@@ -125,8 +128,7 @@ TEST(Determinism, BatchedSequencesMatchSequencesAlone) {
   std::vector<BlockId> table_a{BlockId{5}, BlockId{1}, BlockId{7}}, table_b{BlockId{2}, BlockId{0}};
   std::vector<TokenId> tokens(a.begin(), a.end());
   tokens.insert(tokens.end(), b.begin(), b.end());
-  BatchSequence seqs[2] = {{0, 40, 0, table_a, true},
-                           {40, static_cast<int32_t>(b.size()), 0, table_b, true}};
+  BatchSequence seqs[2] = {{0, 40, 0, table_a, true}, {40, static_cast<int32_t>(b.size()), 0, table_b, true}};
   auto logits = m.model->forward({tokens, seqs}, kv, pool);
   ASSERT_EQ(logits.size(), 2 * alone_a.size());
   EXPECT_EQ(std::memcmp(logits.data(), alone_a.data(), alone_a.size() * sizeof(float)), 0);

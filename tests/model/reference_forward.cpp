@@ -16,7 +16,18 @@ struct Hparams {
   std::string arch;
   int64_t dim = 0, n_layers = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, ffn = 0, n_vocab = 0;
   double eps = 1e-5, rope_base = 10000.0, rope_scale = 1.0;
+  bool gemma = false, gemma2 = false;
+  int64_t window = 0;  // gemma's sliding window
+  double attn_cap = 0, final_cap = 0, query_scale = 0;
 };
+
+// Gemma 2 alternates local and global layers starting with a local one; Gemma 3 makes every sixth layer global.
+// Phi-3 (llama.cpp's build_phi3) windows every layer when the file names a window.
+bool is_sliding_layer(const Hparams& hp, int64_t layer) {
+  if (hp.arch == "phi3") return hp.window > 0;
+  if (!hp.gemma) return false;
+  return hp.gemma2 ? layer % 2 == 0 : layer % 6 != 5;
+}
 
 int64_t meta_int(const GgufFile& f, const std::string& key, int64_t fallback) {
   auto v = f.get_uint(key);
@@ -42,6 +53,13 @@ Hparams read_hparams(const GgufFile& f) {
   h.rope_base = meta_float(f, p + "rope.freq_base", 10000.0);
   h.rope_scale = 1.0 / meta_float(f, p + "rope.scaling.factor", 1.0);
   h.n_vocab = f.find_tensor("token_embd.weight")->ne[1];
+  h.gemma = h.arch == "gemma2" || h.arch == "gemma3";
+  h.gemma2 = h.arch == "gemma2";
+  h.window = meta_int(f, p + "attention.sliding_window", h.gemma ? 4096 : 0);
+  h.attn_cap = h.gemma2 ? meta_float(f, p + "attn_logit_softcapping", 50.0) : 0.0;
+  h.final_cap = h.gemma2 ? meta_float(f, p + "final_logit_softcapping", 30.0) : 0.0;
+  const bool big = h.n_layers == (h.gemma2 ? 46 : 62);  // 27B: query_pre_attn_scalar = dim / heads
+  h.query_scale = 1.0 / std::sqrt(static_cast<double>(h.gemma && big ? h.dim / h.n_heads : h.head_dim));
   return h;
 }
 
@@ -81,13 +99,16 @@ void rms_norm_in_place(Vec& x, size_t offset, size_t n, const std::vector<float>
 
 // Rotates each head of `x` by position `pos`: pairs (2i, 2i+1) for llama, (i, i + d/2) for neox (qwen, phi3).
 // Pair i's frequency is scaled by `scale` and divided by freqs[i] (when freqs is not empty).
-void rope(Vec& x, int64_t n_heads, int64_t head_dim, int64_t pos, const Hparams& hp, const std::vector<float>& freqs,
+struct RopeParams {
+  double base, scale;
+};
+void rope(Vec& x, int64_t n_heads, int64_t head_dim, int64_t pos, RopeParams rp, const std::vector<float>& freqs,
           bool neox) {
   for (int64_t h = 0; h < n_heads; ++h) {
     for (int64_t i = 0; i < head_dim / 2; ++i) {
       const double divisor = freqs.empty() ? 1.0 : freqs[i];
-      const double angle = static_cast<double>(pos) * hp.rope_scale *
-                           std::pow(hp.rope_base, -2.0 * static_cast<double>(i) / head_dim) / divisor;
+      const double angle =
+          static_cast<double>(pos) * rp.scale * std::pow(rp.base, -2.0 * static_cast<double>(i) / head_dim) / divisor;
       const size_t a = h * head_dim + (neox ? i : 2 * i);
       const size_t b = h * head_dim + (neox ? i + head_dim / 2 : 2 * i + 1);
       const double x0 = x[a], x1 = x[b];
@@ -97,30 +118,36 @@ void rope(Vec& x, int64_t n_heads, int64_t head_dim, int64_t pos, const Hparams&
   }
 }
 
-// Causal softmax attention of one query row against every cached key; GQA: query head h reads KV head
-// h / (n_heads / n_kv_heads).
-Vec attention(const Hparams& hp, const Vec& q, const std::vector<Vec>& keys, const std::vector<Vec>& values) {
+// Causal softmax attention of one query row against the cached keys from `first` on; GQA: query head h reads KV
+// head h / (n_heads / n_kv_heads). Scores are scaled by `scale`, then soft-capped when cap > 0.
+Vec attention(const Hparams& hp, const Vec& q, const std::vector<Vec>& keys, const std::vector<Vec>& values,
+              size_t first, double scale, double cap) {
   const int64_t group = hp.n_heads / hp.n_kv_heads;
   Vec out(hp.n_heads * hp.head_dim, 0.0);
   for (int64_t h = 0; h < hp.n_heads; ++h) {
     const int64_t kvh = h / group;
-    std::vector<double> scores(keys.size());
+    std::vector<double> scores(keys.size(), 0.0);
     double max_score = -1e300;
-    for (size_t t = 0; t < keys.size(); ++t) {
+    for (size_t t = first; t < keys.size(); ++t) {
       double s = 0.0;
       for (int64_t i = 0; i < hp.head_dim; ++i) s += q[h * hp.head_dim + i] * keys[t][kvh * hp.head_dim + i];
-      scores[t] = s / std::sqrt(static_cast<double>(hp.head_dim));
+      scores[t] = s * scale;
+      if (cap > 0) scores[t] = cap * std::tanh(scores[t] / cap);
       max_score = std::max(max_score, scores[t]);
     }
     double total = 0.0;
-    for (double& s : scores) total += (s = std::exp(s - max_score));
-    for (size_t t = 0; t < keys.size(); ++t) {
+    for (size_t t = first; t < keys.size(); ++t) total += (scores[t] = std::exp(scores[t] - max_score));
+    for (size_t t = first; t < keys.size(); ++t) {
       for (int64_t i = 0; i < hp.head_dim; ++i) {
         out[h * hp.head_dim + i] += scores[t] / total * values[t][kvh * hp.head_dim + i];
       }
     }
   }
   return out;
+}
+
+double gelu_tanh(double x) {
+  return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
 }
 
 // phi3's fused tensors as the separate ones of the llama layout: attn_qkv rows are q, k, v; ffn_up rows are gate,
@@ -146,50 +173,83 @@ void split_fused(std::map<std::string, std::vector<float>>& w, const Hparams& hp
 
 }  // namespace
 
+namespace {
+
+using Weights = std::map<std::string, std::vector<float>>;
+
+struct LayerCache {
+  std::vector<Vec> keys, values;
+};
+
+// One transformer block at position `pos`, updating x and the layer's K/V.
+void layer_forward(const Hparams& hp, Weights& w, int64_t l, size_t pos, const ReferenceOptions& options,
+                   const std::vector<float>& freqs, Vec& x, LayerCache& cache) {
+  const bool neox = hp.arch == "qwen2" || hp.arch == "qwen3" || hp.arch == "phi3" || hp.gemma;
+  const bool sliding = is_sliding_layer(hp, l) && !options.skip_window;
+  const std::string p = "blk." + std::to_string(l) + ".";
+  auto bias = [&](const char* name) { return options.skip_qkv_bias ? std::vector<float>{} : w[p + name]; };
+  auto post_norm = [&](Vec& y, const char* name) {
+    if (hp.gemma && !options.skip_post_norms) rms_norm_in_place(y, 0, hp.dim, w[p + name], hp.eps);
+  };
+  Vec xn = x;
+  rms_norm_in_place(xn, 0, hp.dim, w[p + "attn_norm.weight"], hp.eps);
+  Vec q = matvec(w[p + "attn_q.weight"], bias("attn_q.bias"), xn);
+  Vec k = matvec(w[p + "attn_k.weight"], bias("attn_k.bias"), xn);
+  Vec v = matvec(w[p + "attn_v.weight"], bias("attn_v.bias"), xn);
+  if (w.contains(p + "attn_q_norm.weight") && !options.skip_qk_norm) {
+    for (int64_t h = 0; h < hp.n_heads; ++h)
+      rms_norm_in_place(q, h * hp.head_dim, hp.head_dim, w[p + "attn_q_norm.weight"], hp.eps);
+    for (int64_t h = 0; h < hp.n_kv_heads; ++h)
+      rms_norm_in_place(k, h * hp.head_dim, hp.head_dim, w[p + "attn_k_norm.weight"], hp.eps);
+  }
+  const bool local_base = hp.arch == "gemma3" && is_sliding_layer(hp, l) && !options.global_rope_base_everywhere;
+  const RopeParams rp = local_base ? RopeParams{10000.0, 1.0} : RopeParams{hp.rope_base, hp.rope_scale};
+  rope(q, hp.n_heads, hp.head_dim, static_cast<int64_t>(pos), rp, freqs, neox);
+  rope(k, hp.n_kv_heads, hp.head_dim, static_cast<int64_t>(pos), rp, freqs, neox);
+  cache.keys.push_back(k);
+  cache.values.push_back(v);
+  const size_t first = sliding && pos + 1 > static_cast<size_t>(hp.window) ? pos + 1 - hp.window : 0;
+  const double scale = hp.gemma ? hp.query_scale : 1.0 / std::sqrt(static_cast<double>(hp.head_dim));
+  const double cap = options.skip_softcap ? 0.0 : hp.attn_cap;
+  Vec attn = matvec(w[p + "attn_output.weight"], {}, attention(hp, q, cache.keys, cache.values, first, scale, cap));
+  post_norm(attn, "post_attention_norm.weight");
+  for (int64_t i = 0; i < hp.dim; ++i) x[i] += attn[i];
+  xn = x;
+  rms_norm_in_place(xn, 0, hp.dim, w[p + "ffn_norm.weight"], hp.eps);
+  Vec gate = matvec(w[p + "ffn_gate.weight"], {}, xn);
+  const Vec up = matvec(w[p + "ffn_up.weight"], {}, xn);
+  for (size_t i = 0; i < gate.size(); ++i) {
+    gate[i] = (hp.gemma ? gelu_tanh(gate[i]) : gate[i] / (1.0 + std::exp(-gate[i]))) * up[i];
+  }
+  Vec down = matvec(w[p + "ffn_down.weight"], {}, gate);
+  post_norm(down, "post_ffw_norm.weight");
+  for (int64_t i = 0; i < hp.dim; ++i) x[i] += down[i];
+}
+
+}  // namespace
+
 std::vector<std::vector<float>> reference_logits(const GgufFile& f, const std::vector<int32_t>& tokens,
                                                  const ReferenceOptions& options) {
   const Hparams hp = read_hparams(f);
-  const bool neox = hp.arch == "qwen2" || hp.arch == "qwen3" || hp.arch == "phi3";
-  std::map<std::string, std::vector<float>> w;
+  Weights w;
   for (const GgufTensor& t : f.tensors()) w[t.name] = load(f, t.name);
   split_fused(w, hp, options.swap_gate_up);
   const std::vector<float> freqs = options.skip_rope_freqs ? std::vector<float>{} : w["rope_freqs.weight"];
   const auto& output = w.contains("output.weight") ? w["output.weight"] : w["token_embd.weight"];
-  std::vector<std::vector<Vec>> keys(hp.n_layers), values(hp.n_layers);
+  std::vector<LayerCache> caches(hp.n_layers);
   std::vector<std::vector<float>> logits;
   for (size_t pos = 0; pos < tokens.size(); ++pos) {
     const auto& embd = w["token_embd.weight"];
     Vec x(embd.begin() + tokens[pos] * hp.dim, embd.begin() + (tokens[pos] + 1) * hp.dim);
-    for (int64_t l = 0; l < hp.n_layers; ++l) {
-      const std::string p = "blk." + std::to_string(l) + ".";
-      auto bias = [&](const char* name) { return options.skip_qkv_bias ? std::vector<float>{} : w[p + name]; };
-      Vec xn = x;
-      rms_norm_in_place(xn, 0, hp.dim, w[p + "attn_norm.weight"], hp.eps);
-      Vec q = matvec(w[p + "attn_q.weight"], bias("attn_q.bias"), xn);
-      Vec k = matvec(w[p + "attn_k.weight"], bias("attn_k.bias"), xn);
-      Vec v = matvec(w[p + "attn_v.weight"], bias("attn_v.bias"), xn);
-      if (w.contains(p + "attn_q_norm.weight") && !options.skip_qk_norm) {
-        for (int64_t h = 0; h < hp.n_heads; ++h)
-          rms_norm_in_place(q, h * hp.head_dim, hp.head_dim, w[p + "attn_q_norm.weight"], hp.eps);
-        for (int64_t h = 0; h < hp.n_kv_heads; ++h)
-          rms_norm_in_place(k, h * hp.head_dim, hp.head_dim, w[p + "attn_k_norm.weight"], hp.eps);
-      }
-      rope(q, hp.n_heads, hp.head_dim, static_cast<int64_t>(pos), hp, freqs, neox);
-      rope(k, hp.n_kv_heads, hp.head_dim, static_cast<int64_t>(pos), hp, freqs, neox);
-      keys[l].push_back(k);
-      values[l].push_back(v);
-      const Vec attn = matvec(w[p + "attn_output.weight"], {}, attention(hp, q, keys[l], values[l]));
-      for (int64_t i = 0; i < hp.dim; ++i) x[i] += attn[i];
-      xn = x;
-      rms_norm_in_place(xn, 0, hp.dim, w[p + "ffn_norm.weight"], hp.eps);
-      Vec gate = matvec(w[p + "ffn_gate.weight"], {}, xn);
-      const Vec up = matvec(w[p + "ffn_up.weight"], {}, xn);
-      for (size_t i = 0; i < gate.size(); ++i) gate[i] = gate[i] / (1.0 + std::exp(-gate[i])) * up[i];
-      const Vec down = matvec(w[p + "ffn_down.weight"], {}, gate);
-      for (int64_t i = 0; i < hp.dim; ++i) x[i] += down[i];
+    if (hp.gemma) {
+      for (double& e : x) e *= std::sqrt(static_cast<double>(hp.dim));
     }
+    for (int64_t l = 0; l < hp.n_layers; ++l) layer_forward(hp, w, l, pos, options, freqs, x, caches[l]);
     rms_norm_in_place(x, 0, hp.dim, w["output_norm.weight"], hp.eps);
-    const Vec out = matvec(output, {}, x);
+    Vec out = matvec(output, {}, x);
+    if (hp.final_cap > 0 && !options.skip_softcap) {
+      for (double& o : out) o = hp.final_cap * std::tanh(o / hp.final_cap);
+    }
     logits.emplace_back(out.begin(), out.end());
   }
   return logits;

@@ -8,6 +8,12 @@
 // per-head RMSNorm of q and k before RoPE), phi3 (neox RoPE; attn_qkv.weight split into q, k, v rows; ffn_up.weight
 // split into gate rows then up rows). RoPE: pair i of a head turns by pos / rope.scaling.factor ×
 // base^(-2i / head_dim) / rope_freqs[i] (rope_freqs.weight of Llama 3.1, else 1).
+// gemma2/gemma3 (from Google's gemma_pytorch and HF's modeling_gemma2/3): neox RoPE; embeddings × sqrt(dim);
+// post-attention and post-FFN RMSNorms (GGUF's norm weights already hold Gemma's 1 + w); GELU(tanh) gate;
+// scores × query_pre_attn_scalar^-1/2 (head size; dim / heads for the 27B layer counts); sliding-window layers
+// (gemma2: even layers; gemma3: all but every sixth) see the last sliding_window keys only; gemma2 soft-caps
+// scores (cap × tanh(s / cap)) and the final logits; gemma3 norms q and k per head and rotates its local layers
+// with base 10000.
 
 #include <cstdint>
 #include <vector>
@@ -17,10 +23,14 @@
 namespace hearth::test {
 
 struct ReferenceOptions {
-  bool skip_qkv_bias = false;    // compute as if the file had no q/k/v biases (shows a test would catch it)
-  bool skip_qk_norm = false;     // compute as if the file had no q/k norms
-  bool skip_rope_freqs = false;  // compute as if the file had no rope_freqs.weight
-  bool swap_gate_up = false;     // phi3: take the fused ffn_up's second half as the gate
+  bool skip_qkv_bias = false;                // compute as if the file had no q/k/v biases (shows a test would catch it)
+  bool skip_qk_norm = false;                 // compute as if the file had no q/k norms
+  bool skip_rope_freqs = false;              // compute as if the file had no rope_freqs.weight
+  bool swap_gate_up = false;                 // phi3: take the fused ffn_up's second half as the gate
+  bool skip_window = false;                  // gemma: every layer global
+  bool skip_softcap = false;                 // gemma2: no soft-capping
+  bool skip_post_norms = false;              // gemma: no post-attention / post-FFN norms
+  bool global_rope_base_everywhere = false;  // gemma3: local layers rotate with rope.freq_base too
 };
 
 // Logits after every token of `tokens`, in order: [tokens.size()][n_vocab].

@@ -6,3 +6,5 @@ hearth_add_test(tokenizer_test
           ${CMAKE_CURRENT_LIST_DIR}/tokenizer_reference_test.cpp
   LIBS hearth_model hearth_gguf
   LABELS sanitize)
+hearth_add_test(chat_tokens_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/chat_tokens_test.cpp
+                LIBS hearth_model hearth_template hearth_gguf LABELS sanitize)

@@ -34,7 +34,8 @@ TEST(TemplateExpr, LiteralsAndPrinting) {
       {"{{ true }} {{ false }} {{ none }} {{ True }} {{ None }}", "True False None True None"},
       {"{{ [1, 'a', none, true] }}", "[1, 'a', None, True]"},
       {"{{ {'k': 'v', 'n': 1} }}", "{'k': 'v', 'n': 1}"},
-      {"{{ (1, 2) }}", "[1, 2]"},
+      {"{{ (1, 2) }}", "(1, 2)"},
+      {"{{ (1,) }} {{ (1, 2) == [1, 2] }}", "(1,) False"},
       {"{{ \"it's\" | string }} {{ ['it\\'s'] }}", "it's [\"it's\"]"},
       {"{{ undefined_thing }}[{{ x.y }}]", "[]"},
   });
@@ -78,7 +79,7 @@ TEST(TemplateExpr, AttributesSubscriptsSlices) {
            "[2, 3, 4] [1, 2] [4, 3, 2, 1] [3, 4] [1, 3] [2, 3]"},
           {"{{ s[1] }} {{ s[1:3] }} {{ s[::-1] }} {{ s | length }} {{ s[:-1] }}", "é él olléh 5 héll"},
           {"{{ m.items() | list }} {{ m.keys() | list }} {{ m.get('role') }} {{ m.get('x', 'dflt') }}",
-           "[['content', 'hi'], ['role', 'user']] ['content', 'role'] user dflt"},
+           "[('content', 'hi'), ('role', 'user')] ['content', 'role'] user dflt"},
       },
       extra);
 }
@@ -115,10 +116,11 @@ TEST(TemplateExpr, Filters) {
            "{{ ['a', 'b'] | map('upper') | list }}",
            "['b'] [1, 3] ['A', 'B']"},
           {"{{ {'b': 1, 'a': 2} | items | list }} {{ 'ab' | list }} {{ [1, 2] | reverse | list }} {{ 'ab' | reverse }}",
-           "[['b', 1], ['a', 2]] ['a', 'b'] [2, 1] ba"},
+           "[('b', 1), ('a', 2)] ['a', 'b'] [2, 1] ba"},
           {"{{ 'a-b-c' | replace('-', '+') }} {{ 2.567 | round(2) }} {{ 2.5 | round }} {{ '42' | int + 1 }} "
            "{{ 'x' | int }} {{ '1.5' | float }} {{ -3 | abs }}",
-           "a+b+c 2.57 3.0 43 0 1.5 3"},
+           "a+b+c 2.57 2.0 43 0 1.5 3"},
+          {"{{ 3.5 | round }} {{ 0.5 | round }} {{ 2.5 | round(method='ceil') }}", "4.0 0.0 3.0"},
           {"{{ [1, 2, 3] | sum }} {{ [3, 1] | min }} {{ [3, 1] | max }} {{ [1, 1, 2] | unique | list }}",
            "6 1 3 [1, 2]"},
           {"{{ 'a\nb' | indent(2) }}|{{ 'a\nb' | indent(2, true) }}|{{ '<&>' | e }}", "a\n  b|  a\n  b|&lt;&amp;&gt;"},
@@ -197,7 +199,9 @@ TEST(TemplateExpr, WhitespaceControlLikeHfTransformers) {
       {"a\n{%- if true -%}\n  b\n{%- endif -%}\n c", "abc"},
       // trim_blocks: the newline after a block tag goes; lstrip_blocks: indentation before a block tag goes.
       {"{% if true %}\n    x\n    {% endif %}\ny", "    x\ny"},
-      {"  {% if true %}x{% endif %}  \n", "x  \n"},
+      // Jinja2 drops one trailing newline of the template and reads "\r\n" as "\n".
+      {"  {% if true %}x{% endif %}  \n", "x  "},
+      {"a\r\nb\r\n\n", "a\nb\n"},
       {"a {% if true %}x{% endif %}", "a x"},
       {"{{ 'v' }}\nz", "v\nz"},
       {"{# c #}\n  {#- c2 -#}  q", "q"},
