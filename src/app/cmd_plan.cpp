@@ -27,6 +27,26 @@ struct PlanFlags {
   bool json = false;
 };
 
+// Sliding-window models: how many layers are local, and what their KV would cost if those layers kept only their
+// window (a ring buffer) instead of the whole context, as Hearth does today (the window is a mask over full KV).
+std::string describe_window_savings(const ModelConfig& c, const MemoryPlan& plan) {
+  int32_t local = 0;
+  for (int32_t il = 0; il < c.n_layers; ++il) local += c.is_local(il) ? 1 : 0;
+  if (local == 0) return {};
+  const MemoryPlanRequest& r = plan.request;
+  const MemoryPlanRow& row = plan.requested();
+  const int64_t per_layer_token = row.bytes_per_token / c.n_layers;
+  const int64_t windowed = std::min<int64_t>(r.context, c.sliding_window);
+  const int64_t full = row.bytes_per_token * r.context;
+  const int64_t ring = per_layer_token * ((c.n_layers - local) * r.context + local * windowed);
+  return fmt::format(
+      "sliding window: {} of {} layers attend to the last {} tokens only. Hearth keeps every layer's full KV (the "
+      "window is a mask), so the table is what it allocates: {} per user at {} tokens. Keeping only the window on "
+      "those layers would need {} ({:.0f}% less); not implemented yet.\n",
+      local, c.n_layers, format_thousands(c.sliding_window), format_bytes(full), format_thousands(r.context),
+      format_bytes(ring), 100.0 * static_cast<double>(full - ring) / static_cast<double>(full));
+}
+
 int run_plan(const PlanFlags& f) {
   auto fail = [](const std::string& message) {
     std::fprintf(stderr, "error: %s\n", message.c_str());
@@ -57,6 +77,7 @@ int run_plan(const PlanFlags& f) {
     std::printf("%s\n", server::memory_plan_json(*plan).dump(2).c_str());
   } else {
     std::printf("%s", render_memory_plan(*plan).c_str());
+    std::printf("%s", describe_window_savings(*config, *plan).c_str());
     if (request.context > config->n_ctx_train) {
       std::printf("note: %lld tokens is beyond the model's training context of %d\n",
                   static_cast<long long>(request.context), config->n_ctx_train);
