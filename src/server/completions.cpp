@@ -160,10 +160,7 @@ void HttpServer::end_in_flight() {
 }
 
 std::optional<ApiError> HttpServer::check_model(const CompletionRequest& request) const {
-  const std::string& served = loop_.info().model_id;
-  if (request.model.empty() || request.model == served) return std::nullopt;
-  return ApiError{404, fmt::format("the model '{}' does not exist; this server serves '{}'", request.model, served),
-                  "invalid_request_error", "model", "model_not_found"};
+  return model_names_.check(request.model);
 }
 
 ApiResult<HttpServer::BuiltPrompt> HttpServer::build_prompt(const CompletionRequest& request) {
