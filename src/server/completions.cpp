@@ -4,6 +4,7 @@
 #include <chrono>
 #include <random>
 
+#include "server/logprobs_json.h"
 #include "server/server.h"
 
 namespace hearth::server {
@@ -30,6 +31,7 @@ class HttpServer::Generation : public ResponseSource, public std::enable_shared_
       : server_(server), request_(std::move(request)), meta_(std::move(meta)), handle_(std::move(handle)) {
     server_.begin_in_flight();
     if (request_.echo) text_ = request_.prompt_text;
+    text_offset_ = static_cast<int64_t>(text_.size());
   }
   ~Generation() override {
     handle_.reset();  // aborts the request if it is still running
@@ -63,6 +65,7 @@ class HttpServer::Generation : public ResponseSource, public std::enable_shared_
         chunk.data += stream_events(*out);
       } else {
         text_ += out->new_text;
+        logprobs_.insert(logprobs_.end(), out->logprobs.begin(), out->logprobs.end());
       }
       if (out->finished) finish(*out, chunk);
     }
@@ -86,6 +89,8 @@ class HttpServer::Generation : public ResponseSource, public std::enable_shared_
 
  private:
   std::string stream_events(const RequestOutput& out);
+  // The choice's logprobs object for `logprobs` (null when the request asked for none).
+  nlohmann::json logprobs_json(std::span<const TokenLogprobs> logprobs);
   void finish(RequestOutput& out, Chunk& chunk);
   void drain_after_cancel() {
     while (auto out = handle_->try_next()) {
@@ -101,7 +106,9 @@ class HttpServer::Generation : public ResponseSource, public std::enable_shared_
   CompletionRequest request_;
   ResponseMeta meta_;
   std::unique_ptr<RequestHandle> handle_;
-  std::string text_;  // the whole answer so far (non-streaming)
+  std::string text_;                     // the whole answer so far (non-streaming)
+  std::vector<TokenLogprobs> logprobs_;  // of every token so far (non-streaming, with logprobs asked)
+  int64_t text_offset_ = 0;              // completions logprobs: where the next token's text starts
   bool head_sent_ = false;
   bool first_chunk_ = true;
   bool finished_ = false;
@@ -124,8 +131,9 @@ std::string HttpServer::Generation::stream_events(const RequestOutput& out) {
     events += sse_event(chunk_json(request_, meta_, request_.prompt_text, true, FinishReason::kNone));
     first_chunk_ = false;
   }
-  if (!out.new_text.empty() || (first_chunk_ && !out.finished)) {
-    events += sse_event(chunk_json(request_, meta_, out.new_text, first_chunk_, FinishReason::kNone));
+  if (!out.new_text.empty() || !out.logprobs.empty() || (first_chunk_ && !out.finished)) {
+    events += sse_event(
+        chunk_json(request_, meta_, out.new_text, first_chunk_, FinishReason::kNone, logprobs_json(out.logprobs)));
     first_chunk_ = false;
   }
   if (out.finished) {
@@ -146,7 +154,15 @@ void HttpServer::Generation::finish(RequestOutput& out, Chunk& chunk) {
         server_.error_response(out.error ? api_error(*out.error, request_.endpoint) : api_error(*out.runtime_error));
     return;
   }
-  chunk.head = json_response(response_json(request_, meta_, text_, out.finish_reason, out.usage));
+  chunk.head =
+      json_response(response_json(request_, meta_, text_, out.finish_reason, out.usage, logprobs_json(logprobs_)));
+}
+
+nlohmann::json HttpServer::Generation::logprobs_json(std::span<const TokenLogprobs> logprobs) {
+  if (!request_.top_logprobs) return nullptr;
+  const Tokenizer& tokenizer = server_.tokenizer_;
+  if (request_.endpoint == Endpoint::kChat) return chat_logprobs_json(logprobs, tokenizer);
+  return completion_logprobs_json(logprobs, tokenizer, text_offset_);
 }
 
 void HttpServer::begin_in_flight() {
@@ -208,6 +224,7 @@ RequestSpec HttpServer::build_spec(const CompletionRequest& request, std::vector
   spec.use_cache = request.use_cache;
   spec.cache_salt = request.cache_salt;
   spec.pin_prefix = request.pin_prefix;
+  spec.top_logprobs = request.top_logprobs;
   return spec;
 }
 

@@ -1,6 +1,7 @@
 #include "server/openai_json.h"
 
 #include "server/json_body.h"
+#include "server/logprobs_json.h"
 
 #include <fmt/format.h>
 
@@ -243,6 +244,28 @@ std::optional<ApiError> parse_limits(const json& body, CompletionRequest& r) {
   return std::nullopt;
 }
 
+// chat: "logprobs": true with "top_logprobs" 0..20; completions: "logprobs" 0..5 (alternatives per token).
+std::optional<ApiError> parse_logprobs(const json& body, CompletionRequest& r) {
+  std::optional<int64_t> top;
+  if (r.endpoint == Endpoint::kCompletion) {
+    if (auto err = read_int(body, "logprobs", 0, kMaxCompletionLogprobs, top)) return err;
+    if (top && r.echo) {
+      return invalid_request("'logprobs' with 'echo' (the prompt's logprobs) is not supported", "logprobs",
+                             "unsupported_value");
+    }
+    if (top) r.top_logprobs = static_cast<int32_t>(*top);
+    return std::nullopt;
+  }
+  bool logprobs = false;
+  if (auto err = read_bool(body, "logprobs", logprobs)) return err;
+  if (auto err = read_int(body, "top_logprobs", 0, kMaxTopLogprobs, top)) return err;
+  if (top && !logprobs) {
+    return invalid_request("'top_logprobs' requires 'logprobs': true", "top_logprobs", "invalid_value");
+  }
+  if (logprobs) r.top_logprobs = top ? static_cast<int32_t>(*top) : 0;
+  return std::nullopt;
+}
+
 std::optional<ApiError> parse_stream(const json& body, CompletionRequest& r) {
   if (auto err = read_bool(body, "stream", r.stream)) return err;
   auto it = body.find("stream_options");
@@ -312,7 +335,7 @@ ApiResult<CompletionRequest> validate_completion_request(const nlohmann::json& b
     if (auto err = parse_prompt(body, r)) return *err;
     if (auto err = read_bool(body, "echo", r.echo)) return *err;
   }
-  for (auto parse : {parse_limits, parse_stop, parse_stream, parse_cache_controls}) {
+  for (auto parse : {parse_limits, parse_stop, parse_stream, parse_logprobs, parse_cache_controls}) {
     if (auto err = parse(body, r)) return *err;
   }
   return r;
@@ -452,9 +475,9 @@ nlohmann::json usage_json(const RequestUsage& u, const CompletionRequest& reques
 }
 
 nlohmann::json response_json(const CompletionRequest& request, const ResponseMeta& meta, const std::string& text,
-                             FinishReason reason, const RequestUsage& usage) {
+                             FinishReason reason, const RequestUsage& usage, const nlohmann::json& logprobs) {
   const bool chat = request.endpoint == Endpoint::kChat;
-  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason_text(reason)}};
+  json choice = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", finish_reason_text(reason)}};
   if (chat) {
     choice["message"] = {{"role", "assistant"}, {"content", text}, {"refusal", nullptr}};
   } else {
@@ -470,9 +493,9 @@ nlohmann::json response_json(const CompletionRequest& request, const ResponseMet
 }
 
 nlohmann::json chunk_json(const CompletionRequest& request, const ResponseMeta& meta, const std::string& text,
-                          bool first, FinishReason reason) {
+                          bool first, FinishReason reason, const nlohmann::json& logprobs) {
   const bool chat = request.endpoint == Endpoint::kChat;
-  json choice = {{"index", 0}, {"logprobs", nullptr}};
+  json choice = {{"index", 0}, {"logprobs", logprobs}};
   choice["finish_reason"] = reason == FinishReason::kNone ? json() : json(finish_reason_text(reason));
   if (chat) {
     json delta = json::object();

@@ -63,6 +63,9 @@ struct CompletionRequest {
   std::optional<uint64_t> seed;
   std::vector<std::string> stop;
   bool echo = false;  // completions: prepend the prompt text
+  // Logprobs asked for, with this many alternatives per token: chat "logprobs": true with "top_logprobs" 0..20
+  // (default 0); completions "logprobs" 0..5. Unset: none (the engine computes nothing).
+  std::optional<int32_t> top_logprobs;
 
   // Cache controls (Hearth extensions; also accepted inside a top-level "hearth" object).
   std::string cache_salt;
@@ -104,14 +107,17 @@ struct ResponseMeta {
 // reuse_stop_reason and reuse_stop.
 [[nodiscard]] nlohmann::json cache_report_json(const CacheReport& report, const std::string& model);
 
-// A whole non-streaming response.
+// A whole non-streaming response. `logprobs` is the choice's logprobs object (logprobs_json.h), null when not asked.
 [[nodiscard]] nlohmann::json response_json(const CompletionRequest& request, const ResponseMeta& meta,
-                                           const std::string& text, FinishReason reason, const RequestUsage& usage);
+                                           const std::string& text, FinishReason reason, const RequestUsage& usage,
+                                           const nlohmann::json& logprobs = nullptr);
 
 // One streamed chunk carrying `text` (chat: delta.content; the first chat chunk also carries role). With a
 // finish reason, the chunk that ends the choice. With include_usage, every chunk has "usage": null.
+// `logprobs`: the logprobs object of the tokens this chunk carries (null when not asked).
 [[nodiscard]] nlohmann::json chunk_json(const CompletionRequest& request, const ResponseMeta& meta,
-                                        const std::string& text, bool first, FinishReason reason);
+                                        const std::string& text, bool first, FinishReason reason,
+                                        const nlohmann::json& logprobs = nullptr);
 // The final usage chunk of stream_options.include_usage: "choices": [] and the usage object.
 [[nodiscard]] nlohmann::json usage_chunk_json(const CompletionRequest& request, const ResponseMeta& meta,
                                               const RequestUsage& usage);

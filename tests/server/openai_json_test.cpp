@@ -80,7 +80,22 @@ INSTANTIATE_TEST_SUITE_P(
                 "stream_options.include_usage", "a boolean"},
         BadCase{"salt_type", kCompl, R"({"prompt": "x", "cache_salt": 1})", "cache_salt", "a string"},
         BadCase{"hearth_type", kCompl, R"({"prompt": "x", "hearth": []})", "hearth", "an object"},
-        BadCase{"pin_type", kCompl, R"({"prompt": "x", "hearth": {"pin_prefix": "yes"}})", "pin_prefix", "a boolean"}),
+        BadCase{"pin_type", kCompl, R"({"prompt": "x", "hearth": {"pin_prefix": "yes"}})", "pin_prefix", "a boolean"},
+        BadCase{"chat_logprobs_type", kChat, R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 2})",
+                "logprobs", "a boolean"},
+        BadCase{"top_logprobs_high", kChat,
+                R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 21})",
+                "top_logprobs", "maximum 20"},
+        BadCase{"top_logprobs_negative", kChat,
+                R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": -1})",
+                "top_logprobs", "[0, 20]"},
+        BadCase{"top_logprobs_without_logprobs", kChat,
+                R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 3})", "top_logprobs",
+                "requires 'logprobs': true"},
+        BadCase{"completion_logprobs_high", kCompl, R"({"prompt": "x", "logprobs": 6})", "logprobs", "maximum 5"},
+        BadCase{"completion_logprobs_bool", kCompl, R"({"prompt": "x", "logprobs": true})", "logprobs", "an integer"},
+        BadCase{"completion_logprobs_echo", kCompl, R"({"prompt": "x", "logprobs": 1, "echo": true})", "logprobs",
+                "echo"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(ParseRequest, ChatFieldsAndDefaults) {
@@ -107,6 +122,22 @@ TEST(ParseRequest, ChatFieldsAndDefaults) {
   EXPECT_EQ(r.cache_salt, "tenant-a");
   EXPECT_TRUE(r.pin_prefix);
   EXPECT_FALSE(r.use_cache);
+}
+
+TEST(ParseRequest, LogprobsAskForThatManyAlternatives) {
+  auto top = [](Endpoint endpoint, const char* body) {
+    auto r = parse_completion_request(body, endpoint);
+    EXPECT_TRUE(std::holds_alternative<CompletionRequest>(r)) << body;
+    return std::get<CompletionRequest>(r).top_logprobs;
+  };
+  EXPECT_EQ(top(kChat, R"({"messages": [{"role": "user", "content": "x"}]})"), std::nullopt);
+  EXPECT_EQ(top(kChat, R"({"messages": [{"role": "user", "content": "x"}], "logprobs": false})"), std::nullopt);
+  EXPECT_EQ(top(kChat, R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true})"), 0);
+  EXPECT_EQ(top(kChat, R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 20})"),
+            20);
+  EXPECT_EQ(top(kCompl, R"({"prompt": "x"})"), std::nullopt);
+  EXPECT_EQ(top(kCompl, R"({"prompt": "x", "logprobs": 0})"), 0);
+  EXPECT_EQ(top(kCompl, R"({"prompt": "x", "logprobs": 5})"), 5);
 }
 
 TEST(ParseRequest, CompletionPromptForms) {
