@@ -2,6 +2,7 @@
 
 #include "server/json_body.h"
 #include "server/logprobs_json.h"
+#include "server/request_fields.h"
 
 #include <fmt/format.h>
 
@@ -326,6 +327,7 @@ ApiResult<CompletionRequest> parse_completion_request(std::string_view body_text
 
 ApiResult<CompletionRequest> validate_completion_request(const nlohmann::json& body, Endpoint endpoint) {
   if (!body.is_object()) return invalid_request("the request body must be a JSON object", {}, "invalid_json");
+  if (auto err = check_unsupported_fields(body, endpoint)) return *err;
   CompletionRequest r;
   r.endpoint = endpoint;
   if (auto err = read_string(body, "model", r.model)) return *err;

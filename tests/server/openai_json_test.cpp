@@ -94,6 +94,24 @@ INSTANTIATE_TEST_SUITE_P(
                 "requires 'logprobs': true"},
         BadCase{"completion_logprobs_high", kCompl, R"({"prompt": "x", "logprobs": 6})", "logprobs", "maximum 5"},
         BadCase{"completion_logprobs_bool", kCompl, R"({"prompt": "x", "logprobs": true})", "logprobs", "an integer"},
+        BadCase{"logit_bias", kChat, R"({"messages": [{"role": "user", "content": "x"}], "logit_bias": {"5": 10}})",
+                "logit_bias", "not supported"},
+        BadCase{"frequency_penalty", kCompl, R"({"prompt": "x", "frequency_penalty": 0.5})", "frequency_penalty",
+                "not supported"},
+        BadCase{"presence_penalty", kChat,
+                R"({"messages": [{"role": "user", "content": "x"}], "presence_penalty": -1})", "presence_penalty",
+                "not supported"},
+        BadCase{"suffix", kCompl, R"({"prompt": "x", "suffix": "end"})", "suffix", "not supported"},
+        BadCase{"response_format", kChat,
+                R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})",
+                "response_format", "structured output"},
+        BadCase{"tool_choice", kChat, R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})",
+                "tool_choice", "not supported"},
+        BadCase{"functions", kChat, R"({"messages": [{"role": "user", "content": "x"}], "functions": []})", "functions",
+                "deprecated"},
+        BadCase{"audio_modality", kChat,
+                R"({"messages": [{"role": "user", "content": "x"}], "modalities": ["text", "audio"]})", "modalities",
+                "only text"},
         BadCase{"completion_logprobs_echo", kCompl, R"({"prompt": "x", "logprobs": 1, "echo": true})", "logprobs",
                 "echo"}),
     [](const auto& info) { return std::string(info.param.name); });
@@ -138,6 +156,20 @@ TEST(ParseRequest, LogprobsAskForThatManyAlternatives) {
   EXPECT_EQ(top(kCompl, R"({"prompt": "x"})"), std::nullopt);
   EXPECT_EQ(top(kCompl, R"({"prompt": "x", "logprobs": 0})"), 0);
   EXPECT_EQ(top(kCompl, R"({"prompt": "x", "logprobs": 5})"), 5);
+}
+
+TEST(ParseRequest, NeutralValuesOfRefusedFieldsAndIgnoredFieldsAreAccepted) {
+  for (const char* body : {
+           R"({"messages": [{"role": "user", "content": "x"}], "logit_bias": {}, "frequency_penalty": 0,
+               "presence_penalty": 0.0, "response_format": {"type": "text"}, "tool_choice": "auto",
+               "modalities": ["text"], "user": "u-1", "metadata": {"k": "v"}, "store": false,
+               "parallel_tool_calls": true, "service_tier": "auto", "audio": null})",
+           R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "none"})",
+       }) {
+    EXPECT_TRUE(std::holds_alternative<CompletionRequest>(parse_completion_request(body, kChat))) << body;
+  }
+  EXPECT_TRUE(std::holds_alternative<CompletionRequest>(
+      parse_completion_request(R"({"prompt": "x", "suffix": "", "logit_bias": {}, "user": "u"})", kCompl)));
 }
 
 TEST(ParseRequest, CompletionPromptForms) {
