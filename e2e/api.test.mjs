@@ -206,7 +206,7 @@ describe('errors', () => {
     await expectStatus(client.chat.completions.create({ messages: [{ role: 'user', content: 5 }] }), 400, /content/);
     await expectStatus(client.completions.create({ model: MODEL_ID }), 400, /'prompt' is required/);
     await expectStatus(client.completions.create({ prompt: 'x', temperature: 'hot' }), 400, /temperature/);
-    await expectStatus(client.completions.create({ prompt: 'x', n: 2 }), 400, /only n = 1/);
+    await expectStatus(client.completions.create({ prompt: 'x', n: 17 }), 400, /maximum 16/);
   });
 
   test('max_tokens <= 0 or beyond the context is a 400', async () => {

@@ -224,11 +224,8 @@ std::optional<ApiError> parse_limits(const json& body, CompletionRequest& r) {
     if (v) r.max_tokens = static_cast<int32_t>(*v);
   }
   std::optional<int64_t> n;
-  if (auto err = read_int(body, "n", std::numeric_limits<int64_t>::min(), kMaxInt, n)) return err;
-  if (n && *n != 1) {
-    return invalid_request(fmt::format("'n' is {}; only n = 1 is supported (send separate requests instead)", *n), "n",
-                           "unsupported_value");
-  }
+  if (auto err = read_int(body, "n", 1, kMaxChoices, n)) return err;
+  if (n) r.n = static_cast<int32_t>(*n);
   std::optional<int64_t> best_of;
   if (auto err = read_int(body, "best_of", 1, 1, best_of)) return err;
   if (auto err = read_number(body, "temperature", 0.0, 2.0, r.temperature)) return err;
@@ -476,28 +473,69 @@ nlohmann::json usage_json(const RequestUsage& u, const CompletionRequest& reques
   };
 }
 
-nlohmann::json response_json(const CompletionRequest& request, const ResponseMeta& meta, const std::string& text,
-                             FinishReason reason, const RequestUsage& usage, const nlohmann::json& logprobs) {
-  const bool chat = request.endpoint == Endpoint::kChat;
-  json choice = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", finish_reason_text(reason)}};
-  if (chat) {
-    choice["message"] = {{"role", "assistant"}, {"content", text}, {"refusal", nullptr}};
+nlohmann::json usage_json(std::span<const RequestUsage> choices, const CompletionRequest& request,
+                          int32_t answer_tokens_reused) {
+  HEARTH_CHECK(!choices.empty(), "usage of no choices");
+  json usage = usage_json(choices.front(), request, answer_tokens_reused);
+  if (choices.size() == 1) return usage;
+  int32_t completion_tokens = 0;
+  int32_t computed_prompt_tokens = 0;
+  json per_choice = json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const RequestUsage& c = choices[i];
+    completion_tokens += c.completion_tokens;
+    computed_prompt_tokens += c.prompt_tokens - c.cached_tokens;
+    per_choice.push_back({{"index", i},
+                          {"reused_tokens", c.cached_tokens},
+                          {"computed_prompt_tokens", c.prompt_tokens - c.cached_tokens},
+                          {"completion_tokens", c.completion_tokens}});
+  }
+  usage["completion_tokens"] = completion_tokens;
+  usage["total_tokens"] = choices.front().prompt_tokens + completion_tokens;
+  usage["hearth"]["computed_prompt_tokens"] = computed_prompt_tokens;
+  usage["hearth"]["choices"] = std::move(per_choice);
+  return usage;
+}
+
+namespace {
+
+json choice_json(const CompletionRequest& request, int32_t index, const ChoiceResult& c) {
+  json choice = {{"index", index}, {"logprobs", c.logprobs}, {"finish_reason", finish_reason_text(c.reason)}};
+  if (request.endpoint == Endpoint::kChat) {
+    choice["message"] = {{"role", "assistant"}, {"content", c.text}, {"refusal", nullptr}};
   } else {
-    choice["text"] = text;
+    choice["text"] = c.text;
+  }
+  return choice;
+}
+
+}  // namespace
+
+nlohmann::json response_json(const CompletionRequest& request, const ResponseMeta& meta,
+                             std::span<const ChoiceResult> choices, nlohmann::json usage) {
+  json rendered = json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    rendered.push_back(choice_json(request, static_cast<int32_t>(i), choices[i]));
   }
   return json{{"id", meta.id},
-              {"object", chat ? "chat.completion" : "text_completion"},
+              {"object", request.endpoint == Endpoint::kChat ? "chat.completion" : "text_completion"},
               {"created", meta.created},
               {"model", meta.model},
               {"system_fingerprint", nullptr},
-              {"choices", json::array({std::move(choice)})},
-              {"usage", usage_json(usage, request, meta.answer_tokens_reused)}};
+              {"choices", std::move(rendered)},
+              {"usage", std::move(usage)}};
+}
+
+nlohmann::json response_json(const CompletionRequest& request, const ResponseMeta& meta, const std::string& text,
+                             FinishReason reason, const RequestUsage& usage, const nlohmann::json& logprobs) {
+  const ChoiceResult choice{text, reason, logprobs};
+  return response_json(request, meta, std::span(&choice, 1), usage_json(usage, request, meta.answer_tokens_reused));
 }
 
 nlohmann::json chunk_json(const CompletionRequest& request, const ResponseMeta& meta, const std::string& text,
-                          bool first, FinishReason reason, const nlohmann::json& logprobs) {
+                          bool first, FinishReason reason, const nlohmann::json& logprobs, int32_t index) {
   const bool chat = request.endpoint == Endpoint::kChat;
-  json choice = {{"index", 0}, {"logprobs", logprobs}};
+  json choice = {{"index", index}, {"logprobs", logprobs}};
   choice["finish_reason"] = reason == FinishReason::kNone ? json() : json(finish_reason_text(reason));
   if (chat) {
     json delta = json::object();
@@ -517,7 +555,7 @@ nlohmann::json chunk_json(const CompletionRequest& request, const ResponseMeta& 
   return chunk;
 }
 
-nlohmann::json usage_chunk_json(const CompletionRequest& request, const ResponseMeta& meta, const RequestUsage& usage) {
+nlohmann::json usage_chunk_json(const CompletionRequest& request, const ResponseMeta& meta, nlohmann::json usage) {
   const bool chat = request.endpoint == Endpoint::kChat;
   return json{{"id", meta.id},
               {"object", chat ? "chat.completion.chunk" : "text_completion"},
@@ -525,7 +563,11 @@ nlohmann::json usage_chunk_json(const CompletionRequest& request, const Response
               {"model", meta.model},
               {"system_fingerprint", nullptr},
               {"choices", json::array()},
-              {"usage", usage_json(usage, request, meta.answer_tokens_reused)}};
+              {"usage", std::move(usage)}};
+}
+
+nlohmann::json usage_chunk_json(const CompletionRequest& request, const ResponseMeta& meta, const RequestUsage& usage) {
+  return usage_chunk_json(request, meta, usage_json(usage, request, meta.answer_tokens_reused));
 }
 
 std::string sse_event(const nlohmann::json& payload) {

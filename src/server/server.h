@@ -94,10 +94,13 @@ class HttpServer {
   void observe_prompt(std::span<const TokenId> prompt, const RequestSpec& spec);
   ApiResult<BuiltPrompt> build_prompt(const CompletionRequest& request);
   RequestSpec build_spec(const CompletionRequest& request, std::vector<TokenId> prompt) const;
+  // One engine request per choice (request.n), in order; a refusal is the error of the first refused choice.
+  ApiResult<std::vector<std::unique_ptr<RequestHandle>>> submit_choices(const CompletionRequest& request,
+                                                                        std::vector<TokenId> prompt);
   // 404 only with strict model names, for a name that is neither the served model nor an alias (model_names.h).
   std::optional<ApiError> check_model(const CompletionRequest& request) const;
   // A finished generation: the answer memory and the metrics (from the final output, whoever reads it).
-  void record_finish(Generation& gen, RequestOutput& out);
+  void record_finish(Generation& gen, RequestOutput& out, size_t choice);
   HttpResponse error_response(const ApiError& error);
   static HttpResponse json_response(const nlohmann::json& body);
   // Bookkeeping of requests in flight, so shutdown can wait for them (an event, not a poll).

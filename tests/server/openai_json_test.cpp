@@ -67,7 +67,8 @@ INSTANTIATE_TEST_SUITE_P(
                 "max_completion_tokens", "at least 1"},
         BadCase{"max_tokens_string", kCompl, R"({"prompt": "x", "max_tokens": "9"})", "max_tokens", "an integer"},
         BadCase{"max_tokens_float", kCompl, R"({"prompt": "x", "max_tokens": 1.5})", "max_tokens", "an integer"},
-        BadCase{"n_two", kCompl, R"({"prompt": "x", "n": 2})", "n", "only n = 1"},
+        BadCase{"n_zero", kCompl, R"({"prompt": "x", "n": 0})", "n", "[1, 16]"},
+        BadCase{"n_too_many", kChat, R"({"messages": [{"role": "user", "content": "x"}], "n": 17})", "n", "maximum 16"},
         BadCase{"temperature_high", kCompl, R"({"prompt": "x", "temperature": 3})", "temperature", "range"},
         BadCase{"temperature_type", kCompl, R"({"prompt": "x", "temperature": "hot"})", "temperature", "a number"},
         BadCase{"top_p_zero", kCompl, R"({"prompt": "x", "top_p": 0})", "top_p", "greater than 0"},
@@ -170,6 +171,41 @@ TEST(ParseRequest, NeutralValuesOfRefusedFieldsAndIgnoredFieldsAreAccepted) {
   }
   EXPECT_TRUE(std::holds_alternative<CompletionRequest>(
       parse_completion_request(R"({"prompt": "x", "suffix": "", "logit_bias": {}, "user": "u"})", kCompl)));
+}
+
+TEST(Render, UsageOfSeveralChoicesCountsThePromptOnceAndEveryComputedPromptToken) {
+  RequestUsage first;
+  first.prompt_tokens = 40;
+  first.completion_tokens = 5;
+  first.cached_tokens = 0;
+  RequestUsage other = first;
+  other.cached_tokens = 32;
+  other.completion_tokens = 7;
+  const std::vector<RequestUsage> choices = {first, other, other};
+  const json u = usage_json(choices, CompletionRequest{});
+  EXPECT_EQ(u["prompt_tokens"], 40);
+  EXPECT_EQ(u["completion_tokens"], 19);
+  EXPECT_EQ(u["total_tokens"], 59);
+  EXPECT_EQ(u["prompt_tokens_details"]["cached_tokens"], 0);
+  EXPECT_EQ(u["hearth"]["computed_prompt_tokens"], 40 + 8 + 8);
+  ASSERT_EQ(u["hearth"]["choices"].size(), 3u);
+  EXPECT_EQ(u["hearth"]["choices"][2],
+            json({{"index", 2}, {"reused_tokens", 32}, {"computed_prompt_tokens", 8}, {"completion_tokens", 7}}));
+  EXPECT_FALSE(usage_json(std::span(choices).first(1), CompletionRequest{})["hearth"].contains("choices"));
+}
+
+TEST(Render, SeveralChoicesAreIndexed) {
+  CompletionRequest r;
+  r.endpoint = Endpoint::kChat;
+  const std::vector<ChoiceResult> choices = {{"a", FinishReason::kStop, nullptr},
+                                             {"b", FinishReason::kLength, nullptr}};
+  const json j = response_json(r, ResponseMeta{"chatcmpl-1", 1, "m"}, choices, json::object());
+  ASSERT_EQ(j["choices"].size(), 2u);
+  EXPECT_EQ(j["choices"][1]["index"], 1);
+  EXPECT_EQ(j["choices"][1]["message"]["content"], "b");
+  EXPECT_EQ(j["choices"][1]["finish_reason"], "length");
+  EXPECT_EQ(chunk_json(r, ResponseMeta{"c", 1, "m"}, "x", true, FinishReason::kNone, nullptr, 3)["choices"][0]["index"],
+            3);
 }
 
 TEST(ParseRequest, CompletionPromptForms) {
