@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "app/commands.h"
 #include "engine/engine.h"
@@ -47,6 +48,8 @@ struct ServeFlags {
   bool api_key_given = false;  // --api-key was on the command line (even as "")
   std::string max_body = "4MiB";
   std::string model_id;
+  std::vector<std::string> model_aliases;
+  bool strict_model_names = false;
   double shutdown_grace_s = 10.0;
   int answer_memory = 256;
   int max_connections = 1024;
@@ -150,6 +153,8 @@ int run_serve(ServeFlags f) {
   config.api_key = f.api_key;
   config.shutdown_grace_s = f.shutdown_grace_s;
   config.answer_memory_entries = static_cast<size_t>(f.answer_memory);
+  config.model_aliases = f.model_aliases;
+  config.strict_model_names = f.strict_model_names;
   server::HttpServer http(config, loop, *tokenizer, *chat);
   if (auto bound = http.bind(); !bound) {
     std::fprintf(stderr, "error: %s\n", bound.error().message.c_str());
@@ -204,6 +209,12 @@ Command add_serve(CLI::App& app) {
       app.add_option("--api-key", flags->api_key, "Require 'Authorization: Bearer KEY' (or env HEARTH_API_KEY)");
   app.add_option("--max-body-bytes", flags->max_body, "Largest request body, e.g. 4MiB")->capture_default_str();
   app.add_option("--model-id", flags->model_id, "Model name for /v1/models (default: the file name)");
+  app.add_option("--model-alias", flags->model_aliases,
+                 "Another name for the served model, listed by /v1/models and accepted even with "
+                 "--strict-model-names (repeatable)");
+  app.add_flag("--strict-model-names", flags->strict_model_names,
+               "Answer 404 to a request naming a model other than the model id or an alias (default: any name is "
+               "accepted and the response names the served model)");
   app.add_option("--shutdown-grace", flags->shutdown_grace_s, "Seconds in-flight requests may finish on SIGTERM")
       ->capture_default_str();
   app.add_option("--max-connections", flags->max_connections,

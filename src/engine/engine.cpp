@@ -25,6 +25,10 @@ SubmitResult<int32_t> check_request(const RequestSpec& spec, const EngineInfo& i
   for (const std::string& s : spec.stop) {
     if (s.empty()) return submit_error(kInvalidStop, "stop strings must not be empty");
   }
+  if (spec.top_logprobs && (*spec.top_logprobs < 0 || *spec.top_logprobs > kMaxTopLogprobs)) {
+    return submit_error(kInvalidSampling, "top_logprobs {} is out of range [0, {}]", *spec.top_logprobs,
+                        kMaxTopLogprobs);
+  }
   const auto n_prompt = static_cast<int32_t>(std::min<size_t>(spec.prompt.size(), INT32_MAX));
   int32_t max_tokens = 0;
   if (spec.max_tokens) {
@@ -236,7 +240,9 @@ std::vector<TokenId> Engine::sample(const SchedulerOutput& plan, std::span<const
     const auto row_logits = logits.subspan(row++ * n_vocab, n_vocab);
     if (logits_observer_) logits_observer_(chunk.request->id, row_logits);
     const bool finite = std::all_of(row_logits.begin(), row_logits.end(), [](float x) { return std::isfinite(x); });
-    sampled.push_back(finite ? outputs_.sampler(chunk.request->id).sample(row_logits) : kNoToken);
+    const TokenId token = finite ? outputs_.sampler(chunk.request->id).sample(row_logits) : kNoToken;
+    if (token != kNoToken) outputs_.observe_logits(chunk.request->id, row_logits, token);
+    sampled.push_back(token);
   }
   return sampled;
 }

@@ -25,6 +25,23 @@
 
 namespace hearth {
 
+// Most alternatives a request may ask logprobs for (OpenAI's top_logprobs limit).
+inline constexpr int32_t kMaxTopLogprobs = 20;
+
+struct TokenLogprob {
+  TokenId token;
+  float logprob = 0;
+};
+
+// One generated token's log-probability and its most likely alternatives under the model's own distribution:
+// log-softmax of the raw logits, before temperature, top-k and top-p (vLLM's default), so the numbers describe the
+// model, not the sampling settings. Computed only for a request that asks (RequestSpec::top_logprobs).
+struct TokenLogprobs {
+  TokenId token;
+  float logprob = 0;              // <= 0
+  std::vector<TokenLogprob> top;  // the top_logprobs most likely tokens, most likely first (lowest id on ties)
+};
+
 struct RequestSpec {
   std::vector<TokenId> prompt;
   SamplingParams sampling;
@@ -39,6 +56,9 @@ struct RequestSpec {
   bool use_cache = true;
   std::string cache_salt;
   bool pin_prefix = false;  // when done, pin the prompt's cached full blocks (see Engine::pin_prefix)
+  // Set: every generated token comes with its TokenLogprobs and this many alternatives, in [0, kMaxTopLogprobs].
+  // Unset: nothing is computed.
+  std::optional<int32_t> top_logprobs;
 };
 
 // Where prefix reuse stopped and why, with the text around that point (engine/explain.h fills it).
@@ -104,7 +124,8 @@ struct RuntimeError {
 struct RequestOutput {
   RequestId id;
   std::vector<TokenId> new_tokens;
-  std::string new_text;  // complete UTF-8 only; text that may start a stop string is held back
+  std::string new_text;                 // complete UTF-8 only; text that may start a stop string is held back
+  std::vector<TokenLogprobs> logprobs;  // with RequestSpec::top_logprobs: one per new_tokens entry, in order
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
   // When finished:

@@ -63,11 +63,19 @@ bool OutputProcessor::emit_text(Sequence& seq, TokenId token, RequestOutput& out
   return false;
 }
 
+void OutputProcessor::observe_logits(RequestId id, std::span<const float> logits, TokenId token) {
+  Sequence& seq = sequence(id);
+  if (seq.top_logprobs) seq.pending_logprobs = token_logprobs(logits, token, *seq.top_logprobs);
+}
+
 FinishReason OutputProcessor::process_token(const Request& request, TokenId token, RequestOutput& out) {
   out.id = request.id;
+  Sequence& seq = sequence(request.id);
+  std::optional<TokenLogprobs> logprobs = std::exchange(seq.pending_logprobs, std::nullopt);
   if (request.is_stop_token(token)) return FinishReason::kStop;  // ends the request unseen
   out.new_tokens.push_back(token);
-  if (emit_text(sequence(request.id), token, out)) return FinishReason::kStop;
+  if (logprobs) out.logprobs.push_back(std::move(*logprobs));
+  if (emit_text(seq, token, out)) return FinishReason::kStop;
   return token_finish_reason(request, token);
 }
 

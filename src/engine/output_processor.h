@@ -1,6 +1,7 @@
 #pragma once
 // OutputProcessor: the engine's output stage, the one place where sampled tokens become what a caller reads.
 // Per request it holds a Sequence (sampler, detokenizer, stop strings, text held back) and, each step:
+//   - with top_logprobs asked, computes each sampled token's logprobs from the raw logits (observe_logits);
 //   - detokenizes each sampled token into complete UTF-8 (IncrementalDecoder);
 //   - matches stop strings across token boundaries and never emits them, holding back text that may start one;
 //   - decides the finish: a stop token (never emitted), a stop string, or max_tokens (token_finish_reason);
@@ -8,6 +9,7 @@
 // It never frees a block: the engine finishes the requests it names, through Scheduler::finish.
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -30,6 +32,10 @@ class OutputProcessor {
   // The request's sampler. Requires add(id).
   Sampler& sampler(RequestId id);
 
+  // The logits `token` was sampled from: with RequestSpec::top_logprobs, its TokenLogprobs are computed here (and
+  // nothing otherwise) and go out with the token in process_token. Requires add(id) and finite logits.
+  void observe_logits(RequestId id, std::span<const float> logits, TokenId token);
+
   // One sampled token of `request`, after Scheduler::update applied it: fills `out` with the token and its text
   // (unless it is a stop token) and returns the finish it implies (kNone to go on).
   [[nodiscard]] FinishReason process_token(const Request& request, TokenId token, RequestOutput& out);
@@ -41,10 +47,12 @@ class OutputProcessor {
  private:
   struct Sequence {
     Sequence(const Tokenizer& tokenizer, const RequestSpec& spec)
-        : decoder(tokenizer), sampler(spec.sampling), stop(spec.stop) {}
+        : decoder(tokenizer), sampler(spec.sampling), stop(spec.stop), top_logprobs(spec.top_logprobs) {}
     IncrementalDecoder decoder;
     Sampler sampler;
     std::vector<std::string> stop;
+    std::optional<int32_t> top_logprobs;
+    std::optional<TokenLogprobs> pending_logprobs;  // of the token sampled this step, until process_token
     std::string held;  // decoded text not yet emitted: it may be the start of a stop string
   };
   Sequence& sequence(RequestId id);

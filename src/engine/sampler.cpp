@@ -25,7 +25,9 @@ TokenId Sampler::sample_stochastic(std::span<const float> logits) {
   candidates_.resize(logits.size());
   for (size_t i = 0; i < logits.size(); ++i) candidates_[i] = {logits[i], static_cast<int32_t>(i)};
   // Order by logit descending, id ascending on ties, so the result never depends on sort stability.
-  auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
+  auto by_logit = [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
   size_t n = candidates_.size();
   if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < n) {
     n = static_cast<size_t>(params_.top_k);
@@ -60,6 +62,32 @@ TokenId Sampler::sample_stochastic(std::span<const float> logits) {
     if (u < cumulative) return TokenId{candidates_[i].second};
   }
   return TokenId{candidates_[n - 1].second};
+}
+
+TokenLogprobs token_logprobs(std::span<const float> logits, TokenId token, int32_t num_top) {
+  HEARTH_CHECK(!logits.empty() && token.value >= 0 && static_cast<size_t>(token.value) < logits.size(),
+               "logprobs of token {} over {} logits", token.value, logits.size());
+  const float max_logit = *std::max_element(logits.begin(), logits.end());
+  double sum = 0.0;
+  for (float x : logits) sum += std::exp(static_cast<double>(x) - max_logit);
+  const double log_z = max_logit + std::log(sum);  // >= every logit, so every logprob is <= 0
+  TokenLogprobs out;
+  out.token = token;
+  out.logprob = static_cast<float>(logits[token.value] - log_z);
+  const size_t n = std::min(static_cast<size_t>(std::max(num_top, 0)), logits.size());
+  if (n == 0) return out;
+  // Insertion into a sorted top-n: better logit first, lower id first on ties (so the greedy token leads).
+  out.top.reserve(n + 1);
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const float x = logits[i];
+    if (out.top.size() == n && !(x > out.top.back().logprob)) continue;
+    auto at = std::upper_bound(out.top.begin(), out.top.end(), x,
+                               [](float v, const TokenLogprob& t) { return v > t.logprob; });
+    out.top.insert(at, {TokenId{static_cast<int32_t>(i)}, x});
+    if (out.top.size() > n) out.top.pop_back();
+  }
+  for (TokenLogprob& t : out.top) t.logprob = static_cast<float>(t.logprob - log_z);
+  return out;
 }
 
 }  // namespace hearth

@@ -9,12 +9,12 @@
 #include <utility>
 #include <vector>
 
+#include "engine/engine_types.h"
 #include "sched/sampling_params.h"
 #include "util/ids.h"
 #include "util/result.h"
 
 namespace hearth {
-
 
 class Sampler {
  public:
@@ -32,5 +32,10 @@ class Sampler {
 };
 
 TokenId argmax(std::span<const float> logits);
+
+// `token`'s log-probability and the `num_top` most likely tokens' (most likely first, lowest id on ties) under
+// log-softmax of the raw `logits` (no temperature, no truncation). Requires finite logits, a valid token,
+// num_top >= 0. Reads the row twice and keeps the top in O(num_top) memory: it allocates only the result.
+[[nodiscard]] TokenLogprobs token_logprobs(std::span<const float> logits, TokenId token, int32_t num_top);
 
 }  // namespace hearth

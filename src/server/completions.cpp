@@ -1,9 +1,11 @@
-// POST /v1/chat/completions and /v1/completions: validate, build the prompt, submit, then answer as one JSON
-// object or as an SSE stream, produced by a Generation as the engine's outputs arrive (no thread waits for them).
+// POST /v1/chat/completions and /v1/completions: validate, build the prompt, submit (one engine request per
+// choice), then answer as one JSON object or as an SSE stream, produced by a Generation (generation.h) as the
+// engine's outputs arrive (no thread waits for them).
 
 #include <chrono>
 #include <random>
 
+#include "server/generation.h"
 #include "server/server.h"
 
 namespace hearth::server {
@@ -11,143 +13,12 @@ namespace {
 
 using nlohmann::json;
 
-constexpr auto kKeepAliveInterval = std::chrono::milliseconds(1000);
-
 std::string random_hex(uint64_t salt) {
   static thread_local std::mt19937_64 rng(std::random_device{}() ^ salt);
   return fmt::format("{:016x}", rng());
 }
 
 }  // namespace
-
-// One request from submit to the last byte, as the HTTP side sees it: the transport pulls its response (an SSE
-// stream, or one JSON object once the request ends) whenever the engine delivers news. The engine's facts (token
-// ids, usage) arrive with the final output; nothing here copies them. If the client leaves, the request is aborted
-// and the Generation keeps itself alive until the engine's final output has been recorded.
-class HttpServer::Generation : public ResponseSource, public std::enable_shared_from_this<Generation> {
- public:
-  Generation(HttpServer& server, CompletionRequest request, ResponseMeta meta, std::unique_ptr<RequestHandle> handle)
-      : server_(server), request_(std::move(request)), meta_(std::move(meta)), handle_(std::move(handle)) {
-    server_.begin_in_flight();
-    if (request_.echo) text_ = request_.prompt_text;
-  }
-  ~Generation() override {
-    handle_.reset();  // aborts the request if it is still running
-    server_.end_in_flight();
-  }
-
-  // For the answer memory: the prompt as text and how it was tokenized.
-  bool remember = false;
-  bool parse_special = false;
-  std::string prompt_text;
-  const CompletionRequest& request() const { return request_; }
-  const ResponseMeta& meta() const { return meta_; }
-
-  void start(std::function<void()> wake) override { handle_->set_notify(std::move(wake)); }
-
-  Chunk pull() override {
-    Chunk chunk;
-    if (request_.stream && !head_sent_) {
-      head_sent_ = true;
-      HttpResponse head;
-      head.content_type = "text/event-stream";
-      head.streamed = true;
-      head.set_header("Cache-Control", "no-cache");
-      head.set_header("X-Accel-Buffering", "no");
-      chunk.head = std::move(head);
-    }
-    while (!finished_) {
-      std::optional<RequestOutput> out = handle_->try_next();
-      if (!out) break;
-      if (request_.stream) {
-        chunk.data += stream_events(*out);
-      } else {
-        text_ += out->new_text;
-      }
-      if (out->finished) finish(*out, chunk);
-    }
-    chunk.done = finished_;
-    return chunk;
-  }
-
-  void cancel() override {
-    server_.metrics_.record_disconnect();
-    if (finished_) return;
-    // The final output (aborted) comes within one engine step; it is recorded like any other.
-    auto self = shared_from_this();
-    handle_->set_notify([self] { self->drain_after_cancel(); });
-    handle_->abort();
-  }
-
-  std::chrono::milliseconds keep_alive_interval() const override {
-    return request_.stream ? kKeepAliveInterval : std::chrono::milliseconds(0);
-  }
-  std::string keep_alive() override { return ": keep-alive\n\n"; }
-
- private:
-  std::string stream_events(const RequestOutput& out);
-  void finish(RequestOutput& out, Chunk& chunk);
-  void drain_after_cancel() {
-    while (auto out = handle_->try_next()) {
-      if (!out->finished) continue;
-      finished_ = true;
-      server_.record_finish(*this, *out);
-      handle_->set_notify({});  // drops the reference that kept this alive
-      return;
-    }
-  }
-
-  HttpServer& server_;
-  CompletionRequest request_;
-  ResponseMeta meta_;
-  std::unique_ptr<RequestHandle> handle_;
-  std::string text_;  // the whole answer so far (non-streaming)
-  bool head_sent_ = false;
-  bool first_chunk_ = true;
-  bool finished_ = false;
-};
-
-// The SSE events for one piece of news (with the final chunk, usage and [DONE] when it is the last).
-std::string HttpServer::Generation::stream_events(const RequestOutput& out) {
-  std::string events;
-  if (out.error || out.runtime_error) {
-    // Refused after the stream started (the engine re-checks what submit checked), or ended by the engine (non-finite
-    // logits, shutdown): whatever text came first, then an error event and [DONE] instead of a finish reason.
-    if (!out.new_text.empty())
-      events += sse_event(chunk_json(request_, meta_, out.new_text, first_chunk_, FinishReason::kNone));
-    events +=
-        sse_event(error_json(out.error ? api_error(*out.error, request_.endpoint) : api_error(*out.runtime_error)));
-    events.append(kSseDone);
-    return events;
-  }
-  if (first_chunk_ && request_.echo && !request_.prompt_text.empty()) {
-    events += sse_event(chunk_json(request_, meta_, request_.prompt_text, true, FinishReason::kNone));
-    first_chunk_ = false;
-  }
-  if (!out.new_text.empty() || (first_chunk_ && !out.finished)) {
-    events += sse_event(chunk_json(request_, meta_, out.new_text, first_chunk_, FinishReason::kNone));
-    first_chunk_ = false;
-  }
-  if (out.finished) {
-    events += sse_event(chunk_json(request_, meta_, "", first_chunk_, out.finish_reason));
-    if (request_.include_usage) events += sse_event(usage_chunk_json(request_, meta_, out.usage));
-    events.append(kSseDone);
-  }
-  return events;
-}
-
-// The final output: record it, and (non-streaming) the whole response, an error object if the engine refused it.
-void HttpServer::Generation::finish(RequestOutput& out, Chunk& chunk) {
-  finished_ = true;
-  server_.record_finish(*this, out);
-  if (request_.stream) return;
-  if (out.error || out.runtime_error) {
-    chunk.head =
-        server_.error_response(out.error ? api_error(*out.error, request_.endpoint) : api_error(*out.runtime_error));
-    return;
-  }
-  chunk.head = json_response(response_json(request_, meta_, text_, out.finish_reason, out.usage));
-}
 
 void HttpServer::begin_in_flight() {
   std::lock_guard lock(in_flight_mutex_);
@@ -160,10 +31,7 @@ void HttpServer::end_in_flight() {
 }
 
 std::optional<ApiError> HttpServer::check_model(const CompletionRequest& request) const {
-  const std::string& served = loop_.info().model_id;
-  if (request.model.empty() || request.model == served) return std::nullopt;
-  return ApiError{404, fmt::format("the model '{}' does not exist; this server serves '{}'", request.model, served),
-                  "invalid_request_error", "model", "model_not_found"};
+  return model_names_.check(request.model);
 }
 
 ApiResult<HttpServer::BuiltPrompt> HttpServer::build_prompt(const CompletionRequest& request) {
@@ -211,7 +79,24 @@ RequestSpec HttpServer::build_spec(const CompletionRequest& request, std::vector
   spec.use_cache = request.use_cache;
   spec.cache_salt = request.cache_salt;
   spec.pin_prefix = request.pin_prefix;
+  spec.top_logprobs = request.top_logprobs;
   return spec;
+}
+
+ApiResult<std::vector<std::unique_ptr<RequestHandle>>> HttpServer::submit_choices(const CompletionRequest& request,
+                                                                                  std::vector<TokenId> prompt) {
+  // In order, so the scheduler admits choice 0 first and the others wait for its prompt blocks, then share them
+  // (Scheduler::waits_for_shared_prefix): the prompt is computed once, not n times.
+  std::vector<std::unique_ptr<RequestHandle>> handles;
+  for (int32_t i = 0; i < request.n; ++i) {
+    RequestSpec spec = build_spec(request, i + 1 < request.n ? prompt : std::move(prompt));
+    if (request.seed) spec.sampling.seed = *request.seed + static_cast<uint64_t>(i);  // distinct, reproducible
+    if (i == 0 && spec.use_cache && !spec.prompt.empty()) observe_prompt(spec.prompt, spec);
+    auto handle = loop_.submit(std::move(spec));
+    if (!handle) return api_error(handle.error(), request.endpoint);  // the choices submitted are aborted
+    handles.push_back(std::move(*handle));
+  }
+  return handles;
 }
 
 HttpResponse HttpServer::handle_completion(const HttpRequest& req, Endpoint endpoint) {
@@ -225,17 +110,15 @@ HttpResponse HttpServer::handle_completion(const HttpRequest& req, Endpoint endp
   auto built = build_prompt(request);
   if (auto* error = std::get_if<ApiError>(&built)) return error_response(*error);
   BuiltPrompt& prompt = std::get<BuiltPrompt>(built);
-  RequestSpec spec = build_spec(request, std::move(prompt.tokens));
-  if (spec.use_cache && !spec.prompt.empty()) observe_prompt(spec.prompt, spec);
-  auto handle = loop_.submit(std::move(spec));
-  if (!handle) return error_response(api_error(handle.error(), endpoint));
+  auto handles = submit_choices(request, std::move(prompt.tokens));
+  if (auto* error = std::get_if<ApiError>(&handles)) return error_response(*error);
 
   ResponseMeta meta{
       fmt::format("{}{}", endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-", random_hex(next_id_.fetch_add(1))),
       static_cast<int64_t>(std::time(nullptr)), loop_.info().model_id, prompt.answer_tokens};
   const bool remember = request.use_cache && answers_.max_entries() > 0 && !prompt.text.empty();
-  auto gen = std::make_shared<Generation>(*this, std::move(request), std::move(meta), std::move(*handle));
-  // The answer memory remembers turns of text prompts; the ids come back with the final output.
+  auto gen = std::make_shared<Generation>(*this, std::move(request), std::move(meta), std::move(std::get<0>(handles)));
+  // The answer memory remembers turns of text prompts (choice 0's answer); the ids come with the final output.
   if (remember) {
     gen->remember = true;
     gen->prompt_text = std::move(prompt.text);
@@ -246,15 +129,16 @@ HttpResponse HttpServer::handle_completion(const HttpRequest& req, Endpoint endp
   return res;
 }
 
-void HttpServer::record_finish(Generation& gen, RequestOutput& out) {
+void HttpServer::record_finish(Generation& gen, RequestOutput& out, size_t choice) {
   if (out.error) return;  // refused by the engine: it never ran
-  if (gen.remember) {
+  if (gen.remember && choice == 0) {
     const auto prompt_end = out.tokens.begin() + out.usage.prompt_tokens;
     answers_.remember(gen.request().cache_salt, gen.parse_special, std::move(gen.prompt_text),
                       std::vector<TokenId>(out.tokens.begin(), prompt_end),
                       std::span<const TokenId>(prompt_end, out.tokens.end()));
   }
-  if (gen.meta().answer_tokens_reused > 0) metrics_.record_answer_tokens_reused(gen.meta().answer_tokens_reused);
+  if (choice == 0 && gen.meta().answer_tokens_reused > 0)
+    metrics_.record_answer_tokens_reused(gen.meta().answer_tokens_reused);
   if (out.usage.reuse.reason) metrics_.record_reuse_stop(reuse_stop_name(*out.usage.reuse.reason));
   metrics_.record_request(gen.request().endpoint == Endpoint::kChat ? "chat" : "completions",
                           finish_reason_text(out.finish_reason), out.usage.ttft_ms / 1000.0,

@@ -1,6 +1,8 @@
 #include "server/openai_json.h"
 
 #include "server/json_body.h"
+#include "server/logprobs_json.h"
+#include "server/request_fields.h"
 
 #include <fmt/format.h>
 
@@ -222,11 +224,8 @@ std::optional<ApiError> parse_limits(const json& body, CompletionRequest& r) {
     if (v) r.max_tokens = static_cast<int32_t>(*v);
   }
   std::optional<int64_t> n;
-  if (auto err = read_int(body, "n", std::numeric_limits<int64_t>::min(), kMaxInt, n)) return err;
-  if (n && *n != 1) {
-    return invalid_request(fmt::format("'n' is {}; only n = 1 is supported (send separate requests instead)", *n), "n",
-                           "unsupported_value");
-  }
+  if (auto err = read_int(body, "n", 1, kMaxChoices, n)) return err;
+  if (n) r.n = static_cast<int32_t>(*n);
   std::optional<int64_t> best_of;
   if (auto err = read_int(body, "best_of", 1, 1, best_of)) return err;
   if (auto err = read_number(body, "temperature", 0.0, 2.0, r.temperature)) return err;
@@ -240,6 +239,28 @@ std::optional<ApiError> parse_limits(const json& body, CompletionRequest& r) {
     if (!seed->is_number_integer()) return wrong_type("seed", "an integer", *seed);
     r.seed = seed->is_number_unsigned() ? seed->get<uint64_t>() : static_cast<uint64_t>(seed->get<int64_t>());
   }
+  return std::nullopt;
+}
+
+// chat: "logprobs": true with "top_logprobs" 0..20; completions: "logprobs" 0..5 (alternatives per token).
+std::optional<ApiError> parse_logprobs(const json& body, CompletionRequest& r) {
+  std::optional<int64_t> top;
+  if (r.endpoint == Endpoint::kCompletion) {
+    if (auto err = read_int(body, "logprobs", 0, kMaxCompletionLogprobs, top)) return err;
+    if (top && r.echo) {
+      return invalid_request("'logprobs' with 'echo' (the prompt's logprobs) is not supported", "logprobs",
+                             "unsupported_value");
+    }
+    if (top) r.top_logprobs = static_cast<int32_t>(*top);
+    return std::nullopt;
+  }
+  bool logprobs = false;
+  if (auto err = read_bool(body, "logprobs", logprobs)) return err;
+  if (auto err = read_int(body, "top_logprobs", 0, kMaxTopLogprobs, top)) return err;
+  if (top && !logprobs) {
+    return invalid_request("'top_logprobs' requires 'logprobs': true", "top_logprobs", "invalid_value");
+  }
+  if (logprobs) r.top_logprobs = top ? static_cast<int32_t>(*top) : 0;
   return std::nullopt;
 }
 
@@ -303,6 +324,7 @@ ApiResult<CompletionRequest> parse_completion_request(std::string_view body_text
 
 ApiResult<CompletionRequest> validate_completion_request(const nlohmann::json& body, Endpoint endpoint) {
   if (!body.is_object()) return invalid_request("the request body must be a JSON object", {}, "invalid_json");
+  if (auto err = check_unsupported_fields(body, endpoint)) return *err;
   CompletionRequest r;
   r.endpoint = endpoint;
   if (auto err = read_string(body, "model", r.model)) return *err;
@@ -312,7 +334,7 @@ ApiResult<CompletionRequest> validate_completion_request(const nlohmann::json& b
     if (auto err = parse_prompt(body, r)) return *err;
     if (auto err = read_bool(body, "echo", r.echo)) return *err;
   }
-  for (auto parse : {parse_limits, parse_stop, parse_stream, parse_cache_controls}) {
+  for (auto parse : {parse_limits, parse_stop, parse_stream, parse_logprobs, parse_cache_controls}) {
     if (auto err = parse(body, r)) return *err;
   }
   return r;
@@ -369,110 +391,45 @@ const char* finish_reason_text(FinishReason reason) {
   return "stop";
 }
 
-nlohmann::json reuse_stop_detail_json(const ReuseExplanation& r) {
-  json detail = {{"block", r.stopped_block}, {"block_size", r.block_size}};
-  if (!r.reason) return detail;
-  auto with_text = [&] {
-    detail["context_text"] = r.context_text;
-    detail["prompt_text"] = r.prompt_text;
-  };
-  switch (*r.reason) {
-    case ReuseStop::kDiverged:
-      with_text();
-      detail["cached_text"] = r.cached_text;
-      break;
-    case ReuseStop::kEvicted:
-      with_text();
-      detail["evicted_block"] = r.evicted_block;
-      break;
-    case ReuseStop::kDifferentSalt:
-      with_text();
-      detail["other_salt_tokens"] = r.other_salt_tokens;
-      break;
-    case ReuseStop::kEndOfCachedPrefix:
-      with_text();
-      break;
-    case ReuseStop::kEndOfPrompt:
-    case ReuseStop::kNoCachedPrefix:
-    case ReuseStop::kCacheDisabled:
-      break;
-  }
-  return detail;
-}
-
 namespace {
 
-json reuse_reason_json(const ReuseExplanation& r) {
-  return r.reason ? json(reuse_stop_name(*r.reason)) : json();
+json choice_json(const CompletionRequest& request, int32_t index, const ChoiceResult& c) {
+  json choice = {{"index", index}, {"logprobs", c.logprobs}, {"finish_reason", finish_reason_text(c.reason)}};
+  if (request.endpoint == Endpoint::kChat) {
+    choice["message"] = {{"role", "assistant"}, {"content", c.text}, {"refusal", nullptr}};
+  } else {
+    choice["text"] = c.text;
+  }
+  return choice;
 }
 
 }  // namespace
 
-nlohmann::json cache_report_json(const CacheReport& report, const std::string& model) {
-  return json{
-      {"object", "cache.explanation"},
-      {"model", model},
-      {"prompt_tokens", report.prompt_tokens},
-      {"cached_tokens", report.cached_tokens},
-      {"reusable_tokens", report.reusable_tokens},
-      {"tiers", {{"ram", report.cached_tokens_ram}}},
-      {"reuse_stopped_at", report.explanation.stopped_at},
-      {"reuse_stop_reason", reuse_reason_json(report.explanation)},
-      {"reuse_stop", reuse_stop_detail_json(report.explanation)},
-  };
-}
-
-nlohmann::json usage_json(const RequestUsage& u, const CompletionRequest& request, int32_t answer_tokens_reused) {
-  json hearth = {
-      {"reused_tokens", u.cached_tokens},
-      {"copied_tokens", u.copied_tokens},
-      {"computed_prompt_tokens", u.prompt_tokens - u.cached_tokens},
-      {"reuse_stopped_at", u.cached_tokens},
-      {"prefill_ms", u.prefill_ms},
-      {"ttft_ms", u.ttft_ms},
-      {"total_ms", u.total_ms},
-      {"preemptions", u.preemptions},
-      {"stopped_by_kv_pool", u.stopped_by_kv_pool},
-      {"cache", request.use_cache ? "on" : "off"},
-      {"answer_tokens_reused", answer_tokens_reused},
-  };
-  hearth["reuse_stop_reason"] = reuse_reason_json(u.reuse);
-  if (u.reuse.reason) hearth["reuse_stop"] = reuse_stop_detail_json(u.reuse);
-  if (request.pin_prefix) {
-    hearth["pinned_tokens"] = u.pinned_tokens;
-    hearth["pin_error"] = u.pin_error.empty() ? json() : json(u.pin_error);
-  }
-  return json{
-      {"prompt_tokens", u.prompt_tokens},
-      {"completion_tokens", u.completion_tokens},
-      {"total_tokens", u.prompt_tokens + u.completion_tokens},
-      {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}},
-      {"hearth", std::move(hearth)},
-  };
-}
-
-nlohmann::json response_json(const CompletionRequest& request, const ResponseMeta& meta, const std::string& text,
-                             FinishReason reason, const RequestUsage& usage) {
-  const bool chat = request.endpoint == Endpoint::kChat;
-  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason_text(reason)}};
-  if (chat) {
-    choice["message"] = {{"role", "assistant"}, {"content", text}, {"refusal", nullptr}};
-  } else {
-    choice["text"] = text;
+nlohmann::json response_json(const CompletionRequest& request, const ResponseMeta& meta,
+                             std::span<const ChoiceResult> choices, nlohmann::json usage) {
+  json rendered = json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    rendered.push_back(choice_json(request, static_cast<int32_t>(i), choices[i]));
   }
   return json{{"id", meta.id},
-              {"object", chat ? "chat.completion" : "text_completion"},
+              {"object", request.endpoint == Endpoint::kChat ? "chat.completion" : "text_completion"},
               {"created", meta.created},
               {"model", meta.model},
               {"system_fingerprint", nullptr},
-              {"choices", json::array({std::move(choice)})},
-              {"usage", usage_json(usage, request, meta.answer_tokens_reused)}};
+              {"choices", std::move(rendered)},
+              {"usage", std::move(usage)}};
+}
+
+nlohmann::json response_json(const CompletionRequest& request, const ResponseMeta& meta, const std::string& text,
+                             FinishReason reason, const RequestUsage& usage, const nlohmann::json& logprobs) {
+  const ChoiceResult choice{text, reason, logprobs};
+  return response_json(request, meta, std::span(&choice, 1), usage_json(usage, request, meta.answer_tokens_reused));
 }
 
 nlohmann::json chunk_json(const CompletionRequest& request, const ResponseMeta& meta, const std::string& text,
-                          bool first, FinishReason reason) {
+                          bool first, FinishReason reason, const nlohmann::json& logprobs, int32_t index) {
   const bool chat = request.endpoint == Endpoint::kChat;
-  json choice = {{"index", 0}, {"logprobs", nullptr}};
+  json choice = {{"index", index}, {"logprobs", logprobs}};
   choice["finish_reason"] = reason == FinishReason::kNone ? json() : json(finish_reason_text(reason));
   if (chat) {
     json delta = json::object();
@@ -492,7 +449,7 @@ nlohmann::json chunk_json(const CompletionRequest& request, const ResponseMeta& 
   return chunk;
 }
 
-nlohmann::json usage_chunk_json(const CompletionRequest& request, const ResponseMeta& meta, const RequestUsage& usage) {
+nlohmann::json usage_chunk_json(const CompletionRequest& request, const ResponseMeta& meta, nlohmann::json usage) {
   const bool chat = request.endpoint == Endpoint::kChat;
   return json{{"id", meta.id},
               {"object", chat ? "chat.completion.chunk" : "text_completion"},
@@ -500,7 +457,11 @@ nlohmann::json usage_chunk_json(const CompletionRequest& request, const Response
               {"model", meta.model},
               {"system_fingerprint", nullptr},
               {"choices", json::array()},
-              {"usage", usage_json(usage, request, meta.answer_tokens_reused)}};
+              {"usage", std::move(usage)}};
+}
+
+nlohmann::json usage_chunk_json(const CompletionRequest& request, const ResponseMeta& meta, const RequestUsage& usage) {
+  return usage_chunk_json(request, meta, usage_json(usage, request, meta.answer_tokens_reused));
 }
 
 std::string sse_event(const nlohmann::json& payload) {

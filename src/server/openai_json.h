@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -54,6 +55,7 @@ struct CompletionRequest {
   std::vector<int32_t> prompt_tokens;
   bool prompt_is_tokens = false;
 
+  int32_t n = 1;  // choices, each its own engine request sharing the prompt's KV (1..kMaxChoices)
   bool stream = false;
   bool include_usage = false;
   std::optional<int32_t> max_tokens;  // max_tokens or max_completion_tokens
@@ -63,6 +65,9 @@ struct CompletionRequest {
   std::optional<uint64_t> seed;
   std::vector<std::string> stop;
   bool echo = false;  // completions: prepend the prompt text
+  // Logprobs asked for, with this many alternatives per token: chat "logprobs": true with "top_logprobs" 0..20
+  // (default 0); completions "logprobs" 0..5. Unset: none (the engine computes nothing).
+  std::optional<int32_t> top_logprobs;
 
   // Cache controls (Hearth extensions; also accepted inside a top-level "hearth" object).
   std::string cache_salt;
@@ -96,6 +101,23 @@ struct ResponseMeta {
 [[nodiscard]] nlohmann::json usage_json(const RequestUsage& usage, const CompletionRequest& request,
                                         int32_t answer_tokens_reused = 0);
 
+// The most choices one request may ask for ("n").
+inline constexpr int32_t kMaxChoices = 16;
+
+// usage for n choices (one RequestUsage each, choice 0 first): the prompt is counted once (prompt_tokens and
+// cached_tokens are choice 0's), completion_tokens is the sum, and `hearth` is choice 0's except
+// computed_prompt_tokens (the prompt tokens all choices computed: the prefill that really ran) and
+// hearth.choices [{index, reused_tokens, computed_prompt_tokens, completion_tokens}]. One choice: usage_json.
+[[nodiscard]] nlohmann::json usage_json(std::span<const RequestUsage> choices, const CompletionRequest& request,
+                                        int32_t answer_tokens_reused = 0);
+
+// One finished choice of a whole response.
+struct ChoiceResult {
+  std::string text;
+  FinishReason reason = FinishReason::kNone;
+  nlohmann::json logprobs;  // null when not asked
+};
+
 // The `reuse_stop` object: the block where reuse stopped and, by reason, the text around it (context_text before,
 // prompt_text from it, cached_text of the nearest cached prefix from it), evicted_block, other_salt_tokens.
 [[nodiscard]] nlohmann::json reuse_stop_detail_json(const ReuseExplanation& reuse);
@@ -104,17 +126,25 @@ struct ResponseMeta {
 // reuse_stop_reason and reuse_stop.
 [[nodiscard]] nlohmann::json cache_report_json(const CacheReport& report, const std::string& model);
 
-// A whole non-streaming response.
+// A whole non-streaming response. `logprobs` is the choice's logprobs object (logprobs_json.h), null when not asked.
 [[nodiscard]] nlohmann::json response_json(const CompletionRequest& request, const ResponseMeta& meta,
-                                           const std::string& text, FinishReason reason, const RequestUsage& usage);
+                                           const std::string& text, FinishReason reason, const RequestUsage& usage,
+                                           const nlohmann::json& logprobs = nullptr);
+// A whole response of several choices (index = position); `usage` as usage_json renders it.
+[[nodiscard]] nlohmann::json response_json(const CompletionRequest& request, const ResponseMeta& meta,
+                                           std::span<const ChoiceResult> choices, nlohmann::json usage);
 
 // One streamed chunk carrying `text` (chat: delta.content; the first chat chunk also carries role). With a
 // finish reason, the chunk that ends the choice. With include_usage, every chunk has "usage": null.
+// `logprobs`: the logprobs object of the tokens this chunk carries (null when not asked).
 [[nodiscard]] nlohmann::json chunk_json(const CompletionRequest& request, const ResponseMeta& meta,
-                                        const std::string& text, bool first, FinishReason reason);
+                                        const std::string& text, bool first, FinishReason reason,
+                                        const nlohmann::json& logprobs = nullptr, int32_t index = 0);
 // The final usage chunk of stream_options.include_usage: "choices": [] and the usage object.
 [[nodiscard]] nlohmann::json usage_chunk_json(const CompletionRequest& request, const ResponseMeta& meta,
                                               const RequestUsage& usage);
+[[nodiscard]] nlohmann::json usage_chunk_json(const CompletionRequest& request, const ResponseMeta& meta,
+                                              nlohmann::json usage);
 
 // SSE framing: "data: <json>\n\n" and the terminator "data: [DONE]\n\n".
 [[nodiscard]] std::string sse_event(const nlohmann::json& payload);

@@ -47,6 +47,7 @@ HttpServer::HttpServer(ServerConfig config, EngineLoop& loop, const Tokenizer& t
       loop_(loop),
       tokenizer_(tokenizer),
       chat_(chat),
+      model_names_{loop.info().model_id, config_.model_aliases, config_.strict_model_names},
       volatile_(config_.volatile_prefix),
       answers_(tokenizer, config_.answer_memory_entries) {
   install_routes();
@@ -136,22 +137,16 @@ HttpResponse HttpServer::handle_health() const {
   return res;
 }
 
-// GET /v1/models and /v1/models/{id}.
+// GET /v1/models and /v1/models/{id}: an alias answers as itself; with lenient names any other id answers as the
+// served model (what a completion naming it would run), with strict names it is a 404.
 HttpResponse HttpServer::handle_models(const HttpRequest& req) const {
   const EngineInfo& info = loop_.info();
-  const json model = {{"id", info.model_id},
-                      {"object", "model"},
-                      {"created", 0},
-                      {"owned_by", "hearth"},
-                      {"meta", {{"n_ctx", info.n_ctx}, {"block_size", info.block_size}}}};
   constexpr std::string_view kPrefix = "/v1/models/";
-  if (!req.path.starts_with(kPrefix)) return json_response(json{{"object", "list"}, {"data", json::array({model})}});
+  if (!req.path.starts_with(kPrefix)) return json_response(model_list_json(model_names_, info.n_ctx, info.block_size));
   const std::string id = req.path.substr(kPrefix.size());
-  if (id != info.model_id) {
-    return const_cast<HttpServer*>(this)->error_response(ApiError{404, fmt::format("the model '{}' does not exist", id),
-                                                                  "invalid_request_error", "model", "model_not_found"});
-  }
-  return json_response(model);
+  if (auto error = model_names_.check(id)) return const_cast<HttpServer*>(this)->error_response(*error);
+  const std::string& answered = model_names_.is_listed(id) ? id : info.model_id;
+  return json_response(model_entry_json(answered, model_names_, info.n_ctx, info.block_size));
 }
 
 HttpResponse HttpServer::handle_metrics() {

@@ -28,6 +28,7 @@
 #include "server/http_transport.h"
 #include "server/http_types.h"
 #include "server/metrics.h"
+#include "server/model_names.h"
 #include "server/openai_json.h"
 
 namespace hearth::server {
@@ -36,8 +37,10 @@ struct ServerConfig {
   std::string api_key;             // empty: no authentication
   HttpTransportConfig http;        // host, port (0 picks a free one), body and header limits, deadlines, connection cap
   double shutdown_grace_s = 10.0;  // in-flight requests may finish for this long after SIGINT/SIGTERM
-  VolatilePrefixConfig volatile_prefix;  // the volatile-prefix warning (see kv/volatile_prefix.h)
-  size_t answer_memory_entries = 256;    // recent answers whose ids later turns reuse (0: off; answer_memory.h)
+  VolatilePrefixConfig volatile_prefix;    // the volatile-prefix warning (see kv/volatile_prefix.h)
+  size_t answer_memory_entries = 256;      // recent answers whose ids later turns reuse (0: off; answer_memory.h)
+  std::vector<std::string> model_aliases;  // more names for the served model (--model-alias), listed by /v1/models
+  bool strict_model_names = false;         // only the model id and its aliases; other names 404 (model_names.h)
 };
 
 // Constant-time comparison of an Authorization header against "Bearer KEY" (the scheme case-insensitive).
@@ -91,10 +94,13 @@ class HttpServer {
   void observe_prompt(std::span<const TokenId> prompt, const RequestSpec& spec);
   ApiResult<BuiltPrompt> build_prompt(const CompletionRequest& request);
   RequestSpec build_spec(const CompletionRequest& request, std::vector<TokenId> prompt) const;
-  // 404 unless the request names no model or the one this server serves.
+  // One engine request per choice (request.n), in order; a refusal is the error of the first refused choice.
+  ApiResult<std::vector<std::unique_ptr<RequestHandle>>> submit_choices(const CompletionRequest& request,
+                                                                        std::vector<TokenId> prompt);
+  // 404 only with strict model names, for a name that is neither the served model nor an alias (model_names.h).
   std::optional<ApiError> check_model(const CompletionRequest& request) const;
   // A finished generation: the answer memory and the metrics (from the final output, whoever reads it).
-  void record_finish(Generation& gen, RequestOutput& out);
+  void record_finish(Generation& gen, RequestOutput& out, size_t choice);
   HttpResponse error_response(const ApiError& error);
   static HttpResponse json_response(const nlohmann::json& body);
   // Bookkeeping of requests in flight, so shutdown can wait for them (an event, not a poll).
@@ -105,6 +111,7 @@ class HttpServer {
   EngineLoop& loop_;
   const Tokenizer& tokenizer_;
   const ChatFormatter& chat_;
+  ModelNames model_names_;
   Metrics metrics_;
   std::vector<RouteEntry> routes_;
   std::atomic<bool> draining_{false};

@@ -68,3 +68,52 @@ TEST(Sampler, ValidateNamesTheBadField) {
 
 }  // namespace
 }  // namespace hearth
+
+namespace hearth {
+namespace {
+
+double log_sum_exp(const std::vector<float>& logits) {
+  double sum = 0;
+  for (float x : logits) sum += std::exp(static_cast<double>(x));
+  return std::log(sum);
+}
+
+TEST(TokenLogprobs, AreTheLogSoftmaxOfTheRawLogitsWithTheTopInOrder) {
+  const TokenLogprobs lp = token_logprobs(kLogits, TokenId{2}, 3);
+  const double log_z = log_sum_exp(kLogits);
+  EXPECT_EQ(lp.token, TokenId{2});
+  EXPECT_NEAR(lp.logprob, 2.0 - log_z, 1e-6);
+  ASSERT_EQ(lp.top.size(), 3u);
+  // 3.0 at ids 1 and 3 (lowest id first on the tie), then 2.0 at id 2.
+  EXPECT_EQ(lp.top[0].token, TokenId{1});
+  EXPECT_EQ(lp.top[1].token, TokenId{3});
+  EXPECT_EQ(lp.top[2].token, TokenId{2});
+  EXPECT_NEAR(lp.top[0].logprob, 3.0 - log_z, 1e-6);
+  EXPECT_EQ(lp.top[0].logprob, lp.top[1].logprob);
+  EXPECT_EQ(lp.top[2].logprob, lp.logprob);
+}
+
+TEST(TokenLogprobs, TheGreedyTokenLeadsAndProbabilitiesSumToAtMostOne) {
+  const TokenLogprobs all = token_logprobs(kLogits, argmax(kLogits), static_cast<int32_t>(kLogits.size()));
+  EXPECT_EQ(all.top.front().token, argmax(kLogits));
+  double sum = 0;
+  for (const TokenLogprob& t : all.top) {
+    EXPECT_LE(t.logprob, 0.0f);
+    sum += std::exp(t.logprob);
+  }
+  EXPECT_NEAR(sum, 1.0, 1e-6);
+  EXPECT_TRUE(token_logprobs(kLogits, TokenId{0}, 0).top.empty());
+  EXPECT_EQ(token_logprobs(kLogits, TokenId{0}, 100).top.size(), kLogits.size());  // capped at the vocabulary
+}
+
+TEST(TokenLogprobs, IgnoreTemperatureAndTruncation) {
+  // The same logits give the same logprobs whatever the sampler does with them; a dominant logit gives ~0.
+  const std::vector<float> peaked = {100.0f, 0.0f, -100.0f};
+  const TokenLogprobs lp = token_logprobs(peaked, TokenId{0}, 2);
+  EXPECT_LE(lp.logprob, 0.0f);
+  EXPECT_GT(lp.logprob, -1e-6f);
+  EXPECT_NEAR(lp.top[1].logprob, -100.0, 1e-3);
+}
+
+}  // namespace
+}  // namespace hearth

@@ -67,7 +67,8 @@ INSTANTIATE_TEST_SUITE_P(
                 "max_completion_tokens", "at least 1"},
         BadCase{"max_tokens_string", kCompl, R"({"prompt": "x", "max_tokens": "9"})", "max_tokens", "an integer"},
         BadCase{"max_tokens_float", kCompl, R"({"prompt": "x", "max_tokens": 1.5})", "max_tokens", "an integer"},
-        BadCase{"n_two", kCompl, R"({"prompt": "x", "n": 2})", "n", "only n = 1"},
+        BadCase{"n_zero", kCompl, R"({"prompt": "x", "n": 0})", "n", "[1, 16]"},
+        BadCase{"n_too_many", kChat, R"({"messages": [{"role": "user", "content": "x"}], "n": 17})", "n", "maximum 16"},
         BadCase{"temperature_high", kCompl, R"({"prompt": "x", "temperature": 3})", "temperature", "range"},
         BadCase{"temperature_type", kCompl, R"({"prompt": "x", "temperature": "hot"})", "temperature", "a number"},
         BadCase{"top_p_zero", kCompl, R"({"prompt": "x", "top_p": 0})", "top_p", "greater than 0"},
@@ -80,7 +81,40 @@ INSTANTIATE_TEST_SUITE_P(
                 "stream_options.include_usage", "a boolean"},
         BadCase{"salt_type", kCompl, R"({"prompt": "x", "cache_salt": 1})", "cache_salt", "a string"},
         BadCase{"hearth_type", kCompl, R"({"prompt": "x", "hearth": []})", "hearth", "an object"},
-        BadCase{"pin_type", kCompl, R"({"prompt": "x", "hearth": {"pin_prefix": "yes"}})", "pin_prefix", "a boolean"}),
+        BadCase{"pin_type", kCompl, R"({"prompt": "x", "hearth": {"pin_prefix": "yes"}})", "pin_prefix", "a boolean"},
+        BadCase{"chat_logprobs_type", kChat, R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 2})",
+                "logprobs", "a boolean"},
+        BadCase{"top_logprobs_high", kChat,
+                R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 21})",
+                "top_logprobs", "maximum 20"},
+        BadCase{"top_logprobs_negative", kChat,
+                R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": -1})",
+                "top_logprobs", "[0, 20]"},
+        BadCase{"top_logprobs_without_logprobs", kChat,
+                R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 3})", "top_logprobs",
+                "requires 'logprobs': true"},
+        BadCase{"completion_logprobs_high", kCompl, R"({"prompt": "x", "logprobs": 6})", "logprobs", "maximum 5"},
+        BadCase{"completion_logprobs_bool", kCompl, R"({"prompt": "x", "logprobs": true})", "logprobs", "an integer"},
+        BadCase{"logit_bias", kChat, R"({"messages": [{"role": "user", "content": "x"}], "logit_bias": {"5": 10}})",
+                "logit_bias", "not supported"},
+        BadCase{"frequency_penalty", kCompl, R"({"prompt": "x", "frequency_penalty": 0.5})", "frequency_penalty",
+                "not supported"},
+        BadCase{"presence_penalty", kChat,
+                R"({"messages": [{"role": "user", "content": "x"}], "presence_penalty": -1})", "presence_penalty",
+                "not supported"},
+        BadCase{"suffix", kCompl, R"({"prompt": "x", "suffix": "end"})", "suffix", "not supported"},
+        BadCase{"response_format", kChat,
+                R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})",
+                "response_format", "structured output"},
+        BadCase{"tool_choice", kChat, R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})",
+                "tool_choice", "not supported"},
+        BadCase{"functions", kChat, R"({"messages": [{"role": "user", "content": "x"}], "functions": []})", "functions",
+                "deprecated"},
+        BadCase{"audio_modality", kChat,
+                R"({"messages": [{"role": "user", "content": "x"}], "modalities": ["text", "audio"]})", "modalities",
+                "only text"},
+        BadCase{"completion_logprobs_echo", kCompl, R"({"prompt": "x", "logprobs": 1, "echo": true})", "logprobs",
+                "echo"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(ParseRequest, ChatFieldsAndDefaults) {
@@ -107,6 +141,71 @@ TEST(ParseRequest, ChatFieldsAndDefaults) {
   EXPECT_EQ(r.cache_salt, "tenant-a");
   EXPECT_TRUE(r.pin_prefix);
   EXPECT_FALSE(r.use_cache);
+}
+
+TEST(ParseRequest, LogprobsAskForThatManyAlternatives) {
+  auto top = [](Endpoint endpoint, const char* body) {
+    auto r = parse_completion_request(body, endpoint);
+    EXPECT_TRUE(std::holds_alternative<CompletionRequest>(r)) << body;
+    return std::get<CompletionRequest>(r).top_logprobs;
+  };
+  EXPECT_EQ(top(kChat, R"({"messages": [{"role": "user", "content": "x"}]})"), std::nullopt);
+  EXPECT_EQ(top(kChat, R"({"messages": [{"role": "user", "content": "x"}], "logprobs": false})"), std::nullopt);
+  EXPECT_EQ(top(kChat, R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true})"), 0);
+  EXPECT_EQ(top(kChat, R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 20})"),
+            20);
+  EXPECT_EQ(top(kCompl, R"({"prompt": "x"})"), std::nullopt);
+  EXPECT_EQ(top(kCompl, R"({"prompt": "x", "logprobs": 0})"), 0);
+  EXPECT_EQ(top(kCompl, R"({"prompt": "x", "logprobs": 5})"), 5);
+}
+
+TEST(ParseRequest, NeutralValuesOfRefusedFieldsAndIgnoredFieldsAreAccepted) {
+  for (const char* body : {
+           R"({"messages": [{"role": "user", "content": "x"}], "logit_bias": {}, "frequency_penalty": 0,
+               "presence_penalty": 0.0, "response_format": {"type": "text"}, "tool_choice": "auto",
+               "modalities": ["text"], "user": "u-1", "metadata": {"k": "v"}, "store": false,
+               "parallel_tool_calls": true, "service_tier": "auto", "audio": null})",
+           R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "none"})",
+       }) {
+    EXPECT_TRUE(std::holds_alternative<CompletionRequest>(parse_completion_request(body, kChat))) << body;
+  }
+  EXPECT_TRUE(std::holds_alternative<CompletionRequest>(
+      parse_completion_request(R"({"prompt": "x", "suffix": "", "logit_bias": {}, "user": "u"})", kCompl)));
+}
+
+TEST(Render, UsageOfSeveralChoicesCountsThePromptOnceAndEveryComputedPromptToken) {
+  RequestUsage first;
+  first.prompt_tokens = 40;
+  first.completion_tokens = 5;
+  first.cached_tokens = 0;
+  RequestUsage other = first;
+  other.cached_tokens = 32;
+  other.completion_tokens = 7;
+  const std::vector<RequestUsage> choices = {first, other, other};
+  const json u = usage_json(choices, CompletionRequest{});
+  EXPECT_EQ(u["prompt_tokens"], 40);
+  EXPECT_EQ(u["completion_tokens"], 19);
+  EXPECT_EQ(u["total_tokens"], 59);
+  EXPECT_EQ(u["prompt_tokens_details"]["cached_tokens"], 0);
+  EXPECT_EQ(u["hearth"]["computed_prompt_tokens"], 40 + 8 + 8);
+  ASSERT_EQ(u["hearth"]["choices"].size(), 3u);
+  EXPECT_EQ(u["hearth"]["choices"][2],
+            json({{"index", 2}, {"reused_tokens", 32}, {"computed_prompt_tokens", 8}, {"completion_tokens", 7}}));
+  EXPECT_FALSE(usage_json(std::span(choices).first(1), CompletionRequest{})["hearth"].contains("choices"));
+}
+
+TEST(Render, SeveralChoicesAreIndexed) {
+  CompletionRequest r;
+  r.endpoint = Endpoint::kChat;
+  const std::vector<ChoiceResult> choices = {{"a", FinishReason::kStop, nullptr},
+                                             {"b", FinishReason::kLength, nullptr}};
+  const json j = response_json(r, ResponseMeta{"chatcmpl-1", 1, "m"}, choices, json::object());
+  ASSERT_EQ(j["choices"].size(), 2u);
+  EXPECT_EQ(j["choices"][1]["index"], 1);
+  EXPECT_EQ(j["choices"][1]["message"]["content"], "b");
+  EXPECT_EQ(j["choices"][1]["finish_reason"], "length");
+  EXPECT_EQ(chunk_json(r, ResponseMeta{"c", 1, "m"}, "x", true, FinishReason::kNone, nullptr, 3)["choices"][0]["index"],
+            3);
 }
 
 TEST(ParseRequest, CompletionPromptForms) {
