@@ -10,8 +10,9 @@ class TemplateFormatter final : public ChatFormatter {
   TemplateFormatter(ChatTemplate tmpl, std::string bos, std::string eos)
       : tmpl_(std::move(tmpl)), bos_(std::move(bos)), eos_(std::move(eos)) {}
 
-  Result<std::string> render(const nlohmann::json& messages, const nlohmann::json& tools) const override {
-    return tmpl_.render(messages, tools, /*add_generation_prompt=*/true, bos_, eos_);
+  Result<std::string> render(const nlohmann::json& messages, const nlohmann::json& tools,
+                             const nlohmann::json& extra) const override {
+    return tmpl_.render(messages, tools, /*add_generation_prompt=*/true, bos_, eos_, extra);
   }
   std::string describe() const override {
     return tmpl_.is_fallback() ? "the fallback chat format (\"User: ...\\nAssistant:\")" : "the model's chat template";

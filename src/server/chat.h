@@ -26,8 +26,9 @@ class ChatFormatter {
   // Renders `messages` (normalized: every content is a string) and `tools` (null or an array) with the
   // generation prompt for the assistant's turn. Fails with a message for the client (e.g. a template's
   // raise_exception on an unsupported role order).
-  [[nodiscard]] virtual Result<std::string> render(const nlohmann::json& messages,
-                                                   const nlohmann::json& tools) const = 0;
+  // `extra` (null or an object) adds template variables, e.g. {"enable_thinking": false}.
+  [[nodiscard]] virtual Result<std::string> render(const nlohmann::json& messages, const nlohmann::json& tools,
+                                                   const nlohmann::json& extra = {}) const = 0;
   // "gguf template", "fallback", ...: for the startup log.
   [[nodiscard]] virtual std::string describe() const = 0;
 };

@@ -38,7 +38,7 @@ ApiResult<HttpServer::BuiltPrompt> HttpServer::build_prompt(const CompletionRequ
   BuiltPrompt built;
   bool add_special = true;
   if (request.endpoint == Endpoint::kChat) {
-    auto text = chat_.render(request.messages, request.tools);
+    auto text = chat_.render(request.messages, request.tools, request.chat_template_kwargs);
     if (!text) return invalid_request("cannot render the chat template: " + text.error().message, "messages");
     // A template that writes BOS itself must not get a second one from the tokenizer.
     const std::string_view bos = tokenizer_.token_text(tokenizer_.bos());

@@ -118,6 +118,23 @@ std::optional<ApiError> normalize_content(const json& content, const std::string
   return std::nullopt;
 }
 
+// chat_template_kwargs (vLLM's and llama.cpp's name): an object of extra template variables. The variables the
+// server sets itself cannot be overridden.
+std::optional<ApiError> parse_chat_template_kwargs(const json& body, CompletionRequest& r) {
+  auto k = body.find("chat_template_kwargs");
+  if (k == body.end() || k->is_null()) return std::nullopt;
+  if (!k->is_object()) return wrong_type("chat_template_kwargs", "an object", *k);
+  for (const char* reserved : {"messages", "tools", "add_generation_prompt", "bos_token", "eos_token"}) {
+    if (k->contains(reserved)) {
+      return invalid_request(
+          fmt::format("'chat_template_kwargs.{}' is set by the server and cannot be overridden", reserved),
+          std::string("chat_template_kwargs.") + reserved, "invalid_value");
+    }
+  }
+  r.chat_template_kwargs = *k;
+  return std::nullopt;
+}
+
 std::optional<ApiError> parse_messages(const json& body, CompletionRequest& r) {
   auto it = body.find("messages");
   if (it == body.end() || it->is_null()) {
@@ -153,7 +170,7 @@ std::optional<ApiError> parse_messages(const json& body, CompletionRequest& r) {
     if (!t->is_array()) return wrong_type("tools", "an array", *t);
     r.tools = *t;
   }
-  return std::nullopt;
+  return parse_chat_template_kwargs(body, r);
 }
 
 std::optional<ApiError> parse_token_array(const json& arr, const std::string& param, std::vector<int32_t>& out) {

@@ -50,6 +50,8 @@ struct CompletionRequest {
   // chat: messages normalized to {role, content: string, ...}; tools as sent (null when absent)
   nlohmann::json messages;
   nlohmann::json tools;
+  // chat: extra variables for the model's chat template (e.g. Qwen 3's enable_thinking); null when absent
+  nlohmann::json chat_template_kwargs;
   // completions: either text or token ids
   std::string prompt_text;
   std::vector<int32_t> prompt_tokens;

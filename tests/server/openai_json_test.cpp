@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "gguf/gguf_file.h"
+#include "server/chat.h"
 #include "server/openai_json.h"
 #include "server/server.h"
 
@@ -141,6 +143,39 @@ TEST(ParseRequest, ChatFieldsAndDefaults) {
   EXPECT_EQ(r.cache_salt, "tenant-a");
   EXPECT_TRUE(r.pin_prefix);
   EXPECT_FALSE(r.use_cache);
+}
+
+TEST(ParseRequest, ChatTemplateKwargsAreAnObjectThatCannotOverrideTheServersVariables) {
+  const char* kMessages = R"("messages": [{"role": "user", "content": "Hi"}])";
+  auto ok = parse_completion_request(
+      fmt::format(R"({{{}, "chat_template_kwargs": {{"enable_thinking": false}}}})", kMessages), Endpoint::kChat);
+  ASSERT_TRUE(std::holds_alternative<CompletionRequest>(ok)) << std::get<ApiError>(ok).message;
+  EXPECT_EQ(std::get<CompletionRequest>(ok).chat_template_kwargs, (json{{"enable_thinking", false}}));
+  auto not_object =
+      parse_completion_request(fmt::format(R"({{{}, "chat_template_kwargs": [1]}})", kMessages), Endpoint::kChat);
+  ASSERT_TRUE(std::holds_alternative<ApiError>(not_object));
+  EXPECT_EQ(std::get<ApiError>(not_object).param, "chat_template_kwargs");
+  auto reserved = parse_completion_request(
+      fmt::format(R"({{{}, "chat_template_kwargs": {{"add_generation_prompt": false}}}})", kMessages), Endpoint::kChat);
+  ASSERT_TRUE(std::holds_alternative<ApiError>(reserved));
+  EXPECT_EQ(std::get<ApiError>(reserved).param, "chat_template_kwargs.add_generation_prompt");
+}
+
+// The variables reach the model's own template: Qwen 3's enable_thinking=false writes an empty think block.
+TEST(ChatFormatter, PassesTemplateKwargsToTheModelsTemplate) {
+  auto file = GgufFile::open(std::string(HEARTH_SHARED_DIR) + "/vocab/ggml-vocab-qwen2.gguf");
+  ASSERT_TRUE(file.ok()) << file.error().message;
+  auto tokenizer = Tokenizer::from_gguf(*file);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.error().message;
+  std::string warning;
+  auto chat = ChatFormatter::create(ChatTemplate::from_gguf(*file, &warning), *tokenizer);
+  ASSERT_TRUE(warning.empty()) << warning;
+  const json messages = json::array({{{"role", "user"}, {"content", "Hi"}}});
+  auto thinking = chat->render(messages, nullptr);
+  auto not_thinking = chat->render(messages, nullptr, json{{"enable_thinking", false}});
+  ASSERT_TRUE(thinking.ok() && not_thinking.ok());
+  EXPECT_EQ(thinking->find("<think>"), std::string::npos) << *thinking;
+  EXPECT_NE(not_thinking->find("<think>\n\n</think>"), std::string::npos) << *not_thinking;
 }
 
 TEST(ParseRequest, LogprobsAskForThatManyAlternatives) {
