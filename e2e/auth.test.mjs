@@ -57,7 +57,7 @@ test('the Bearer scheme is case-insensitive (RFC 7235)', async () => {
 
 // Runs `hearth serve` that is expected to refuse to start: its exit code and all of its stderr.
 function serveRefusal(args, env = {}) {
-  const proc = spawn(BIN, ['serve', '-m', MODEL, '--port', '0', ...args], {
+  const proc = spawn(BIN, ['serve', '-m', MODEL, '--port', '0', '--kv-disk', 'off', ...args], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'ignore', 'pipe'],
   });

@@ -21,8 +21,11 @@ export const GOLDEN_64 =
   ", there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red ball. " +
   "She wanted to play with it, but it was too high.\nLily's mom said";
 
+// The disk tier is on by default in `hearth serve`; tests turn it off unless they pass their own --kv-disk, so no
+// test sees another's cached blocks (or the user's ~/.cache).
 export async function startServer(args = [], env = {}) {
-  const proc = spawn(BIN, ['serve', '-m', MODEL, '--port', '0', '-t', '1', '--kv-memory', '32MiB', ...args], {
+  const disk = args.includes('--kv-disk') ? [] : ['--kv-disk', 'off'];
+  const proc = spawn(BIN, ['serve', '-m', MODEL, '--port', '0', '-t', '1', '--kv-memory', '32MiB', ...disk, ...args], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -20,6 +20,7 @@
 #include "engine/engine.h"
 #include "engine/engine_loop.h"
 #include "gguf/gguf_file.h"
+#include "kv/disk_tier.h"
 #include "kv/kv_plan.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
@@ -54,6 +55,8 @@ struct ServeFlags {
   int answer_memory = 256;
   int max_connections = 1024;
   double header_timeout_s = 10.0;
+  std::string kv_disk;       // empty: default_disk_tier_dir(); "off": no disk tier
+  std::string kv_disk_size;  // empty: default_disk_tier_bytes()
 };
 
 constexpr const char* kDefaultModel = "../shared/models/stories260K.gguf";
@@ -130,8 +133,39 @@ int run_serve(ServeFlags f) {
   if (!template_warning.empty()) spdlog::warn("chat template: {}", template_warning);
   spdlog::info("chat format: {}", chat->describe());
 
+  // The disk tier (on unless --kv-disk off). A directory another process holds, or one that cannot be created,
+  // leaves the server running without it, with a warning: it is a cache, never a reason not to serve.
+  std::unique_ptr<DiskTier> disk_tier;
+  if (f.kv_disk != "off") {
+    DiskTierConfig disk_config;
+    disk_config.dir = f.kv_disk.empty() ? default_disk_tier_dir() : std::filesystem::path(f.kv_disk);
+    if (f.kv_disk_size.empty()) {
+      disk_config.capacity_bytes = default_disk_tier_bytes(disk_config.dir);
+    } else {
+      auto size = parse_bytes(f.kv_disk_size);
+      if (!size) return std::fprintf(stderr, "error: --kv-disk-size: %s\n", size.error().message.c_str()), 1;
+      disk_config.capacity_bytes = *size;
+    }
+    auto opened = DiskTier::open(disk_config);
+    if (opened) {
+      disk_tier = std::move(*opened);
+      const DiskTierStats st = disk_tier->stats();
+      spdlog::info("KV disk tier: {} ({} entries, {} of {} used{}; --kv-disk off disables it)",
+                   disk_config.dir.string(), st.num_entries, format_bytes(st.bytes_used),
+                   format_bytes(st.capacity_bytes),
+                   disk_tier->num_removed_at_open() > 0
+                       ? fmt::format(", {} corrupt entries removed", disk_tier->num_removed_at_open())
+                       : std::string());
+    } else {
+      spdlog::warn("KV disk tier off: {}", opened.error().message);
+    }
+  } else {
+    spdlog::info("KV disk tier: off");
+  }
+
   ThreadPool pool(f.threads);
   EngineConfig engine_config;
+  engine_config.disk_tier = disk_tier.get();
   engine_config.block_size = f.block_size;
   engine_config.kv_memory_bytes = *kv_bytes;
   engine_config.kv_format = *kv_format;
@@ -225,6 +259,11 @@ Command add_serve(CLI::App& app) {
                  "Seconds a client has to send a request head, and to make progress sending its body")
       ->capture_default_str()
       ->check(CLI::Range(0.1, 3600.0));
+  app.add_option("--kv-disk", flags->kv_disk,
+                 "Disk tier directory for KV blocks, kept across restarts (default: $XDG_CACHE_HOME/hearth/kv-cache); "
+                 "'off' disables it");
+  app.add_option("--kv-disk-size", flags->kv_disk_size,
+                 "Disk tier budget, e.g. 20GiB (default: a tenth of the free space, at most 64GiB)");
   app.add_option("--answer-memory", flags->answer_memory,
                  "Recent answers whose generated token ids a later turn that quotes them reuses (0: off)")
       ->capture_default_str()

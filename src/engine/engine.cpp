@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "engine/explain.h"
+#include "engine/kv_tiers.h"
 #include "model/fingerprint.h"
 #include "model/kv_storage.h"
 #include "model/model.h"
@@ -92,6 +93,9 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineConfig& con
                num_blocks, config.block_size, info_.n_ctx);
   scheduler_ = std::make_unique<Scheduler>(
       SchedulerConfig{config.max_batch_tokens, config.max_running, config.max_waiting, info_.n_ctx}, *kv_);
+  int64_t n_params = 0;
+  for (const GgufTensor& t : model.file().tensors()) n_params += t.num_elements();
+  tiers_ = std::make_unique<KvTiers>(config.disk_tier, *storage_, *kv_, n_params);
 }
 
 Engine::~Engine() = default;
@@ -124,13 +128,17 @@ CacheReport Engine::explain_prompt(std::span<const TokenId> prompt, const std::s
   }
   report.cached_tokens = e.reuse_stopped_at;
   report.cached_tokens_ram = e.reuse_stopped_at;
+  if (use_cache) report.cached_tokens_disk = tiers_->tokens_in_tier(cache_namespace(cache_salt), prompt);
   report.reusable_tokens = std::min(e.reuse_stopped_at, std::max(0, report.prompt_tokens - 1));
   report.explanation = describe_reuse(tokenizer_, e, prompt, config_.block_size);
   return report;
 }
 
 Result<PinInfo> Engine::pin_prefix(std::span<const TokenId> prompt, const std::string& cache_salt) {
-  return kv_->pin_prefix(cache_namespace(cache_salt), prompt);
+  const BlockHash ns = cache_namespace(cache_salt);
+  auto pinned = kv_->pin_prefix(ns, prompt);
+  if (pinned) tiers_->mark_pinned(ns, prompt, pinned->num_tokens);
+  return pinned;
 }
 
 SubmitResult<RequestId> Engine::add_request(RequestSpec spec) {
@@ -148,6 +156,7 @@ SubmitResult<RequestId> Engine::add_request(RequestSpec spec) {
   request->cache_namespace = cache_namespace(spec.cache_salt);
   request->other_namespaces = other_namespaces(request->cache_namespace);
   const RequestId id = request->id;
+  tiers_->plan_load(*request);
   HEARTH_TRY(scheduler_->add_request(std::move(request)));
   outputs_.add(id, spec);
   if (spec.pin_prefix) pin_on_finish_.insert(id);
@@ -179,19 +188,28 @@ EngineStats Engine::stats() const {
   s.num_prefill_tokens = counters_.num_prefill_tokens;
   s.num_decode_tokens = counters_.num_decode_tokens;
   s.num_finished = counters_.num_finished;
+  if (tiers_->enabled()) {
+    s.disk = tiers_->disk()->stats();
+    s.tier_link = tiers_->counters();
+  }
   return s;
 }
 
 std::vector<RequestOutput> Engine::step() {
   std::vector<RequestOutput> outputs = std::exchange(pending_outputs_, {});
+  tiers_->apply_loads(*scheduler_);
   const SchedulerOutput plan = scheduler_->schedule();
   for (RequestId id : plan.stopped_by_kv_pool) outputs.push_back(finish_request(id, FinishReason::kLength));
-  if (plan.chunks.empty()) return outputs;
+  if (plan.chunks.empty()) {
+    if (scheduler_->has_tier_waiting()) tiers_->wait_for_loads();
+    return outputs;
+  }
   counters_.num_steps++;
   mark_scheduled(plan);
   apply_block_copies();
   const std::vector<TokenId> sampled = sample(plan, run_batch(plan));
   scheduler_->update(plan, sampled);
+  tiers_->persist_new_blocks();
   process_outputs(plan, sampled, outputs);
   return outputs;
 }
@@ -211,6 +229,7 @@ void Engine::apply_block_copies() {
 std::span<const float> Engine::run_batch(const SchedulerOutput& plan) {
   batch_tokens_.clear();
   batch_seqs_.clear();
+  const uint64_t prefill_before = counters_.num_prefill_tokens;
   for (const ScheduledChunk& chunk : plan.chunks) {
     const Request& r = *chunk.request;
     BatchSequence seq;
@@ -228,7 +247,11 @@ std::span<const float> Engine::run_batch(const SchedulerOutput& plan) {
     const int32_t prompt_end = std::min(chunk.pos_begin + chunk.num_tokens, r.num_prompt_tokens);
     counters_.num_prefill_tokens += std::max(0, prompt_end - chunk.pos_begin);
   }
-  return model_.forward({batch_tokens_, batch_seqs_}, *storage_, pool_);
+  const auto start = std::chrono::steady_clock::now();
+  const std::span<const float> logits = model_.forward({batch_tokens_, batch_seqs_}, *storage_, pool_);
+  tiers_->observe_prefill(static_cast<int64_t>(counters_.num_prefill_tokens - prefill_before),
+                          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return logits;
 }
 
 std::vector<TokenId> Engine::sample(const SchedulerOutput& plan, std::span<const float> logits) {
@@ -286,6 +309,7 @@ RequestOutput Engine::finish_request(RequestId id, FinishReason reason, RequestO
     auto pinned = kv_->pin_prefix(request->cache_namespace, prompt);
     if (pinned) {
       pinned_tokens = pinned->num_tokens;
+      tiers_->mark_pinned(request->cache_namespace, prompt, pinned_tokens);
     } else {
       pin_error = pinned.error().message;
     }

@@ -24,7 +24,9 @@
 
 namespace hearth {
 
+class DiskTier;
 class KvStorage;
+class KvTiers;
 class Model;
 class ThreadPool;
 class Tokenizer;
@@ -40,6 +42,8 @@ struct EngineConfig {
   int32_t max_waiting = 256;
   double max_pinned_fraction = 0.5;  // pins may hold at most this share of the pool
   std::string adapter_id;
+  // The tier below the pool (README "Tiers"); not owned, may be shared by engines; null: none.
+  DiskTier* disk_tier = nullptr;
 };
 
 struct EngineCounters {
@@ -129,6 +133,7 @@ class Engine {
   std::unique_ptr<KvStorage> storage_;
   std::unique_ptr<KvCacheManager> kv_;
   std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<KvTiers> tiers_;
   OutputProcessor outputs_;
   std::unordered_set<RequestId> pin_on_finish_;  // requests with pin_prefix
   std::vector<RequestOutput> pending_outputs_;   // aborts, reported by the next step

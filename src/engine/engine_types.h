@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "kv/disk_tier.h"
 #include "kv/kv_plan.h"
 #include "kv/prefix_explain.h"
 #include "sched/admission.h"
@@ -93,6 +94,7 @@ struct RequestUsage {
   int32_t pinned_tokens = 0;  // with pin_prefix: tokens of the prompt now pinned
   std::string pin_error;      // with pin_prefix: why pinning failed (e.g. the pin cap)
   ReuseExplanation reuse;     // where prefix reuse stopped and why
+  TierReuse tier;             // blocks a lower tier held, the load-or-recompute decision, tokens loaded
 };
 
 // What the cache holds of a prompt right now (Engine::explain_prompt); nothing is computed or changed.
@@ -100,7 +102,9 @@ struct CacheReport {
   int32_t prompt_tokens = 0;
   int32_t cached_tokens = 0;      // leading prompt tokens whose K/V is cached now (whole blocks + a partial match)
   int32_t reusable_tokens = 0;    // of those, what a request would reuse (its last prompt token is always computed)
-  int32_t cached_tokens_ram = 0;  // per tier; RAM (the block pool) is the only tier so far
+  int32_t cached_tokens_ram = 0;  // per tier: the block pool
+  int32_t cached_tokens_disk = 0;  // the disk tier's blocks right after what the pool caches (a request loads them
+                                   // back when that is faster than computing them)
   ReuseExplanation explanation;   // over the whole prompt: end_of_prompt means all of it is cached
 };
 
@@ -149,6 +153,17 @@ struct EngineInfo {
   std::vector<KvTokenCost> kv_dtype_costs;
 };
 
+// The tier link's own counters (the tier's are DiskTierStats).
+struct TierLinkCounters {
+  uint64_t num_load_decisions = 0;       // requests that found blocks in the tier and loaded them
+  uint64_t num_recompute_decisions = 0;  // requests that found blocks in the tier but recomputed (cheaper)
+  uint64_t num_load_timeouts = 0;        // loads given up at their deadline
+  uint64_t num_loaded_tokens = 0;        // tokens put back into the pool
+  uint64_t num_blocks_persisted = 0;     // blocks queued for the tier (write-through)
+  double prefill_tokens_per_s = 0;       // the measured prefill speed (0: none yet)
+  double tier_seconds_per_block = 0;     // the tier's measured load speed (0: none yet)
+};
+
 // The engine's counters and pool state at one instant (EngineLoop::stats).
 struct EngineStats {
   int64_t num_blocks_total = 0;
@@ -168,6 +183,8 @@ struct EngineStats {
   uint64_t num_prefill_tokens = 0;  // prompt tokens computed (not reused)
   uint64_t num_decode_tokens = 0;
   uint64_t num_finished = 0;
+  std::optional<DiskTierStats> disk;  // set when the engine has a disk tier
+  TierLinkCounters tier_link;
 };
 
 // The one validation of a request, against the engine's facts and its admission limits now: token ids, sampling,

@@ -88,6 +88,8 @@ RequestUsage OutputProcessor::usage_of(const Request& r) const {
   u.copied_tokens = r.num_copied_tokens;
   u.preemptions = r.num_preemptions;
   u.stopped_by_kv_pool = r.stopped_by_kv_pool;
+  u.tier = r.tier;
+  u.tier.loaded_tokens = std::min(r.tier.loaded_tokens, u.cached_tokens);  // what the request reused of them
   u.ttft_ms = t.first_token ? ms_between(t.arrival, *t.first_token) : 0;
   u.prefill_ms = t.first_token && t.first_scheduled ? ms_between(*t.first_scheduled, *t.first_token) : 0;
   u.total_ms = ms_between(t.arrival, RequestTimes::Clock::now());

@@ -135,9 +135,40 @@ void KvCacheManager::cache_full_blocks(RequestId id, std::span<const TokenId> to
       pool_.touch(*existing);
       pool_.release(seq.table[i]);
       seq.table[i] = *existing;
+    } else if (track_newly_cached_) {
+      newly_cached_.push_back({seq.table[i], key, parent, seq.ns, i});
     }
     seq.keys.push_back(key);
   }
+}
+
+int32_t KvCacheManager::insert_chain(const BlockHash& ns, std::span<const TokenId> tokens, int32_t n_blocks,
+                                     const std::function<bool(int32_t, BlockId)>& fill) {
+  const int32_t bs = pool_.block_size();
+  n_blocks = std::min(n_blocks, static_cast<int32_t>(tokens.size()) / bs);
+  std::vector<BlockId> held;  // the chain, referenced while it grows so no allocation evicts it
+  BlockHash parent = ns;
+  int32_t inserted = 0;
+  for (int32_t i = 0; i < n_blocks; ++i) {
+    const auto block_tokens = tokens.subspan(static_cast<size_t>(i) * bs, bs);
+    const BlockHash key = hash_block(parent, ns, block_tokens);
+    if (auto hit = pool_.lookup(key, block_tokens)) {
+      pool_.touch(*hit);
+      held.push_back(*hit);
+    } else {
+      auto block = pool_.allocate();
+      if (!block) break;
+      if (!fill(i, *block) || !pool_.cache(*block, key, parent, block_tokens)) {
+        pool_.release(*block);
+        break;
+      }
+      held.push_back(*block);
+      inserted++;
+    }
+    parent = key;
+  }
+  for (auto b = held.rbegin(); b != held.rend(); ++b) pool_.release(*b);
+  return inserted;
 }
 
 void KvCacheManager::complete_copies() {

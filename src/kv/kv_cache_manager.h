@@ -13,9 +13,11 @@
 // The last prompt token is always computed (never reused), so there are logits to sample from.
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "kv/block_hash.h"
@@ -58,6 +60,15 @@ struct AdmitResult {
 struct PinInfo {
   BlockHash key;  // key of the prefix's last pinned block; names the pin
   int32_t num_tokens = 0;
+};
+
+// A full block cache_full_blocks registered: what a lower tier may keep a copy of (the engine copies its K/V out).
+struct NewlyCachedBlock {
+  BlockId block;
+  BlockHash key;
+  BlockHash parent_key;
+  BlockHash ns;
+  int32_t depth = 0;  // index in its chain
 };
 
 struct CacheCounters {
@@ -103,6 +114,19 @@ class KvCacheManager {
   // then generated). A block whose key is already cached elsewhere is swapped for the cached one (same data).
   // No-op for sequences admitted without the cache.
   void cache_full_blocks(RequestId id, std::span<const TokenId> tokens, int32_t num_computed);
+
+  // With tracking on (a lower tier is attached), the full blocks registered since the last call, in order; each is
+  // still cached under its key until the pool next allocates, so the caller copies them out at once.
+  void set_track_newly_cached(bool on) { track_newly_cached_ = on; }
+  std::vector<NewlyCachedBlock> take_newly_cached() { return std::exchange(newly_cached_, {}); }
+
+  // Puts blocks of a lower tier back into the pool: the first n_blocks full blocks of `tokens` in namespace `ns`. The
+  // leading blocks the pool already caches are kept; for each next one a block is allocated (evicting, like any
+  // allocation) and `fill(i, block)` writes block i's K/V into it; it is then cached under its key. Stops at the
+  // first block the pool cannot give or `fill` refuses (returns false). The chain is released tail first, so it is
+  // evicted tail first like any other. Returns how many blocks were put back.
+  int32_t insert_chain(const BlockHash& ns, std::span<const TokenId> tokens, int32_t n_blocks,
+                       const std::function<bool(int32_t, BlockId)>& fill);
 
   // Copies queued by admit(); the engine performs them, then calls complete_copies() to drop the source refs.
   std::span<const BlockCopy> pending_copies() const { return pending_copies_; }
@@ -157,6 +181,8 @@ class KvCacheManager {
   std::unordered_map<BlockHash, Pin> pins_;
   std::vector<BlockCopy> pending_copies_;
   CacheCounters counters_;
+  bool track_newly_cached_ = false;
+  std::vector<NewlyCachedBlock> newly_cached_;
 };
 
 }  // namespace hearth

@@ -3,6 +3,8 @@
 #include <cstring>
 #include <type_traits>
 
+#include <xxhash.h>
+
 #include "util/sha256.h"
 
 namespace hearth {
@@ -36,7 +38,7 @@ void hash_value(Sha256& h, const GgufValue& v) {
 
 std::string model_fingerprint(const GgufFile& file) {
   Sha256 h;
-  h.update_string("hearth-model-fingerprint-v1");
+  h.update_string("hearth-model-fingerprint-v2");
   h.update_u64(file.metadata().size());
   for (const auto& [key, value] : file.metadata()) {
     h.update_string(key);
@@ -49,6 +51,15 @@ std::string model_fingerprint(const GgufFile& file) {
     for (int64_t ne : t.ne) h.update_u64(static_cast<uint64_t>(ne));
     h.update_u64(t.offset);
   }
+  XXH3_state_t* weights = XXH3_createState();
+  XXH3_128bits_reset(weights);
+  for (const GgufTensor& t : file.tensors()) {
+    if (t.data != nullptr) XXH3_128bits_update(weights, t.data, t.nbytes);
+  }
+  const XXH128_hash_t digest = XXH3_128bits_digest(weights);
+  XXH3_freeState(weights);
+  h.update_u64(digest.high64);
+  h.update_u64(digest.low64);
   return to_hex(h.finish());
 }
 

@@ -81,4 +81,37 @@ void KvStorage::copy_slots(BlockId dst, BlockId src, int32_t n_slots) {
   }
 }
 
+void KvStorage::read_block(BlockId block, std::span<uint8_t> out) const {
+  HEARTH_CHECK(out.size() == bytes_per_block(), "read_block into {} bytes, a block is {}", out.size(),
+               bytes_per_block());
+  uint8_t* dst = out.data();
+  for (int32_t layer = 0; layer < shape_.n_layers; ++layer) {
+    for (int kv = 0; kv < 2; ++kv) {
+      const size_t n = static_cast<size_t>(block_size_) * row_bytes(kv);
+      std::memcpy(dst, data_.get() + offset(layer, kv, block, 0), n);
+      dst += n;
+    }
+  }
+}
+
+void KvStorage::write_block(BlockId block, std::span<const uint8_t> bytes) {
+  HEARTH_CHECK(bytes.size() == bytes_per_block(), "write_block of {} bytes, a block is {}", bytes.size(),
+               bytes_per_block());
+  const uint8_t* src = bytes.data();
+  for (int32_t layer = 0; layer < shape_.n_layers; ++layer) {
+    for (int kv = 0; kv < 2; ++kv) {
+      const size_t n = static_cast<size_t>(block_size_) * row_bytes(kv);
+      std::memcpy(data_.get() + offset(layer, kv, block, 0), src, n);
+      src += n;
+    }
+  }
+}
+
+std::string KvStorage::block_layout() const {
+  return fmt::format("hearth-kv-block-v1 layers={} kv_heads={} head_dim={} block_size={} k={} v={} k_row={} v_row={} "
+                     "order=layer,k|v,slot",
+                     shape_.n_layers, shape_.n_kv_heads, shape_.head_dim, block_size_, kv_dtype_name(format_.k),
+                     kv_dtype_name(format_.v), k_row_bytes_, v_row_bytes_);
+}
+
 }  // namespace hearth

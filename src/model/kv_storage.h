@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 
 #include "kernels/attention.h"
 #include "tensor/kv_dtype.h"
@@ -48,6 +49,13 @@ class KvStorage {
 
   // Copies the first `n_slots` token slots of `src` into `dst`, in every layer (copy-on-partial-reuse).
   void copy_slots(BlockId dst, BlockId src, int32_t n_slots);
+
+  // One block's K/V as bytes_per_block() bytes, layer by layer, K rows then V rows (what a lower tier stores), and
+  // back. `out`/`bytes` must be exactly bytes_per_block() long.
+  void read_block(BlockId block, std::span<uint8_t> out) const;
+  void write_block(BlockId block, std::span<const uint8_t> bytes);
+  // How read_block lays a block out, as text a tier entry carries: blocks are interchangeable only when it is equal.
+  std::string block_layout() const;
 
  private:
   KvStorage(const KvShape& shape, const KvFormat& format, int32_t block_size, int32_t num_blocks);

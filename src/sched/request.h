@@ -35,6 +35,21 @@ struct RequestTimes {
   std::optional<Clock::time_point> first_token;
 };
 
+// Prompt blocks a lower tier (the disk) held beyond what the pool caches, and what the engine did about them: load
+// them back when its measurements say reading is faster than recomputing (README "Tiers"), else recompute.
+struct TierReuse {
+  int32_t found_tokens = 0;        // full-block tokens the tier held right after the pool's prefix
+  bool load = false;               // the decision: load (true) or recompute
+  double est_load_ms = 0;          // the estimates the decision compared
+  double est_recompute_ms = 0;
+  int32_t loaded_tokens = 0;       // tokens put back into the pool for this request
+  bool timed_out = false;          // the load took too long; the request went on without it
+  // While set the scheduler does not admit the request: its blocks are on their way from the tier.
+  bool waiting = false;
+  std::chrono::steady_clock::time_point deadline;
+  uint64_t job = 0;
+};
+
 struct Request {
   RequestId id;
   std::vector<TokenId> tokens;
@@ -59,6 +74,7 @@ struct Request {
   std::optional<PrefixExplanation> explanation;  // why reuse stopped, set at first admission
   std::vector<BlockHash> prompt_block_keys;      // keys of the prompt's full blocks, computed when first needed
   RequestTimes times;
+  TierReuse tier;
 
   int32_t num_output_tokens() const { return static_cast<int32_t>(tokens.size()) - num_prompt_tokens; }
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }

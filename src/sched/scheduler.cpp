@@ -28,6 +28,15 @@ const Request* Scheduler::find(RequestId id) const {
   return it == requests_.end() ? nullptr : it->second.get();
 }
 
+Request* Scheduler::find(RequestId id) {
+  auto it = requests_.find(id);
+  return it == requests_.end() ? nullptr : it->second.get();
+}
+
+bool Scheduler::has_tier_waiting() const {
+  return std::any_of(waiting_.begin(), waiting_.end(), [](const Request* r) { return r->tier.waiting; });
+}
+
 SchedulerOutput Scheduler::schedule() {
   SchedulerOutput out;
   int32_t budget = config_.max_batch_tokens;
@@ -138,7 +147,7 @@ void Scheduler::schedule_waiting(SchedulerOutput& out, int32_t& budget) {
     Request& r = *waiting_.front();
     // In arrival order: a request at the head that must wait (for blocks, or for a shared prefix another request
     // is computing) holds back those behind it, so large requests are never starved by smaller ones.
-    if (waits_for_shared_prefix(r)) break;
+    if (r.tier.waiting || waits_for_shared_prefix(r)) break;  // its blocks are coming back from a lower tier
     if (!admit(r)) {
       // Nothing runs, so only pins hold blocks: r would wait for ever. The caller finishes it.
       if (running_.empty()) stop_by_kv_pool(r, out);

@@ -14,7 +14,8 @@
 //      computation for simultaneous arrivals). A head request that does not fit an otherwise empty pool (its pins
 //      grew since it was queued) is stopped too, so nothing waits forever.
 // After the forward pass, update() advances num_computed_tokens, registers full blocks in the prefix cache and
-// appends sampled tokens. Finishing is the engine's decision (its output stage): it calls finish(). Every
+// appends sampled tokens. A waiting request whose blocks a lower tier is loading (Request::tier.waiting) is not
+// admitted until they are back (the engine clears the flag), and holds back those behind it like any head. Finishing is the engine's decision (its output stage): it calls finish(). Every
 // finished, aborted or preempted request leaves the pool through free_blocks(), the one release path.
 
 #include <cstdint>
@@ -83,6 +84,9 @@ class Scheduler {
   bool has_unfinished() const { return !waiting_.empty() || !running_.empty(); }
   uint64_t num_preemptions() const { return num_preemptions_; }
   const Request* find(RequestId id) const;
+  Request* find(RequestId id);
+  // Waiting requests whose blocks are coming back from a lower tier (Request::tier.waiting).
+  bool has_tier_waiting() const;
 
  private:
   void schedule_running(SchedulerOutput& out, int32_t& budget);

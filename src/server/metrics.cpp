@@ -79,6 +79,7 @@ std::string Metrics::render(const EngineStats& e, const KvPlan& plan) const {
   std::string out;
   out.reserve(8192);
   render_engine(e, plan, out);
+  render_tiers(e, out);
   render_server(out);
   return out;
 }
@@ -118,6 +119,54 @@ void Metrics::render_engine(const EngineStats& e, const KvPlan& plan, std::strin
   counter(out, "hearth_prefill_tokens_total", "Prompt tokens computed (not reused).", e.num_prefill_tokens);
   counter(out, "hearth_decode_tokens_total", "Tokens generated.", e.num_decode_tokens);
   counter(out, "hearth_engine_steps_total", "Engine steps run.", e.num_steps);
+}
+
+void Metrics::render_tiers(const EngineStats& e, std::string& out) {
+  if (!e.disk) return;
+  const DiskTierStats& d = *e.disk;
+  const TierLinkCounters& l = e.tier_link;
+  header(out, "hearth_kv_tier_bytes", "gauge", "KV tier bytes: used (entries, rounded to 4 KiB) and capacity.");
+  out += fmt::format("hearth_kv_tier_bytes{{tier=\"disk\",state=\"used\"}} {}\n", d.bytes_used);
+  out += fmt::format("hearth_kv_tier_bytes{{tier=\"disk\",state=\"capacity\"}} {}\n", d.capacity_bytes);
+  auto tier_line = [&](const char* name, const char* type, const char* help, auto value) {
+    header(out, name, type, help);
+    out += fmt::format("{}{{tier=\"disk\"}} {}\n", name, value);
+  };
+  tier_line("hearth_kv_tier_entries", "gauge", "KV blocks stored in the tier.", d.num_entries);
+  tier_line("hearth_kv_tier_queued_writes", "gauge", "Blocks waiting to be written to the tier.", d.num_queued_writes);
+  tier_line("hearth_kv_tier_hits_total", "counter", "Blocks loaded back from the tier and verified.",
+            d.num_loaded_blocks);
+  tier_line("hearth_kv_tier_loaded_bytes_total", "counter", "Bytes loaded back from the tier.", d.num_loaded_bytes);
+  tier_line("hearth_kv_tier_load_seconds_total", "counter", "Time the tier spent reading and verifying blocks.",
+            d.load_seconds);
+  tier_line("hearth_kv_tier_reused_tokens_total", "counter", "Prompt tokens put back into the pool from the tier.",
+            l.num_loaded_tokens);
+  tier_line("hearth_kv_tier_writes_total", "counter", "Blocks written to the tier.", d.num_writes);
+  tier_line("hearth_kv_tier_written_bytes_total", "counter", "Bytes written to the tier.", d.num_written_bytes);
+  tier_line("hearth_kv_tier_writes_dropped_total", "counter",
+            "Blocks not written: the write queue was full or the block exceeds the budget.", d.num_writes_dropped);
+  tier_line("hearth_kv_tier_write_errors_total", "counter", "Writes the filesystem refused (full, read-only).",
+            d.num_write_errors);
+  tier_line("hearth_kv_tier_evictions_total", "counter", "Blocks evicted from the tier to stay within its budget.",
+            d.num_evictions);
+  tier_line("hearth_kv_tier_corrupt_removed_total", "counter",
+            "Entries that failed verification (truncated, bit-flipped, foreign) and were deleted.",
+            d.num_corrupt_removed);
+  tier_line("hearth_kv_tier_missing_total", "counter", "Indexed entries whose file was gone when loaded.",
+            d.num_missing);
+  header(out, "hearth_kv_tier_decisions_total", "counter",
+         "Requests that found blocks in the tier, by the load-or-recompute decision (measured costs).");
+  out += fmt::format("hearth_kv_tier_decisions_total{{tier=\"disk\",decision=\"load\"}} {}\n",
+                     l.num_load_decisions);
+  out += fmt::format("hearth_kv_tier_decisions_total{{tier=\"disk\",decision=\"recompute\"}} {}\n",
+                     l.num_recompute_decisions);
+  tier_line("hearth_kv_tier_load_timeouts_total", "counter",
+            "Loads given up at their deadline (the request recomputed instead).", l.num_load_timeouts);
+  tier_line("hearth_kv_tier_seconds_per_block", "gauge", "Measured load time per block (0 until measured).",
+            l.tier_seconds_per_block);
+  header(out, "hearth_prefill_tokens_per_second", "gauge",
+         "The engine's measured prefill speed, which the load-or-recompute decision compares with (0 until measured).");
+  out += fmt::format("hearth_prefill_tokens_per_second {}\n", l.prefill_tokens_per_s);
 }
 
 void Metrics::render_server(std::string& out) const {

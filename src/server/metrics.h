@@ -52,6 +52,7 @@ class Metrics {
 
  private:
   static void render_engine(const EngineStats& stats, const KvPlan& plan, std::string& out);
+  static void render_tiers(const EngineStats& stats, std::string& out);
   void render_server(std::string& out) const;
 
   mutable std::mutex mutex_;

@@ -52,7 +52,7 @@ nlohmann::json cache_report_json(const CacheReport& report, const std::string& m
       {"prompt_tokens", report.prompt_tokens},
       {"cached_tokens", report.cached_tokens},
       {"reusable_tokens", report.reusable_tokens},
-      {"tiers", {{"ram", report.cached_tokens_ram}}},
+      {"tiers", {{"ram", report.cached_tokens_ram}, {"disk", report.cached_tokens_disk}}},
       {"reuse_stopped_at", report.explanation.stopped_at},
       {"reuse_stop_reason", reuse_reason_json(report.explanation)},
       {"reuse_stop", reuse_stop_detail_json(report.explanation)},
@@ -73,6 +73,20 @@ nlohmann::json usage_json(const RequestUsage& u, const CompletionRequest& reques
       {"cache", request.use_cache ? "on" : "off"},
       {"answer_tokens_reused", answer_tokens_reused},
   };
+  const int32_t disk_tokens = u.tier.loaded_tokens;
+  hearth["tiers"] = {{"ram", u.cached_tokens - disk_tokens}, {"disk", disk_tokens}};
+  if (u.tier.found_tokens > 0) {
+    // The load-or-recompute decision on the blocks the disk tier held (README "Tiers").
+    hearth["tier_load"] = {
+        {"tier", "disk"},
+        {"found_tokens", u.tier.found_tokens},
+        {"decision", u.tier.load ? "load" : "recompute"},
+        {"estimated_load_ms", u.tier.est_load_ms},
+        {"estimated_recompute_ms", u.tier.est_recompute_ms},
+        {"loaded_tokens", disk_tokens},
+        {"timed_out", u.tier.timed_out},
+    };
+  }
   hearth["reuse_stop_reason"] = reuse_reason_json(u.reuse);
   if (u.reuse.reason) hearth["reuse_stop"] = reuse_stop_detail_json(u.reuse);
   if (request.pin_prefix) {

@@ -331,7 +331,7 @@ TEST(Render, CacheReportHasTiersAndReason) {
   EXPECT_EQ(j["object"], "cache.explanation");
   EXPECT_EQ(j["model"], "m");
   EXPECT_EQ(j["cached_tokens"], 64);
-  EXPECT_EQ(j["tiers"], (json{{"ram", 64}}));
+  EXPECT_EQ(j["tiers"], (json{{"ram", 64}, {"disk", 0}}));
   EXPECT_EQ(j["reuse_stop_reason"], "different_salt");
   EXPECT_EQ(j["reuse_stop"]["other_salt_tokens"], 99);
   EXPECT_EQ(j["reuse_stop"]["prompt_text"], "<s> Once");

@@ -1,0 +1,186 @@
+#include "engine/kv_tiers.h"
+
+#include <algorithm>
+
+#include "model/kv_storage.h"
+
+namespace hearth {
+namespace {
+
+constexpr double kAverageWeight = 0.3;  // weight of the newest prefill measurement
+constexpr int64_t kMinMeasuredTokens = 8;
+
+int64_t unix_ms_now() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+KvTiers::KvTiers(DiskTier* disk, KvStorage& storage, KvCacheManager& kv, int64_t n_params)
+    : disk_(disk),
+      storage_(storage),
+      kv_(kv),
+      layout_(storage.block_layout()),
+      prior_prefill_tokens_per_s_(kPriorFlops / (2.0 * static_cast<double>(std::max<int64_t>(n_params, 1)))) {
+  kv_.set_track_newly_cached(disk_ != nullptr);
+}
+
+double KvTiers::prefill_tokens_per_s() const {
+  return measured_prefill_tokens_per_s_ > 0 ? measured_prefill_tokens_per_s_ : prior_prefill_tokens_per_s_;
+}
+
+double KvTiers::seconds_per_block() const {
+  const double measured = disk_->seconds_per_block();
+  if (measured > 0) return measured;
+  return kPriorBlockSeconds + static_cast<double>(storage_.bytes_per_block()) / kPriorReadBytesPerS;
+}
+
+void KvTiers::observe_prefill(int64_t tokens, double seconds) {
+  if (tokens < kMinMeasuredTokens || seconds <= 0) return;
+  const double tps = static_cast<double>(tokens) / seconds;
+  measured_prefill_tokens_per_s_ = measured_prefill_tokens_per_s_ == 0
+                                       ? tps
+                                       : (1 - kAverageWeight) * measured_prefill_tokens_per_s_ + kAverageWeight * tps;
+}
+
+std::vector<BlockHash> KvTiers::tier_keys(const BlockHash& ns, std::span<const TokenId> tokens, int32_t limit) const {
+  std::vector<BlockHash> keys;
+  if (disk_ == nullptr) return keys;
+  const int32_t bs = kv_.block_size();
+  limit = std::min(limit, static_cast<int32_t>(tokens.size()));
+  const PrefixMatch match = kv_.find_longest_prefix(ns, tokens, limit);
+  BlockHash parent = match.blocks.empty() ? ns : match.keys.back();
+  for (auto i = static_cast<int32_t>(match.blocks.size()); (i + 1) * bs <= limit; ++i) {
+    const BlockHash key = hash_block(parent, ns, tokens.subspan(static_cast<size_t>(i) * bs, bs));
+    if (!disk_->contains(key)) break;
+    keys.push_back(key);
+    parent = key;
+  }
+  return keys;
+}
+
+int32_t KvTiers::tokens_in_tier(const BlockHash& ns, std::span<const TokenId> prompt) const {
+  return static_cast<int32_t>(tier_keys(ns, prompt, static_cast<int32_t>(prompt.size())).size()) * kv_.block_size();
+}
+
+void KvTiers::plan_load(Request& r) {
+  if (disk_ == nullptr || !r.use_cache) return;
+  const int32_t bs = kv_.block_size();
+  // The last prompt token is always computed, so blocks up to the one before it.
+  std::vector<BlockHash> keys = tier_keys(r.cache_namespace, std::span<const TokenId>(r.tokens.data(), r.num_prompt_tokens),
+                                          r.num_prompt_tokens - 1);
+  if (keys.empty()) return;
+  TierReuse& t = r.tier;
+  t.found_tokens = static_cast<int32_t>(keys.size()) * bs;
+  t.est_load_ms = 1e3 * static_cast<double>(keys.size()) * seconds_per_block();
+  t.est_recompute_ms = 1e3 * t.found_tokens / prefill_tokens_per_s();
+  t.load = t.est_load_ms < t.est_recompute_ms;
+  if (!t.load) {
+    counters_.num_recompute_decisions++;
+    return;
+  }
+  counters_.num_load_decisions++;
+  const auto wait = std::max<std::chrono::steady_clock::duration>(
+      kMinLoadWait, std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                        std::chrono::duration<double, std::milli>(2 * t.est_recompute_ms)));
+  t.waiting = true;
+  t.deadline = std::chrono::steady_clock::now() + wait;
+  t.job = disk_->load(std::move(keys), layout_);
+  jobs_.emplace(t.job, r.id);
+}
+
+void KvTiers::persist_new_blocks() {
+  if (disk_ == nullptr) return;
+  const int64_t now = unix_ms_now();
+  for (const NewlyCachedBlock& b : kv_.take_newly_cached()) {
+    const BlockMeta& meta = kv_.pool().meta(b.block);
+    if (!meta.has_key || meta.key != b.key) continue;  // evicted already (cannot happen within a step)
+    TierEntryHeader header;
+    header.key = b.key;
+    header.parent_key = b.parent_key;
+    header.ns = b.ns;
+    header.depth = b.depth;
+    header.tokens = meta.tokens;
+    header.written_at_ms = now;
+    header.payload_bytes = storage_.bytes_per_block();
+    header.layout = layout_;
+    std::vector<uint8_t> payload(storage_.bytes_per_block());
+    storage_.read_block(b.block, payload);
+    if (disk_->write(std::move(header), std::move(payload))) counters_.num_blocks_persisted++;
+  }
+}
+
+void KvTiers::apply_loads(Scheduler& scheduler) {
+  if (disk_ == nullptr) return;
+  const int32_t bs = kv_.block_size();
+  for (TierLoadDone& done : disk_->take_loaded()) {
+    auto job = jobs_.find(done.job);
+    if (job == jobs_.end()) continue;
+    Request* r = scheduler.find(job->second);
+    jobs_.erase(job);
+    if (r == nullptr || done.blocks.empty()) {
+      if (r != nullptr) r->tier.waiting = false;
+      continue;
+    }
+    // The loaded blocks continue the prompt at the block whose parent is the first one's parent.
+    const std::span<const TokenId> tokens(r->tokens.data(), r->num_prompt_tokens);
+    const int32_t first = done.blocks.front().header.depth;
+    const auto n_blocks = first + static_cast<int32_t>(done.blocks.size());
+    const int32_t inserted = kv_.insert_chain(r->cache_namespace, tokens, n_blocks, [&](int32_t i, BlockId block) {
+      if (i < first) return false;  // the pool lost a block before the loaded ones
+      const TierBlock& loaded = done.blocks[static_cast<size_t>(i - first)];
+      const auto expected = tokens.subspan(static_cast<size_t>(i) * bs, bs);
+      if (loaded.payload.size() != storage_.bytes_per_block() ||
+          !std::equal(expected.begin(), expected.end(), loaded.header.tokens.begin(), loaded.header.tokens.end())) {
+        return false;
+      }
+      storage_.write_block(block, loaded.payload);
+      return true;
+    });
+    r->tier.loaded_tokens += inserted * bs;
+    r->tier.waiting = false;
+    counters_.num_loaded_tokens += static_cast<uint64_t>(inserted) * bs;
+  }
+  // Loads past their deadline are given up: the request recomputes (a late load still lands in the pool).
+  if (jobs_.empty()) return;
+  const auto now = std::chrono::steady_clock::now();
+  for (auto it = jobs_.begin(); it != jobs_.end();) {
+    Request* r = scheduler.find(it->second);
+    if (r == nullptr) {
+      ++it;  // finished while loading; the load still lands in the pool
+      continue;
+    }
+    if (r->tier.waiting && now >= r->tier.deadline) {
+      r->tier.waiting = false;
+      r->tier.timed_out = true;
+      counters_.num_load_timeouts++;
+    }
+    ++it;
+  }
+}
+
+void KvTiers::wait_for_loads() const {
+  if (disk_ == nullptr) return;
+  disk_->wait_loaded(std::chrono::steady_clock::now() + kWaitSlice);
+}
+
+void KvTiers::mark_pinned(const BlockHash& ns, std::span<const TokenId> tokens, int32_t num_tokens) {
+  if (disk_ == nullptr) return;
+  const int32_t bs = kv_.block_size();
+  BlockHash parent = ns;
+  for (int32_t i = 0; (i + 1) * bs <= num_tokens && (i + 1) * bs <= static_cast<int32_t>(tokens.size()); ++i) {
+    const BlockHash key = hash_block(parent, ns, tokens.subspan(static_cast<size_t>(i) * bs, bs));
+    disk_->set_retention(key, TierRetention{kPinnedRetentionPriority, 0});
+    parent = key;
+  }
+}
+
+TierLinkCounters KvTiers::counters() const {
+  TierLinkCounters c = counters_;
+  c.prefill_tokens_per_s = measured_prefill_tokens_per_s_;
+  c.tier_seconds_per_block = disk_ != nullptr ? disk_->seconds_per_block() : 0;
+  return c;
+}
+
+}  // namespace hearth

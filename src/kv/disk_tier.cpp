@@ -1,0 +1,503 @@
+#include "kv/disk_tier.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "util/log.h"
+
+namespace hearth {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr int64_t kPage = 4096;
+constexpr double kAverageWeight = 0.3;  // weight of the newest measurement in seconds_per_block
+
+int64_t rounded(int64_t bytes) { return (bytes + kPage - 1) / kPage * kPage; }
+
+int64_t unix_ms_now() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+int64_t mtime_ms(const struct stat& st) {
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1000000;
+}
+
+// Reads all of fd into out; false on an error or a short file.
+bool read_all(int fd, uint8_t* out, size_t n) {
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t r = ::read(fd, out + done, n - done);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    done += static_cast<size_t>(r);
+  }
+  return true;
+}
+
+bool write_all(int fd, const uint8_t* data, size_t n) {
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t w = ::write(fd, data + done, n - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    done += static_cast<size_t>(w);
+  }
+  return true;
+}
+
+void fsync_dir(const fs::path& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+}  // namespace
+
+fs::path default_disk_tier_dir() {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && xdg[0] == '/') {
+    return fs::path(xdg) / "hearth" / "kv-cache";
+  }
+  const char* home = std::getenv("HOME");
+  return fs::path(home != nullptr && home[0] != '\0' ? home : "/tmp") / ".cache" / "hearth" / "kv-cache";
+}
+
+int64_t default_disk_tier_bytes(const fs::path& dir) {
+  fs::path probe = dir;
+  while (!probe.empty() && !fs::exists(probe)) probe = probe.parent_path();
+  struct statvfs st {};
+  if (probe.empty() || ::statvfs(probe.c_str(), &st) != 0) return 256ll << 20;
+  const auto free_bytes = static_cast<int64_t>(st.f_bavail) * static_cast<int64_t>(st.f_frsize);
+  return std::clamp<int64_t>(free_bytes / 10, std::min<int64_t>(256ll << 20, free_bytes), 64ll << 30);
+}
+
+DiskTier::DiskTier(const DiskTierConfig& config) : config_(config) {}
+
+Result<std::unique_ptr<DiskTier>> DiskTier::open(const DiskTierConfig& config) {
+  if (config.capacity_bytes < kPage) {
+    return make_error("the disk tier's size must be at least 4 KiB (got {} bytes)", config.capacity_bytes);
+  }
+  std::error_code ec;
+  const fs::path root = config.dir / "v1";
+  fs::create_directories(root / "tmp", ec);
+  if (ec) return make_error("cannot create the disk tier directory {}: {}", root.string(), ec.message());
+  std::unique_ptr<DiskTier> tier(new DiskTier(config));
+  tier->lock_fd_ = ::open((root / "lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (tier->lock_fd_ < 0) {
+    return make_error("cannot open the disk tier lock {}: {}", (root / "lock").string(), std::strerror(errno));
+  }
+  if (::flock(tier->lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    return make_error("another Hearth process is using the disk tier {} (its lock is held)", config.dir.string());
+  }
+  tier->stats_.capacity_bytes = config.capacity_bytes;
+  tier->scan();
+  tier->thread_ = std::thread([t = tier.get()] { t->thread_main(); });
+  return tier;
+}
+
+DiskTier::~DiskTier() {
+  if (thread_.joinable()) {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    work_.notify_all();
+    thread_.join();
+  }
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+}
+
+fs::path DiskTier::entry_path(const BlockHash& key) const {
+  const std::string hex = key.hex();
+  return config_.dir / "v1" / hex.substr(0, 2) / (hex + ".kvb");
+}
+
+void DiskTier::scan() {
+  const fs::path root = config_.dir / "v1";
+  std::error_code ec;
+  for (const auto& tmp : fs::directory_iterator(root / "tmp", ec)) fs::remove(tmp.path(), ec);
+  const int64_t now = unix_ms_now();
+  std::vector<uint8_t> buf;
+  for (const auto& sub : fs::directory_iterator(root, ec)) {
+    if (!sub.is_directory() || sub.path().filename().string().size() != 2) continue;
+    std::error_code sub_ec;
+    for (const auto& file : fs::directory_iterator(sub.path(), sub_ec)) {
+      if (file.path().extension() != ".kvb") continue;
+      const int fd = ::open(file.path().c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) continue;
+      struct stat st {};
+      bool ok = ::fstat(fd, &st) == 0;
+      const auto size = static_cast<uint64_t>(st.st_size);
+      buf.resize(std::min<uint64_t>(size, kTierEntryFixedBytes + kTierMaxLayoutBytes + 4ull * kTierMaxTokens));
+      ok = ok && read_all(fd, buf.data(), buf.size());
+      ::close(fd);
+      std::optional<TierEntryHeader> header;
+      if (ok) {
+        auto decoded = decode_tier_header(buf, size);
+        if (decoded && decoded->key.hex() + ".kvb" == file.path().filename().string()) header = std::move(*decoded);
+      }
+      if (!header) {
+        fs::remove(file.path(), sub_ec);
+        removed_at_open_++;
+        stats_.num_corrupt_removed++;
+        continue;
+      }
+      Entry e;
+      e.info.key = header->key;
+      e.info.parent_key = header->parent_key;
+      e.info.ns = header->ns;
+      e.info.depth = header->depth;
+      e.info.tokens = std::move(header->tokens);
+      e.info.retention = header->retention;
+      e.info.last_used_ms = std::min(mtime_ms(st), now);
+      e.info.bytes = rounded(static_cast<int64_t>(size));
+      e.file_bytes = static_cast<int64_t>(size);
+      std::lock_guard lock(mutex_);
+      index_insert(std::move(e));
+    }
+  }
+  std::lock_guard lock(mutex_);
+  // A budget smaller than what is already there (the flag changed): evict down to it now.
+  while (stats_.bytes_used > config_.capacity_bytes && evict_one()) {
+  }
+}
+
+DiskTier::EvictOrder DiskTier::evict_order(const Entry& e, int64_t now_ms) const {
+  const TierRetention& r = e.info.retention;
+  const bool expired = r.expires_at_ms != 0 && r.expires_at_ms <= now_ms;
+  return EvictOrder{expired ? uint8_t{0} : r.priority, static_cast<uint8_t>(e.info.hits > 0 ? 1 : 0),
+                    e.info.last_used_ms, -e.info.depth, e.info.key};
+}
+
+void DiskTier::index_insert(Entry e) {
+  const BlockHash key = e.info.key;
+  if (index_.contains(key)) index_erase(key);
+  const EvictOrder order = evict_order(e, unix_ms_now());
+  stats_.bytes_used += e.info.bytes;
+  stats_.num_entries++;
+  evict_.insert(order);
+  evict_key_[key] = order;
+  const bool has_parent = e.info.depth > 0;
+  const BlockHash parent = e.info.parent_key;
+  const int64_t last_used = e.info.last_used_ms;
+  index_.emplace(key, std::move(e));
+  if (has_parent) index_touch(parent, last_used);
+}
+
+void DiskTier::index_erase(const BlockHash& key) {
+  auto it = index_.find(key);
+  if (it == index_.end()) return;
+  stats_.bytes_used -= it->second.info.bytes;
+  stats_.num_entries--;
+  evict_.erase(evict_key_[key]);
+  evict_key_.erase(key);
+  index_.erase(it);
+}
+
+void DiskTier::index_touch(const BlockHash& key, int64_t now_ms) {
+  // A use of a block is a use of its whole prefix: the ancestors get the same last use, so with the depth tiebreak a
+  // chain is evicted tail first. The walk stops at the first ancestor already as recent (those above it are too).
+  BlockHash k = key;
+  for (bool first = true;; first = false) {
+    auto it = index_.find(k);
+    if (it == index_.end() || (!first && it->second.info.last_used_ms >= now_ms)) return;
+    evict_.erase(evict_key_[k]);
+    it->second.info.last_used_ms = std::max(it->second.info.last_used_ms, now_ms);
+    const EvictOrder order = evict_order(it->second, now_ms);
+    evict_.insert(order);
+    evict_key_[k] = order;
+    if (it->second.info.depth == 0) return;
+    k = it->second.info.parent_key;
+  }
+}
+
+bool DiskTier::evict_one() {
+  if (evict_.empty()) return false;
+  const BlockHash key = evict_.begin()->key;
+  std::error_code ec;
+  fs::remove(entry_path(key), ec);
+  index_erase(key);
+  stats_.num_evictions++;
+  return true;
+}
+
+bool DiskTier::contains(const BlockHash& key) const {
+  std::lock_guard lock(mutex_);
+  return index_.contains(key);
+}
+
+bool DiskTier::write(TierEntryHeader header, std::vector<uint8_t> payload) {
+  std::lock_guard lock(mutex_);
+  if (auto it = index_.find(header.key); it != index_.end()) {
+    index_touch(header.key, unix_ms_now());
+    return true;
+  }
+  const auto bytes = static_cast<int64_t>(payload.size());
+  if (rounded(static_cast<int64_t>(header.file_bytes())) > config_.capacity_bytes ||
+      queued_write_bytes_ + bytes > config_.max_queued_write_bytes) {
+    stats_.num_writes_dropped++;
+    return false;
+  }
+  queued_write_bytes_ += bytes;
+  writes_.push_back({std::move(header), std::move(payload)});
+  stats_.num_queued_writes = static_cast<int64_t>(writes_.size());
+  work_.notify_one();
+  return true;
+}
+
+uint64_t DiskTier::load(std::vector<BlockHash> keys, std::string layout) {
+  std::lock_guard lock(mutex_);
+  const uint64_t id = next_job_++;
+  loads_.push_back({id, std::move(keys), std::move(layout), std::chrono::steady_clock::now()});
+  work_.notify_one();
+  return id;
+}
+
+std::vector<TierLoadDone> DiskTier::take_loaded() {
+  std::lock_guard lock(mutex_);
+  return std::exchange(loaded_, {});
+}
+
+bool DiskTier::wait_loaded(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock lock(mutex_);
+  return done_.wait_until(lock, deadline, [&] { return !loaded_.empty(); });
+}
+
+void DiskTier::set_retention(const BlockHash& key, const TierRetention& retention) {
+  {
+    std::lock_guard lock(mutex_);
+    auto it = index_.find(key);
+    if (it == index_.end()) {
+      for (WriteJob& job : writes_) {  // not written yet: it will be, with this retention
+        if (job.header.key == key) job.header.retention = retention;
+      }
+      return;
+    }
+    it->second.info.retention = retention;
+    index_touch(key, 0);  // re-keys the eviction order without changing the last use
+  }
+  // The retention bytes are outside the checksum, so they change in place.
+  const int fd = ::open(entry_path(key).c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  const auto bytes = encode_tier_retention(retention);
+  if (::pwrite(fd, bytes.data(), bytes.size(), static_cast<off_t>(kTierRetentionOffset)) ==
+      static_cast<ssize_t>(bytes.size())) {
+    ::fdatasync(fd);
+  }
+  ::close(fd);
+}
+
+double DiskTier::seconds_per_block() const {
+  std::lock_guard lock(mutex_);
+  return seconds_per_block_;
+}
+
+DiskTierStats DiskTier::stats() const {
+  std::lock_guard lock(mutex_);
+  DiskTierStats s = stats_;
+  s.bytes_used += reserved_bytes_;
+  s.num_queued_writes = static_cast<int64_t>(writes_.size());
+  return s;
+}
+
+std::vector<TierEntryInfo> DiskTier::entries(const BlockHash& ns, size_t max) const {
+  std::lock_guard lock(mutex_);
+  std::vector<TierEntryInfo> out;
+  for (const auto& [key, e] : index_) {
+    if (e.info.ns == ns) out.push_back(e.info);
+  }
+  std::sort(out.begin(), out.end(), [](const TierEntryInfo& a, const TierEntryInfo& b) {
+    return std::tie(b.last_used_ms, a.depth) < std::tie(a.last_used_ms, b.depth);
+  });
+  if (out.size() > max) out.resize(max);
+  return out;
+}
+
+void DiskTier::flush() {
+  std::unique_lock lock(mutex_);
+  done_.wait(lock, [&] { return (writes_.empty() && !writing_) || !thread_.joinable(); });
+}
+
+void DiskTier::thread_main() {
+  std::vector<fs::path> dirty_dirs;
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    work_.wait(lock, [&] { return stopping_ || !loads_.empty() || !writes_.empty(); });
+    if (!loads_.empty()) {
+      LoadJob job = std::move(loads_.front());
+      loads_.pop_front();
+      lock.unlock();
+      do_load(std::move(job));
+      lock.lock();
+      continue;
+    }
+    if (!writes_.empty()) {
+      WriteJob job = std::move(writes_.front());
+      writes_.pop_front();
+      queued_write_bytes_ -= static_cast<int64_t>(job.payload.size());
+      writing_ = true;
+      const fs::path dir = entry_path(job.header.key).parent_path();
+      lock.unlock();
+      do_write(std::move(job));
+      if (std::find(dirty_dirs.begin(), dirty_dirs.end(), dir) == dirty_dirs.end()) dirty_dirs.push_back(dir);
+      if (dirty_dirs.size() > 64) dirty_dirs.erase(dirty_dirs.begin());
+      lock.lock();
+      if (writes_.empty()) {
+        // The renames are durable once their directories are: once per burst of writes, not per entry.
+        lock.unlock();
+        for (const fs::path& d : dirty_dirs) fsync_dir(d);
+        dirty_dirs.clear();
+        lock.lock();
+        writing_ = false;
+        done_.notify_all();
+      }
+      continue;
+    }
+    if (stopping_) break;
+  }
+  writing_ = false;
+  done_.notify_all();
+}
+
+void DiskTier::do_write(WriteJob job) {
+  std::vector<uint8_t> bytes = encode_tier_entry(job.header, job.payload);
+  const int64_t need = rounded(static_cast<int64_t>(bytes.size()));
+  {
+    std::lock_guard lock(mutex_);
+    if (index_.contains(job.header.key)) return;
+    while (stats_.bytes_used + need > config_.capacity_bytes && evict_one()) {
+    }
+    if (stats_.bytes_used + need > config_.capacity_bytes) {
+      stats_.num_writes_dropped++;
+      return;
+    }
+    reserved_bytes_ = need;
+    stats_.bytes_used += need;  // the cap holds while the file is being written
+  }
+  const fs::path final_path = entry_path(job.header.key);
+  const fs::path tmp_path = config_.dir / "v1" / "tmp" /
+                            fmt::format("{}.{}.{}.tmp", job.header.key.hex(), ::getpid(), next_tmp_++);
+  std::error_code ec;
+  fs::create_directories(final_path.parent_path(), ec);
+  bool ok = false;
+  const int fd = ::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd >= 0) {
+    ok = write_all(fd, bytes.data(), bytes.size()) && ::fdatasync(fd) == 0;
+    ok = (::close(fd) == 0) && ok;
+    ok = ok && ::rename(tmp_path.c_str(), final_path.c_str()) == 0;
+    if (!ok) ::unlink(tmp_path.c_str());
+  }
+  std::lock_guard lock(mutex_);
+  stats_.bytes_used -= need;
+  reserved_bytes_ = 0;
+  if (!ok) {
+    stats_.num_write_errors++;
+    return;
+  }
+  Entry e;
+  e.info.key = job.header.key;
+  e.info.parent_key = job.header.parent_key;
+  e.info.ns = job.header.ns;
+  e.info.depth = job.header.depth;
+  e.info.tokens = std::move(job.header.tokens);
+  e.info.retention = job.header.retention;
+  e.info.last_used_ms = unix_ms_now();
+  e.info.bytes = need;
+  e.file_bytes = static_cast<int64_t>(bytes.size());
+  index_insert(std::move(e));
+  stats_.num_writes++;
+  stats_.num_written_bytes += bytes.size();
+}
+
+std::optional<TierBlock> DiskTier::read_entry(const BlockHash& key, const std::string& layout) {
+  int64_t file_bytes = 0;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = index_.find(key);
+    if (it == index_.end()) return std::nullopt;  // evicted since the caller looked
+    file_bytes = it->second.file_bytes;
+  }
+  const fs::path path = entry_path(key);
+  std::vector<uint8_t> bytes;
+  bool missing = false;
+  bool read_ok = false;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    missing = errno == ENOENT;
+  } else {
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && st.st_size == file_bytes) {
+      bytes.resize(static_cast<size_t>(file_bytes));
+      read_ok = read_all(fd, bytes.data(), bytes.size());
+    }
+    ::close(fd);
+  }
+  std::optional<TierBlock> block;
+  if (read_ok) {
+    std::span<const uint8_t> payload;
+    auto header = verify_tier_entry(bytes, &payload);
+    if (header && header->key == key && header->layout == layout) {
+      block = TierBlock{std::move(*header), std::vector<uint8_t>(payload.begin(), payload.end())};
+    } else if (header) {
+      spdlog::warn("disk tier: {} holds a block of another layout; removed", path.string());
+    } else {
+      spdlog::warn("disk tier: {} is corrupt ({}); removed", path.string(), header.error().message);
+    }
+  }
+  std::lock_guard lock(mutex_);
+  if (block) {
+    auto it = index_.find(key);
+    if (it != index_.end()) {
+      it->second.info.hits++;
+      index_touch(key, unix_ms_now());
+    }
+    ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // the last use survives a restart as the file's mtime
+    return block;
+  }
+  std::error_code ec;
+  fs::remove(path, ec);
+  index_erase(key);
+  if (missing) {
+    stats_.num_missing++;
+  } else {
+    stats_.num_corrupt_removed++;
+  }
+  return std::nullopt;
+}
+
+void DiskTier::do_load(LoadJob job) {
+  const auto start = std::chrono::steady_clock::now();
+  TierLoadDone done;
+  done.job = job.id;
+  uint64_t bytes = 0;
+  for (const BlockHash& key : job.keys) {
+    std::optional<TierBlock> block = read_entry(key, job.layout);
+    if (!block) break;
+    bytes += block->payload.size();
+    done.blocks.push_back(std::move(*block));
+  }
+  const auto end = std::chrono::steady_clock::now();
+  done.seconds = std::chrono::duration<double>(end - job.queued).count();
+  std::lock_guard lock(mutex_);
+  stats_.num_loaded_blocks += done.blocks.size();
+  stats_.num_loaded_bytes += bytes;
+  stats_.load_seconds += std::chrono::duration<double>(end - start).count();
+  if (!done.blocks.empty()) {
+    const double per_block = done.seconds / static_cast<double>(done.blocks.size());
+    seconds_per_block_ =
+        seconds_per_block_ == 0 ? per_block : (1 - kAverageWeight) * seconds_per_block_ + kAverageWeight * per_block;
+  }
+  loaded_.push_back(std::move(done));
+  done_.notify_all();
+}
+
+}  // namespace hearth

@@ -1,0 +1,196 @@
+#pragma once
+// DiskTier: the prefix cache's persistent tier. One file per KV block (kv/tier_entry.h), named by the block's
+// version-stable key, under a directory that survives restarts:
+//
+//   DIR/v1/lock                 flock: one Hearth process owns the directory
+//   DIR/v1/tmp/                 entries being written (removed at open: a crash leaves only these behind)
+//   DIR/v1/ab/abcdef….kvb       one entry; "ab" is the key's first byte in hex
+//
+// Writes are crash-safe: temporary file, fdatasync, rename, then the directory is fsynced. SIGKILL at any moment
+// leaves complete entries or temporaries, never a half-written entry under a final name. The index (key → size,
+// last use, hits, retention) lives in memory and is rebuilt at open() from the entries' headers; every load reads
+// the whole entry and verifies it (checksum, key against its tokens, layout), so a corrupt, truncated or foreign
+// file is counted, deleted and never reaches attention.
+//
+// The byte budget is hard: before a write, entries are evicted lowest retention priority first (an expired entry
+// counts as priority 0), never-hit before hit, least recently used first, deeper blocks of a chain before their
+// parents. All file I/O runs on the tier's own thread behind bounded queues: write() and load() never block on
+// the disk, and a full queue drops the write (counted) rather than stall the caller.
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "kv/block_hash.h"
+#include "kv/tier_entry.h"
+#include "util/result.h"
+
+namespace hearth {
+
+struct DiskTierConfig {
+  std::filesystem::path dir;
+  int64_t capacity_bytes = 0;                  // hard cap on the entries' bytes (each rounded up to 4 KiB)
+  int64_t max_queued_write_bytes = 64ll << 20;  // payload bytes waiting to be written; beyond this writes drop
+};
+
+struct DiskTierStats {
+  int64_t capacity_bytes = 0;
+  int64_t bytes_used = 0;  // entries on disk plus writes in progress
+  int64_t num_entries = 0;
+  int64_t num_queued_writes = 0;
+  uint64_t num_loaded_blocks = 0;  // hits: blocks read back and verified
+  uint64_t num_loaded_bytes = 0;
+  double load_seconds = 0;  // time spent reading and verifying entries
+  uint64_t num_writes = 0;
+  uint64_t num_written_bytes = 0;
+  uint64_t num_writes_dropped = 0;  // queue full or larger than the whole budget
+  uint64_t num_write_errors = 0;    // the filesystem refused (full, read-only, ...)
+  uint64_t num_evictions = 0;
+  uint64_t num_corrupt_removed = 0;  // failed verification (at open or at load) and were deleted
+  uint64_t num_missing = 0;          // indexed, but the file was gone when loaded
+};
+
+// One block read back from the tier: its verified header and payload.
+struct TierBlock {
+  TierEntryHeader header;
+  std::vector<uint8_t> payload;
+};
+
+struct TierLoadDone {
+  uint64_t job = 0;
+  std::vector<TierBlock> blocks;  // the leading keys of the job that loaded and verified, in the order asked
+  double seconds = 0;             // from load() to completion
+};
+
+// What the index knows of one entry (listings, tests).
+struct TierEntryInfo {
+  BlockHash key;
+  BlockHash parent_key;
+  BlockHash ns;
+  int32_t depth = 0;
+  std::vector<TokenId> tokens;
+  TierRetention retention;
+  int64_t last_used_ms = 0;
+  uint32_t hits = 0;
+  int64_t bytes = 0;
+};
+
+class DiskTier {
+ public:
+  // Creates the directory layout, takes the lock (fails when another process holds it), removes temporaries and
+  // indexes the entries, deleting those whose header is unreadable.
+  [[nodiscard]] static Result<std::unique_ptr<DiskTier>> open(const DiskTierConfig& config);
+  DiskTier(const DiskTier&) = delete;
+  DiskTier& operator=(const DiskTier&) = delete;
+  ~DiskTier();  // finishes the queued writes, then stops the thread
+
+  const std::filesystem::path& dir() const { return config_.dir; }
+  int64_t capacity_bytes() const { return config_.capacity_bytes; }
+  // Entries the header scan at open() removed as corrupt or foreign.
+  uint64_t num_removed_at_open() const { return removed_at_open_; }
+
+  bool contains(const BlockHash& key) const;
+
+  // Queues a write of one block. Returns false (counted as dropped) when the queue is full or the entry is larger than
+  // the budget; an entry whose key is already stored is only touched.
+  bool write(TierEntryHeader header, std::vector<uint8_t> payload);
+
+  // Queues a read of `keys` (a chain, first block first) whose payloads must have `layout`; loads go before writes.
+  // The result (the verified leading blocks) arrives through take_loaded(). Returns the job id.
+  uint64_t load(std::vector<BlockHash> keys, std::string layout);
+  std::vector<TierLoadDone> take_loaded();
+  // Waits until a load is done or `deadline` passes; true when take_loaded() has something.
+  bool wait_loaded(std::chrono::steady_clock::time_point deadline);
+
+  // Changes an entry's retention (in memory and in its file, in place).
+  void set_retention(const BlockHash& key, const TierRetention& retention);
+
+  // Measured seconds per block of finished loads (an exponential average, queueing included); 0 until measured.
+  double seconds_per_block() const;
+
+  DiskTierStats stats() const;
+  // Entries of namespace `ns`, most recently used first, at most `max`.
+  std::vector<TierEntryInfo> entries(const BlockHash& ns, size_t max) const;
+
+  // Blocks until every queued write is on disk (tests; shutdown).
+  void flush();
+
+ private:
+  struct Entry {
+    TierEntryInfo info;
+    int64_t file_bytes = 0;
+  };
+  struct EvictOrder {
+    uint8_t priority;
+    uint8_t hit;
+    int64_t last_used_ms;
+    int32_t neg_depth;
+    BlockHash key;
+    auto operator<=>(const EvictOrder&) const = default;
+  };
+  struct WriteJob {
+    TierEntryHeader header;
+    std::vector<uint8_t> payload;
+  };
+  struct LoadJob {
+    uint64_t id;
+    std::vector<BlockHash> keys;
+    std::string layout;
+    std::chrono::steady_clock::time_point queued;
+  };
+
+  explicit DiskTier(const DiskTierConfig& config);
+  void scan();
+  void thread_main();
+  void do_write(WriteJob job);
+  void do_load(LoadJob job);
+  // Reads and verifies one indexed entry; on failure deletes it (counted). Requires mutex_ not held.
+  std::optional<TierBlock> read_entry(const BlockHash& key, const std::string& layout);
+  std::filesystem::path entry_path(const BlockHash& key) const;
+  // Index maintenance; require mutex_ held.
+  EvictOrder evict_order(const Entry& e, int64_t now_ms) const;
+  void index_insert(Entry e);
+  void index_erase(const BlockHash& key);
+  void index_touch(const BlockHash& key, int64_t now_ms);
+  bool evict_one();
+
+  DiskTierConfig config_;
+  int lock_fd_ = -1;
+  uint64_t removed_at_open_ = 0;
+
+  mutable std::mutex mutex_;
+  std::condition_variable work_;
+  std::condition_variable done_;
+  std::unordered_map<BlockHash, Entry> index_;
+  std::set<EvictOrder> evict_;  // eviction order, first is evicted first
+  std::unordered_map<BlockHash, EvictOrder> evict_key_;
+  std::deque<WriteJob> writes_;
+  std::deque<LoadJob> loads_;
+  std::vector<TierLoadDone> loaded_;
+  int64_t queued_write_bytes_ = 0;
+  int64_t reserved_bytes_ = 0;  // a write in progress
+  bool writing_ = false;
+  bool stopping_ = false;
+  uint64_t next_job_ = 1;
+  uint64_t next_tmp_ = 1;
+  double seconds_per_block_ = 0;
+  DiskTierStats stats_;
+  std::thread thread_;
+};
+
+// The default directory: $XDG_CACHE_HOME/hearth/kv-cache, else $HOME/.cache/hearth/kv-cache.
+std::filesystem::path default_disk_tier_dir();
+// The default budget: a tenth of the free space where `dir` lives, at most 64 GiB, at least 256 MiB (or what is free).
+int64_t default_disk_tier_bytes(const std::filesystem::path& dir);
+
+}  // namespace hearth
