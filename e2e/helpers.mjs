@@ -25,7 +25,8 @@ export const GOLDEN_64 =
 // test sees another's cached blocks (or the user's ~/.cache).
 export async function startServer(args = [], env = {}) {
   const disk = args.includes('--kv-disk') ? [] : ['--kv-disk', 'off'];
-  const proc = spawn(BIN, ['serve', '-m', MODEL, '--port', '0', '-t', '1', '--kv-memory', '32MiB', ...disk, ...args], {
+  const pool = args.includes('--kv-memory') ? [] : ['--kv-memory', '32MiB'];
+  const proc = spawn(BIN, ['serve', '-m', MODEL, '--port', '0', '-t', '1', ...pool, ...disk, ...args], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

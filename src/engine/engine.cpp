@@ -95,7 +95,7 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineConfig& con
       SchedulerConfig{config.max_batch_tokens, config.max_running, config.max_waiting, info_.n_ctx}, *kv_);
   int64_t n_params = 0;
   for (const GgufTensor& t : model.file().tensors()) n_params += t.num_elements();
-  tiers_ = std::make_unique<KvTiers>(config.disk_tier, *storage_, *kv_, n_params);
+  tiers_ = std::make_unique<KvTiers>(config.disk_tier, *storage_, *kv_, n_params, config.tier_load_policy);
 }
 
 Engine::~Engine() = default;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/engine_types.h"
+#include "engine/kv_tiers.h"
 #include "engine/output_processor.h"
 #include "kv/kv_cache_manager.h"
 #include "sched/scheduler.h"
@@ -26,7 +27,6 @@ namespace hearth {
 
 class DiskTier;
 class KvStorage;
-class KvTiers;
 class Model;
 class ThreadPool;
 class Tokenizer;
@@ -44,6 +44,8 @@ struct EngineConfig {
   std::string adapter_id;
   // The tier below the pool (README "Tiers"); not owned, may be shared by engines; null: none.
   DiskTier* disk_tier = nullptr;
+  // Load blocks the tier holds when the measured costs say loading is faster (kMeasured), or always (tests).
+  TierLoadPolicy tier_load_policy = TierLoadPolicy::kMeasured;
 };
 
 struct EngineCounters {

@@ -17,12 +17,13 @@ int64_t unix_ms_now() {
 
 }  // namespace
 
-KvTiers::KvTiers(DiskTier* disk, KvStorage& storage, KvCacheManager& kv, int64_t n_params)
+KvTiers::KvTiers(DiskTier* disk, KvStorage& storage, KvCacheManager& kv, int64_t n_params, TierLoadPolicy policy)
     : disk_(disk),
       storage_(storage),
       kv_(kv),
       layout_(storage.block_layout()),
-      prior_prefill_tokens_per_s_(kPriorFlops / (2.0 * static_cast<double>(std::max<int64_t>(n_params, 1)))) {
+      prior_prefill_tokens_per_s_(kPriorFlops / (2.0 * static_cast<double>(std::max<int64_t>(n_params, 1)))),
+      policy_(policy) {
   kv_.set_track_newly_cached(disk_ != nullptr);
 }
 
@@ -75,15 +76,16 @@ void KvTiers::plan_load(Request& r) {
   t.found_tokens = static_cast<int32_t>(keys.size()) * bs;
   t.est_load_ms = 1e3 * static_cast<double>(keys.size()) * seconds_per_block();
   t.est_recompute_ms = 1e3 * t.found_tokens / prefill_tokens_per_s();
-  t.load = t.est_load_ms < t.est_recompute_ms;
+  t.load = policy_ == TierLoadPolicy::kAlways || t.est_load_ms < t.est_recompute_ms;
   if (!t.load) {
     counters_.num_recompute_decisions++;
     return;
   }
   counters_.num_load_decisions++;
+  const double wait_ms = 2 * std::max(t.est_recompute_ms, policy_ == TierLoadPolicy::kAlways ? t.est_load_ms : 0.0);
   const auto wait = std::max<std::chrono::steady_clock::duration>(
       kMinLoadWait, std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                        std::chrono::duration<double, std::milli>(2 * t.est_recompute_ms)));
+                        std::chrono::duration<double, std::milli>(wait_ms)));
   t.waiting = true;
   t.deadline = std::chrono::steady_clock::now() + wait;
   t.job = disk_->load(std::move(keys), layout_);

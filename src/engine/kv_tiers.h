@@ -31,6 +31,8 @@ namespace hearth {
 
 class KvStorage;
 
+enum class TierLoadPolicy { kMeasured, kAlways };
+
 class KvTiers {
  public:
   static constexpr double kPriorFlops = 80e9;  // prefill FLOP/s before the engine measured its own
@@ -40,7 +42,8 @@ class KvTiers {
   static constexpr std::chrono::milliseconds kWaitSlice{5};  // longest an idle step waits for a load
 
   // `disk` may be null (no tier: every call is a no-op). `n_params` gives the prior prefill speed.
-  KvTiers(DiskTier* disk, KvStorage& storage, KvCacheManager& kv, int64_t n_params);
+  KvTiers(DiskTier* disk, KvStorage& storage, KvCacheManager& kv, int64_t n_params,
+          TierLoadPolicy policy = TierLoadPolicy::kMeasured);
 
   bool enabled() const { return disk_ != nullptr; }
   DiskTier* disk() const { return disk_; }
@@ -74,6 +77,7 @@ class KvTiers {
   KvCacheManager& kv_;
   std::string layout_;
   double prior_prefill_tokens_per_s_;
+  TierLoadPolicy policy_;
   double measured_prefill_tokens_per_s_ = 0;
   std::unordered_map<uint64_t, RequestId> jobs_;  // loads in flight → the request that asked
   TierLinkCounters counters_;
