@@ -100,19 +100,20 @@ Result<std::unique_ptr<DiskTier>> DiskTier::open(const DiskTierConfig& config) {
   }
   tier->stats_.capacity_bytes = config.capacity_bytes;
   tier->scan();
-  tier->thread_ = std::thread([t = tier.get()] { t->thread_main(); });
+  tier->writer_ = std::thread([t = tier.get()] { t->writer_main(); });
+  tier->reader_ = std::thread([t = tier.get()] { t->reader_main(); });
   return tier;
 }
 
 DiskTier::~DiskTier() {
-  if (thread_.joinable()) {
-    {
-      std::lock_guard lock(mutex_);
-      stopping_ = true;
-    }
-    work_.notify_all();
-    thread_.join();
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
   }
+  work_.notify_all();
+  read_work_.notify_all();
+  if (writer_.joinable()) writer_.join();  // finishes the queued writes first
+  if (reader_.joinable()) reader_.join();
   if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
@@ -258,7 +259,7 @@ uint64_t DiskTier::load(std::vector<BlockHash> keys, std::string layout) {
   std::lock_guard lock(mutex_);
   const uint64_t id = next_job_++;
   loads_.push_back({id, std::move(keys), std::move(layout), std::chrono::steady_clock::now()});
-  work_.notify_one();
+  read_work_.notify_one();
   return id;
 }
 
@@ -324,98 +325,141 @@ std::vector<TierEntryInfo> DiskTier::entries(const BlockHash& ns, size_t max) co
 
 void DiskTier::flush() {
   std::unique_lock lock(mutex_);
-  done_.wait(lock, [&] { return (writes_.empty() && !writing_) || !thread_.joinable(); });
+  done_.wait(lock, [&] { return (writes_.empty() && !writing_) || !writer_.joinable(); });
 }
 
-void DiskTier::thread_main() {
-  std::vector<fs::path> dirty_dirs;
+void DiskTier::reader_main() {
   std::unique_lock lock(mutex_);
   for (;;) {
-    work_.wait(lock, [&] { return stopping_ || !loads_.empty() || !writes_.empty(); });
-    if (!loads_.empty()) {
-      LoadJob job = std::move(loads_.front());
-      loads_.pop_front();
-      lock.unlock();
-      do_load(std::move(job));
-      lock.lock();
-      continue;
-    }
-    if (!writes_.empty()) {
-      WriteJob job = std::move(writes_.front());
+    read_work_.wait(lock, [&] { return stopping_ || !loads_.empty(); });
+    if (loads_.empty()) break;  // stopping
+    LoadJob job = std::move(loads_.front());
+    loads_.pop_front();
+    lock.unlock();
+    do_load(std::move(job));
+    lock.lock();
+  }
+}
+
+void DiskTier::writer_main() {
+  constexpr size_t kMaxBatch = 64;
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    work_.wait(lock, [&] { return stopping_ || !writes_.empty(); });
+    if (writes_.empty()) break;  // stopping, and everything queued is written
+    std::vector<WriteJob> batch;
+    while (!writes_.empty() && batch.size() < kMaxBatch) {
+      queued_write_bytes_ -= static_cast<int64_t>(writes_.front().payload.size());
+      batch.push_back(std::move(writes_.front()));
       writes_.pop_front();
-      queued_write_bytes_ -= static_cast<int64_t>(job.payload.size());
-      writing_ = true;
-      const fs::path dir = entry_path(job.header.key).parent_path();
-      lock.unlock();
-      do_write(std::move(job));
-      if (std::find(dirty_dirs.begin(), dirty_dirs.end(), dir) == dirty_dirs.end()) dirty_dirs.push_back(dir);
-      if (dirty_dirs.size() > 64) dirty_dirs.erase(dirty_dirs.begin());
-      lock.lock();
-      if (writes_.empty()) {
-        // The renames are durable once their directories are: once per burst of writes, not per entry.
-        lock.unlock();
-        for (const fs::path& d : dirty_dirs) fsync_dir(d);
-        dirty_dirs.clear();
-        lock.lock();
-        writing_ = false;
-        done_.notify_all();
-      }
-      continue;
     }
-    if (stopping_) break;
+    writing_ = true;
+    lock.unlock();
+    write_batch(std::move(batch));
+    lock.lock();
+    if (writes_.empty()) {
+      writing_ = false;
+      done_.notify_all();
+    }
   }
   writing_ = false;
   done_.notify_all();
 }
 
-void DiskTier::do_write(WriteJob job) {
-  std::vector<uint8_t> bytes = encode_tier_entry(job.header, job.payload);
-  const int64_t need = rounded(static_cast<int64_t>(bytes.size()));
-  {
-    std::lock_guard lock(mutex_);
-    if (index_.contains(job.header.key)) return;
-    while (stats_.bytes_used + need > config_.capacity_bytes && evict_one()) {
+void DiskTier::write_batch(std::vector<WriteJob> jobs) {
+  struct Pending {
+    WriteJob job;
+    fs::path tmp;
+    fs::path final_path;
+    int64_t need = 0;
+    int64_t file_bytes = 0;
+  };
+  std::vector<Pending> pending;
+  for (WriteJob& job : jobs) {
+    std::vector<uint8_t> bytes = encode_tier_entry(job.header, job.payload);
+    const int64_t need = rounded(static_cast<int64_t>(bytes.size()));
+    {
+      std::lock_guard lock(mutex_);
+      if (index_.contains(job.header.key)) continue;
+      while (stats_.bytes_used + need > config_.capacity_bytes && evict_one()) {
+      }
+      if (stats_.bytes_used + need > config_.capacity_bytes) {
+        stats_.num_writes_dropped++;
+        continue;
+      }
+      reserved_bytes_ += need;
+      stats_.bytes_used += need;  // the cap holds while the files are being written
     }
-    if (stats_.bytes_used + need > config_.capacity_bytes) {
-      stats_.num_writes_dropped++;
-      return;
+    Pending p;
+    p.final_path = entry_path(job.header.key);
+    p.tmp = config_.dir / "v1" / "tmp" / fmt::format("{}.{}.{}.tmp", job.header.key.hex(), ::getpid(), next_tmp_++);
+    p.need = need;
+    p.file_bytes = static_cast<int64_t>(bytes.size());
+    bool ok = false;
+    const int fd = ::open(p.tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      ok = write_all(fd, bytes.data(), bytes.size());
+      ok = (::close(fd) == 0) && ok;
+      if (!ok) ::unlink(p.tmp.c_str());
     }
-    reserved_bytes_ = need;
-    stats_.bytes_used += need;  // the cap holds while the file is being written
+    if (!ok) {
+      std::lock_guard lock(mutex_);
+      stats_.num_write_errors++;
+      stats_.bytes_used -= need;
+      reserved_bytes_ -= need;
+      continue;
+    }
+    p.job = std::move(job);
+    pending.push_back(std::move(p));
   }
-  const fs::path final_path = entry_path(job.header.key);
-  const fs::path tmp_path = config_.dir / "v1" / "tmp" /
-                            fmt::format("{}.{}.{}.tmp", job.header.key.hex(), ::getpid(), next_tmp_++);
-  std::error_code ec;
-  fs::create_directories(final_path.parent_path(), ec);
-  bool ok = false;
-  const int fd = ::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd >= 0) {
-    ok = write_all(fd, bytes.data(), bytes.size()) && ::fdatasync(fd) == 0;
-    ok = (::close(fd) == 0) && ok;
-    ok = ok && ::rename(tmp_path.c_str(), final_path.c_str()) == 0;
-    if (!ok) ::unlink(tmp_path.c_str());
+  if (pending.empty()) return;
+  // One flush makes every temporary of the batch durable; only then do they take their final names.
+  bool synced = false;
+  if (const int dir_fd = ::open((config_.dir / "v1" / "tmp").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      dir_fd >= 0) {
+    synced = ::syncfs(dir_fd) == 0;
+    ::close(dir_fd);
   }
+  std::vector<fs::path> dirs;
+  std::vector<bool> renamed(pending.size(), false);
+  for (size_t i = 0; i < pending.size(); ++i) {
+    Pending& p = pending[i];
+    std::error_code ec;
+    fs::create_directories(p.final_path.parent_path(), ec);
+    renamed[i] = synced && ::rename(p.tmp.c_str(), p.final_path.c_str()) == 0;
+    if (!renamed[i]) {
+      ::unlink(p.tmp.c_str());
+      continue;
+    }
+    if (std::find(dirs.begin(), dirs.end(), p.final_path.parent_path()) == dirs.end()) {
+      dirs.push_back(p.final_path.parent_path());
+    }
+  }
+  for (const fs::path& d : dirs) fsync_dir(d);
   std::lock_guard lock(mutex_);
-  stats_.bytes_used -= need;
-  reserved_bytes_ = 0;
-  if (!ok) {
-    stats_.num_write_errors++;
-    return;
+  const int64_t now = unix_ms_now();
+  for (size_t i = 0; i < pending.size(); ++i) {
+    Pending& p = pending[i];
+    stats_.bytes_used -= p.need;
+    reserved_bytes_ -= p.need;
+    if (!renamed[i]) {
+      stats_.num_write_errors++;
+      continue;
+    }
+    Entry e;
+    e.info.key = p.job.header.key;
+    e.info.parent_key = p.job.header.parent_key;
+    e.info.ns = p.job.header.ns;
+    e.info.depth = p.job.header.depth;
+    e.info.tokens = std::move(p.job.header.tokens);
+    e.info.retention = p.job.header.retention;
+    e.info.last_used_ms = now;
+    e.info.bytes = p.need;
+    e.file_bytes = p.file_bytes;
+    index_insert(std::move(e));
+    stats_.num_writes++;
+    stats_.num_written_bytes += static_cast<uint64_t>(p.file_bytes);
   }
-  Entry e;
-  e.info.key = job.header.key;
-  e.info.parent_key = job.header.parent_key;
-  e.info.ns = job.header.ns;
-  e.info.depth = job.header.depth;
-  e.info.tokens = std::move(job.header.tokens);
-  e.info.retention = job.header.retention;
-  e.info.last_used_ms = unix_ms_now();
-  e.info.bytes = need;
-  e.file_bytes = static_cast<int64_t>(bytes.size());
-  index_insert(std::move(e));
-  stats_.num_writes++;
-  stats_.num_written_bytes += bytes.size();
 }
 
 std::optional<TierBlock> DiskTier::read_entry(const BlockHash& key, const std::string& layout) {

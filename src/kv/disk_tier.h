@@ -6,7 +6,7 @@
 //   DIR/v1/tmp/                 entries being written (removed at open: a crash leaves only these behind)
 //   DIR/v1/ab/abcdef….kvb       one entry; "ab" is the key's first byte in hex
 //
-// Writes are crash-safe: temporary file, fdatasync, rename, then the directory is fsynced. SIGKILL at any moment
+// Writes are crash-safe: temporary files, syncfs, renames, then the directories are fsynced. SIGKILL at any moment
 // leaves complete entries or temporaries, never a half-written entry under a final name. The index (key → size,
 // last use, hits, retention) lives in memory and is rebuilt at open() from the entries' headers; every load reads
 // the whole entry and verifies it (checksum, key against its tokens, layout), so a corrupt, truncated or foreign
@@ -14,8 +14,9 @@
 //
 // The byte budget is hard: before a write, entries are evicted lowest retention priority first (an expired entry
 // counts as priority 0), never-hit before hit, least recently used first, deeper blocks of a chain before their
-// parents. All file I/O runs on the tier's own thread behind bounded queues: write() and load() never block on
-// the disk, and a full queue drops the write (counted) rather than stall the caller.
+// parents. All file I/O runs on the tier's own threads behind bounded queues (a writer, which makes a burst of
+// entries durable with one syncfs, and a reader, so a load never waits behind a flush): write() and load() never
+// block on the disk, and a full queue drops the write (counted) rather than stall the caller.
 
 #include <chrono>
 #include <condition_variable>
@@ -151,8 +152,10 @@ class DiskTier {
 
   explicit DiskTier(const DiskTierConfig& config);
   void scan();
-  void thread_main();
-  void do_write(WriteJob job);
+  void writer_main();
+  void reader_main();
+  // Writes a batch: each entry to a temporary file, one syncfs for all, then the renames and directory fsyncs.
+  void write_batch(std::vector<WriteJob> jobs);
   void do_load(LoadJob job);
   // Reads and verifies one indexed entry; on failure deletes it (counted). Requires mutex_ not held.
   std::optional<TierBlock> read_entry(const BlockHash& key, const std::string& layout);
@@ -169,7 +172,8 @@ class DiskTier {
   uint64_t removed_at_open_ = 0;
 
   mutable std::mutex mutex_;
-  std::condition_variable work_;
+  std::condition_variable work_;       // the writer's
+  std::condition_variable read_work_;  // the reader's
   std::condition_variable done_;
   std::unordered_map<BlockHash, Entry> index_;
   std::set<EvictOrder> evict_;  // eviction order, first is evicted first
@@ -185,7 +189,8 @@ class DiskTier {
   uint64_t next_tmp_ = 1;
   double seconds_per_block_ = 0;
   DiskTierStats stats_;
-  std::thread thread_;
+  std::thread writer_;
+  std::thread reader_;
 };
 
 // The default directory: $XDG_CACHE_HOME/hearth/kv-cache, else $HOME/.cache/hearth/kv-cache.
