@@ -205,3 +205,44 @@ test('SIGKILL in the middle of writes leaves nothing that loads garbage', async 
     await second.stop();
   }
 });
+
+test('--warm FILE and POST /v1/cache/warm prefill and pin the house rules; after a restart the warm-up loads from disk', async () => {
+  const dir = path.join(root, 'warm');
+  const file = path.join(root, 'warm.txt');
+  writeFileSync(file, `${HOUSE_RULES}\n\n${JSON.stringify({ messages: [{ role: 'system', content: HOUSE_RULES }] })}\n`);
+  const first = await startServer(['--kv-disk', dir, '--warm', file]);
+  try {
+    await waitFor(() => /--warm line 2: /.test(first.stdout()), 10000, 'the warm-up');
+    assert.match(first.stdout(), /--warm line 1: \d+ tokens, 0 were cached \(0 from disk\), \d+ pinned/);
+    const m = await metrics(first);
+    assert.ok(m['hearth_kv_blocks{state="pinned"}'] >= 20);
+    // The first request of the morning: everything but the question is cached.
+    const r = await complete(first, HOUSE_RULES + ' Who fed the cat?');
+    assert.ok(r.usage.prompt_tokens_details.cached_tokens >= 368, JSON.stringify(r.usage));
+    // The route: a new prefix, pinned; bad bodies are refused.
+    const res = await fetch(`${first.baseURL}/v1/cache/warm`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ prompt: 'Tom and Sue went to the big park. They saw a dog and a cat. '.repeat(4) }),
+    });
+    assert.equal(res.status, 200);
+    const body = await res.json();
+    assert.equal(body.object, 'cache.warm');
+    assert.ok(body.cached_tokens < 16); // at most the BOS token is shared with what is cached
+    assert.ok(body.pinned_tokens >= 48 && body.pinned_tokens <= body.prompt_tokens, JSON.stringify(body));
+    const bad = await fetch(`${first.baseURL}/v1/cache/warm`, { method: 'POST', body: '{"prompt": "x", "pin": "yes"}' });
+    assert.equal(bad.status, 400);
+    assert.equal((await bad.json()).error.param, 'pin');
+    await tierSettled(first);
+  } finally {
+    await first.stop();
+  }
+  const second = await startServer(['--kv-disk', dir, '--warm', file]);
+  try {
+    await waitFor(() => /--warm line 2: /.test(second.stdout()), 10000, 'the warm-up after the restart');
+    const line = second.stdout().match(/--warm line 1: (\d+) tokens, (\d+) were cached \((\d+) from disk\)/);
+    assert.ok(Number(line[3]) >= 368 && Number(line[3]) === Number(line[2]), line[0]);
+  } finally {
+    await second.stop();
+  }
+});

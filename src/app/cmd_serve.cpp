@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -57,6 +58,7 @@ struct ServeFlags {
   double header_timeout_s = 10.0;
   std::string kv_disk;       // empty: default_disk_tier_dir(); "off": no disk tier
   std::string kv_disk_size;  // empty: default_disk_tier_bytes()
+  std::string warm_file;     // prompts to prefill and pin at start (--warm)
 };
 
 constexpr const char* kDefaultModel = "../shared/models/stories260K.gguf";
@@ -72,6 +74,25 @@ int64_t default_kv_memory() {
   const int64_t page_size = sysconf(_SC_PAGE_SIZE);
   const int64_t ram = pages > 0 && page_size > 0 ? pages * page_size : (8ll << 30);
   return std::min<int64_t>(ram / 4, int64_t{4} << 30);
+}
+
+// The --warm file: one warm-up per non-empty line, a JSON object (a POST /v1/cache/warm body) or plain prompt text.
+Result<std::vector<nlohmann::json>> read_warm_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return make_error("cannot read {}", path);
+  std::vector<nlohmann::json> bodies;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    if (line.front() == '{') {
+      auto body = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (body.is_discarded() || !body.is_object()) return make_error("{} line {}: not a JSON object", path, n);
+      bodies.push_back(std::move(body));
+    } else {
+      bodies.push_back({{"prompt", line}});
+    }
+  }
+  return bodies;
 }
 
 std::string default_model_id(const std::string& path) {
@@ -195,6 +216,27 @@ int run_serve(ServeFlags f) {
     return 1;
   }
 
+  // --warm: read before serving (a bad file stops the start with the line number), run beside it.
+  std::vector<nlohmann::json> warm_bodies;
+  if (!f.warm_file.empty()) {
+    auto bodies = read_warm_file(f.warm_file);
+    if (!bodies) return std::fprintf(stderr, "error: --warm: %s\n", bodies.error().message.c_str()), 1;
+    warm_bodies = std::move(*bodies);
+  }
+  std::thread warm_thread([&] {
+    for (size_t i = 0; i < warm_bodies.size(); ++i) {
+      auto result = http.warm(warm_bodies[i]);
+      if (auto* error = std::get_if<server::ApiError>(&result)) {
+        spdlog::warn("--warm line {}: {}", i + 1, error->message);
+      } else {
+        const nlohmann::json& r = std::get<nlohmann::json>(result);
+        spdlog::info("--warm line {}: {} tokens, {} were cached ({} from disk), {} pinned", i + 1,
+                     r["prompt_tokens"].get<int>(), r["cached_tokens"].get<int>(), r["tiers"]["disk"].get<int>(),
+                     r.value("pinned_tokens", 0));
+      }
+    }
+  });
+
   std::atomic<bool> done{false};
   std::thread signal_thread([&] {
     const timespec poll{0, 200 * 1000 * 1000};
@@ -217,6 +259,7 @@ int run_serve(ServeFlags f) {
   http.listen();
   done = true;
   signal_thread.join();
+  warm_thread.join();
   loop.stop(/*drain=*/false);
   spdlog::info("stopped");
   return 0;
@@ -264,6 +307,10 @@ Command add_serve(CLI::App& app) {
                  "'off' disables it");
   app.add_option("--kv-disk-size", flags->kv_disk_size,
                  "Disk tier budget, e.g. 20GiB (default: a tenth of the free space, at most 64GiB)");
+  app.add_option("--warm", flags->warm_file,
+                 "Prefill and pin these prefixes at start: one per line, a JSON body of POST /v1/cache/warm "
+                 "(prompt or messages) or plain prompt text")
+      ->check(CLI::ExistingFile);
   app.add_option("--answer-memory", flags->answer_memory,
                  "Recent answers whose generated token ids a later turn that quotes them reuses (0: off)")
       ->capture_default_str()

@@ -11,6 +11,7 @@
 #include "model/tokenizer.h"
 #include "util/log.h"
 #include "util/thread_pool.h"
+#include "util/units.h"
 
 namespace hearth {
 
@@ -48,6 +49,20 @@ SubmitResult<int32_t> check_request(const RequestSpec& spec, const EngineInfo& i
   return max_tokens;
 }
 
+namespace {
+
+// The model's fingerprint (its weights' digest included), logged with what it cost.
+std::string timed_fingerprint(const GgufFile& file) {
+  const auto start = std::chrono::steady_clock::now();
+  std::string fingerprint = model_fingerprint(file);
+  spdlog::info("model fingerprint {} ({} of weights hashed in {:.0f} ms)", fingerprint.substr(0, 16),
+               format_bytes(file.tensor_data_bytes()),
+               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  return fingerprint;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Engine>> Engine::create(Model& model, const Tokenizer& tokenizer, const EngineConfig& config,
                                                ThreadPool& pool) {
   const ModelConfig& c = model.config();
@@ -80,7 +95,7 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineConfig& con
       config_(config),
       pool_(pool),
       info_(std::move(info)),
-      fingerprint_(model_fingerprint(model.file())),
+      fingerprint_(timed_fingerprint(model.file())),
       storage_(std::move(storage)),
       outputs_(tokenizer, config.block_size) {
   for (int32_t t = 0; t < tokenizer.vocab_size(); ++t) {

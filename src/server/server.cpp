@@ -119,6 +119,7 @@ void HttpServer::install_routes() {
   add("GET", "/v1/kv/plan", [this](const HttpRequest& req) { return handle_kv_plan(req); });
   add("POST", "/tokenize", [this](const HttpRequest& req) { return handle_tokenize(req); });
   add("POST", "/v1/cache/explain", [this](const HttpRequest& req) { return handle_cache_explain(req); });
+  add("POST", "/v1/cache/warm", [this](const HttpRequest& req) { return handle_cache_warm(req); });
   add("POST", "/v1/chat/completions",
       [this](const HttpRequest& req) { return handle_completion(req, Endpoint::kChat); });
   add("POST", "/v1/completions",

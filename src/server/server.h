@@ -5,6 +5,7 @@
 //   POST /v1/chat/completions, /v1/completions   parse → template → tokenize → EngineLoop::submit → JSON or SSE
 //   GET  /v1/models, /v1/models/{id}, /health, /metrics;  POST /tokenize (token ids of a text, llama.cpp style)
 //   GET  /v1/kv/plan;  POST /v1/cache/explain (what the prefix cache holds of a prompt and why reuse would stop)
+//   POST /v1/cache/warm (prefill and pin a prefix, e.g. the house rules)
 //
 // Every error leaves as an OpenAI error object with its status; a route that throws becomes a 500 (the transport's
 // worker catches it). With an API key, every endpoint except /health needs "Authorization: Bearer KEY".
@@ -59,6 +60,10 @@ class HttpServer {
   int bound_port() const { return transport_->bound_port(); }
   // Serves until shutdown() has run and every connection is done. Requires bind().
   void listen();
+  // Prefills and (unless "pin": false) pins the prompt or chat of a completion-shaped body, waiting until done:
+  // POST /v1/cache/warm and --warm. The result says what the prefix cache holds of it (cache_warm.cpp).
+  [[nodiscard]] ApiResult<nlohmann::json> warm(const nlohmann::json& body);
+
   // Graceful stop, from any thread: refuse new work (503), stop accepting, let in-flight requests finish for up to
   // shutdown_grace_s, then abort the rest, stop the engine loop and close the connections. Idempotent.
   void shutdown();
@@ -90,6 +95,8 @@ class HttpServer {
   HttpResponse handle_kv_plan(const HttpRequest& req);
   HttpResponse handle_tokenize(const HttpRequest& req);
   HttpResponse handle_cache_explain(const HttpRequest& req);
+  HttpResponse handle_cache_warm(const HttpRequest& req);
+  static constexpr int kMaxWarmsInFlight = 2;
   // Feeds an admitted prompt to the volatile-prefix detector; logs (rate-limited) and counts what it finds.
   void observe_prompt(std::span<const TokenId> prompt, const RequestSpec& spec);
   ApiResult<BuiltPrompt> build_prompt(const CompletionRequest& request);
@@ -115,6 +122,7 @@ class HttpServer {
   Metrics metrics_;
   std::vector<RouteEntry> routes_;
   std::atomic<bool> draining_{false};
+  std::atomic<int> warms_in_flight_{0};
   std::mutex in_flight_mutex_;
   std::condition_variable in_flight_done_;
   int num_in_flight_ = 0;  // guarded by in_flight_mutex_
