@@ -88,7 +88,7 @@ void KvTiers::plan_load(Request& r) {
                         std::chrono::duration<double, std::milli>(wait_ms)));
   t.waiting = true;
   t.deadline = std::chrono::steady_clock::now() + wait;
-  t.job = disk_->load(std::move(keys), layout_);
+  t.job = disk_->load(std::move(keys), layout_, owner());
   jobs_.emplace(t.job, r.id);
 }
 
@@ -116,7 +116,7 @@ void KvTiers::persist_new_blocks() {
 void KvTiers::apply_loads(Scheduler& scheduler) {
   if (disk_ == nullptr) return;
   const int32_t bs = kv_.block_size();
-  for (TierLoadDone& done : disk_->take_loaded()) {
+  for (TierLoadDone& done : disk_->take_loaded(owner())) {
     auto job = jobs_.find(done.job);
     if (job == jobs_.end()) continue;
     Request* r = scheduler.find(job->second);
@@ -164,7 +164,7 @@ void KvTiers::apply_loads(Scheduler& scheduler) {
 
 void KvTiers::wait_for_loads() const {
   if (disk_ == nullptr) return;
-  disk_->wait_loaded(std::chrono::steady_clock::now() + kWaitSlice);
+  disk_->wait_loaded(std::chrono::steady_clock::now() + kWaitSlice, owner());
 }
 
 void KvTiers::mark_pinned(const BlockHash& ns, std::span<const TokenId> tokens, int32_t num_tokens) {

@@ -68,6 +68,8 @@ class KvTiers {
 
  private:
   double prefill_tokens_per_s() const;
+  // This link's id among the tier's users (engines may share one tier).
+  uint64_t owner() const { return reinterpret_cast<uintptr_t>(this); }
   // Keys of the blocks of tokens[0, limit) the tier holds right after the pool's cached prefix, in order.
   std::vector<BlockHash> tier_keys(const BlockHash& ns, std::span<const TokenId> tokens, int32_t limit) const;
   double seconds_per_block() const;

@@ -255,22 +255,33 @@ bool DiskTier::write(TierEntryHeader header, std::vector<uint8_t> payload) {
   return true;
 }
 
-uint64_t DiskTier::load(std::vector<BlockHash> keys, std::string layout) {
+uint64_t DiskTier::load(std::vector<BlockHash> keys, std::string layout, uint64_t owner) {
   std::lock_guard lock(mutex_);
   const uint64_t id = next_job_++;
-  loads_.push_back({id, std::move(keys), std::move(layout), std::chrono::steady_clock::now()});
+  loads_.push_back({id, owner, std::move(keys), std::move(layout), std::chrono::steady_clock::now()});
   read_work_.notify_one();
   return id;
 }
 
-std::vector<TierLoadDone> DiskTier::take_loaded() {
+std::vector<TierLoadDone> DiskTier::take_loaded(uint64_t owner) {
   std::lock_guard lock(mutex_);
-  return std::exchange(loaded_, {});
+  std::vector<TierLoadDone> out;
+  for (auto it = loaded_.begin(); it != loaded_.end();) {
+    if (it->first == owner) {
+      out.push_back(std::move(it->second));
+      it = loaded_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return out;
 }
 
-bool DiskTier::wait_loaded(std::chrono::steady_clock::time_point deadline) {
+bool DiskTier::wait_loaded(std::chrono::steady_clock::time_point deadline, uint64_t owner) {
   std::unique_lock lock(mutex_);
-  return done_.wait_until(lock, deadline, [&] { return !loaded_.empty(); });
+  return done_.wait_until(lock, deadline, [&] {
+    return std::any_of(loaded_.begin(), loaded_.end(), [&](const auto& done) { return done.first == owner; });
+  });
 }
 
 void DiskTier::set_retention(const BlockHash& key, const TierRetention& retention) {
@@ -540,7 +551,7 @@ void DiskTier::do_load(LoadJob job) {
     seconds_per_block_ =
         seconds_per_block_ == 0 ? per_block : (1 - kAverageWeight) * seconds_per_block_ + kAverageWeight * per_block;
   }
-  loaded_.push_back(std::move(done));
+  loaded_.emplace_back(job.owner, std::move(done));
   done_.notify_all();
 }
 

@@ -106,12 +106,13 @@ class DiskTier {
   // the budget; an entry whose key is already stored is only touched.
   bool write(TierEntryHeader header, std::vector<uint8_t> payload);
 
-  // Queues a read of `keys` (a chain, first block first) whose payloads must have `layout`; loads go before writes.
-  // The result (the verified leading blocks) arrives through take_loaded(). Returns the job id.
-  uint64_t load(std::vector<BlockHash> keys, std::string layout);
-  std::vector<TierLoadDone> take_loaded();
-  // Waits until a load is done or `deadline` passes; true when take_loaded() has something.
-  bool wait_loaded(std::chrono::steady_clock::time_point deadline);
+  // Queues a read of `keys` (a chain, first block first) whose payloads must have `layout`, for `owner` (any id
+  // that tells the tier's users apart, e.g. one per engine: several models may share one tier). The result (the
+  // verified leading blocks) arrives through take_loaded(owner). Returns the job id.
+  uint64_t load(std::vector<BlockHash> keys, std::string layout, uint64_t owner = 0);
+  std::vector<TierLoadDone> take_loaded(uint64_t owner = 0);
+  // Waits until a load of `owner` is done or `deadline` passes; true when take_loaded(owner) has something.
+  bool wait_loaded(std::chrono::steady_clock::time_point deadline, uint64_t owner = 0);
 
   // Changes an entry's retention (in memory and in its file, in place).
   void set_retention(const BlockHash& key, const TierRetention& retention);
@@ -145,6 +146,7 @@ class DiskTier {
   };
   struct LoadJob {
     uint64_t id;
+    uint64_t owner;
     std::vector<BlockHash> keys;
     std::string layout;
     std::chrono::steady_clock::time_point queued;
@@ -180,7 +182,7 @@ class DiskTier {
   std::unordered_map<BlockHash, EvictOrder> evict_key_;
   std::deque<WriteJob> writes_;
   std::deque<LoadJob> loads_;
-  std::vector<TierLoadDone> loaded_;
+  std::vector<std::pair<uint64_t, TierLoadDone>> loaded_;  // (owner, result)
   int64_t queued_write_bytes_ = 0;
   int64_t reserved_bytes_ = 0;  // a write in progress
   bool writing_ = false;
