@@ -5,6 +5,7 @@
 //   POST /v1/chat/completions, /v1/completions   parse → template → tokenize → EngineLoop::submit → JSON or SSE
 //   GET  /v1/models, /v1/models/{id}, /health, /metrics;  POST /tokenize (token ids of a text, llama.cpp style)
 //   GET  /v1/kv/plan;  POST /v1/cache/explain (what the prefix cache holds of a prompt and why reuse would stop)
+//   GET  /, /dashboard (the live page, no key needed);  /v1/stats (the page's JSON);  /v1/cache (cached prefixes)
 //
 // Every error leaves as an OpenAI error object with its status; a route that throws becomes a 500 (the transport's
 // worker catches it). With an API key, every endpoint except /health needs "Authorization: Bearer KEY".
@@ -30,6 +31,7 @@
 #include "server/metrics.h"
 #include "server/model_names.h"
 #include "server/openai_json.h"
+#include "server/stats_history.h"
 
 namespace hearth::server {
 
@@ -69,7 +71,7 @@ class HttpServer {
   using Route = std::function<HttpResponse(const HttpRequest&)>;
   struct RouteEntry {
     std::string method;
-    std::string path;  // exact, or a prefix when it ends in '/'
+    std::string path;  // exact, or a prefix when it ends in '/' (except "/" itself)
     Route route;
   };
   // A request's prompt ids, and what the answer memory needs to remember its answer.
@@ -90,6 +92,12 @@ class HttpServer {
   HttpResponse handle_kv_plan(const HttpRequest& req);
   HttpResponse handle_tokenize(const HttpRequest& req);
   HttpResponse handle_cache_explain(const HttpRequest& req);
+  // The dashboard (dashboard.cpp): the page, GET /v1/stats, GET /v1/cache, and the 1 s sampler's tick.
+  HttpResponse handle_dashboard_page() const;
+  HttpResponse handle_stats(const HttpRequest& req);
+  HttpResponse handle_cache(const HttpRequest& req);
+  void sample_stats();
+  double seconds_since_start() const;
   // Feeds an admitted prompt to the volatile-prefix detector; logs (rate-limited) and counts what it finds.
   void observe_prompt(std::span<const TokenId> prompt, const RequestSpec& spec);
   ApiResult<BuiltPrompt> build_prompt(const CompletionRequest& request);
@@ -122,6 +130,10 @@ class HttpServer {
   std::mutex volatile_mutex_;
   VolatilePrefixDetector volatile_;  // guarded by volatile_mutex_
   AnswerMemory answers_;
+  const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  const std::string dashboard_csp_;
+  StatsHistory history_;
+  std::unique_ptr<StatsSampler> sampler_;  // after history_ and loop_, which its ticks use
   // Last: destroyed first, so no connection outlives what its routes use.
   std::unique_ptr<HttpTransport> transport_;
 };
