@@ -48,6 +48,7 @@ std::optional<double> Engine::seconds_since(uint64_t pool_clock) const {
 }
 
 CachedPrefixes Engine::cached_prefixes(const CachedPrefixQuery& query) const {
+  const auto start = RequestTimes::Clock::now();
   const CachedPrefixTree tree = kv_->cached_prefix_tree(cache_namespace(query.cache_salt), query.limits);
   CachedPrefixes out;
   out.num_blocks = tree.num_blocks;
@@ -69,6 +70,7 @@ CachedPrefixes Engine::cached_prefixes(const CachedPrefixQuery& query) const {
     e.tiers = {"ram"};
     out.entries.push_back(std::move(e));
   }
+  out.engine_ms = std::chrono::duration<double, std::milli>(RequestTimes::Clock::now() - start).count();
   return out;
 }
 

@@ -193,6 +193,7 @@ struct CachedPrefixes {
   std::vector<CachedPrefixEntry> entries;  // pre-order: a run before its branches, most recently used first
   int32_t num_blocks = 0;                  // cached blocks walked in the namespace
   bool truncated = false;                  // a limit cut the listing
+  double engine_ms = 0;                    // what the listing cost the engine's thread, in milliseconds
 };
 
 // Bounds of one listing (GET /v1/cache).

@@ -158,6 +158,7 @@ HttpResponse HttpServer::handle_cache(const HttpRequest& req) {
               {"blocks", listing->num_blocks},
               {"tokens_per_block", loop_.info().block_size},
               {"truncated", listing->truncated},
+              {"engine_ms", listing->engine_ms},
               {"max_nodes", query.limits.max_nodes},
               {"max_text_bytes", query.max_text_bytes},
               {"prefixes", std::move(entries)}};
