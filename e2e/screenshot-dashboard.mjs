@@ -1,6 +1,7 @@
-// Makes docs/dashboard.png: a `hearth serve` on stories260K, two minutes of household traffic (`hearth bench
-// household`, open loop), a pinned prompt and prompts with a timestamp at the top (a volatile-prefix warning), then
-// the page in headless Debian Chromium. Not a test (node --test does not pick it up): run it by hand,
+// Makes docs/dashboard.png: a `hearth serve` on stories260K, a pinned prompt, prompts with a timestamp at the top
+// (a volatile-prefix warning), then SECONDS of household traffic (two `hearth bench household` runs, open loop,
+// 2 turns per user); 10 s before the traffic ends, the page in headless Debian Chromium. Not a test (node --test
+// does not pick it up): run it by hand,
 //   node e2e/screenshot-dashboard.mjs [OUT.png] [SECONDS]
 import { spawn } from 'node:child_process';
 import path from 'node:path';
@@ -24,7 +25,7 @@ async function complete(server, body) {
   if (res.status !== 200) throw new Error(`completion: HTTP ${res.status}`);
 }
 
-const server = await startServer(['--kv-memory', '4MiB']);
+const server = await startServer();
 try {
   await complete(server, {
     prompt: 'House rules: shoes off at the door, dinner at six, and the dog is not allowed on the sofa. ' +
@@ -36,11 +37,13 @@ try {
   for (const [i, t] of ['10:01:07', '10:02:44', '10:03:15', '10:04:52', '10:05:30'].entries()) {
     await complete(server, { prompt: `Time ${t}.${shared} Question ${i}: what happened next?` });
   }
-  const common = ['--prefix-tokens', '60', '--question-tokens', '6', '--max-tokens', '12', '--duration', String(seconds)];
-  await Promise.all([
-    bench(server.baseURL, ['--users', '6', '--turns', '40', '--rate', '2', '--seed', '1', ...common]),
-    bench(server.baseURL, ['--users', '3', '--turns', '40', '--rate', '0.5', '--seed', '2', ...common]),
+  const common = ['--turns', '2', '--prefix-tokens', '60', '--question-tokens', '6', '--max-tokens', '12',
+    '--duration', String(seconds)];
+  const traffic = Promise.all([
+    bench(server.baseURL, ['--users', String(2 * seconds), '--rate', '2', '--seed', '1', ...common]),
+    bench(server.baseURL, ['--users', String(seconds), '--rate', '1', '--seed', '2', ...common]),
   ]);
+  await new Promise((r) => setTimeout(r, 1000 * Math.max(0, seconds - 10)));
   const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--no-sandbox'] });
   const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
   await page.goto(`${server.baseURL}/`);
@@ -49,6 +52,7 @@ try {
   await page.screenshot({ path: out, fullPage: true });
   await browser.close();
   console.log(`wrote ${out}`);
+  await traffic;
 } finally {
   await server.stop();
 }

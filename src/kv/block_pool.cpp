@@ -166,8 +166,8 @@ void BlockPool::check_invariants() const {
   HEARTH_CHECK(num_keyed == static_cast<int32_t>(index_.size()), "index has {} keys, blocks hold {}", index_.size(),
                num_keyed);
   HEARTH_CHECK(num_children == index_.size(), "children lists hold {} blocks, index {}", num_children, index_.size());
-  HEARTH_CHECK(num_keyed_free == num_cached_free_, "{} cached blocks are unreferenced, counter says {}",
-               num_keyed_free, num_cached_free_);
+  HEARTH_CHECK(num_keyed_free == num_cached_free_, "{} cached blocks are unreferenced, counter says {}", num_keyed_free,
+               num_cached_free_);
   HEARTH_CHECK(num_in_use + num_free_ == n, "in use {} + free {} != total {}", num_in_use, num_free_, n);
 }
 

@@ -82,8 +82,8 @@ struct CachedPrefixNode {
 };
 
 struct CachedPrefixLimits {
-  int32_t max_nodes = 256;         // nodes listed at most (the rest is counted, not listed)
-  int32_t max_node_tokens = 48;    // token ids kept per node
+  int32_t max_nodes = 256;              // nodes listed at most (beyond: CachedPrefixTree::truncated)
+  int32_t max_node_tokens = 48;         // token ids kept per node
   int32_t max_blocks_walked = 1 << 16;  // bound on the walk itself
 };
 

@@ -22,8 +22,10 @@ json kv_state_json(const EngineStats& s, const KvPlan& plan) {
   const int64_t cached = s.num_blocks_cached_free;
   const int64_t empty = s.num_blocks_free - s.num_blocks_cached_free;
   auto by = [&](int64_t per_block) {
-    return json{{"running", running * per_block}, {"pinned", s.num_blocks_pinned * per_block},
-                {"cached", cached * per_block},   {"free", empty * per_block},
+    return json{{"running", running * per_block},
+                {"pinned", s.num_blocks_pinned * per_block},
+                {"cached", cached * per_block},
+                {"free", empty * per_block},
                 {"total", s.num_blocks_total * per_block}};
   };
   return {{"blocks", by(1)},

@@ -34,9 +34,9 @@ struct VolatileWarning {
 
 class StatsHistory {
  public:
-  static constexpr double kWindowS = 300;      // 5 minutes
-  static constexpr size_t kMaxSamples = 301;   // one per second over the window, both ends included
-  static constexpr size_t kMaxTtfts = 4096;    // requests in the TTFT window, at most
+  static constexpr double kWindowS = 300;     // 5 minutes
+  static constexpr size_t kMaxSamples = 301;  // one per second over the window, both ends included
+  static constexpr size_t kMaxTtfts = 4096;   // requests in the TTFT window, at most
   static constexpr size_t kMaxWarnings = 16;
   static constexpr double kThroughputWindowS = 10;  // prefill and decode tokens/s over the last 10 s
   // TTFT histogram upper bounds in milliseconds; a last bucket (+Inf) holds the rest.

@@ -57,7 +57,7 @@ TEST(StatsHistory, NoSamplesMeansZeroThroughputAndNoSeries) {
 TEST(StatsHistory, TtftPercentilesAreNearestRankAndBucketsCountEachRequestOnce) {
   StatsHistory h;
   for (int i = 1; i <= 20; ++i) h.record_ttft(100, i / 1000.0);  // 1..20 ms
-  h.record_ttft(100, 30.0);                                        // 30 s: beyond every bound
+  h.record_ttft(100, 30.0);                                      // 30 s: beyond every bound
   const auto j = h.to_json(100, {}, "");
   EXPECT_EQ(j["ttft"]["count"], 21);
   EXPECT_DOUBLE_EQ(j["ttft"]["p50_ms"].get<double>(), 11);  // rank ceil(10.5) = 11
