@@ -118,7 +118,7 @@ class Engine {
 
   BlockHash cache_namespace(const std::string& cache_salt) const;
   // Records when the block pool's logical clock had which value (once per 0.25 s at most, the last 20 minutes), so
-  // cached_prefixes can tell a block's last use in seconds. Called after every step.
+  // cached_prefixes can tell a block's last use in seconds. Called after every step and abort.
   void note_pool_clock();
   std::optional<double> seconds_since(uint64_t pool_clock) const;
   // The namespaces a miss in `ns` may be explained by (different_salt): the unsalted one, for a salted `ns`; never

@@ -8,7 +8,8 @@
 //   GET  /, /dashboard (the live page, no key needed);  /v1/stats (the page's JSON);  /v1/cache (cached prefixes)
 //
 // Every error leaves as an OpenAI error object with its status; a route that throws becomes a 500 (the transport's
-// worker catches it). With an API key, every endpoint except /health needs "Authorization: Bearer KEY".
+// worker catches it). With an API key, every endpoint except /health and the dashboard page (/, /dashboard) needs
+// "Authorization: Bearer KEY".
 // A generation is a ResponseSource driven by engine events: no thread waits for it, and a client that leaves (a
 // stream or not) aborts its request, whose blocks return to the pool within one engine step.
 
