@@ -21,7 +21,7 @@ test('the right key works', async () => {
   assert.equal((await server.client(KEY).models.list()).data.length, 1);
 });
 
-test('a wrong or missing key is a 401 on every endpoint except /health', async () => {
+test('a wrong or missing key is a 401 on every endpoint except /health and the dashboard page', async () => {
   for (const key of ['sk-wrong', KEY + 'x', KEY.slice(0, -1)]) {
     await assert.rejects(server.client(key).completions.create({ prompt: 'x', max_tokens: 1 }), (err) => {
       assert.ok(err instanceof OpenAI.AuthenticationError);
@@ -34,6 +34,8 @@ test('a wrong or missing key is a 401 on every endpoint except /health', async (
   for (const [method, path] of [
     ['GET', '/v1/models'],
     ['GET', '/metrics'],
+    ['GET', '/v1/stats'],
+    ['GET', '/v1/cache'],
     ['POST', '/v1/chat/completions'],
     ['POST', '/v1/completions'],
   ]) {
@@ -42,6 +44,8 @@ test('a wrong or missing key is a 401 on every endpoint except /health', async (
     assert.match((await res.json()).error.message, /API key/);
   }
   assert.equal((await fetch(`${server.baseURL}/health`)).status, 200);
+  // The dashboard page holds no data; it asks for the key (e2e/dashboard.test.mjs).
+  for (const page of ['/', '/dashboard']) assert.equal((await fetch(server.baseURL + page)).status, 200, page);
   const m = await fetch(`${server.baseURL}/metrics`, { headers: { Authorization: `Bearer ${KEY}` } });
   assert.equal(m.status, 200);
 });

@@ -181,6 +181,7 @@ SubmitResult<RequestId> Engine::add_request(RequestSpec spec) {
 void Engine::abort(RequestId id, std::optional<RuntimeError> cause) {
   if (scheduler_->find(id) == nullptr) return;
   pending_outputs_.push_back(finish_request(id, FinishReason::kAborted, {}, std::move(cause)));
+  note_pool_clock();
 }
 
 EngineStats Engine::stats() const {
@@ -191,6 +192,7 @@ EngineStats Engine::stats() const {
   s.num_blocks_pinned = kv_->num_blocks_pinned();
   s.num_blocks_cached = pool.num_blocks_cached();
   s.num_blocks_free = pool.num_blocks_free();
+  s.num_blocks_cached_free = pool.num_blocks_cached_free();
   s.num_evictions = pool.num_evictions();
   s.num_preemptions = scheduler_->num_preemptions();
   s.num_running = scheduler_->num_running();
@@ -226,6 +228,7 @@ std::vector<RequestOutput> Engine::step() {
   scheduler_->update(plan, sampled);
   tiers_->persist_new_blocks();
   process_outputs(plan, sampled, outputs);
+  note_pool_clock();
   return outputs;
 }
 

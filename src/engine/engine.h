@@ -82,6 +82,8 @@ class Engine {
   // What the cache holds of `prompt` under `cache_salt`, and why reuse would stop where it does. Read-only.
   [[nodiscard]] CacheReport explain_prompt(std::span<const TokenId> prompt, const std::string& cache_salt,
                                            bool use_cache = true) const;
+  // The cached prefixes of query.cache_salt's namespace only, as a bounded tree with text. Read-only.
+  [[nodiscard]] CachedPrefixes cached_prefixes(const CachedPrefixQuery& query) const;
   // Removes a pin; false when no pin has this key.
   bool unpin(const BlockHash& key) { return kv_->unpin(key); }
 
@@ -121,6 +123,10 @@ class Engine {
                                std::optional<RuntimeError> runtime_error = std::nullopt);
 
   BlockHash cache_namespace(const std::string& cache_salt) const;
+  // Records when the block pool's logical clock had which value (once per 0.25 s at most, the last 20 minutes), so
+  // cached_prefixes can tell a block's last use in seconds. Called after every step and abort.
+  void note_pool_clock();
+  std::optional<double> seconds_since(uint64_t pool_clock) const;
   // The namespaces a miss in `ns` may be explained by (different_salt): the unsalted one, for a salted `ns`; never
   // another salt's (tenant isolation, README "Security and limits").
   std::vector<BlockHash> other_namespaces(const BlockHash& ns) const;
@@ -142,6 +148,11 @@ class Engine {
   std::function<void(RequestId, std::span<const float>)> logits_observer_;
   EngineCounters counters_;
   uint64_t next_request_id_ = 1;
+  struct ClockTime {
+    uint64_t clock = 0;
+    RequestTimes::Clock::time_point time;
+  };
+  std::deque<ClockTime> clock_times_;  // increasing in both; see note_pool_clock
   // Batch buffers, reused every step.
   std::vector<TokenId> batch_tokens_;
   std::vector<BatchSequence> batch_seqs_;

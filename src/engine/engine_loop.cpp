@@ -137,6 +137,12 @@ std::optional<CacheReport> EngineLoop::explain_prompt(std::span<const TokenId> p
   return out;
 }
 
+std::optional<CachedPrefixes> EngineLoop::cached_prefixes(const CachedPrefixQuery& query) {
+  std::optional<CachedPrefixes> out;
+  run_on_loop([&](Engine& engine) { out = engine.cached_prefixes(query); });
+  return out;
+}
+
 bool EngineLoop::run_on_loop(const std::function<void(Engine&)>& fn) {
   std::mutex done_mutex;
   std::condition_variable done_cv;

@@ -87,6 +87,9 @@ class EngineLoop {
   std::optional<CacheReport> explain_prompt(std::span<const TokenId> prompt, const std::string& cache_salt,
                                             bool use_cache);
 
+  // The cached prefixes of one namespace (query.cache_salt), read between steps; nullopt once stopped.
+  std::optional<CachedPrefixes> cached_prefixes(const CachedPrefixQuery& query);
+
   // Runs `fn` on the loop thread between steps and waits for it (tests, admin calls). False, without running it,
   // once the loop has stopped.
   bool run_on_loop(const std::function<void(Engine&)>& fn);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kv/disk_tier.h"
+#include "kv/kv_cache_manager.h"
 #include "kv/kv_plan.h"
 #include "kv/prefix_explain.h"
 #include "sched/admission.h"
@@ -171,6 +172,7 @@ struct EngineStats {
   int64_t num_blocks_pinned = 0;  // of which held by pins
   int64_t num_blocks_cached = 0;  // in the prefix index (in use or not)
   int64_t num_blocks_free = 0;    // unreferenced: empty or cached, reusable
+  int64_t num_blocks_cached_free = 0;  // of the free ones, still cached (a later prompt may reuse them)
   uint64_t num_evictions = 0;
   uint64_t num_preemptions = 0;
   int32_t num_running = 0;
@@ -185,6 +187,37 @@ struct EngineStats {
   uint64_t num_finished = 0;
   std::optional<DiskTierStats> disk;  // set when the engine has a disk tier
   TierLinkCounters tier_link;
+};
+
+// One namespace's cached prefixes as a tree (Engine::cached_prefixes; kv's CachedPrefixTree with text and times).
+struct CachedPrefixEntry {
+  int32_t parent = -1;  // index into CachedPrefixes::entries; -1 for a prefix's first run of blocks
+  std::string text;     // the run's first tokens as text (control tokens rendered), cut at a UTF-8 boundary
+  bool text_truncated = false;
+  int32_t num_tokens = 0;    // tokens in the run
+  int32_t depth_tokens = 0;  // tokens from the prompt's start to the run's end
+  int32_t num_blocks = 0;
+  int32_t num_blocks_pinned = 0;
+  int32_t num_blocks_in_use = 0;
+  uint32_t num_hits = 0;  // prefix hits on the run's first block since it was cached
+  // Seconds since any of its blocks was last used (to the engine's 0.25 s resolution); unset when older than the
+  // engine's record of its clock (see Engine::note_pool_clock).
+  std::optional<double> idle_s;
+  std::vector<std::string> tiers;  // where its KV lives: "ram" (the block pool) is the only tier so far
+};
+
+struct CachedPrefixes {
+  std::vector<CachedPrefixEntry> entries;  // pre-order: a run before its branches, most recently used first
+  int32_t num_blocks = 0;                  // cached blocks walked in the namespace
+  bool truncated = false;                  // a limit cut the listing
+  double engine_ms = 0;                    // what the listing cost the engine's thread, in milliseconds
+};
+
+// Bounds of one listing (GET /v1/cache).
+struct CachedPrefixQuery {
+  std::string cache_salt;  // the namespace listed; empty: the unsalted one. Never any other.
+  CachedPrefixLimits limits;
+  size_t max_text_bytes = 160;  // per entry
 };
 
 // The one validation of a request, against the engine's facts and its admission limits now: token ids, sampling,

@@ -21,6 +21,7 @@ void BlockPool::queue_push_front(int32_t i) {
   if (free_tail_ < 0) free_tail_ = i;
   b.in_free_queue = true;
   ++num_free_;
+  num_cached_free_ += b.has_key ? 1 : 0;
 }
 
 void BlockPool::queue_push_back(int32_t i) {
@@ -32,6 +33,7 @@ void BlockPool::queue_push_back(int32_t i) {
   if (free_head_ < 0) free_head_ = i;
   b.in_free_queue = true;
   ++num_free_;
+  num_cached_free_ += b.has_key ? 1 : 0;
 }
 
 void BlockPool::queue_remove(int32_t i) {
@@ -44,6 +46,7 @@ void BlockPool::queue_remove(int32_t i) {
   b.prev_free = b.next_free = -1;
   b.in_free_queue = false;
   --num_free_;
+  num_cached_free_ -= b.has_key ? 1 : 0;
 }
 
 void BlockPool::evict(int32_t i) {
@@ -54,6 +57,7 @@ void BlockPool::evict(int32_t i) {
   b.key = {};
   b.parent_key = {};
   b.tokens.clear();
+  b.num_hits = 0;
   ++num_evictions_;
 }
 
@@ -72,6 +76,12 @@ void BlockPool::touch(BlockId id) {
   if (b.ref_cnt == 0) queue_remove(id.value);
   ++b.ref_cnt;
   b.last_used = ++clock_;
+}
+
+void BlockPool::record_hit(BlockId id) {
+  BlockMeta& b = blocks_[id.value];
+  HEARTH_CHECK(b.has_key, "record_hit() of uncached block {}", id.value);
+  ++b.num_hits;
 }
 
 void BlockPool::release(BlockId id) {
@@ -93,6 +103,7 @@ bool BlockPool::cache(BlockId id, const BlockHash& key, const BlockHash& parent_
   b.key = key;
   b.parent_key = parent_key;
   b.tokens.assign(tokens.begin(), tokens.end());
+  b.num_hits = 0;
   index_.insert(key, parent_key, id);
   return true;
 }
@@ -130,7 +141,7 @@ void BlockPool::check_invariants() const {
   }
   HEARTH_CHECK(prev == free_tail_, "free queue tail is {}, list ends at {}", free_tail_, prev);
   HEARTH_CHECK(count == num_free_, "free queue holds {} blocks, counter says {}", count, num_free_);
-  int32_t num_keyed = 0, num_in_use = 0;
+  int32_t num_keyed = 0, num_in_use = 0, num_keyed_free = 0;
   const size_t num_children = index_.num_children_entries();
   for (int32_t i = 0; i < n; ++i) {
     const BlockMeta& b = blocks_[i];
@@ -140,6 +151,7 @@ void BlockPool::check_invariants() const {
     num_in_use += b.ref_cnt > 0;
     if (!b.has_key) continue;
     ++num_keyed;
+    num_keyed_free += b.in_free_queue ? 1 : 0;
     HEARTH_CHECK(index_.find(b.key) == BlockId{i}, "cached block {} is not indexed under its key", i);
     auto kids = cached_children(b.parent_key);
     HEARTH_CHECK(std::find(kids.begin(), kids.end(), BlockId{i}) != kids.end(), "block {} missing from children", i);
@@ -154,6 +166,8 @@ void BlockPool::check_invariants() const {
   HEARTH_CHECK(num_keyed == static_cast<int32_t>(index_.size()), "index has {} keys, blocks hold {}", index_.size(),
                num_keyed);
   HEARTH_CHECK(num_children == index_.size(), "children lists hold {} blocks, index {}", num_children, index_.size());
+  HEARTH_CHECK(num_keyed_free == num_cached_free_, "{} cached blocks are unreferenced, counter says {}", num_keyed_free,
+               num_cached_free_);
   HEARTH_CHECK(num_in_use + num_free_ == n, "in use {} + free {} != total {}", num_in_use, num_free_, n);
 }
 

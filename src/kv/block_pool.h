@@ -35,6 +35,7 @@ struct BlockMeta {
   BlockHash parent_key;         // meaningful when has_key
   std::vector<TokenId> tokens;  // the block's tokens when has_key: a hash hit is confirmed against them
   uint64_t last_used = 0;       // logical clock of the last touch or release
+  uint32_t num_hits = 0;        // prefix hits (admissions that shared or copied it) since it was cached
   bool in_free_queue = false;
   int32_t prev_free = -1;
   int32_t next_free = -1;
@@ -49,6 +50,8 @@ class BlockPool {
   int32_t num_blocks_free() const { return num_free_; }  // unreferenced: free + cached
   int32_t num_blocks_cached() const { return static_cast<int32_t>(index_.size()); }
   int32_t num_blocks_in_use() const { return num_blocks_total() - num_free_; }
+  int32_t num_blocks_cached_free() const { return num_cached_free_; }  // unreferenced and still cached
+  uint64_t clock() const { return clock_; }  // the logical clock BlockMeta::last_used is read against
   uint64_t num_evictions() const { return num_evictions_; }
   const BlockMeta& meta(BlockId id) const { return blocks_[id.value]; }
 
@@ -63,6 +66,9 @@ class BlockPool {
 
   // Adds a reference (a prefix hit, a copy source, a pin). An unreferenced block leaves the free queue.
   void touch(BlockId id);
+
+  // Counts a prefix hit on a cached block (BlockMeta::num_hits); no reference changes. Requires has_key.
+  void record_hit(BlockId id);
 
   // Drops a reference. At zero the block joins the free queue: at the back when cached, else the front.
   // Requires ref_cnt > 0.
@@ -99,6 +105,7 @@ class BlockPool {
   int32_t free_head_ = -1;
   int32_t free_tail_ = -1;
   int32_t num_free_ = 0;
+  int32_t num_cached_free_ = 0;  // blocks in the free queue that have a key
   uint64_t clock_ = 0;
   uint64_t num_evictions_ = 0;
   PrefixIndex index_;

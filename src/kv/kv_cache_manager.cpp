@@ -87,6 +87,8 @@ std::optional<AdmitResult> KvCacheManager::admit(RequestId id, const BlockHash& 
   }
   seqs_.emplace(id, std::move(seq));
   if (use_cache) {
+    for (BlockId b : match.blocks) pool_.record_hit(b);
+    if (match.partial_block) pool_.record_hit(*match.partial_block);
     counters_.num_queries++;
     counters_.num_query_tokens += tokens.size();
     counters_.num_hit_tokens += match.num_tokens();

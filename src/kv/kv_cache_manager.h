@@ -71,6 +71,40 @@ struct NewlyCachedBlock {
   int32_t depth = 0;  // index in its chain
 };
 
+// A read-only view of one namespace's cached prefixes as a tree (KvCacheManager::cached_prefix_tree). A node is a
+// run of cached blocks where nothing branches (a radix-tree edge); it ends where the cached chains part, or at a
+// leaf. Cached chains A→B→C, A→B→D and A→E:
+//
+//   [A] ─┬─ [B] ─┬─ [C]     node 0: [A], parent -1    node 1: [B], parent 0    node 4: [E], parent 0
+//        │       └─ [D]     node 2: [C], parent 1     node 3: [D], parent 1
+//        └─ [E]             (with only A→B→C cached: one node [A B C])
+//
+// A node is listed before its children (pre-order, most recently used child first).
+struct CachedPrefixNode {
+  int32_t parent = -1;          // index into CachedPrefixTree::nodes; -1 under the namespace's root
+  std::vector<TokenId> tokens;  // the node's own first tokens, at most CachedPrefixLimits::max_node_tokens
+  int32_t num_tokens = 0;       // tokens in the node's blocks (a partly filled tail block counts its tokens)
+  int32_t depth_tokens = 0;     // tokens from the root to the node's end: the cached prefix's length
+  int32_t num_blocks = 0;
+  int32_t num_blocks_pinned = 0;  // of the node's blocks, held by pins
+  int32_t num_blocks_in_use = 0;  // referenced now (running requests, pins, copies)
+  uint32_t num_hits = 0;          // prefix hits on the node's first block since it was cached
+  uint64_t last_used = 0;         // BlockPool logical clock: the latest use of any of its blocks
+};
+
+struct CachedPrefixLimits {
+  int32_t max_nodes = 256;              // nodes listed at most (beyond: CachedPrefixTree::truncated)
+  int32_t max_node_tokens = 48;         // token ids kept per node
+  int32_t max_blocks_walked = 1 << 16;  // bound on the walk itself
+};
+
+struct CachedPrefixTree {
+  std::vector<CachedPrefixNode> nodes;
+  int32_t num_blocks = 0;  // blocks walked (all the namespace's cached blocks unless truncated)
+  bool truncated = false;  // a limit cut the listing
+  uint64_t clock = 0;      // the pool's clock when read (last_used is compared against it)
+};
+
 struct CacheCounters {
   uint64_t num_queries = 0;        // sequences admitted with the cache enabled
   uint64_t num_query_tokens = 0;   // prompt tokens those sequences asked for
@@ -141,6 +175,10 @@ class KvCacheManager {
 
   bool is_active(RequestId id) const { return seqs_.contains(id); }
   std::span<const BlockId> block_table(RequestId id) const;
+
+  // The cached prefixes of namespace `ns` only (never another namespace's: tenant isolation), as a tree bounded by
+  // `limits`. Read-only; costs O(blocks walked).
+  [[nodiscard]] CachedPrefixTree cached_prefix_tree(const BlockHash& ns, const CachedPrefixLimits& limits) const;
 
   // Pins the cached full blocks of `tokens` so they are never evicted. Fails when nothing of the prefix is
   // cached yet, or when the pin would exceed max_pinned_blocks (the message has the numbers).

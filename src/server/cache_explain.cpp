@@ -49,6 +49,7 @@ void HttpServer::observe_prompt(std::span<const TokenId> prompt, const RequestSp
   metrics_.record_volatile_prefix(r.tokens_lost, finding->warn);
   if (!finding->warn) return;
   const std::string text = token_excerpt(tokenizer_, prompt, r.begin, std::min(r.end, r.begin + 2 * kExcerptTokens));
+  history_.record_warning({seconds_since_start(), spec.cache_salt, r, text});
   spdlog::warn(
       "volatile prompt prefix: tokens {}..{} ({:?}) differ in {} recent requests that share the {} tokens "
       "after them, so each request recomputes about {} tokens; move the changing part after the shared "

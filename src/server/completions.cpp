@@ -140,6 +140,7 @@ void HttpServer::record_finish(Generation& gen, RequestOutput& out, size_t choic
   if (choice == 0 && gen.meta().answer_tokens_reused > 0)
     metrics_.record_answer_tokens_reused(gen.meta().answer_tokens_reused);
   if (out.usage.reuse.reason) metrics_.record_reuse_stop(reuse_stop_name(*out.usage.reuse.reason));
+  history_.record_ttft(seconds_since_start(), out.usage.ttft_ms / 1000.0);
   metrics_.record_request(gen.request().endpoint == Endpoint::kChat ? "chat" : "completions",
                           finish_reason_text(out.finish_reason), out.usage.ttft_ms / 1000.0,
                           out.usage.total_ms / 1000.0);

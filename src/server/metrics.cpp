@@ -205,6 +205,18 @@ void Metrics::render_server(std::string& out) const {
           answer_tokens_);
 }
 
+ServerCounts Metrics::counts() const {
+  std::lock_guard lock(mutex_);
+  ServerCounts c;
+  for (const auto& [key, n] : requests_) c.num_requests += n;
+  c.num_disconnects = disconnects_;
+  c.reuse_stops = reuse_stops_;
+  c.num_volatile_requests = volatile_requests_;
+  c.num_volatile_warnings = volatile_warnings_;
+  c.volatile_tokens_lost = volatile_tokens_lost_;
+  return c;
+}
+
 void Metrics::record_reuse_stop(const std::string& reason) {
   std::lock_guard lock(mutex_);
   reuse_stops_[reason]++;

@@ -29,6 +29,16 @@ class Histogram {
   uint64_t count_ = 0;
 };
 
+// The server's own counters at one instant (GET /v1/stats).
+struct ServerCounts {
+  uint64_t num_requests = 0;  // finished requests, every endpoint and finish reason (sum of hearth_requests_total)
+  uint64_t num_disconnects = 0;
+  std::map<std::string, uint64_t> reuse_stops;  // reason -> finished requests
+  uint64_t num_volatile_requests = 0;
+  uint64_t num_volatile_warnings = 0;
+  int64_t volatile_tokens_lost = 0;
+};
+
 class Metrics {
  public:
   Metrics();
@@ -45,6 +55,8 @@ class Metrics {
   void record_volatile_prefix(int64_t tokens_lost, bool warned);
   // A prompt built with `tokens` generated ids of a remembered answer (see answer_memory.h).
   void record_answer_tokens_reused(int64_t tokens);
+
+  [[nodiscard]] ServerCounts counts() const;
 
   // The whole exposition: the engine's counters and pool (`stats`, read on the loop thread) and its KV plan first,
   // then the server's own series.

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <ctime>
 
+#include "server/dashboard_page.h"
 #include "server/kv_plan_json.h"
 #include "server/tokenize_request.h"
 #include "util/log.h"
@@ -49,8 +50,10 @@ HttpServer::HttpServer(ServerConfig config, EngineLoop& loop, const Tokenizer& t
       chat_(chat),
       model_names_{loop.info().model_id, config_.model_aliases, config_.strict_model_names},
       volatile_(config_.volatile_prefix),
-      answers_(tokenizer, config_.answer_memory_entries) {
+      answers_(tokenizer, config_.answer_memory_entries),
+      dashboard_csp_(dashboard_csp(dashboard_html())) {
   install_routes();
+  sampler_ = std::make_unique<StatsSampler>(std::chrono::seconds(1), [this] { sample_stats(); });
   transport_ = std::make_unique<HttpTransport>(
       config_.http, [this](const HttpRequest& req) { return handle(req); },
       [this](int status, const std::string& message) {
@@ -61,6 +64,7 @@ HttpServer::HttpServer(ServerConfig config, EngineLoop& loop, const Tokenizer& t
 
 HttpServer::~HttpServer() {
   transport_.reset();
+  sampler_.reset();
 }
 
 HttpResponse HttpServer::json_response(const json& body) {
@@ -79,7 +83,9 @@ HttpResponse HttpServer::error_response(const ApiError& error) {
 }
 
 std::optional<HttpResponse> HttpServer::check_auth(const HttpRequest& req) {
-  if (req.path == "/health" || config_.api_key.empty()) return std::nullopt;
+  // The dashboard page itself holds no data: it asks for the key and sends it with every request it makes.
+  const bool open = req.path == "/health" || (req.method == "GET" && (req.path == "/" || req.path == "/dashboard"));
+  if (open || config_.api_key.empty()) return std::nullopt;
   const auto header = req.header("Authorization");
   if (header && bearer_matches(*header, config_.api_key)) return std::nullopt;
   return error_response(
@@ -94,7 +100,7 @@ HttpResponse HttpServer::handle(const HttpRequest& req) {
   if (auto refused = check_auth(req)) return *refused;
   bool path_known = false;
   for (const RouteEntry& r : routes_) {
-    const bool prefix = r.path.back() == '/';
+    const bool prefix = r.path.size() > 1 && r.path.back() == '/';
     const bool match = prefix ? req.path.size() > r.path.size() && req.path.starts_with(r.path) : req.path == r.path;
     if (!match) continue;
     path_known = true;
@@ -117,6 +123,10 @@ void HttpServer::install_routes() {
   add("GET", "/v1/models/", [this](const HttpRequest& req) { return handle_models(req); });
   add("GET", "/metrics", [this](const HttpRequest&) { return handle_metrics(); });
   add("GET", "/v1/kv/plan", [this](const HttpRequest& req) { return handle_kv_plan(req); });
+  add("GET", "/", [this](const HttpRequest&) { return handle_dashboard_page(); });
+  add("GET", "/dashboard", [this](const HttpRequest&) { return handle_dashboard_page(); });
+  add("GET", "/v1/stats", [this](const HttpRequest& req) { return handle_stats(req); });
+  add("GET", "/v1/cache", [this](const HttpRequest& req) { return handle_cache(req); });
   add("POST", "/tokenize", [this](const HttpRequest& req) { return handle_tokenize(req); });
   add("POST", "/v1/cache/explain", [this](const HttpRequest& req) { return handle_cache_explain(req); });
   add("POST", "/v1/cache/warm", [this](const HttpRequest& req) { return handle_cache_warm(req); });

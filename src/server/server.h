@@ -6,9 +6,11 @@
 //   GET  /v1/models, /v1/models/{id}, /health, /metrics;  POST /tokenize (token ids of a text, llama.cpp style)
 //   GET  /v1/kv/plan;  POST /v1/cache/explain (what the prefix cache holds of a prompt and why reuse would stop)
 //   POST /v1/cache/warm (prefill and pin a prefix, e.g. the house rules)
+//   GET  /, /dashboard (the live page, no key needed);  /v1/stats (the page's JSON);  /v1/cache (cached prefixes)
 //
 // Every error leaves as an OpenAI error object with its status; a route that throws becomes a 500 (the transport's
-// worker catches it). With an API key, every endpoint except /health needs "Authorization: Bearer KEY".
+// worker catches it). With an API key, every endpoint except /health and the dashboard page (/, /dashboard) needs
+// "Authorization: Bearer KEY".
 // A generation is a ResponseSource driven by engine events: no thread waits for it, and a client that leaves (a
 // stream or not) aborts its request, whose blocks return to the pool within one engine step.
 
@@ -31,6 +33,7 @@
 #include "server/metrics.h"
 #include "server/model_names.h"
 #include "server/openai_json.h"
+#include "server/stats_history.h"
 
 namespace hearth::server {
 
@@ -74,7 +77,7 @@ class HttpServer {
   using Route = std::function<HttpResponse(const HttpRequest&)>;
   struct RouteEntry {
     std::string method;
-    std::string path;  // exact, or a prefix when it ends in '/'
+    std::string path;  // exact, or a prefix when it ends in '/' (except "/" itself)
     Route route;
   };
   // A request's prompt ids, and what the answer memory needs to remember its answer.
@@ -97,6 +100,12 @@ class HttpServer {
   HttpResponse handle_cache_explain(const HttpRequest& req);
   HttpResponse handle_cache_warm(const HttpRequest& req);
   static constexpr int kMaxWarmsInFlight = 2;
+  // The dashboard (dashboard.cpp): the page, GET /v1/stats, GET /v1/cache, and the 1 s sampler's tick.
+  HttpResponse handle_dashboard_page() const;
+  HttpResponse handle_stats(const HttpRequest& req);
+  HttpResponse handle_cache(const HttpRequest& req);
+  void sample_stats();
+  double seconds_since_start() const;
   // Feeds an admitted prompt to the volatile-prefix detector; logs (rate-limited) and counts what it finds.
   void observe_prompt(std::span<const TokenId> prompt, const RequestSpec& spec);
   ApiResult<BuiltPrompt> build_prompt(const CompletionRequest& request);
@@ -130,6 +139,10 @@ class HttpServer {
   std::mutex volatile_mutex_;
   VolatilePrefixDetector volatile_;  // guarded by volatile_mutex_
   AnswerMemory answers_;
+  const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  const std::string dashboard_csp_;
+  StatsHistory history_;
+  std::unique_ptr<StatsSampler> sampler_;  // after history_ and loop_, which its ticks use
   // Last: destroyed first, so no connection outlives what its routes use.
   std::unique_ptr<HttpTransport> transport_;
 };
