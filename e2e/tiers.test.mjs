@@ -246,3 +246,29 @@ test('--warm FILE and POST /v1/cache/warm prefill and pin the house rules; after
     await second.stop();
   }
 });
+
+test('GET /v1/cache lists the disk tier\'s prefixes after a restart, each salt only its own', async () => {
+  const dir = path.join(root, 'listing');
+  const first = await startServer(['--kv-disk', dir]);
+  await complete(first, HOUSE_RULES + ' Who fed the cat?');
+  await first.client().completions.create({ prompt: 'Tom has a secret red ball. '.repeat(8), max_tokens: 4, cache_salt: 'tom' });
+  await tierSettled(first);
+  await first.stop();
+  const second = await startServer(['--kv-disk', dir]);
+  try {
+    const get = async (q) => (await fetch(`${second.baseURL}/v1/cache${q}`)).json();
+    const open = await get('');
+    assert.equal(open.disk_prefixes.length, 1, JSON.stringify(open.disk_prefixes));
+    const d = open.disk_prefixes[0];
+    assert.deepEqual(d.tiers, ['disk']); // after the restart the pool is empty
+    assert.ok(d.tokens >= 368 && d.text.includes('Once upon a time'), JSON.stringify(d));
+    assert.ok(!JSON.stringify(open).includes('secret'));
+    const tom = await get('?cache_salt=tom');
+    assert.equal(tom.disk_prefixes.length, 1);
+    assert.ok(tom.disk_prefixes[0].text.includes('secret red ball'));
+    const stats = await (await fetch(`${second.baseURL}/v1/stats`)).json();
+    assert.ok(stats.tiers.disk.blocks >= 26);
+  } finally {
+    await second.stop();
+  }
+});

@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "engine/engine.h"
 #include "engine/explain.h"
+#include "engine/kv_tiers.h"
 
 namespace hearth {
 namespace {
@@ -70,7 +73,50 @@ CachedPrefixes Engine::cached_prefixes(const CachedPrefixQuery& query) const {
     e.tiers = {"ram"};
     out.entries.push_back(std::move(e));
   }
+  if (tiers_->enabled()) out.disk = disk_prefixes(query);
   out.engine_ms = std::chrono::duration<double, std::milli>(RequestTimes::Clock::now() - start).count();
+  return out;
+}
+
+std::vector<DiskPrefixEntry> Engine::disk_prefixes(const CachedPrefixQuery& query) const {
+  constexpr size_t kMaxEntriesRead = 1 << 16;
+  const BlockHash ns = cache_namespace(query.cache_salt);
+  const std::vector<TierEntryInfo> entries = tiers_->disk()->entries(ns, kMaxEntriesRead);  // most recent first
+  std::unordered_map<BlockHash, const TierEntryInfo*> by_key;
+  std::unordered_set<BlockHash> parents;
+  for (const TierEntryInfo& e : entries) {
+    by_key.emplace(e.key, &e);
+    if (e.depth > 0) parents.insert(e.parent_key);
+  }
+  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+  std::vector<DiskPrefixEntry> out;
+  for (const TierEntryInfo& leaf : entries) {
+    if (parents.contains(leaf.key)) continue;  // continued on disk: not a chain's end
+    if (out.size() >= static_cast<size_t>(query.limits.max_nodes)) break;
+    // Up to the chain's first block; a chain missing a block on the way is not reachable, so not listed.
+    const TierEntryInfo* e = &leaf;
+    int32_t blocks = 1;
+    while (e->depth > 0) {
+      auto it = by_key.find(e->parent_key);
+      if (it == by_key.end()) break;
+      e = it->second;
+      blocks++;
+    }
+    if (e->depth != 0) continue;
+    DiskPrefixEntry d;
+    d.text = cut_utf8(token_excerpt(tokenizer_, e->tokens, 0, static_cast<int64_t>(e->tokens.size())),
+                      query.max_text_bytes, &d.text_truncated);
+    d.text_truncated |= blocks > 1;
+    d.num_blocks = blocks;
+    d.num_tokens = (leaf.depth + 1) * config_.block_size;
+    d.in_ram = kv_->pool().lookup(leaf.key, leaf.tokens).has_value();
+    d.priority = leaf.retention.priority;
+    d.hits = leaf.hits;
+    d.idle_s = static_cast<double>(std::max<int64_t>(0, now_ms - leaf.last_used_ms)) / 1000.0;
+    out.push_back(std::move(d));
+  }
   return out;
 }
 

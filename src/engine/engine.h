@@ -123,6 +123,8 @@ class Engine {
                                std::optional<RuntimeError> runtime_error = std::nullopt);
 
   BlockHash cache_namespace(const std::string& cache_salt) const;
+  // The disk tier's chains of query.cache_salt's namespace (cached_prefixes.cpp).
+  std::vector<DiskPrefixEntry> disk_prefixes(const CachedPrefixQuery& query) const;
   // Records when the block pool's logical clock had which value (once per 0.25 s at most, the last 20 minutes), so
   // cached_prefixes can tell a block's last use in seconds. Called after every step and abort.
   void note_pool_clock();

@@ -206,7 +206,20 @@ struct CachedPrefixEntry {
   std::vector<std::string> tiers;  // where its KV lives: "ram" (the block pool) is the only tier so far
 };
 
+// One chain the disk tier holds (a cached prefix from its first block to a block nothing on disk continues).
+struct DiskPrefixEntry {
+  std::string text;  // its first tokens as text
+  bool text_truncated = false;
+  int32_t num_tokens = 0;  // tokens from the prompt's start to the chain's end
+  int32_t num_blocks = 0;  // blocks of it on disk (a chain whose head was evicted from disk is not listed)
+  bool in_ram = false;     // its last block is in the block pool too
+  int32_t priority = 0;    // retention priority of its last block (100: pinned when written)
+  uint32_t hits = 0;       // loads of its last block since the server started
+  double idle_s = 0;       // seconds since its last block was last used (written or loaded)
+};
+
 struct CachedPrefixes {
+  std::vector<DiskPrefixEntry> disk;       // the disk tier's chains of the namespace, most recently used first
   std::vector<CachedPrefixEntry> entries;  // pre-order: a run before its branches, most recently used first
   int32_t num_blocks = 0;                  // cached blocks walked in the namespace
   bool truncated = false;                  // a limit cut the listing

@@ -139,6 +139,22 @@ HttpResponse HttpServer::handle_stats(const HttpRequest& req) {
                      {"warnings", counts.num_volatile_warnings},
                      {"tokens_lost_last", counts.volatile_tokens_lost}};
   out["plan"] = plan_json(info.kv_plan, info.n_ctx);
+  out["tiers"] = json::object();
+  if (stats->disk) {
+    const DiskTierStats& d = *stats->disk;
+    const TierLinkCounters& l = stats->tier_link;
+    out["tiers"]["disk"] = {{"bytes_used", d.bytes_used},
+                            {"capacity_bytes", d.capacity_bytes},
+                            {"blocks", d.num_entries},
+                            {"queued_writes", d.num_queued_writes},
+                            {"hits", d.num_loaded_blocks},
+                            {"reused_tokens", l.num_loaded_tokens},
+                            {"writes", d.num_writes},
+                            {"evictions", d.num_evictions},
+                            {"corrupt_removed", d.num_corrupt_removed},
+                            {"load_decisions", l.num_load_decisions},
+                            {"recompute_decisions", l.num_recompute_decisions}};
+  }
   HttpResponse res = json_response(out);
   no_store(res);
   return res;
@@ -155,6 +171,17 @@ HttpResponse HttpServer::handle_cache(const HttpRequest& req) {
   }
   json entries = json::array();
   for (const CachedPrefixEntry& e : listing->entries) entries.push_back(cache_entry_json(e));
+  json disk = json::array();
+  for (const DiskPrefixEntry& d : listing->disk) {
+    disk.push_back({{"text", d.text},
+                    {"text_truncated", d.text_truncated},
+                    {"tokens", d.num_tokens},
+                    {"blocks", d.num_blocks},
+                    {"tiers", d.in_ram ? json::array({"ram", "disk"}) : json::array({"disk"})},
+                    {"priority", d.priority},
+                    {"hits", d.hits},
+                    {"idle_s", d.idle_s}});
+  }
   json out = {{"object", "hearth.cache"},
               {"salted", !query.cache_salt.empty()},
               {"blocks", listing->num_blocks},
@@ -163,7 +190,8 @@ HttpResponse HttpServer::handle_cache(const HttpRequest& req) {
               {"engine_ms", listing->engine_ms},
               {"max_nodes", query.limits.max_nodes},
               {"max_text_bytes", query.max_text_bytes},
-              {"prefixes", std::move(entries)}};
+              {"prefixes", std::move(entries)},
+              {"disk_prefixes", std::move(disk)}};
   HttpResponse res = json_response(out);
   no_store(res);
   return res;
