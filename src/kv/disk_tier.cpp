@@ -221,11 +221,15 @@ void DiskTier::index_touch(const BlockHash& key, int64_t now_ms) {
   }
 }
 
-bool DiskTier::evict_one() {
+bool DiskTier::evict_one(std::vector<fs::path>* doomed) {
   if (evict_.empty()) return false;
   const BlockHash key = evict_.begin()->key;
-  std::error_code ec;
-  fs::remove(entry_path(key), ec);
+  if (doomed != nullptr) {
+    doomed->push_back(entry_path(key));  // unlinked by the caller, outside the lock
+  } else {
+    std::error_code ec;
+    fs::remove(entry_path(key), ec);
+  }
   index_erase(key);
   stats_.num_evictions++;
   return true;
@@ -285,18 +289,21 @@ bool DiskTier::wait_loaded(std::chrono::steady_clock::time_point deadline, uint6
 }
 
 void DiskTier::set_retention(const BlockHash& key, const TierRetention& retention) {
-  {
-    std::lock_guard lock(mutex_);
-    auto it = index_.find(key);
-    if (it == index_.end()) {
-      for (WriteJob& job : writes_) {  // not written yet: it will be, with this retention
-        if (job.header.key == key) job.header.retention = retention;
-      }
-      return;
+  std::lock_guard lock(mutex_);
+  auto it = index_.find(key);
+  if (it == index_.end()) {
+    for (WriteJob& job : writes_) {  // not written yet: it will be, with this retention
+      if (job.header.key == key) job.header.retention = retention;
     }
-    it->second.info.retention = retention;
-    index_touch(key, 0);  // re-keys the eviction order without changing the last use
+    return;
   }
+  it->second.info.retention = retention;
+  index_touch(key, 0);  // re-keys the eviction order without changing the last use
+  retention_updates_.emplace_back(key, retention);  // the file changes on the writer thread
+  work_.notify_one();
+}
+
+void DiskTier::write_retention(const BlockHash& key, const TierRetention& retention) {
   // The retention bytes are outside the checksum, so they change in place.
   const int fd = ::open(entry_path(key).c_str(), O_WRONLY | O_CLOEXEC);
   if (fd < 0) return;
@@ -336,7 +343,9 @@ std::vector<TierEntryInfo> DiskTier::entries(const BlockHash& ns, size_t max) co
 
 void DiskTier::flush() {
   std::unique_lock lock(mutex_);
-  done_.wait(lock, [&] { return (writes_.empty() && !writing_) || !writer_.joinable(); });
+  done_.wait(lock, [&] {
+    return (writes_.empty() && retention_updates_.empty() && !writing_) || !writer_.joinable();
+  });
 }
 
 void DiskTier::reader_main() {
@@ -356,7 +365,19 @@ void DiskTier::writer_main() {
   constexpr size_t kMaxBatch = 64;
   std::unique_lock lock(mutex_);
   for (;;) {
-    work_.wait(lock, [&] { return stopping_ || !writes_.empty(); });
+    work_.wait(lock, [&] { return stopping_ || !writes_.empty() || !retention_updates_.empty(); });
+    if (!retention_updates_.empty()) {
+      auto updates = std::exchange(retention_updates_, {});
+      writing_ = true;
+      lock.unlock();
+      for (const auto& [key, retention] : updates) write_retention(key, retention);
+      lock.lock();
+      if (writes_.empty() && retention_updates_.empty()) {
+        writing_ = false;
+        done_.notify_all();
+      }
+      continue;
+    }
     if (writes_.empty()) break;  // stopping, and everything queued is written
     std::vector<WriteJob> batch;
     while (!writes_.empty() && batch.size() < kMaxBatch) {
@@ -368,7 +389,7 @@ void DiskTier::writer_main() {
     lock.unlock();
     write_batch(std::move(batch));
     lock.lock();
-    if (writes_.empty()) {
+    if (writes_.empty() && retention_updates_.empty()) {
       writing_ = false;
       done_.notify_all();
     }
@@ -386,13 +407,14 @@ void DiskTier::write_batch(std::vector<WriteJob> jobs) {
     int64_t file_bytes = 0;
   };
   std::vector<Pending> pending;
+  std::vector<fs::path> doomed;
   for (WriteJob& job : jobs) {
     std::vector<uint8_t> bytes = encode_tier_entry(job.header, job.payload);
     const int64_t need = rounded(static_cast<int64_t>(bytes.size()));
     {
       std::lock_guard lock(mutex_);
       if (index_.contains(job.header.key)) continue;
-      while (stats_.bytes_used + need > config_.capacity_bytes && evict_one()) {
+      while (stats_.bytes_used + need > config_.capacity_bytes && evict_one(&doomed)) {
       }
       if (stats_.bytes_used + need > config_.capacity_bytes) {
         stats_.num_writes_dropped++;
@@ -401,6 +423,11 @@ void DiskTier::write_batch(std::vector<WriteJob> jobs) {
       reserved_bytes_ += need;
       stats_.bytes_used += need;  // the cap holds while the files are being written
     }
+    for (const fs::path& path : doomed) {
+      std::error_code ec;
+      fs::remove(path, ec);
+    }
+    doomed.clear();
     Pending p;
     p.final_path = entry_path(job.header.key);
     p.tmp = config_.dir / "v1" / "tmp" / fmt::format("{}.{}.{}.tmp", job.header.key.hex(), ::getpid(), next_tmp_++);
@@ -508,6 +535,12 @@ std::optional<TierBlock> DiskTier::read_entry(const BlockHash& key, const std::s
       spdlog::warn("disk tier: {} is corrupt ({}); removed", path.string(), header.error().message);
     }
   }
+  if (block) {
+    ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // the last use survives a restart as the file's mtime
+  } else {
+    std::error_code ec;
+    fs::remove(path, ec);
+  }
   std::lock_guard lock(mutex_);
   if (block) {
     auto it = index_.find(key);
@@ -515,11 +548,8 @@ std::optional<TierBlock> DiskTier::read_entry(const BlockHash& key, const std::s
       it->second.info.hits++;
       index_touch(key, unix_ms_now());
     }
-    ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // the last use survives a restart as the file's mtime
     return block;
   }
-  std::error_code ec;
-  fs::remove(path, ec);
   index_erase(key);
   if (missing) {
     stats_.num_missing++;

@@ -114,7 +114,7 @@ class DiskTier {
   // Waits until a load of `owner` is done or `deadline` passes; true when take_loaded(owner) has something.
   bool wait_loaded(std::chrono::steady_clock::time_point deadline, uint64_t owner = 0);
 
-  // Changes an entry's retention (in memory and in its file, in place).
+  // Changes an entry's retention: in memory at once, in its file (in place) on the writer thread.
   void set_retention(const BlockHash& key, const TierRetention& retention);
 
   // Measured seconds per block of finished loads (an exponential average, queueing included); 0 until measured.
@@ -159,6 +159,7 @@ class DiskTier {
   // Writes a batch: each entry to a temporary file, one syncfs for all, then the renames and directory fsyncs.
   void write_batch(std::vector<WriteJob> jobs);
   void do_load(LoadJob job);
+  void write_retention(const BlockHash& key, const TierRetention& retention);
   // Reads and verifies one indexed entry; on failure deletes it (counted). Requires mutex_ not held.
   std::optional<TierBlock> read_entry(const BlockHash& key, const std::string& layout);
   std::filesystem::path entry_path(const BlockHash& key) const;
@@ -167,7 +168,9 @@ class DiskTier {
   void index_insert(Entry e);
   void index_erase(const BlockHash& key);
   void index_touch(const BlockHash& key, int64_t now_ms);
-  bool evict_one();
+  // Evicts the first entry in eviction order; its file is unlinked now, or added to *doomed for the caller to unlink
+  // after releasing the lock.
+  bool evict_one(std::vector<std::filesystem::path>* doomed = nullptr);
 
   DiskTierConfig config_;
   int lock_fd_ = -1;
@@ -182,6 +185,7 @@ class DiskTier {
   std::unordered_map<BlockHash, EvictOrder> evict_key_;
   std::deque<WriteJob> writes_;
   std::deque<LoadJob> loads_;
+  std::vector<std::pair<BlockHash, TierRetention>> retention_updates_;  // for the writer thread
   std::vector<std::pair<uint64_t, TierLoadDone>> loaded_;  // (owner, result)
   int64_t queued_write_bytes_ = 0;
   int64_t reserved_bytes_ = 0;  // a write in progress
