@@ -137,6 +137,7 @@ class Engine {
   uint64_t next_request_id_ = 1;
   // Batch buffers, reused every step.
   std::vector<TokenId> batch_tokens_;
+  std::vector<float> masked_logits_;  // one row, for a request with a grammar
   std::vector<BatchSequence> batch_seqs_;
 };
 

@@ -11,6 +11,7 @@
 // The final RequestOutput carries the Request's facts out (usage, the token ids), so nothing is collected twice.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,6 +25,8 @@
 #include "util/ids.h"
 
 namespace hearth {
+
+class Grammar;  // engine/grammar.h
 
 // Most alternatives a request may ask logprobs for (OpenAI's top_logprobs limit).
 inline constexpr int32_t kMaxTopLogprobs = 20;
@@ -59,6 +62,11 @@ struct RequestSpec {
   // Set: every generated token comes with its TokenLogprobs and this many alternatives, in [0, kMaxTopLogprobs].
   // Unset: nothing is computed.
   std::optional<int32_t> top_logprobs;
+  // Set: constrained decoding. Every sampled token keeps the output a valid prefix of the grammar's language (the
+  // other tokens' logits are masked to -inf before sampling; logprobs still describe the raw logits); the request
+  // finishes with stop once the output is whole and nothing can follow, and with length at max_tokens (the output
+  // is then what was generated). Shared, immutable: the n choices of one request use one grammar.
+  std::shared_ptr<const Grammar> grammar;
 };
 
 // Where prefix reuse stopped and why, with the text around that point (engine/explain.h fills it).
