@@ -80,6 +80,7 @@ RequestSpec HttpServer::build_spec(const CompletionRequest& request, std::vector
   spec.cache_salt = request.cache_salt;
   spec.pin_prefix = request.pin_prefix;
   spec.top_logprobs = request.top_logprobs;
+  spec.grammar = request.grammar;
   return spec;
 }
 
@@ -107,6 +108,14 @@ HttpResponse HttpServer::handle_completion(const HttpRequest& req, Endpoint endp
   if (auto* error = std::get_if<ApiError>(&parsed)) return error_response(*error);
   CompletionRequest& request = std::get<CompletionRequest>(parsed);
   if (auto error = check_model(request)) return error_response(*error);
+  if (request.tool_call_forced()) {
+    // One call in the template's own format, its arguments following the function's parameters schema.
+    const bool named = request.tool_choice == CompletionRequest::ToolChoice::kFunction;
+    auto grammar = forced_tool_call_grammar(chat_.tool_call_format(), request.tools,
+                                            named ? request.tool_choice_name : std::string());
+    if (!grammar) return error_response(invalid_request(grammar.error().message, "tools", "unsupported_schema"));
+    request.grammar = std::make_shared<const Grammar>(std::move(*grammar));
+  }
   auto built = build_prompt(request);
   if (auto* error = std::get_if<ApiError>(&built)) return error_response(*error);
   BuiltPrompt& prompt = std::get<BuiltPrompt>(built);
