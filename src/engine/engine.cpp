@@ -22,6 +22,12 @@ SubmitResult<int32_t> check_request(const RequestSpec& spec, const EngineInfo& i
     }
   }
   if (auto valid = spec.sampling.validate(); !valid) return SubmitError{kInvalidSampling, valid.error().message};
+  for (const auto& [token, bias] : spec.sampling.logit_bias) {
+    if (token < 0 || token >= info.vocab_size) {
+      return submit_error(kInvalidSampling, "logit_bias names token id {}, outside the vocabulary of {}", token,
+                          info.vocab_size);
+    }
+  }
   for (const std::string& s : spec.stop) {
     if (s.empty()) return submit_error(kInvalidStop, "stop strings must not be empty");
   }
@@ -62,6 +68,7 @@ Result<std::unique_ptr<Engine>> Engine::create(Model& model, const Tokenizer& to
                "KV storage holds {} bytes but the plan says {}", (*storage)->bytes_total(), plan->pool_bytes);
   EngineInfo info;
   info.model_id = config.model_id;
+  info.system_fingerprint = fmt::format("fp_{}_{}", model_fingerprint(model.file()).substr(0, 12), HEARTH_BUILD_ID);
   info.n_ctx = c.n_ctx_train;
   info.vocab_size = tokenizer.vocab_size();
   info.block_size = config.block_size;

@@ -73,6 +73,9 @@ RequestSpec HttpServer::build_spec(const CompletionRequest& request, std::vector
   spec.sampling.temperature = request.temperature;
   spec.sampling.top_p = request.top_p;
   spec.sampling.top_k = request.top_k;
+  spec.sampling.frequency_penalty = request.frequency_penalty;
+  spec.sampling.presence_penalty = request.presence_penalty;
+  spec.sampling.logit_bias = request.logit_bias;
   spec.sampling.seed = request.seed ? *request.seed : std::random_device{}();
   spec.stop = request.stop;
   spec.ignore_eos = request.ignore_eos;
@@ -124,7 +127,8 @@ HttpResponse HttpServer::handle_completion(const HttpRequest& req, Endpoint endp
 
   ResponseMeta meta{
       fmt::format("{}{}", endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-", random_hex(next_id_.fetch_add(1))),
-      static_cast<int64_t>(std::time(nullptr)), loop_.info().model_id, prompt.answer_tokens};
+      static_cast<int64_t>(std::time(nullptr)), loop_.info().model_id, prompt.answer_tokens,
+      loop_.info().system_fingerprint};
   const bool remember = request.use_cache && answers_.max_entries() > 0 && !prompt.text.empty();
   auto gen = std::make_shared<Generation>(*this, std::move(request), std::move(meta), std::move(std::get<0>(handles)));
   // The answer memory remembers turns of text prompts (choice 0's answer); the ids come with the final output.

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <limits>
 
 namespace hearth::server {
@@ -345,6 +346,32 @@ std::optional<ApiError> parse_stop(const json& body, CompletionRequest& r) {
   return std::nullopt;
 }
 
+// logit_bias: {"token id": bias in [-100, 100]} (at most kMaxLogitBias entries; ids are checked by the engine).
+std::optional<ApiError> parse_logit_bias(const json& body, CompletionRequest& r) {
+  constexpr size_t kMaxLogitBias = 1024;
+  auto it = body.find("logit_bias");
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_object()) return wrong_type("logit_bias", "an object of token ids to biases", *it);
+  if (it->size() > kMaxLogitBias) {
+    return invalid_request(fmt::format("'logit_bias' has {} entries; at most {}", it->size(), kMaxLogitBias),
+                           "logit_bias", "invalid_value");
+  }
+  for (const auto& [key, value] : it->items()) {
+    char* end = nullptr;
+    const long id = std::strtol(key.c_str(), &end, 10);
+    if (key.empty() || *end != '\0' || id < 0 || id > std::numeric_limits<int32_t>::max()) {
+      return invalid_request(fmt::format("'logit_bias' key \"{}\" is not a token id", key), "logit_bias",
+                             "invalid_value");
+    }
+    if (!value.is_number() || !(value.get<double>() >= -100.0 && value.get<double>() <= 100.0)) {
+      return invalid_request(fmt::format("'logit_bias' of token {} must be a number in [-100, 100]", key),
+                             "logit_bias", "invalid_value");
+    }
+    r.logit_bias.emplace_back(static_cast<int32_t>(id), value.get<float>());
+  }
+  return std::nullopt;
+}
+
 std::optional<ApiError> parse_limits(const json& body, CompletionRequest& r) {
   constexpr int64_t kMaxInt = std::numeric_limits<int32_t>::max();
   for (const char* key : {"max_tokens", "max_completion_tokens"}) {
@@ -368,6 +395,9 @@ std::optional<ApiError> parse_limits(const json& body, CompletionRequest& r) {
   std::optional<int64_t> top_k;
   if (auto err = read_int(body, "top_k", 0, kMaxInt, top_k)) return err;
   if (top_k) r.top_k = static_cast<int32_t>(*top_k);
+  if (auto err = read_number(body, "frequency_penalty", -2.0, 2.0, r.frequency_penalty)) return err;
+  if (auto err = read_number(body, "presence_penalty", -2.0, 2.0, r.presence_penalty)) return err;
+  if (auto err = parse_logit_bias(body, r)) return err;
   auto seed = body.find("seed");
   if (seed != body.end() && !seed->is_null()) {
     if (!seed->is_number_integer()) return wrong_type("seed", "an integer", *seed);
@@ -512,6 +542,14 @@ ApiError api_error(const RuntimeError& e) {
   return ApiError{500, e.message, "server_error", {}, {}};  // unreachable: every code is mapped above
 }
 
+namespace {
+
+json fingerprint_json(const ResponseMeta& meta) {
+  return meta.system_fingerprint.empty() ? json() : json(meta.system_fingerprint);
+}
+
+}  // namespace
+
 const char* finish_reason_text(FinishReason reason) {
   switch (reason) {
     case FinishReason::kStop:
@@ -564,7 +602,7 @@ nlohmann::json response_json(const CompletionRequest& request, const ResponseMet
               {"object", request.endpoint == Endpoint::kChat ? "chat.completion" : "text_completion"},
               {"created", meta.created},
               {"model", meta.model},
-              {"system_fingerprint", nullptr},
+              {"system_fingerprint", fingerprint_json(meta)},
               {"choices", std::move(rendered)},
               {"usage", std::move(usage)}};
 }
@@ -592,7 +630,7 @@ nlohmann::json chunk_json(const CompletionRequest& request, const ResponseMeta& 
                 {"object", chat ? "chat.completion.chunk" : "text_completion"},
                 {"created", meta.created},
                 {"model", meta.model},
-                {"system_fingerprint", nullptr},
+                {"system_fingerprint", fingerprint_json(meta)},
                 {"choices", json::array({std::move(choice)})}};
   if (request.include_usage) chunk["usage"] = nullptr;
   return chunk;
@@ -618,7 +656,7 @@ json tool_delta_chunk(const CompletionRequest& request, const ResponseMeta& meta
                 {"object", "chat.completion.chunk"},
                 {"created", meta.created},
                 {"model", meta.model},
-                {"system_fingerprint", nullptr},
+                {"system_fingerprint", fingerprint_json(meta)},
                 {"choices", json::array({json{{"index", index},
                                               {"delta", std::move(delta)},
                                               {"logprobs", nullptr},
@@ -660,7 +698,7 @@ nlohmann::json usage_chunk_json(const CompletionRequest& request, const Response
               {"object", chat ? "chat.completion.chunk" : "text_completion"},
               {"created", meta.created},
               {"model", meta.model},
-              {"system_fingerprint", nullptr},
+              {"system_fingerprint", fingerprint_json(meta)},
               {"choices", json::array()},
               {"usage", std::move(usage)}};
 }

@@ -81,6 +81,9 @@ struct CompletionRequest {
   float top_p = 1.0f;
   int32_t top_k = 0;  // extension; 0 disables
   std::optional<uint64_t> seed;
+  float frequency_penalty = 0.0f;  // [-2, 2]
+  float presence_penalty = 0.0f;   // [-2, 2]
+  std::vector<std::pair<int32_t, float>> logit_bias;  // token id (checked by the engine), bias in [-100, 100]
   std::vector<std::string> stop;
   bool echo = false;  // completions: prepend the prompt text
   // Logprobs asked for, with this many alternatives per token: chat "logprobs": true with "top_logprobs" 0..20
@@ -106,6 +109,7 @@ struct ResponseMeta {
   int64_t created = 0;
   std::string model;
   int32_t answer_tokens_reused = 0;  // prompt ids taken from a remembered answer (answer_memory.h)
+  std::string system_fingerprint;    // EngineInfo::system_fingerprint; empty renders as null
 };
 
 // "stop", "length", or "abort" (server shutdown or cancellation).

@@ -18,12 +18,6 @@ struct RefusedField {
   const char* why;  // what is not implemented, and what to send instead
 };
 
-bool is_empty_object(const json& v) {
-  return v.is_object() && v.empty();
-}
-bool is_zero(const json& v) {
-  return v.is_number() && v.get<double>() == 0.0;
-}
 bool is_empty_string(const json& v) {
   return v.is_string() && v.get<std::string>().empty();
 }
@@ -35,9 +29,6 @@ bool never(const json&) {
 }
 
 constexpr RefusedField kRefused[] = {
-    {"logit_bias", true, true, is_empty_object, "logit biases are not implemented; send {} or leave it out"},
-    {"frequency_penalty", true, true, is_zero, "repetition penalties are not implemented; send 0 or leave it out"},
-    {"presence_penalty", true, true, is_zero, "repetition penalties are not implemented; send 0 or leave it out"},
     {"suffix", false, true, is_empty_string, "insertion (a suffix) is not implemented"},
     {"functions", true, false, never, "the deprecated functions API is not supported; use tools"},
     {"function_call", true, false, never, "the deprecated functions API is not supported; use tools"},
