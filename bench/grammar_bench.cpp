@@ -69,6 +69,8 @@ int run(const std::string& vocab_path, const nlohmann::json& schema, int runs) {
   std::vector<double> apply_ms;
   int64_t string_steps = 0;
   std::string sample;
+  std::string slowest_after;  // the output before the slowest mask
+  double slowest = -1;
   for (int r = 0; r < runs; ++r) {
     std::mt19937 rng(static_cast<uint32_t>(r));
     std::uniform_real_distribution<float> logit(0.f, 1.f);
@@ -86,6 +88,10 @@ int run(const std::string& vocab_path, const nlohmann::json& schema, int runs) {
       for (size_t i = 0; i < logits.size(); ++i) masked[i] = allowed[i] ? logits[i] : kMasked;
       const auto d = Clock::now();
       mask_ms.push_back(std::chrono::duration<double, std::milli>(b - a).count());
+      if (mask_ms.back() > slowest) {
+        slowest = mask_ms.back();
+        slowest_after = out;
+      }
       apply_ms.push_back(std::chrono::duration<double, std::milli>(d - c).count());
       if (n == 0) break;
       const auto best = static_cast<int32_t>(std::max_element(masked.begin(), masked.end()) - masked.begin());
@@ -105,7 +111,7 @@ int run(const std::string& vocab_path, const nlohmann::json& schema, int runs) {
   std::printf("  mask ms/token: mean %.3f  p50 %.3f  p95 %.3f  max %.3f;  applying it to a logits row: mean %.3f\n",
               sum / static_cast<double>(mask_ms.size()), percentile(mask_ms, 0.5), percentile(mask_ms, 0.95),
               percentile(mask_ms, 1.0), apply_sum / static_cast<double>(apply_ms.size()));
-  std::printf("  sample output: %s\n", sample.c_str());
+  std::printf("  sample output: %s\n  slowest mask after: %s\n", sample.c_str(), slowest_after.c_str());
   return 0;
 }
 
