@@ -73,14 +73,15 @@ bool OutputProcessor::constrain(const Request& request, std::span<const float> l
   Sequence& seq = sequence(request.id);
   if (!seq.grammar) return false;
   if (!vocab_bytes_) vocab_bytes_ = std::make_unique<VocabBytes>(tokenizer_);
-  HEARTH_CHECK(static_cast<size_t>(vocab_bytes_->vocab_size()) == logits.size(), "{} logits for a vocabulary of {}",
-               logits.size(), vocab_bytes_->vocab_size());
   const int32_t n = masker_.compute(*seq.grammar, seq.grammar_state, *vocab_bytes_, request.stop_token_ids, allowed_);
   seq.grammar_stuck = n == 0;
   if (n == 0) return false;
+  // A model may have more output rows than the tokenizer has tokens (padding, e.g. Qwen): those are never allowed.
   masked.resize(logits.size());
   constexpr float kMasked = -std::numeric_limits<float>::infinity();
-  for (size_t i = 0; i < logits.size(); ++i) masked[i] = allowed_[i] ? logits[i] : kMasked;
+  const size_t n_vocab = std::min(logits.size(), allowed_.size());
+  for (size_t i = 0; i < n_vocab; ++i) masked[i] = allowed_[i] ? logits[i] : kMasked;
+  for (size_t i = n_vocab; i < logits.size(); ++i) masked[i] = kMasked;
   return true;
 }
 
