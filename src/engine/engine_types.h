@@ -145,7 +145,7 @@ struct RequestOutput {
 
 // The engine's fixed facts, published once; readable from any thread.
 struct EngineInfo {
-  std::string model_id;    // the name requests use (EngineConfig::model_id)
+  std::string model_id;  // the name requests use (EngineConfig::model_id)
   // OpenAI's system_fingerprint: "fp_" + the model fingerprint's first 12 hex digits + "_" + the build's git
   // commit (at configure time): a seed reproduces tokens only under the same one.
   std::string system_fingerprint;

@@ -44,11 +44,11 @@ bool first_continuation_ok(uint8_t lead, uint8_t b) {
   return b >= 0x80 && b <= 0xBF;
 }
 
-const char* const kAnnotations[] = {"title", "description", "default", "examples", "format", "$schema", "$id",
-                                    "$comment"};
-const char* const kKeywords[] = {"type",     "properties", "required",  "additionalProperties",
-                                 "items",    "minItems",   "maxItems",  "enum",
-                                 "const",    "minLength",  "maxLength"};
+const char* const kAnnotations[] = {"title",  "description", "default", "examples",
+                                    "format", "$schema",     "$id",     "$comment"};
+const char* const kKeywords[] = {"type",  "properties", "required", "additionalProperties",
+                                 "items", "minItems",   "maxItems", "enum",
+                                 "const", "minLength",  "maxLength"};
 
 bool value_has_type(const json& v, std::string_view type) {
   if (type == "object") return v.is_object();
@@ -119,10 +119,11 @@ class GrammarCompiler {
       const bool known = std::find(std::begin(kKeywords), std::end(kKeywords), key) != std::end(kKeywords) ||
                          std::find(std::begin(kAnnotations), std::end(kAnnotations), key) != std::end(kAnnotations);
       if (!known) {
-        return make_error("JSON Schema keyword '{}' (at '{}') is not supported; supported: type, properties, "
-                          "required, additionalProperties (true/false), items, minItems, maxItems, enum, const, "
-                          "minLength, maxLength",
-                          key, path);
+        return make_error(
+            "JSON Schema keyword '{}' (at '{}') is not supported; supported: type, properties, "
+            "required, additionalProperties (true/false), items, minItems, maxItems, enum, const, "
+            "minLength, maxLength",
+            key, path);
       }
     }
     std::vector<std::string> types;
@@ -316,8 +317,7 @@ Grammar Grammar::any_json_object() {
 }
 
 Result<Grammar> Grammar::branches(const std::vector<Branch>& branches) {
-  HEARTH_CHECK(!branches.empty() && branches.size() <= kMaxGrammarAlternatives, "{} grammar branches",
-               branches.size());
+  HEARTH_CHECK(!branches.empty() && branches.size() <= kMaxGrammarAlternatives, "{} grammar branches", branches.size());
   GrammarCompiler c;
   GrammarNode n;
   n.kind = Kind::kBranches;

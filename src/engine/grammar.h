@@ -29,18 +29,18 @@
 
 namespace hearth {
 
-inline constexpr int32_t kMaxGrammarDepth = 32;  // frames: nesting of objects, arrays and their values
+inline constexpr int32_t kMaxGrammarDepth = 32;        // frames: nesting of objects, arrays and their values
 inline constexpr size_t kMaxGrammarAlternatives = 64;  // properties of an object, values of an enum, tools
 
 enum class GrammarNodeKind : uint8_t {
-  kObject,      // {"key":value,...}: listed keys (each at most once), or free keys when free_keys
-  kArray,       // [item,...] with min_items..max_items
-  kString,      // "..." with min_len..max_len code points
-  kNumber,      // -?(0|[1-9]d*)(.d+)?([eE][+-]?d+)?
-  kInteger,     // -?(0|[1-9]d*)
-  kLiterals,    // one of `literals` (serialized JSON: enum, const, true/false, null)
-  kUnion,       // one of `alternatives`, told apart by their first byte (a "type" array, or any JSON value)
-  kBranches,    // one of: prefixes[i], then node branch_nodes[i], then suffixes[i] (a tool call)
+  kObject,    // {"key":value,...}: listed keys (each at most once), or free keys when free_keys
+  kArray,     // [item,...] with min_items..max_items
+  kString,    // "..." with min_len..max_len code points
+  kNumber,    // -?(0|[1-9]d*)(.d+)?([eE][+-]?d+)?
+  kInteger,   // -?(0|[1-9]d*)
+  kLiterals,  // one of `literals` (serialized JSON: enum, const, true/false, null)
+  kUnion,     // one of `alternatives`, told apart by their first byte (a "type" array, or any JSON value)
+  kBranches,  // one of: prefixes[i], then node branch_nodes[i], then suffixes[i] (a tool call)
 };
 
 struct GrammarNode {
@@ -72,11 +72,11 @@ struct GrammarNode {
 struct GrammarFrame {
   uint16_t node = 0;
   uint8_t phase = 0;
-  uint8_t extra = 0;   // string: UTF-8 continuation bytes pending; object/branches: the chosen key/branch
-  uint16_t pos = 0;    // byte position in a key/literal/prefix/suffix; digits of a number part
-  int32_t count = 0;   // string: code points; array: items
-  uint64_t seen = 0;   // object: keys produced; string: the UTF-8 lead byte pending
-  uint64_t cand = 0;   // key/literal/branch candidates still matching
+  uint8_t extra = 0;  // string: UTF-8 continuation bytes pending; object/branches: the chosen key/branch
+  uint16_t pos = 0;   // byte position in a key/literal/prefix/suffix; digits of a number part
+  int32_t count = 0;  // string: code points; array: items
+  uint64_t seen = 0;  // object: keys produced; string: the UTF-8 lead byte pending
+  uint64_t cand = 0;  // key/literal/branch candidates still matching
 };
 
 // A position in a Grammar. Copying costs the active frames only (copy_from).
@@ -128,9 +128,7 @@ class Grammar {
   Step step_string(GrammarState& state, GrammarFrame& frame, const GrammarNode& node, uint8_t byte) const;
   Step step_number(GrammarState& state, GrammarFrame& frame, bool integer, uint8_t byte) const;
   bool push(GrammarState& state, int32_t node) const;
-  bool starts_with_byte(int32_t node, uint8_t byte) const {
-    return (first_bytes_[node][byte >> 6] >> (byte & 63)) & 1;
-  }
+  bool starts_with_byte(int32_t node, uint8_t byte) const { return (first_bytes_[node][byte >> 6] >> (byte & 63)) & 1; }
   // Fills first_bytes_ once the nodes are complete.
   void finalize();
 

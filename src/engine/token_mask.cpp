@@ -85,7 +85,7 @@ int32_t TokenMasker::walk(const Grammar& grammar, const GrammarState& state, con
   if (states_.empty()) states_.resize(8);
   states_[0].copy_from(state);
   int32_t num_allowed = 0;
-  int32_t valid = 0;             // states_[0..valid] hold the previous token's prefix states
+  int32_t valid = 0;              // states_[0..valid] hold the previous token's prefix states
   int32_t failed_at = INT32_MAX;  // the previous token's first rejected byte
   for (size_t i = 0; i < order.size(); ++i) {
     const std::string& piece = vocab.pieces_[order[i]];

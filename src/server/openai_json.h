@@ -81,8 +81,8 @@ struct CompletionRequest {
   float top_p = 1.0f;
   int32_t top_k = 0;  // extension; 0 disables
   std::optional<uint64_t> seed;
-  float frequency_penalty = 0.0f;  // [-2, 2]
-  float presence_penalty = 0.0f;   // [-2, 2]
+  float frequency_penalty = 0.0f;                     // [-2, 2]
+  float presence_penalty = 0.0f;                      // [-2, 2]
   std::vector<std::pair<int32_t, float>> logit_bias;  // token id (checked by the engine), bias in [-100, 100]
   std::vector<std::string> stop;
   bool echo = false;  // completions: prepend the prompt text

@@ -32,7 +32,7 @@ enum class ToolCallFormat { kJson, kHermes, kLlama3, kMistral };
 [[nodiscard]] const char* tool_call_format_name(ToolCallFormat format);
 
 struct ToolCall {
-  std::string id;         // "call_..." (Mistral: 9 alphanumerics, as its template requires)
+  std::string id;  // "call_..." (Mistral: 9 alphanumerics, as its template requires)
   std::string name;
   std::string arguments;  // compact JSON text of an object, in the model's key order
 };
@@ -66,8 +66,8 @@ class ToolCallStream {
 
  private:
   ToolCallFormat format_;
-  bool holding_;           // a call may have started: hold everything
-  bool content_ = false;   // no call can start any more: let everything through
+  bool holding_;          // a call may have started: hold everything
+  bool content_ = false;  // no call can start any more: let everything through
   std::string held_;
 };
 

@@ -112,19 +112,19 @@ TEST(Grammar, AcceptsExactlyTheCompactJsonTheSchemaAllows) {
       {R"({"age":-12,"name":"Bo","pet":null,"ok":true})", true},
       {R"({"name":"é€😀","age":0,"height":-1.5e+3,"tags":["a","bb"],"home":null,"extra":{"k":"v"}})", true},
       {R"({"name":"a\"b\\n","age":1,"pet":3})", true},
-      {R"({"name":"Ann"})", false},                        // age is required
-      {R"({"name":"Ann","age":7,"name":"B"})", false},     // a key twice
-      {R"({"name":"Ann","age":07})", false},               // leading zero
-      {R"({"name":"Ann","age":7.5})", false},              // integer
-      {R"({"name":"Ann","age":7,"x":1})", false},          // additionalProperties false
-      {R"({"name":"Ann","age":7,"pet":"bird"})", false},   // enum
-      {R"({"name":"0123456789abc","age":7})", false},      // maxLength 12
+      {R"({"name":"Ann"})", false},                                   // age is required
+      {R"({"name":"Ann","age":7,"name":"B"})", false},                // a key twice
+      {R"({"name":"Ann","age":07})", false},                          // leading zero
+      {R"({"name":"Ann","age":7.5})", false},                         // integer
+      {R"({"name":"Ann","age":7,"x":1})", false},                     // additionalProperties false
+      {R"({"name":"Ann","age":7,"pet":"bird"})", false},              // enum
+      {R"({"name":"0123456789abc","age":7})", false},                 // maxLength 12
       {R"({"name":"Ann","age":7,"tags":["a","b","c","d"]})", false},  // maxItems 3
-      {R"({"name": "Ann","age":7})", false},               // no whitespace outside strings
-      {R"({"name":"\u0041","age":7})", false},             // no \u escapes
-      {R"({"name":"Ann","age":7,"extra":{}})", false},     // extra.k is required
-      {"{\"name\":\"\xC0\xAF\",\"age\":7}", false},        // an overlong UTF-8 form
-      {R"({"name":"Ann","age":7}x)", false},               // nothing after the value
+      {R"({"name": "Ann","age":7})", false},                          // no whitespace outside strings
+      {R"({"name":"\u0041","age":7})", false},                        // no \u escapes
+      {R"({"name":"Ann","age":7,"extra":{}})", false},                // extra.k is required
+      {"{\"name\":\"\xC0\xAF\",\"age\":7}", false},                   // an overlong UTF-8 form
+      {R"({"name":"Ann","age":7}x)", false},                          // nothing after the value
   };
   for (const Case& c : cases) {
     EXPECT_EQ(accepts(g, c.text), c.whole) << c.text;

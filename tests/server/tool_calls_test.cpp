@@ -51,7 +51,7 @@ struct ParseCase {
   const char* name;
   ToolCallFormat format;
   const char* text;
-  const char* content;                            // nullptr: not a tool call
+  const char* content;                                     // nullptr: not a tool call
   std::vector<std::pair<std::string, std::string>> calls;  // name, arguments
 };
 
@@ -77,42 +77,71 @@ TEST_P(ParseToolCalls, GivesTheCallsOrPlainText) {
 INSTANTIATE_TEST_SUITE_P(
     Formats, ParseToolCalls,
     ::testing::Values(
-        ParseCase{"hermes_one", ToolCallFormat::kHermes,
+        ParseCase{"hermes_one",
+                  ToolCallFormat::kHermes,
                   "<tool_call>\n{\"name\": \"lights_on\", \"arguments\": {\"room\": \"hall\", \"level\": 3}}\n"
                   "</tool_call>",
-                  "", {{"lights_on", R"({"room":"hall","level":3})"}}},
-        ParseCase{"hermes_two_with_content", ToolCallFormat::kHermes,
+                  "",
+                  {{"lights_on", R"({"room":"hall","level":3})"}}},
+        ParseCase{"hermes_two_with_content",
+                  ToolCallFormat::kHermes,
                   "Sure.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>\n"
                   "<tool_call>\n{\"name\": \"lights_on\", \"arguments\": {\"room\": \"kitchen\"}}\n</tool_call>",
-                  "Sure.", {{"get_weather", R"({"city":"Oslo"})"}, {"lights_on", R"({"room":"kitchen"})"}}},
-        ParseCase{"hermes_unclosed_at_the_end", ToolCallFormat::kHermes,
-                  "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}", "",
+                  "Sure.",
+                  {{"get_weather", R"({"city":"Oslo"})"}, {"lights_on", R"({"room":"kitchen"})"}}},
+        ParseCase{"hermes_unclosed_at_the_end",
+                  ToolCallFormat::kHermes,
+                  "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}",
+                  "",
                   {{"get_weather", R"({"city":"Oslo"})"}}},
-        ParseCase{"hermes_arguments_do_not_parse", ToolCallFormat::kHermes,
-                  "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": Oslo}}\n</tool_call>", nullptr,
+        ParseCase{"hermes_arguments_do_not_parse",
+                  ToolCallFormat::kHermes,
+                  "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": Oslo}}\n</tool_call>",
+                  nullptr,
                   {}},
-        ParseCase{"hermes_unknown_function", ToolCallFormat::kHermes,
-                  "<tool_call>\n{\"name\": \"open_door\", \"arguments\": {}}\n</tool_call>", nullptr, {}},
+        ParseCase{"hermes_unknown_function",
+                  ToolCallFormat::kHermes,
+                  "<tool_call>\n{\"name\": \"open_door\", \"arguments\": {}}\n</tool_call>",
+                  nullptr,
+                  {}},
         ParseCase{"hermes_plain_text", ToolCallFormat::kHermes, "Once upon a time", nullptr, {}},
-        ParseCase{"llama3_parameters", ToolCallFormat::kLlama3,
-                  " {\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}", "",
+        ParseCase{"llama3_parameters",
+                  ToolCallFormat::kLlama3,
+                  " {\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}",
+                  "",
                   {{"get_weather", R"({"city":"Paris"})"}}},
-        ParseCase{"llama3_arguments_string", ToolCallFormat::kLlama3,
-                  R"({"name": "get_weather", "parameters": "{\"city\": \"Paris\"}"})", "",
+        ParseCase{"llama3_arguments_string",
+                  ToolCallFormat::kLlama3,
+                  R"({"name": "get_weather", "parameters": "{\"city\": \"Paris\"}"})",
+                  "",
                   {{"get_weather", R"({"city":"Paris"})"}}},
-        ParseCase{"llama3_arguments_not_an_object", ToolCallFormat::kLlama3,
-                  R"({"name": "get_weather", "parameters": [1]})", nullptr, {}},
-        ParseCase{"llama3_text_first", ToolCallFormat::kLlama3,
-                  R"(Here: {"name": "get_weather", "parameters": {}})", nullptr, {}},
-        ParseCase{"mistral_marker_and_array", ToolCallFormat::kMistral,
+        ParseCase{"llama3_arguments_not_an_object",
+                  ToolCallFormat::kLlama3,
+                  R"({"name": "get_weather", "parameters": [1]})",
+                  nullptr,
+                  {}},
+        ParseCase{"llama3_text_first",
+                  ToolCallFormat::kLlama3,
+                  R"(Here: {"name": "get_weather", "parameters": {}})",
+                  nullptr,
+                  {}},
+        ParseCase{"mistral_marker_and_array",
+                  ToolCallFormat::kMistral,
                   R"([TOOL_CALLS][{"name": "lights_on", "arguments": {"room": "hall"}}, {"name": "get_weather",
                     "arguments": {"city": "Rome"}}])",
-                  "", {{"lights_on", R"({"room":"hall"})"}, {"get_weather", R"({"city":"Rome"})"}}},
-        ParseCase{"mistral_without_marker", ToolCallFormat::kMistral,
-                  R"([{"name": "lights_on", "arguments": {"room": "hall"}}])", "", {{"lights_on", R"({"room":"hall"})"}}},
-        ParseCase{"mistral_truncated", ToolCallFormat::kMistral, R"([{"name": "lights_on", "arguments": {"ro)",
-                  nullptr, {}},
-        ParseCase{"json_object", ToolCallFormat::kJson, R"({"name": "lights_on", "arguments": {"room": "hall"}})", "",
+                  "",
+                  {{"lights_on", R"({"room":"hall"})"}, {"get_weather", R"({"city":"Rome"})"}}},
+        ParseCase{"mistral_without_marker",
+                  ToolCallFormat::kMistral,
+                  R"([{"name": "lights_on", "arguments": {"room": "hall"}}])",
+                  "",
+                  {{"lights_on", R"({"room":"hall"})"}}},
+        ParseCase{
+            "mistral_truncated", ToolCallFormat::kMistral, R"([{"name": "lights_on", "arguments": {"ro)", nullptr, {}},
+        ParseCase{"json_object",
+                  ToolCallFormat::kJson,
+                  R"({"name": "lights_on", "arguments": {"room": "hall"}})",
+                  "",
                   {{"lights_on", R"({"room":"hall"})"}}},
         ParseCase{"json_no_arguments", ToolCallFormat::kJson, R"({"name": "lights_on"})", "", {{"lights_on", "{}"}}},
         ParseCase{"json_story", ToolCallFormat::kJson, R"({"story": "Once upon a time"})", nullptr, {}}),
@@ -181,14 +210,12 @@ CompletionRequest chat_request(const std::string& body) {
 }
 
 TEST(ToolCallResponse, WholeAndStreamedShapesFollowOpenAI) {
-  CompletionRequest request = chat_request(json{{"messages", {{{"role", "user"}, {"content", "x"}}}},
-                                                {"tools", kTools},
-                                                {"stream", true}}
-                                               .dump());
+  CompletionRequest request = chat_request(
+      json{{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"tools", kTools}, {"stream", true}}.dump());
   const ResponseMeta meta{"chatcmpl-1", 7, "m", 0};
-  ChoiceResult result = choice_with_tool_calls(
-      request, ToolCallFormat::kJson, R"({"name": "get_weather", "arguments": {"city": "Oslo"}})", FinishReason::kStop,
-      nullptr);
+  ChoiceResult result =
+      choice_with_tool_calls(request, ToolCallFormat::kJson,
+                             R"({"name": "get_weather", "arguments": {"city": "Oslo"}})", FinishReason::kStop, nullptr);
   ASSERT_EQ(result.tool_calls.size(), 1u);
   EXPECT_TRUE(result.tool_calls[0].id.starts_with("call_"));
   const json whole = response_json(request, meta, std::span(&result, 1), json::object());
@@ -212,25 +239,24 @@ TEST(ToolCallResponse, WholeAndStreamedShapesFollowOpenAI) {
   EXPECT_EQ(tool_calls_finish_chunk_json(request, meta, 0)["choices"][0]["finish_reason"], "tool_calls");
   // tool_choice none: the same answer is text.
   request.tool_choice = CompletionRequest::ToolChoice::kNone;
-  EXPECT_TRUE(choice_with_tool_calls(request, ToolCallFormat::kJson, R"({"name": "get_weather"})", FinishReason::kStop,
-                                     nullptr)
-                  .tool_calls.empty());
+  EXPECT_TRUE(
+      choice_with_tool_calls(request, ToolCallFormat::kJson, R"({"name": "get_weather"})", FinishReason::kStop, nullptr)
+          .tool_calls.empty());
 }
 
 // An OpenAI tool conversation (arguments as a JSON string, a tool result) through each real template: the call
 // and the result reach the prompt in the template's own format.
 TEST(ToolCallTemplates, ATurnWithACallAndItsResultRendersThroughTheRealTemplates) {
-  const json body = {
-      {"messages",
-       {{{"role", "user"}, {"content", "Weather in Oslo?"}},
-        {{"role", "assistant"},
-         {"content", nullptr},
-         {"tool_calls",
-          {{{"id", "abc123def"},
-            {"type", "function"},
-            {"function", {{"name", "get_weather"}, {"arguments", R"({"city": "Oslo"})"}}}}}}},
-        {{"role", "tool"}, {"tool_call_id", "abc123def"}, {"content", "4C and snow"}}}},
-      {"tools", kTools}};
+  const json body = {{"messages",
+                      {{{"role", "user"}, {"content", "Weather in Oslo?"}},
+                       {{"role", "assistant"},
+                        {"content", nullptr},
+                        {"tool_calls",
+                         {{{"id", "abc123def"},
+                           {"type", "function"},
+                           {"function", {{"name", "get_weather"}, {"arguments", R"({"city": "Oslo"})"}}}}}}},
+                       {{"role", "tool"}, {"tool_call_id", "abc123def"}, {"content", "4C and snow"}}}},
+                     {"tools", kTools}};
   const CompletionRequest request = chat_request(body.dump());
   EXPECT_TRUE(request.messages[1]["tool_calls"][0]["function"]["arguments"].is_object());
   const std::pair<const char*, const char*> cases[] = {
@@ -274,8 +300,8 @@ TEST(ToolCallTemplates, TheFallbackFormatListsToolNamesAndWritesCallsAsJson) {
   EXPECT_EQ(*text,
             "Tools: lights_on, get_weather\n\nUser: Hi\nAssistant:{\"name\": \"lights_on\", \"arguments\": "
             "{\"room\": \"hall\"}}\nTool: done\nAssistant:");
-  auto parsed = parse_tool_calls(ToolCallFormat::kJson, R"({"name": "lights_on", "arguments": {"room": "hall"}})",
-                                 request.tools);
+  auto parsed =
+      parse_tool_calls(ToolCallFormat::kJson, R"({"name": "lights_on", "arguments": {"room": "hall"}})", request.tools);
   ASSERT_TRUE(parsed);
   EXPECT_EQ(parsed->calls[0].arguments, R"({"room":"hall"})");
 }
