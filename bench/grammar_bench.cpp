@@ -5,7 +5,7 @@
 //   hearth-bench-grammar [--vocab ../shared/vocab/ggml-vocab-llama-bpe.gguf]... [--runs 20] [--schema FILE.json]
 //
 // Prints per vocabulary: steps measured, the mean / p50 / p95 / max mask time in ms, the share of steps inside a
-// string's text (the fast path), and the first output as a sample.
+// string's text (the fast path), the first output as a sample, and the output before the slowest mask.
 
 #include <CLI/CLI.hpp>
 
