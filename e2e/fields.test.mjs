@@ -3,7 +3,7 @@
 // change the answer are accepted and ignored (README: "OpenAI request fields").
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { startServer } from './helpers.mjs';
+import { GOLDEN_64, startServer, tokenize } from './helpers.mjs';
 
 let server;
 let client;
@@ -17,11 +17,6 @@ const messages = [{ role: 'user', content: 'Hi' }];
 
 test('fields that change the answer are refused with a 400 naming them', async () => {
   const chat = [
-    ['logit_bias', { 5: 10 }],
-    ['frequency_penalty', 0.5],
-    ['presence_penalty', 1],
-    ['response_format', { type: 'json_object' }],
-    ['tool_choice', 'required'],
     ['modalities', ['text', 'audio']],
   ];
   for (const [field, value] of chat) {
@@ -54,4 +49,34 @@ test('their neutral values and the fields that cannot change the answer are acce
     parallel_tool_calls: false,
   });
   assert.equal(r.usage.completion_tokens, 2);
+});
+
+test('logit_bias, frequency_penalty and presence_penalty change the tokens as OpenAI defines them', async () => {
+  const ids = await tokenize(server, 'the', false); // "▁the": the space prefix is the token's own
+  assert.equal(ids.length, 1);
+  const forced = await client.completions.create({
+    prompt: 'Once upon a time',
+    max_tokens: 4,
+    temperature: 0,
+    logit_bias: { [ids[0]]: 100 },
+  });
+  assert.equal(forced.choices[0].text, ' the'.repeat(4));
+  const plain = { prompt: 'Once upon a time', max_tokens: 64, temperature: 0 };
+  assert.equal((await client.completions.create(plain)).choices[0].text, GOLDEN_64);
+  for (const penalty of [{ frequency_penalty: 1.5 }, { presence_penalty: 2 }]) {
+    const r = await client.completions.create({ ...plain, ...penalty });
+    assert.notEqual(r.choices[0].text, GOLDEN_64, JSON.stringify(penalty));
+    assert.equal(r.usage.completion_tokens, 64);
+  }
+  await assert.rejects(
+    client.completions.create({ prompt: 'x', max_tokens: 1, logit_bias: { 100000: 1 } }),
+    (e) => e.status === 400 && /outside the vocabulary/.test(e.message),
+  );
+});
+
+test('system_fingerprint names the model and the build, whole and streamed', async () => {
+  const r = await client.chat.completions.create({ messages, max_tokens: 2 });
+  assert.match(r.system_fingerprint, /^fp_[0-9a-f]{12}_[0-9a-z]+$/);
+  const stream = await client.chat.completions.create({ messages, max_tokens: 2, stream: true });
+  for await (const chunk of stream) assert.equal(chunk.system_fingerprint, r.system_fingerprint);
 });

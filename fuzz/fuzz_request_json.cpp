@@ -1,5 +1,6 @@
 // Fuzz target: request bodies as the server parses them (parse_json_body, parse_completion_request for both
-// endpoints, parse_tokenize_request) and the rendering of whatever parses. Must never crash, hang or recurse
+// endpoints, parse_tokenize_request), the rendering of whatever parses, its grammar (response_format, forced tool
+// calls) and the tool-call parser. Must never crash, hang or recurse
 // past the nesting limit; every failure must be an ApiError with a status of 400.
 
 #include <cstdint>
@@ -38,6 +39,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       (void)sse_event(chunk_json(*r, meta, "t", true, hearth::FinishReason::kNone));
       if (r->endpoint == Endpoint::kChat)
         (void)r->messages.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      // The grammar of a response_format, and of a forced call, fed the body's own bytes; the body parsed as an
+      // answer with tool calls in every format.
+      if (r->grammar) {
+        hearth::GrammarState state = r->grammar->start();
+        for (size_t i = 0; i < body.size() && r->grammar->advance(state, static_cast<uint8_t>(body[i])); ++i) {
+        }
+        (void)r->grammar->can_end(state);
+      }
+      for (ToolCallFormat format : {ToolCallFormat::kJson, ToolCallFormat::kHermes, ToolCallFormat::kLlama3,
+                                    ToolCallFormat::kMistral}) {
+        if (r->tool_call_forced()) (void)forced_tool_call_grammar(format, r->tools, r->tool_choice_name);
+        (void)choice_with_tool_calls(*r, format, std::string(body), hearth::FinishReason::kStop, nullptr);
+      }
     }
   }
   check(parse_tokenize_request(body));

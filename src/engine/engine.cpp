@@ -24,6 +24,12 @@ SubmitResult<int32_t> check_request(const RequestSpec& spec, const EngineInfo& i
     }
   }
   if (auto valid = spec.sampling.validate(); !valid) return SubmitError{kInvalidSampling, valid.error().message};
+  for (const auto& [token, bias] : spec.sampling.logit_bias) {
+    if (token < 0 || token >= info.vocab_size) {
+      return submit_error(kInvalidSampling, "logit_bias names token id {}, outside the vocabulary of {}", token,
+                          info.vocab_size);
+    }
+  }
   for (const std::string& s : spec.stop) {
     if (s.empty()) return submit_error(kInvalidStop, "stop strings must not be empty");
   }
@@ -78,6 +84,7 @@ Result<std::unique_ptr<Engine>> Engine::create(Model& model, const Tokenizer& to
                "KV storage holds {} bytes but the plan says {}", (*storage)->bytes_total(), plan->pool_bytes);
   EngineInfo info;
   info.model_id = config.model_id;
+  info.system_fingerprint = fmt::format("fp_{}_{}", model_fingerprint(model.file()).substr(0, 12), HEARTH_BUILD_ID);
   info.n_ctx = c.n_ctx_train;
   info.vocab_size = tokenizer.vocab_size();
   info.block_size = config.block_size;
@@ -281,7 +288,13 @@ std::vector<TokenId> Engine::sample(const SchedulerOutput& plan, std::span<const
     const auto row_logits = logits.subspan(row++ * n_vocab, n_vocab);
     if (logits_observer_) logits_observer_(chunk.request->id, row_logits);
     const bool finite = std::all_of(row_logits.begin(), row_logits.end(), [](float x) { return std::isfinite(x); });
-    const TokenId token = finite ? outputs_.sampler(chunk.request->id).sample(row_logits) : kNoToken;
+    std::span<const float> sample_from = row_logits;
+    bool can_sample = finite;
+    if (finite && outputs_.has_grammar(chunk.request->id)) {
+      can_sample = outputs_.constrain(*chunk.request, row_logits, masked_logits_);
+      sample_from = masked_logits_;
+    }
+    const TokenId token = can_sample ? outputs_.sampler(chunk.request->id).sample(sample_from) : kNoToken;
     if (token != kNoToken) outputs_.observe_logits(chunk.request->id, row_logits, token);
     sampled.push_back(token);
   }
@@ -297,6 +310,11 @@ void Engine::process_outputs(const SchedulerOutput& plan, std::span<const TokenI
     Request& r = *chunk.request;
     if (!r.times.first_token) r.times.first_token = now;
     const TokenId token = sampled[next++];
+    if (token == kNoToken && outputs_.grammar_stuck(r.id)) {
+      // No token can extend the grammar's output (a vocabulary without some byte): nothing more can be generated.
+      outputs.push_back(finish_request(r.id, FinishReason::kLength));
+      continue;
+    }
     if (token == kNoToken) {
       const std::string message = fmt::format(
           "the model's logits for the next token (position {}) of request {} are not finite (NaN or inf); "

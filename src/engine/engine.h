@@ -157,6 +157,7 @@ class Engine {
   std::deque<ClockTime> clock_times_;  // increasing in both; see note_pool_clock
   // Batch buffers, reused every step.
   std::vector<TokenId> batch_tokens_;
+  std::vector<float> masked_logits_;  // one row, for a request with a grammar
   std::vector<BatchSequence> batch_seqs_;
 };
 

@@ -11,6 +11,7 @@
 // The final RequestOutput carries the Request's facts out (usage, the token ids), so nothing is collected twice.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,6 +27,8 @@
 #include "util/ids.h"
 
 namespace hearth {
+
+class Grammar;  // engine/grammar.h
 
 // Most alternatives a request may ask logprobs for (OpenAI's top_logprobs limit).
 inline constexpr int32_t kMaxTopLogprobs = 20;
@@ -61,6 +64,11 @@ struct RequestSpec {
   // Set: every generated token comes with its TokenLogprobs and this many alternatives, in [0, kMaxTopLogprobs].
   // Unset: nothing is computed.
   std::optional<int32_t> top_logprobs;
+  // Set: constrained decoding. Every sampled token keeps the output a valid prefix of the grammar's language (the
+  // other tokens' logits are masked to -inf before sampling; logprobs still describe the raw logits); the request
+  // finishes with stop once the output is whole and nothing can follow, and with length at max_tokens (the output
+  // is then what was generated). Shared, immutable: the n choices of one request use one grammar.
+  std::shared_ptr<const Grammar> grammar;
 };
 
 // Where prefix reuse stopped and why, with the text around that point (engine/explain.h fills it).
@@ -142,7 +150,10 @@ struct RequestOutput {
 
 // The engine's fixed facts, published once; readable from any thread.
 struct EngineInfo {
-  std::string model_id;    // the name requests use (EngineConfig::model_id)
+  std::string model_id;  // the name requests use (EngineConfig::model_id)
+  // OpenAI's system_fingerprint: "fp_" + the model fingerprint's first 12 hex digits + "_" + the build's git
+  // commit (at configure time): a seed reproduces tokens only under the same one.
+  std::string system_fingerprint;
   int32_t n_ctx = 0;       // the model's context length
   int32_t vocab_size = 0;  // the tokenizer's: prompt ids must be below it
   int32_t block_size = 0;

@@ -1,6 +1,7 @@
 #include "engine/output_processor.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "engine/explain.h"
 #include "util/result.h"
@@ -68,6 +69,22 @@ void OutputProcessor::observe_logits(RequestId id, std::span<const float> logits
   if (seq.top_logprobs) seq.pending_logprobs = token_logprobs(logits, token, *seq.top_logprobs);
 }
 
+bool OutputProcessor::constrain(const Request& request, std::span<const float> logits, std::vector<float>& masked) {
+  Sequence& seq = sequence(request.id);
+  if (!seq.grammar) return false;
+  if (!vocab_bytes_) vocab_bytes_ = std::make_unique<VocabBytes>(tokenizer_);
+  const int32_t n = masker_.compute(*seq.grammar, seq.grammar_state, *vocab_bytes_, request.stop_token_ids, allowed_);
+  seq.grammar_stuck = n == 0;
+  if (n == 0) return false;
+  // A model may have more output rows than the tokenizer has tokens (padding, e.g. Qwen): those are never allowed.
+  masked.resize(logits.size());
+  constexpr float kMasked = -std::numeric_limits<float>::infinity();
+  const size_t n_vocab = std::min(logits.size(), allowed_.size());
+  for (size_t i = 0; i < n_vocab; ++i) masked[i] = allowed_[i] ? logits[i] : kMasked;
+  for (size_t i = n_vocab; i < logits.size(); ++i) masked[i] = kMasked;
+  return true;
+}
+
 FinishReason OutputProcessor::process_token(const Request& request, TokenId token, RequestOutput& out) {
   out.id = request.id;
   Sequence& seq = sequence(request.id);
@@ -75,7 +92,14 @@ FinishReason OutputProcessor::process_token(const Request& request, TokenId toke
   if (request.is_stop_token(token)) return FinishReason::kStop;  // ends the request unseen
   out.new_tokens.push_back(token);
   if (logprobs) out.logprobs.push_back(std::move(*logprobs));
-  if (emit_text(seq, token, out)) return FinishReason::kStop;
+  bool grammar_done = false;
+  if (seq.grammar) {
+    const bool accepted = seq.grammar->advance(seq.grammar_state, vocab_bytes_->piece(token));
+    HEARTH_CHECK(accepted, "request {}: token {} was sampled outside its grammar's mask", request.id.value,
+                 token.value);
+    grammar_done = Grammar::is_terminal(seq.grammar_state);
+  }
+  if (emit_text(seq, token, out) || grammar_done) return FinishReason::kStop;
   return token_finish_reason(request, token);
 }
 

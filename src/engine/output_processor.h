@@ -4,7 +4,10 @@
 //   - with top_logprobs asked, computes each sampled token's logprobs from the raw logits (observe_logits);
 //   - detokenizes each sampled token into complete UTF-8 (IncrementalDecoder);
 //   - matches stop strings across token boundaries and never emits them, holding back text that may start one;
-//   - decides the finish: a stop token (never emitted), a stop string, or max_tokens (token_finish_reason);
+//   - with a grammar, masks the logits to the tokens that keep the output valid (constrain) and advances the
+//     grammar with each token; a whole output finishes the request;
+//   - decides the finish: a stop token (never emitted), a stop string, the grammar's end, or max_tokens
+//     (token_finish_reason);
 //   - writes a finished request's usage from its Request (tokens, timings, reuse, preemptions).
 // It never frees a block: the engine finishes the requests it names, through Scheduler::finish.
 
@@ -16,7 +19,9 @@
 #include <vector>
 
 #include "engine/engine_types.h"
+#include "engine/grammar.h"
 #include "engine/sampler.h"
+#include "engine/token_mask.h"
 #include "model/tokenizer.h"
 #include "sched/request.h"
 
@@ -36,6 +41,14 @@ class OutputProcessor {
   // nothing otherwise) and go out with the token in process_token. Requires add(id) and finite logits.
   void observe_logits(RequestId id, std::span<const float> logits, TokenId token);
 
+  // With a grammar (RequestSpec::grammar): writes into `masked` the logits with every token the grammar does not
+  // allow from the output so far set to -inf (the request's stop tokens are allowed once the output may end) and
+  // returns true; false when no token is allowed (the request cannot go on: grammar_stuck). Without a grammar
+  // returns false and touches nothing. Requires add(id).
+  [[nodiscard]] bool has_grammar(RequestId id) { return sequence(id).grammar != nullptr; }
+  [[nodiscard]] bool constrain(const Request& request, std::span<const float> logits, std::vector<float>& masked);
+  [[nodiscard]] bool grammar_stuck(RequestId id) { return sequence(id).grammar_stuck; }
+
   // One sampled token of `request`, after Scheduler::update applied it: fills `out` with the token and its text
   // (unless it is a stop token) and returns the finish it implies (kNone to go on).
   [[nodiscard]] FinishReason process_token(const Request& request, TokenId token, RequestOutput& out);
@@ -47,13 +60,22 @@ class OutputProcessor {
  private:
   struct Sequence {
     Sequence(const Tokenizer& tokenizer, const RequestSpec& spec)
-        : decoder(tokenizer), sampler(spec.sampling), stop(spec.stop), top_logprobs(spec.top_logprobs) {}
+        : decoder(tokenizer),
+          sampler(spec.sampling),
+          stop(spec.stop),
+          top_logprobs(spec.top_logprobs),
+          grammar(spec.grammar) {
+      if (grammar) grammar_state = grammar->start();
+    }
     IncrementalDecoder decoder;
     Sampler sampler;
     std::vector<std::string> stop;
     std::optional<int32_t> top_logprobs;
     std::optional<TokenLogprobs> pending_logprobs;  // of the token sampled this step, until process_token
     std::string held;  // decoded text not yet emitted: it may be the start of a stop string
+    std::shared_ptr<const Grammar> grammar;
+    GrammarState grammar_state;  // after every token so far
+    bool grammar_stuck = false;  // the last constrain() allowed no token
   };
   Sequence& sequence(RequestId id);
   // Appends the token's text to `out.new_text`, holding back a possible stop-string start; true when a stop
@@ -63,6 +85,9 @@ class OutputProcessor {
 
   const Tokenizer& tokenizer_;
   int32_t block_size_;
+  std::unique_ptr<VocabBytes> vocab_bytes_;  // built at the first request with a grammar
+  TokenMasker masker_;
+  std::vector<uint8_t> allowed_;
   std::unordered_map<RequestId, std::unique_ptr<Sequence>> sequences_;
 };
 

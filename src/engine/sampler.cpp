@@ -16,9 +16,29 @@ TokenId argmax(std::span<const float> logits) {
   return TokenId{static_cast<int32_t>(best)};
 }
 
+std::span<const float> Sampler::adjust(std::span<const float> logits) {
+  adjusted_.assign(logits.begin(), logits.end());
+  for (const auto& [token, bias] : params_.logit_bias) adjusted_[static_cast<size_t>(token)] += bias;
+  for (const auto& [token, count] : counts_) {
+    adjusted_[static_cast<size_t>(token)] -=
+        static_cast<float>(count) * params_.frequency_penalty + params_.presence_penalty;
+  }
+  return adjusted_;
+}
+
 TokenId Sampler::sample(std::span<const float> logits) {
-  if (params_.temperature <= 0.0f) return argmax(logits);
-  return sample_stochastic(logits);
+  const bool adjusts = params_.adjusts_logits();
+  if (adjusts) logits = adjust(logits);
+  const TokenId token = params_.temperature <= 0.0f ? argmax(logits) : sample_stochastic(logits);
+  if (adjusts && (params_.frequency_penalty != 0.0f || params_.presence_penalty != 0.0f)) {
+    auto it = std::find_if(counts_.begin(), counts_.end(), [&](const auto& c) { return c.first == token.value; });
+    if (it == counts_.end()) {
+      counts_.emplace_back(token.value, 1);
+    } else {
+      ++it->second;
+    }
+  }
+  return token;
 }
 
 TokenId Sampler::sample_stochastic(std::span<const float> logits) {

@@ -1,7 +1,8 @@
 #pragma once
 // Sampler: turns one row of logits into a token. Temperature 0 is greedy (argmax, lowest id on ties).
 // Otherwise: top-k, then softmax at the temperature, then top-p (nucleus), then a draw from a seeded RNG,
-// so a given seed always reproduces the same tokens.
+// so a given seed always reproduces the same tokens. Before all of that, logit_bias and the repetition penalties
+// (over the tokens this sampler has returned) adjust a copy of the row.
 
 #include <cstdint>
 #include <random>
@@ -20,15 +21,20 @@ class Sampler {
  public:
   explicit Sampler(const SamplingParams& params);
 
-  // Requires logits.size() > 0. Advances the RNG only when sampling (temperature > 0).
+  // Requires logits.size() > 0 (and logit_bias ids below it: check_request). Advances the RNG only when sampling
+  // (temperature > 0). Counts the returned token for the penalties.
   TokenId sample(std::span<const float> logits);
 
  private:
   TokenId sample_stochastic(std::span<const float> logits);
+  // logit_bias and the penalties applied to a copy of `logits` (adjusted_).
+  std::span<const float> adjust(std::span<const float> logits);
 
   SamplingParams params_;
   std::mt19937_64 rng_;
   std::vector<std::pair<float, int32_t>> candidates_;  // (logit or prob, token id), reused across calls
+  std::vector<float> adjusted_;
+  std::vector<std::pair<int32_t, int32_t>> counts_;  // (token id, times returned), with penalties only
 };
 
 TokenId argmax(std::span<const float> logits);

@@ -2,6 +2,8 @@
 // SamplingParams: how a request's next token is chosen. Plain data; the engine's Sampler acts on it.
 
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "util/result.h"
 
@@ -12,6 +14,14 @@ struct SamplingParams {
   int32_t top_k = 40;        // 0 disables
   float top_p = 0.95f;       // 1 disables
   uint64_t seed = 0;
+  // OpenAI's repetition penalties, over the tokens this request has generated (not the prompt):
+  // logit[t] -= count[t] * frequency_penalty + (count[t] > 0 ? presence_penalty : 0). In [-2, 2]; 0 disables.
+  float frequency_penalty = 0.0f;
+  float presence_penalty = 0.0f;
+  // Added to the logits of these token ids before sampling (OpenAI's logit_bias), each in [-100, 100].
+  std::vector<std::pair<int32_t, float>> logit_bias;
+
+  bool adjusts_logits() const { return frequency_penalty != 0.0f || presence_penalty != 0.0f || !logit_bias.empty(); }
 
   // Checks ranges; the message names the bad field and its allowed range.
   [[nodiscard]] Result<void> validate() const {
@@ -20,6 +30,15 @@ struct SamplingParams {
     }
     if (!(top_p > 0.0f && top_p <= 1.0f)) return make_error("top_p {} is out of range (0, 1]", top_p);
     if (top_k < 0) return make_error("top_k {} must be >= 0 (0 disables it)", top_k);
+    if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f)) {
+      return make_error("frequency_penalty {} is out of range [-2, 2]", frequency_penalty);
+    }
+    if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f)) {
+      return make_error("presence_penalty {} is out of range [-2, 2]", presence_penalty);
+    }
+    for (const auto& [token, bias] : logit_bias) {
+      if (!(bias >= -100.0f && bias <= 100.0f)) return make_error("logit_bias {} is out of range [-100, 100]", bias);
+    }
     return {};
   }
 };

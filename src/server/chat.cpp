@@ -8,12 +8,16 @@ namespace {
 class TemplateFormatter final : public ChatFormatter {
  public:
   TemplateFormatter(ChatTemplate tmpl, std::string bos, std::string eos)
-      : tmpl_(std::move(tmpl)), bos_(std::move(bos)), eos_(std::move(eos)) {}
+      : tmpl_(std::move(tmpl)),
+        bos_(std::move(bos)),
+        eos_(std::move(eos)),
+        tool_format_(tmpl_.is_fallback() ? ToolCallFormat::kJson : detect_tool_call_format(tmpl_.source())) {}
 
   Result<std::string> render(const nlohmann::json& messages, const nlohmann::json& tools,
                              const nlohmann::json& extra) const override {
     return tmpl_.render(messages, tools, /*add_generation_prompt=*/true, bos_, eos_, extra);
   }
+  ToolCallFormat tool_call_format() const override { return tool_format_; }
   std::string describe() const override {
     return tmpl_.is_fallback() ? "the fallback chat format (\"User: ...\\nAssistant:\")" : "the model's chat template";
   }
@@ -22,6 +26,7 @@ class TemplateFormatter final : public ChatFormatter {
   ChatTemplate tmpl_;
   std::string bos_;
   std::string eos_;
+  ToolCallFormat tool_format_;
 };
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "model/tokenizer.h"
+#include "server/tool_calls.h"
 #include "template/chat_template.h"
 #include "util/result.h"
 
@@ -29,6 +30,8 @@ class ChatFormatter {
   // `extra` (null or an object) adds template variables, e.g. {"enable_thinking": false}.
   [[nodiscard]] virtual Result<std::string> render(const nlohmann::json& messages, const nlohmann::json& tools,
                                                    const nlohmann::json& extra = {}) const = 0;
+  // The tool-call format the template speaks (tool_calls.h); kJson for the fallback format.
+  [[nodiscard]] virtual ToolCallFormat tool_call_format() const = 0;
   // "gguf template", "fallback", ...: for the startup log.
   [[nodiscard]] virtual std::string describe() const = 0;
 };

@@ -73,6 +73,9 @@ RequestSpec HttpServer::build_spec(const CompletionRequest& request, std::vector
   spec.sampling.temperature = request.temperature;
   spec.sampling.top_p = request.top_p;
   spec.sampling.top_k = request.top_k;
+  spec.sampling.frequency_penalty = request.frequency_penalty;
+  spec.sampling.presence_penalty = request.presence_penalty;
+  spec.sampling.logit_bias = request.logit_bias;
   spec.sampling.seed = request.seed ? *request.seed : std::random_device{}();
   spec.stop = request.stop;
   spec.ignore_eos = request.ignore_eos;
@@ -80,6 +83,7 @@ RequestSpec HttpServer::build_spec(const CompletionRequest& request, std::vector
   spec.cache_salt = request.cache_salt;
   spec.pin_prefix = request.pin_prefix;
   spec.top_logprobs = request.top_logprobs;
+  spec.grammar = request.grammar;
   return spec;
 }
 
@@ -107,6 +111,14 @@ HttpResponse HttpServer::handle_completion(const HttpRequest& req, Endpoint endp
   if (auto* error = std::get_if<ApiError>(&parsed)) return error_response(*error);
   CompletionRequest& request = std::get<CompletionRequest>(parsed);
   if (auto error = check_model(request)) return error_response(*error);
+  if (request.tool_call_forced()) {
+    // One call in the template's own format, its arguments following the function's parameters schema.
+    const bool named = request.tool_choice == CompletionRequest::ToolChoice::kFunction;
+    auto grammar = forced_tool_call_grammar(chat_.tool_call_format(), request.tools,
+                                            named ? request.tool_choice_name : std::string());
+    if (!grammar) return error_response(invalid_request(grammar.error().message, "tools", "unsupported_schema"));
+    request.grammar = std::make_shared<const Grammar>(std::move(*grammar));
+  }
   auto built = build_prompt(request);
   if (auto* error = std::get_if<ApiError>(&built)) return error_response(*error);
   BuiltPrompt& prompt = std::get<BuiltPrompt>(built);
@@ -115,7 +127,8 @@ HttpResponse HttpServer::handle_completion(const HttpRequest& req, Endpoint endp
 
   ResponseMeta meta{
       fmt::format("{}{}", endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-", random_hex(next_id_.fetch_add(1))),
-      static_cast<int64_t>(std::time(nullptr)), loop_.info().model_id, prompt.answer_tokens};
+      static_cast<int64_t>(std::time(nullptr)), loop_.info().model_id, prompt.answer_tokens,
+      loop_.info().system_fingerprint};
   const bool remember = request.use_cache && answers_.max_entries() > 0 && !prompt.text.empty();
   auto gen = std::make_shared<Generation>(*this, std::move(request), std::move(meta), std::move(std::get<0>(handles)));
   // The answer memory remembers turns of text prompts (choice 0's answer); the ids come with the final output.

@@ -22,6 +22,7 @@ HttpServer::Generation::Generation(HttpServer& server, CompletionRequest request
     c.handle = std::move(handle);
     if (request_.echo) c.text = request_.prompt_text;
     c.text_offset = static_cast<int64_t>(c.text.size());
+    if (request_.stream && request_.tools_active()) c.tools.emplace(server_.chat_.tool_call_format(), request_.tool_call_forced());
   }
 }
 
@@ -91,14 +92,39 @@ std::string HttpServer::Generation::stream_events(size_t i, const RequestOutput&
     events += sse_event(chunk_json(request_, meta_, request_.prompt_text, true, FinishReason::kNone, nullptr, index));
     c.first_chunk = false;
   }
-  if (!out.new_text.empty() || !out.logprobs.empty() || (c.first_chunk && !out.finished)) {
-    events += sse_event(chunk_json(request_, meta_, out.new_text, c.first_chunk, FinishReason::kNone,
-                                   logprobs_json(c, out.logprobs), index));
+  const std::string text = c.tools ? c.tools->push(out.new_text) : out.new_text;
+  if (!text.empty() || !out.logprobs.empty() || (c.first_chunk && !out.finished)) {
+    events += sse_event(
+        chunk_json(request_, meta_, text, c.first_chunk, FinishReason::kNone, logprobs_json(c, out.logprobs), index));
     c.first_chunk = false;
   }
-  if (out.finished) {
+  if (out.finished && c.tools) {
+    events += stream_tool_calls(i, out);
+  } else if (out.finished) {
     events += sse_event(chunk_json(request_, meta_, "", c.first_chunk, out.finish_reason, nullptr, index));
   }
+  return events;
+}
+
+std::string HttpServer::Generation::stream_tool_calls(size_t i, const RequestOutput& out) {
+  Choice& c = choices_[i];
+  const auto index = static_cast<int32_t>(i);
+  ChoiceResult result =
+      choice_with_tool_calls(request_, server_.chat_.tool_call_format(), c.tools->held(), out.finish_reason, nullptr);
+  std::string events;
+  if (!result.text.empty()) {
+    events += sse_event(chunk_json(request_, meta_, result.text, c.first_chunk, FinishReason::kNone, nullptr, index));
+    c.first_chunk = false;
+  }
+  if (result.tool_calls.empty()) {
+    events += sse_event(chunk_json(request_, meta_, "", c.first_chunk, out.finish_reason, nullptr, index));
+    return events;
+  }
+  for (const nlohmann::json& chunk : tool_call_chunks_json(request_, meta_, result.tool_calls, c.first_chunk, index)) {
+    events += sse_event(chunk);
+  }
+  c.first_chunk = false;
+  events += sse_event(tool_calls_finish_chunk_json(request_, meta_, index));
   return events;
 }
 
@@ -131,7 +157,10 @@ void HttpServer::Generation::complete(Chunk& chunk) {
     return;
   }
   std::vector<ChoiceResult> results;
-  for (Choice& c : choices_) results.push_back({c.text, c.finish_reason, logprobs_json(c, c.logprobs)});
+  for (Choice& c : choices_) {
+    results.push_back(choice_with_tool_calls(request_, server_.chat_.tool_call_format(), c.text, c.finish_reason,
+                                             logprobs_json(c, c.logprobs)));
+  }
   chunk.head = json_response(response_json(request_, meta_, results, usage()));
 }
 

@@ -44,7 +44,10 @@ class HttpServer::Generation : public ResponseSource, public std::enable_shared_
     bool first_chunk = true;
     std::optional<RequestUsage> usage;  // set when its final output arrived
     FinishReason finish_reason = FinishReason::kNone;
+    std::optional<ToolCallStream> tools;  // streaming with tools: holds back what may be a call
   };
+  // A streamed choice with tools has ended: its calls as tool_calls deltas, or what was held back as content.
+  std::string stream_tool_calls(size_t i, const RequestOutput& out);
 
   // Reads choice i's news into `chunk` (stream events, or the answer so far); false once the response failed.
   bool read_choice(size_t i, Chunk& chunk);

@@ -3,9 +3,11 @@
 #include "server/json_body.h"
 #include "server/logprobs_json.h"
 #include "server/request_fields.h"
+#include "server/request_tools.h"
 
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <limits>
 
 namespace hearth::server {
@@ -164,12 +166,12 @@ std::optional<ApiError> parse_messages(const json& body, CompletionRequest& r) {
     json content;
     if (auto err = normalize_content(m.value("content", json()), param + ".content", content)) return err;
     normalized["content"] = content;
+    if (auto err = normalize_tool_calls(normalized, param)) return err;
     r.messages.push_back(std::move(normalized));
   }
-  if (auto t = body.find("tools"); t != body.end() && !t->is_null()) {
-    if (!t->is_array()) return wrong_type("tools", "an array", *t);
-    r.tools = *t;
-  }
+  if (auto err = parse_tools(body, r)) return err;
+  if (auto err = parse_tool_choice(body, r)) return err;
+  if (auto err = parse_response_format(body, r)) return err;
   return parse_chat_template_kwargs(body, r);
 }
 
@@ -228,6 +230,32 @@ std::optional<ApiError> parse_stop(const json& body, CompletionRequest& r) {
   return std::nullopt;
 }
 
+// logit_bias: {"token id": bias in [-100, 100]} (at most kMaxLogitBias entries; ids are checked by the engine).
+std::optional<ApiError> parse_logit_bias(const json& body, CompletionRequest& r) {
+  constexpr size_t kMaxLogitBias = 1024;
+  auto it = body.find("logit_bias");
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_object()) return wrong_type("logit_bias", "an object of token ids to biases", *it);
+  if (it->size() > kMaxLogitBias) {
+    return invalid_request(fmt::format("'logit_bias' has {} entries; at most {}", it->size(), kMaxLogitBias),
+                           "logit_bias", "invalid_value");
+  }
+  for (const auto& [key, value] : it->items()) {
+    char* end = nullptr;
+    const long id = std::strtol(key.c_str(), &end, 10);
+    if (key.empty() || *end != '\0' || id < 0 || id > std::numeric_limits<int32_t>::max()) {
+      return invalid_request(fmt::format("'logit_bias' key \"{}\" is not a token id", key), "logit_bias",
+                             "invalid_value");
+    }
+    if (!value.is_number() || !(value.get<double>() >= -100.0 && value.get<double>() <= 100.0)) {
+      return invalid_request(fmt::format("'logit_bias' of token {} must be a number in [-100, 100]", key),
+                             "logit_bias", "invalid_value");
+    }
+    r.logit_bias.emplace_back(static_cast<int32_t>(id), value.get<float>());
+  }
+  return std::nullopt;
+}
+
 std::optional<ApiError> parse_limits(const json& body, CompletionRequest& r) {
   constexpr int64_t kMaxInt = std::numeric_limits<int32_t>::max();
   for (const char* key : {"max_tokens", "max_completion_tokens"}) {
@@ -251,6 +279,9 @@ std::optional<ApiError> parse_limits(const json& body, CompletionRequest& r) {
   std::optional<int64_t> top_k;
   if (auto err = read_int(body, "top_k", 0, kMaxInt, top_k)) return err;
   if (top_k) r.top_k = static_cast<int32_t>(*top_k);
+  if (auto err = read_number(body, "frequency_penalty", -2.0, 2.0, r.frequency_penalty)) return err;
+  if (auto err = read_number(body, "presence_penalty", -2.0, 2.0, r.presence_penalty)) return err;
+  if (auto err = parse_logit_bias(body, r)) return err;
   auto seed = body.find("seed");
   if (seed != body.end() && !seed->is_null()) {
     if (!seed->is_number_integer()) return wrong_type("seed", "an integer", *seed);
@@ -350,6 +381,7 @@ ApiResult<CompletionRequest> validate_completion_request(const nlohmann::json& b
   } else {
     if (auto err = parse_prompt(body, r)) return *err;
     if (auto err = read_bool(body, "echo", r.echo)) return *err;
+    if (auto err = parse_response_format(body, r)) return *err;
   }
   for (auto parse : {parse_limits, parse_stop, parse_stream, parse_logprobs, parse_cache_controls}) {
     if (auto err = parse(body, r)) return *err;
@@ -394,6 +426,14 @@ ApiError api_error(const RuntimeError& e) {
   return ApiError{500, e.message, "server_error", {}, {}};  // unreachable: every code is mapped above
 }
 
+namespace {
+
+json fingerprint_json(const ResponseMeta& meta) {
+  return meta.system_fingerprint.empty() ? json() : json(meta.system_fingerprint);
+}
+
+}  // namespace
+
 const char* finish_reason_text(FinishReason reason) {
   switch (reason) {
     case FinishReason::kStop:
@@ -410,9 +450,23 @@ const char* finish_reason_text(FinishReason reason) {
 
 namespace {
 
+json tool_call_json(const ToolCall& call) {
+  return json{{"id", call.id},
+              {"type", "function"},
+              {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
+}
+
 json choice_json(const CompletionRequest& request, int32_t index, const ChoiceResult& c) {
   json choice = {{"index", index}, {"logprobs", c.logprobs}, {"finish_reason", finish_reason_text(c.reason)}};
-  if (request.endpoint == Endpoint::kChat) {
+  if (request.endpoint == Endpoint::kChat && !c.tool_calls.empty()) {
+    json calls = json::array();
+    for (const ToolCall& call : c.tool_calls) calls.push_back(tool_call_json(call));
+    choice["message"] = {{"role", "assistant"},
+                         {"content", c.text.empty() ? json() : json(c.text)},
+                         {"refusal", nullptr},
+                         {"tool_calls", std::move(calls)}};
+    choice["finish_reason"] = "tool_calls";
+  } else if (request.endpoint == Endpoint::kChat) {
     choice["message"] = {{"role", "assistant"}, {"content", c.text}, {"refusal", nullptr}};
   } else {
     choice["text"] = c.text;
@@ -432,7 +486,7 @@ nlohmann::json response_json(const CompletionRequest& request, const ResponseMet
               {"object", request.endpoint == Endpoint::kChat ? "chat.completion" : "text_completion"},
               {"created", meta.created},
               {"model", meta.model},
-              {"system_fingerprint", nullptr},
+              {"system_fingerprint", fingerprint_json(meta)},
               {"choices", std::move(rendered)},
               {"usage", std::move(usage)}};
 }
@@ -460,7 +514,7 @@ nlohmann::json chunk_json(const CompletionRequest& request, const ResponseMeta& 
                 {"object", chat ? "chat.completion.chunk" : "text_completion"},
                 {"created", meta.created},
                 {"model", meta.model},
-                {"system_fingerprint", nullptr},
+                {"system_fingerprint", fingerprint_json(meta)},
                 {"choices", json::array({std::move(choice)})}};
   if (request.include_usage) chunk["usage"] = nullptr;
   return chunk;
@@ -472,7 +526,7 @@ nlohmann::json usage_chunk_json(const CompletionRequest& request, const Response
               {"object", chat ? "chat.completion.chunk" : "text_completion"},
               {"created", meta.created},
               {"model", meta.model},
-              {"system_fingerprint", nullptr},
+              {"system_fingerprint", fingerprint_json(meta)},
               {"choices", json::array()},
               {"usage", std::move(usage)}};
 }

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -14,6 +15,8 @@
 #include <vector>
 
 #include "engine/engine_types.h"
+#include "engine/grammar.h"
+#include "server/tool_calls.h"
 
 namespace hearth::server {
 
@@ -48,8 +51,21 @@ struct CompletionRequest {
   Endpoint endpoint = Endpoint::kCompletion;
   std::string model;  // empty when the client sent none
   // chat: messages normalized to {role, content: string, ...}; tools as sent (null when absent)
+  // Assistant tool_calls arrive with their arguments parsed into objects when they parse (templates print them with
+  // tojson); every tools entry is {"type": "function", "function": {"name": ..., ...}}.
   nlohmann::json messages;
   nlohmann::json tools;
+  // tool_choice: "auto" (default), "none" (no call is parsed), "required" or a named function (kFunction,
+  // tool_choice_name): one call is forced by a grammar in the template's format.
+  enum class ToolChoice { kAuto, kNone, kRequired, kFunction };
+  ToolChoice tool_choice = ToolChoice::kAuto;
+  std::string tool_choice_name;
+  // response_format: json_object or json_schema compile to this grammar (null for text).
+  std::shared_ptr<const Grammar> grammar;
+  bool tools_active() const { return tools.is_array() && !tools.empty() && tool_choice != ToolChoice::kNone; }
+  bool tool_call_forced() const {
+    return tools_active() && (tool_choice == ToolChoice::kRequired || tool_choice == ToolChoice::kFunction);
+  }
   // chat: extra variables for the model's chat template (e.g. Qwen 3's enable_thinking); null when absent
   nlohmann::json chat_template_kwargs;
   // completions: either text or token ids
@@ -65,6 +81,9 @@ struct CompletionRequest {
   float top_p = 1.0f;
   int32_t top_k = 0;  // extension; 0 disables
   std::optional<uint64_t> seed;
+  float frequency_penalty = 0.0f;                     // [-2, 2]
+  float presence_penalty = 0.0f;                      // [-2, 2]
+  std::vector<std::pair<int32_t, float>> logit_bias;  // token id (checked by the engine), bias in [-100, 100]
   std::vector<std::string> stop;
   bool echo = false;  // completions: prepend the prompt text
   // Logprobs asked for, with this many alternatives per token: chat "logprobs": true with "top_logprobs" 0..20
@@ -90,6 +109,7 @@ struct ResponseMeta {
   int64_t created = 0;
   std::string model;
   int32_t answer_tokens_reused = 0;  // prompt ids taken from a remembered answer (answer_memory.h)
+  std::string system_fingerprint;    // EngineInfo::system_fingerprint; empty renders as null
 };
 
 // "stop", "length", or "abort" (server shutdown or cancellation).
@@ -118,7 +138,14 @@ struct ChoiceResult {
   std::string text;
   FinishReason reason = FinishReason::kNone;
   nlohmann::json logprobs;  // null when not asked
+  // Chat: the answer's tool calls (parse_tool_calls); when any, `text` is the content outside them (null when
+  // empty), message.tool_calls lists them and finish_reason is "tool_calls".
+  std::vector<ToolCall> tool_calls;
 };
+
+// The answer of a chat choice with tools: its calls (with fresh ids) and content when it holds any, else the text.
+[[nodiscard]] ChoiceResult choice_with_tool_calls(const CompletionRequest& request, ToolCallFormat format,
+                                                  std::string text, FinishReason reason, nlohmann::json logprobs);
 
 // The `reuse_stop` object: the block where reuse stopped and, by reason, the text around it (context_text before,
 // prompt_text from it, cached_text of the nearest cached prefix from it), evicted_block, other_salt_tokens.
@@ -142,6 +169,16 @@ struct ChoiceResult {
 [[nodiscard]] nlohmann::json chunk_json(const CompletionRequest& request, const ResponseMeta& meta,
                                         const std::string& text, bool first, FinishReason reason,
                                         const nlohmann::json& logprobs = nullptr, int32_t index = 0);
+// The streamed form of a choice's tool calls, as OpenAI sends them: per call one chunk with
+// delta.tool_calls [{index, id, type "function", function {name, arguments ""}}], then one with its arguments
+// ({index, function {arguments}}); the first chunk of the choice also carries role. Then
+// tool_calls_finish_chunk_json ends the choice with finish_reason "tool_calls".
+[[nodiscard]] std::vector<nlohmann::json> tool_call_chunks_json(const CompletionRequest& request,
+                                                                const ResponseMeta& meta,
+                                                                const std::vector<ToolCall>& calls, bool first,
+                                                                int32_t index);
+[[nodiscard]] nlohmann::json tool_calls_finish_chunk_json(const CompletionRequest& request, const ResponseMeta& meta,
+                                                          int32_t index);
 // The final usage chunk of stream_options.include_usage: "choices": [] and the usage object.
 [[nodiscard]] nlohmann::json usage_chunk_json(const CompletionRequest& request, const ResponseMeta& meta,
                                               const RequestUsage& usage);

@@ -18,20 +18,8 @@ struct RefusedField {
   const char* why;  // what is not implemented, and what to send instead
 };
 
-bool is_empty_object(const json& v) {
-  return v.is_object() && v.empty();
-}
-bool is_zero(const json& v) {
-  return v.is_number() && v.get<double>() == 0.0;
-}
 bool is_empty_string(const json& v) {
   return v.is_string() && v.get<std::string>().empty();
-}
-bool is_text_format(const json& v) {
-  return v.is_object() && v.size() == 1 && v.value("type", json()) == "text";
-}
-bool is_auto_or_none(const json& v) {
-  return v == "auto" || v == "none";
 }
 bool is_text_modality(const json& v) {
   return v == json::array({"text"});
@@ -41,14 +29,7 @@ bool never(const json&) {
 }
 
 constexpr RefusedField kRefused[] = {
-    {"logit_bias", true, true, is_empty_object, "logit biases are not implemented; send {} or leave it out"},
-    {"frequency_penalty", true, true, is_zero, "repetition penalties are not implemented; send 0 or leave it out"},
-    {"presence_penalty", true, true, is_zero, "repetition penalties are not implemented; send 0 or leave it out"},
     {"suffix", false, true, is_empty_string, "insertion (a suffix) is not implemented"},
-    {"response_format", true, false, is_text_format,
-     "structured output (json_object, json_schema) is not implemented yet; only {\"type\": \"text\"}"},
-    {"tool_choice", true, false, is_auto_or_none,
-     "forcing a tool call (\"required\" or a named function) is not implemented yet; only \"auto\" or \"none\""},
     {"functions", true, false, never, "the deprecated functions API is not supported; use tools"},
     {"function_call", true, false, never, "the deprecated functions API is not supported; use tools"},
     {"modalities", true, false, is_text_modality, "only text output is supported ([\"text\"])"},

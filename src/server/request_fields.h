@@ -1,7 +1,6 @@
 #pragma once
 // OpenAI request fields Hearth does not implement. A field that would change what the answer means is refused
-// with a 400 naming it, unless it holds its neutral value (logit_bias {}, a penalty of 0, response_format "text",
-// tool_choice "auto" or "none", ...); the fields that cannot change the answer (user, metadata, store, ...) are
+// with a 400 naming it, unless it holds its neutral value (suffix "", modalities ["text"], ...); the fields that cannot change the answer (user, metadata, store, ...) are
 // ignored on purpose. README ("OpenAI request fields") lists every field and what happens to it.
 
 #include <nlohmann/json.hpp>

@@ -62,6 +62,9 @@ class ChatTemplate {
   //   each user/tool/... turn:     "User: <content>\n" (role name capitalized)
   //   each assistant turn:         "Assistant:<content>\n", the content verbatim
   //   add_generation_prompt:        "Assistant:"
+  //   with tools:                   "Tools: <name>, <name>\n\n" first (names only: a model without a template is
+  //                                 small, its context too), and an assistant turn's tool_calls follow its content
+  //                                 as {"name": <name>, "arguments": <arguments>} (server/tool_calls.h's kJson)
   // An assistant turn is written the way the model continues the generation prompt: an answer generated after
   // "Assistant:" (usually with its own leading space, " Hi") renders back as exactly that text, so the
   // conversation's next prompt starts with the previous prompt plus the answer's exact text, and the server can
@@ -69,13 +72,17 @@ class ChatTemplate {
   // content should therefore start with a space, as a model's answer would.
   // A content that is a list of parts renders the parts' "text" fields joined.
   static constexpr std::string_view kFallbackSource =
+      "{%- if tools %}Tools: {% for tool in tools %}{{ tool.function.name }}{% if not loop.last %}, {% endif %}"
+      "{%- endfor %}{{ '\\n\\n' }}{% endif %}"
       "{%- for message in messages %}"
       "{%- if message.content is string %}{% set content = message.content %}"
       "{%- elif message.content is iterable and message.content is not mapping %}"
       "{% set content = message.content | map(attribute='text') | join('') %}"
       "{%- else %}{% set content = '' %}{% endif %}"
       "{%- if message.role == 'system' %}{{ content }}{{ '\\n\\n' }}"
-      "{%- elif message.role == 'assistant' %}Assistant:{{ content }}{{ '\\n' }}"
+      "{%- elif message.role == 'assistant' %}Assistant:{{ content }}"
+      "{%- for call in message.tool_calls or [] %}{\"name\": {{ call.function.name | tojson }}, \"arguments\": "
+      "{{ call.function.arguments | tojson }}}{% endfor %}{{ '\\n' }}"
       "{%- else %}{{ message.role | capitalize }}: {{ content }}{{ '\\n' }}{% endif %}"
       "{%- endfor %}"
       "{%- if add_generation_prompt %}Assistant:{% endif %}";

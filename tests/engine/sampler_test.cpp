@@ -57,12 +57,41 @@ TEST(Sampler, TopKRestrictsToTheKBest) {
   }
 }
 
+TEST(Sampler, LogitBiasShiftsTheChoice) {
+  Sampler s({.temperature = 0.0f, .logit_bias = {{4, 10.0f}}});
+  EXPECT_EQ(s.sample(kLogits), TokenId{4});  // -1 + 10 beats 3
+  Sampler ban({.temperature = 0.0f, .logit_bias = {{1, -100.0f}}});
+  EXPECT_EQ(ban.sample(kLogits), TokenId{3});  // 1 banned: the other 3.0 wins
+}
+
+TEST(Sampler, PenaltiesCountTheTokensAlreadyReturned) {
+  // Greedy with a presence penalty of 1.5: 1 (3.0), then 3 (3.0, 1 is now 1.5), then 2 (2.0 beats 1.5, 1.5),
+  // then 1 (1.5 ties 3, lowest id), ...
+  Sampler presence({.temperature = 0.0f, .presence_penalty = 1.5f});
+  std::vector<int32_t> got;
+  for (int i = 0; i < 4; ++i) got.push_back(presence.sample(kLogits).value);
+  EXPECT_EQ(got, (std::vector<int32_t>{1, 3, 2, 1}));
+  // A frequency penalty grows with the count: 1 then 3 then 2 (3 - 1.1 < 2), then 1 (3 - 1.1 = 1.9 > 2 - 1.1)...
+  Sampler frequency({.temperature = 0.0f, .frequency_penalty = 1.1f});
+  got.clear();
+  for (int i = 0; i < 5; ++i) got.push_back(frequency.sample(kLogits).value);
+  EXPECT_EQ(got, (std::vector<int32_t>{1, 3, 2, 1, 3}));
+  // The row itself is never changed.
+  Sampler again({.temperature = 0.0f});
+  EXPECT_EQ(again.sample(kLogits), TokenId{1});
+}
+
 TEST(Sampler, ValidateNamesTheBadField) {
   EXPECT_FALSE(SamplingParams{.temperature = -1.0f}.validate().ok());
   auto bad_p = SamplingParams{.top_p = 0.0f}.validate();
   ASSERT_FALSE(bad_p.ok());
   EXPECT_NE(bad_p.error().message.find("top_p"), std::string::npos);
   EXPECT_FALSE(SamplingParams{.top_k = -3}.validate().ok());
+  auto bad_penalty = SamplingParams{.frequency_penalty = 2.5f}.validate();
+  ASSERT_FALSE(bad_penalty.ok());
+  EXPECT_NE(bad_penalty.error().message.find("frequency_penalty"), std::string::npos);
+  EXPECT_FALSE(SamplingParams{.presence_penalty = -3.0f}.validate().ok());
+  EXPECT_FALSE((SamplingParams{.logit_bias = {{1, 101.0f}}}.validate().ok()));
   EXPECT_TRUE(SamplingParams{}.validate().ok());
 }
 

@@ -97,19 +97,49 @@ INSTANTIATE_TEST_SUITE_P(
                 "requires 'logprobs': true"},
         BadCase{"completion_logprobs_high", kCompl, R"({"prompt": "x", "logprobs": 6})", "logprobs", "maximum 5"},
         BadCase{"completion_logprobs_bool", kCompl, R"({"prompt": "x", "logprobs": true})", "logprobs", "an integer"},
-        BadCase{"logit_bias", kChat, R"({"messages": [{"role": "user", "content": "x"}], "logit_bias": {"5": 10}})",
-                "logit_bias", "not supported"},
-        BadCase{"frequency_penalty", kCompl, R"({"prompt": "x", "frequency_penalty": 0.5})", "frequency_penalty",
-                "not supported"},
+        BadCase{"logit_bias_range", kChat,
+                R"({"messages": [{"role": "user", "content": "x"}], "logit_bias": {"5": 101}})", "logit_bias",
+                "[-100, 100]"},
+        BadCase{"logit_bias_key", kCompl, R"({"prompt": "x", "logit_bias": {"five": 1}})", "logit_bias",
+                "not a token id"},
+        BadCase{"frequency_penalty", kCompl, R"({"prompt": "x", "frequency_penalty": 2.5})", "frequency_penalty",
+                "[-2, 2]"},
         BadCase{"presence_penalty", kChat,
-                R"({"messages": [{"role": "user", "content": "x"}], "presence_penalty": -1})", "presence_penalty",
-                "not supported"},
+                R"({"messages": [{"role": "user", "content": "x"}], "presence_penalty": -3})", "presence_penalty",
+                "[-2, 2]"},
         BadCase{"suffix", kCompl, R"({"prompt": "x", "suffix": "end"})", "suffix", "not supported"},
-        BadCase{"response_format", kChat,
-                R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})",
-                "response_format", "structured output"},
-        BadCase{"tool_choice", kChat, R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})",
-                "tool_choice", "not supported"},
+        BadCase{"response_format_pattern", kChat,
+                R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema",
+                    "json_schema": {"name": "n", "schema": {"type": "string", "pattern": "^a"}}}})",
+                "response_format.json_schema.schema", "'pattern'"},
+        BadCase{"response_format_anyof", kCompl,
+                R"({"prompt": "x", "response_format": {"type": "json_schema", "json_schema": {"schema":
+                    {"type": "object", "properties": {"a": {"anyOf": []}}}}}})",
+                "response_format.json_schema.schema", "'anyOf' (at 'schema.properties.a')"},
+        BadCase{"response_format_type", kChat,
+                R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "yaml"}})",
+                "response_format.type", "json_schema"},
+        BadCase{"response_format_no_schema", kChat,
+                R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema",
+                    "json_schema": {"name": "n"}}})",
+                "response_format.json_schema.schema", "required"},
+        BadCase{"tool_choice_without_tools", kChat,
+                R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})", "tool_choice",
+                "no tools"},
+        BadCase{"tool_choice_unknown_function", kChat,
+                R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function":
+                    {"name": "a"}}], "tool_choice": {"type": "function", "function": {"name": "b"}}})",
+                "tool_choice", "\"b\""},
+        BadCase{"tool_choice_with_json_format", kChat,
+                R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function":
+                    {"name": "a"}}], "tool_choice": "required", "response_format": {"type": "json_object"}})",
+                "response_format", "cannot be combined"},
+        BadCase{"tool_without_name", kChat,
+                R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {}}]})",
+                "tools[0].function.name", "required"},
+        BadCase{"tool_call_without_name", kChat,
+                R"({"messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "c", "function": {}}]}]})",
+                "messages[0].tool_calls[0].function.name", "required"},
         BadCase{"functions", kChat, R"({"messages": [{"role": "user", "content": "x"}], "functions": []})", "functions",
                 "deprecated"},
         BadCase{"audio_modality", kChat,
@@ -118,6 +148,17 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"completion_logprobs_echo", kCompl, R"({"prompt": "x", "logprobs": 1, "echo": true})", "logprobs",
                 "echo"}),
     [](const auto& info) { return std::string(info.param.name); });
+
+TEST(ParseRequest, PenaltiesAndLogitBiasAreRead) {
+  auto result = parse_completion_request(
+      R"({"prompt": "x", "frequency_penalty": 0.5, "presence_penalty": -1, "logit_bias": {"7": -100, "3": 2.5}})",
+      Endpoint::kCompletion);
+  ASSERT_TRUE(std::holds_alternative<CompletionRequest>(result)) << std::get<ApiError>(result).message;
+  const CompletionRequest& r = std::get<CompletionRequest>(result);
+  EXPECT_FLOAT_EQ(r.frequency_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(r.presence_penalty, -1.0f);
+  EXPECT_EQ(r.logit_bias, (std::vector<std::pair<int32_t, float>>{{3, 2.5f}, {7, -100.0f}}));
+}
 
 TEST(ParseRequest, ChatFieldsAndDefaults) {
   auto result = parse_completion_request(R"({

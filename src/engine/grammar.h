@@ -1,0 +1,142 @@
+#pragma once
+// Grammar: the byte-level automaton behind constrained decoding (response_format json_object / json_schema, and a
+// forced tool call). A Grammar is an immutable graph of nodes compiled from a JSON schema (or built for any JSON
+// object, or for a tool call in a chat template's format); a GrammarState is one position in it: a small stack of
+// frames, cheap to copy, advanced one byte at a time. token_mask.h turns a state into the set of tokens whose bytes
+// keep the output a valid prefix.
+//
+// The language is compact JSON: no whitespace outside strings (so a weak model cannot loop on spaces), strings
+// without \u escapes (raw UTF-8 instead, so no lone surrogate can be produced), integers and fractions of at most
+// 15 digits, exponents of at most 3, nesting at most kMaxGrammarDepth frames. Every string of the language
+// validates against the schema it came from.
+//
+// JSON Schema subset (compile_json_schema; anything else is an Error naming the keyword, for a 400):
+//   type (a name or an array of names: object array string number integer boolean null), properties, required,
+//   additionalProperties (true or false; with properties present only the listed properties are produced),
+//   items, minItems, maxItems, enum, const, minLength, maxLength; annotations title, description, default,
+//   examples, format (an annotation, as JSON Schema 2020-12 says by default), $schema, $id, $comment.
+//   An object schema with no properties and additionalProperties not false takes any keys with any values.
+
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "util/result.h"
+
+namespace hearth {
+
+inline constexpr int32_t kMaxGrammarDepth = 32;        // frames: nesting of objects, arrays and their values
+inline constexpr size_t kMaxGrammarAlternatives = 64;  // properties of an object, values of an enum, tools
+
+enum class GrammarNodeKind : uint8_t {
+  kObject,    // {"key":value,...}: listed keys (each at most once), or free keys when free_keys
+  kArray,     // [item,...] with min_items..max_items
+  kString,    // "..." with min_len..max_len code points
+  kNumber,    // -?(0|[1-9]d*)(.d+)?([eE][+-]?d+)?
+  kInteger,   // -?(0|[1-9]d*)
+  kLiterals,  // one of `literals` (serialized JSON: enum, const, true/false, null)
+  kUnion,     // one of `alternatives`, told apart by their first byte (a "type" array, or any JSON value)
+  kBranches,  // one of: prefixes[i], then node branch_nodes[i], then suffixes[i] (a tool call)
+};
+
+struct GrammarNode {
+  GrammarNodeKind kind = GrammarNodeKind::kLiterals;
+  // kObject: serialized keys with their quotes ("\"city\""), the node of each key's value, the required keys.
+  std::vector<std::string> keys;
+  std::vector<int32_t> key_nodes;
+  uint64_t required = 0;
+  bool free_keys = false;  // any string key (node free_key, a kString), values `free_value`
+  int32_t free_key = -1;
+  int32_t free_value = -1;
+  // kArray
+  int32_t items = -1;
+  int32_t min_items = 0;
+  int32_t max_items = -1;  // -1: unbounded
+  // kString
+  int32_t min_len = 0;
+  int32_t max_len = -1;  // -1: unbounded
+  // kLiterals; kBranches uses prefixes, branch_nodes, suffixes
+  std::vector<std::string> literals;
+  std::vector<std::string> prefixes;
+  std::vector<int32_t> branch_nodes;
+  std::vector<std::string> suffixes;
+  // kUnion
+  std::vector<int32_t> alternatives;
+};
+
+// One frame of a GrammarState: a node and where in it the output is.
+struct GrammarFrame {
+  uint16_t node = 0;
+  uint8_t phase = 0;
+  uint8_t extra = 0;  // string: UTF-8 continuation bytes pending; object/branches: the chosen key/branch
+  uint16_t pos = 0;   // byte position in a key/literal/prefix/suffix; digits of a number part
+  int32_t count = 0;  // string: code points; array: items
+  uint64_t seen = 0;  // object: keys produced; string: the UTF-8 lead byte pending
+  uint64_t cand = 0;  // key/literal/branch candidates still matching
+};
+
+// A position in a Grammar. Copying costs the active frames only (copy_from).
+struct GrammarState {
+  int32_t depth = 0;
+  std::array<GrammarFrame, kMaxGrammarDepth> frames;
+
+  void copy_from(const GrammarState& other) {
+    depth = other.depth;
+    for (int32_t i = 0; i < depth; ++i) frames[i] = other.frames[i];
+  }
+};
+
+class Grammar {
+ public:
+  // Compiles a JSON schema (the subset above). Fails naming the keyword (and its path) it does not support.
+  [[nodiscard]] static Result<Grammar> from_json_schema(const nlohmann::json& schema);
+  // Any JSON object (response_format json_object).
+  [[nodiscard]] static Grammar any_json_object();
+  // One tool call: for each tool, `prefix`, then JSON that `parameters` (a schema) accepts, then `suffix`. Fails
+  // naming the tool whose parameters use something unsupported. Requires 1..kMaxGrammarAlternatives tools.
+  struct Branch {
+    std::string prefix;
+    nlohmann::json parameters;
+    std::string suffix;
+  };
+  [[nodiscard]] static Result<Grammar> branches(const std::vector<Branch>& branches);
+
+  // The state before any output.
+  [[nodiscard]] GrammarState start() const;
+  // Feeds one byte to `state`. Returns false when the byte cannot extend a valid prefix; `state` is then garbage
+  // (callers advance a copy).
+  [[nodiscard]] bool advance(GrammarState& state, uint8_t byte) const;
+  [[nodiscard]] bool advance(GrammarState& state, std::string_view bytes) const;
+  // The output so far is a whole string of the language (it may still grow: a top-level number).
+  [[nodiscard]] bool can_end(const GrammarState& state) const;
+  // The output is whole and nothing can follow it.
+  [[nodiscard]] static bool is_terminal(const GrammarState& state) { return state.depth == 0; }
+  // The top frame is inside a string's text with nothing pending: every "plain" byte sequence (no quote,
+  // backslash or control character; whole UTF-8 characters) of at most `*room` code points extends it
+  // (*room = -1: unbounded). token_mask.h's fast path.
+  [[nodiscard]] bool in_plain_string(const GrammarState& state, int32_t* room) const;
+
+  const std::vector<GrammarNode>& nodes() const { return nodes_; }
+
+ private:
+  enum class Step { kConsumed, kRejected, kPopRetry };
+  Step step(GrammarState& state, uint8_t byte) const;
+  Step step_string(GrammarState& state, GrammarFrame& frame, const GrammarNode& node, uint8_t byte) const;
+  Step step_number(GrammarState& state, GrammarFrame& frame, bool integer, uint8_t byte) const;
+  bool push(GrammarState& state, int32_t node) const;
+  bool starts_with_byte(int32_t node, uint8_t byte) const { return (first_bytes_[node][byte >> 6] >> (byte & 63)) & 1; }
+  // Fills first_bytes_ once the nodes are complete.
+  void finalize();
+
+  std::vector<GrammarNode> nodes_;
+  std::vector<std::array<uint64_t, 4>> first_bytes_;  // per node: the bytes a value of it may start with
+  int32_t root_ = 0;
+
+  friend class GrammarCompiler;
+};
+
+}  // namespace hearth

@@ -1,0 +1,305 @@
+// Grammar compilation: a JSON schema (the subset grammar.h lists), any JSON object, or tool-call branches, to the
+// node graph grammar.cpp runs.
+
+#include <algorithm>
+
+#include "engine/grammar.h"
+
+namespace hearth {
+namespace {
+
+using nlohmann::json;
+using Kind = GrammarNodeKind;
+
+const char* const kAnnotations[] = {"title",  "description", "default", "examples",
+                                    "format", "$schema",     "$id",     "$comment"};
+const char* const kKeywords[] = {"type",  "properties", "required", "additionalProperties",
+                                 "items", "minItems",   "maxItems", "enum",
+                                 "const", "minLength",  "maxLength"};
+
+bool value_has_type(const json& v, std::string_view type) {
+  if (type == "object") return v.is_object();
+  if (type == "array") return v.is_array();
+  if (type == "string") return v.is_string();
+  if (type == "number") return v.is_number();
+  if (type == "integer") return v.is_number_integer();
+  if (type == "boolean") return v.is_boolean();
+  if (type == "null") return v.is_null();
+  return false;
+}
+
+}  // namespace
+
+// Builds a Grammar's nodes from a schema, recursively; errors name the schema path and keyword.
+class GrammarCompiler {
+ public:
+  Grammar g;
+
+  int32_t add(GrammarNode node) {
+    g.nodes_.push_back(std::move(node));
+    return static_cast<int32_t>(g.nodes_.size() - 1);
+  }
+
+  int32_t literals(std::vector<std::string> values) {
+    GrammarNode n;
+    n.kind = Kind::kLiterals;
+    n.literals = std::move(values);
+    return add(std::move(n));
+  }
+
+  int32_t simple(Kind kind) {
+    GrammarNode n;
+    n.kind = kind;
+    return add(std::move(n));
+  }
+
+  // Any JSON value: free objects and arrays of any values, strings, numbers, true/false/null.
+  int32_t any() {
+    if (any_ >= 0) return any_;
+    GrammarNode u;
+    u.kind = Kind::kUnion;
+    any_ = add(std::move(u));
+    GrammarNode obj;
+    obj.kind = Kind::kObject;
+    obj.free_keys = true;
+    obj.free_key = simple(Kind::kString);
+    obj.free_value = any_;
+    const int32_t obj_id = add(std::move(obj));
+    GrammarNode arr;
+    arr.kind = Kind::kArray;
+    arr.items = any_;
+    const int32_t arr_id = add(std::move(arr));
+    const int32_t str = simple(Kind::kString);
+    const int32_t num = simple(Kind::kNumber);
+    const int32_t lit = literals({"true", "false", "null"});
+    g.nodes_[any_].alternatives = {obj_id, arr_id, str, num, lit};
+    return any_;
+  }
+
+  Result<int32_t> compile(const json& schema, const std::string& path) {
+    if (schema.is_boolean()) {
+      if (schema.get<bool>()) return any();
+      return make_error("the schema at '{}' is false: nothing can match it", path);
+    }
+    if (!schema.is_object()) return make_error("the schema at '{}' must be an object", path);
+    for (const auto& [key, value] : schema.items()) {
+      const bool known = std::find(std::begin(kKeywords), std::end(kKeywords), key) != std::end(kKeywords) ||
+                         std::find(std::begin(kAnnotations), std::end(kAnnotations), key) != std::end(kAnnotations);
+      if (!known) {
+        return make_error(
+            "JSON Schema keyword '{}' (at '{}') is not supported; supported: type, properties, "
+            "required, additionalProperties (true/false), items, minItems, maxItems, enum, const, "
+            "minLength, maxLength",
+            key, path);
+      }
+    }
+    std::vector<std::string> types;
+    if (auto t = schema.find("type"); t != schema.end()) {
+      if (t->is_string()) {
+        types.push_back(t->get<std::string>());
+      } else if (t->is_array() && !t->empty()) {
+        for (const json& x : *t) {
+          if (!x.is_string()) return make_error("'{}.type' must be a string or an array of strings", path);
+          types.push_back(x.get<std::string>());
+        }
+      } else {
+        return make_error("'{}.type' must be a string or an array of strings", path);
+      }
+      for (const std::string& type : types) {
+        if (!value_has_type(json(), type) && type != "object" && type != "array" && type != "string" &&
+            type != "number" && type != "integer" && type != "boolean") {
+          return make_error("'{}.type' \"{}\" is not a JSON Schema type", path, type);
+        }
+      }
+    }
+    if (schema.contains("enum") || schema.contains("const")) return compile_literals(schema, path, types);
+    if (types.empty()) {
+      if (schema.contains("properties") || schema.contains("required") || schema.contains("additionalProperties")) {
+        types = {"object"};
+      } else if (schema.contains("items") || schema.contains("minItems") || schema.contains("maxItems")) {
+        types = {"array"};
+      } else if (schema.contains("minLength") || schema.contains("maxLength")) {
+        types = {"string"};
+      } else {
+        return any();
+      }
+    }
+    if (types.size() == 1) return compile_type(schema, path, types[0]);
+    const bool has_number = std::find(types.begin(), types.end(), "number") != types.end();
+    GrammarNode u;
+    u.kind = Kind::kUnion;
+    std::vector<std::string> seen;
+    for (const std::string& type : types) {
+      if (std::find(seen.begin(), seen.end(), type) != seen.end()) continue;
+      if (type == "integer" && has_number) continue;  // the number grammar covers integers
+      seen.push_back(type);
+      auto alt = compile_type(schema, path, type);
+      if (!alt) return alt.error();
+      u.alternatives.push_back(*alt);
+    }
+    return add(std::move(u));
+  }
+
+ private:
+  Result<int32_t> compile_literals(const json& schema, const std::string& path, const std::vector<std::string>& types) {
+    std::vector<json> values;
+    if (auto c = schema.find("const"); c != schema.end()) values.push_back(*c);
+    if (auto e = schema.find("enum"); e != schema.end()) {
+      if (!e->is_array() || e->empty()) return make_error("'{}.enum' must be a non-empty array", path);
+      for (const json& v : *e) values.push_back(v);
+    }
+    std::vector<std::string> texts;
+    for (const json& v : values) {
+      const bool typed = types.empty() || std::any_of(types.begin(), types.end(), [&](const std::string& t) {
+                           return value_has_type(v, t) || (t == "number" && v.is_number());
+                         });
+      if (!typed) continue;
+      std::string text = v.dump();
+      if (std::find(texts.begin(), texts.end(), text) == texts.end()) texts.push_back(std::move(text));
+    }
+    if (texts.empty()) return make_error("'{}': no value of enum/const has the schema's type", path);
+    if (texts.size() > kMaxGrammarAlternatives) {
+      return make_error("'{}.enum' has {} values; at most {} are supported", path, texts.size(),
+                        kMaxGrammarAlternatives);
+    }
+    return literals(std::move(texts));
+  }
+
+  static Result<int32_t> read_count(const json& schema, const char* key, const std::string& path, int32_t fallback) {
+    auto it = schema.find(key);
+    if (it == schema.end()) return fallback;
+    if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > 1'000'000) {
+      return make_error("'{}.{}' must be an integer in [0, 1000000]", path, key);
+    }
+    return static_cast<int32_t>(it->get<int64_t>());
+  }
+
+  Result<int32_t> compile_type(const json& schema, const std::string& path, const std::string& type) {
+    if (type == "object") return compile_object(schema, path);
+    if (type == "array") return compile_array(schema, path);
+    if (type == "string") {
+      auto lo = read_count(schema, "minLength", path, 0);
+      if (!lo) return lo.error();
+      auto hi = read_count(schema, "maxLength", path, -1);
+      if (!hi) return hi.error();
+      if (*hi >= 0 && *hi < *lo) return make_error("'{}': maxLength {} is below minLength {}", path, *hi, *lo);
+      GrammarNode n;
+      n.kind = Kind::kString;
+      n.min_len = *lo;
+      n.max_len = *hi;
+      return add(std::move(n));
+    }
+    if (type == "number") return simple(Kind::kNumber);
+    if (type == "integer") return simple(Kind::kInteger);
+    if (type == "boolean") return literals({"true", "false"});
+    return literals({"null"});
+  }
+
+  Result<int32_t> compile_object(const json& schema, const std::string& path) {
+    GrammarNode n;
+    n.kind = Kind::kObject;
+    bool additional = true;
+    if (auto a = schema.find("additionalProperties"); a != schema.end()) {
+      if (!a->is_boolean()) {
+        return make_error("'{}.additionalProperties' as a schema is not supported; use true or false", path);
+      }
+      additional = a->get<bool>();
+    }
+    std::vector<std::string> names;
+    if (auto p = schema.find("properties"); p != schema.end()) {
+      if (!p->is_object()) return make_error("'{}.properties' must be an object", path);
+      if (p->size() > kMaxGrammarAlternatives) {
+        return make_error("'{}.properties' has {} properties; at most {} are supported", path, p->size(),
+                          kMaxGrammarAlternatives);
+      }
+      for (const auto& [name, sub] : p->items()) {
+        auto child = compile(sub, path + ".properties." + name);
+        if (!child) return child.error();
+        names.push_back(name);
+        n.keys.push_back(json(name).dump());
+        n.key_nodes.push_back(*child);
+      }
+    }
+    if (auto r = schema.find("required"); r != schema.end()) {
+      if (!r->is_array()) return make_error("'{}.required' must be an array of strings", path);
+      for (const json& name : *r) {
+        auto at = name.is_string() ? std::find(names.begin(), names.end(), name.get<std::string>()) : names.end();
+        if (at == names.end()) {
+          return make_error("'{}.required' names {}, which is not in properties", path, name.dump());
+        }
+        n.required |= uint64_t{1} << (at - names.begin());
+      }
+    }
+    if (names.empty() && additional) {
+      n.free_keys = true;
+      n.free_key = simple(Kind::kString);
+      n.free_value = any();
+    }
+    return add(std::move(n));
+  }
+
+  Result<int32_t> compile_array(const json& schema, const std::string& path) {
+    GrammarNode n;
+    n.kind = Kind::kArray;
+    if (auto it = schema.find("items"); it != schema.end()) {
+      auto child = compile(*it, path + ".items");
+      if (!child) return child.error();
+      n.items = *child;
+    } else {
+      n.items = any();
+    }
+    auto lo = read_count(schema, "minItems", path, 0);
+    if (!lo) return lo.error();
+    auto hi = read_count(schema, "maxItems", path, -1);
+    if (!hi) return hi.error();
+    if (*hi >= 0 && *hi < *lo) return make_error("'{}': maxItems {} is below minItems {}", path, *hi, *lo);
+    n.min_items = *lo;
+    n.max_items = *hi;
+    return add(std::move(n));
+  }
+
+  int32_t any_ = -1;
+};
+
+Result<Grammar> Grammar::from_json_schema(const nlohmann::json& schema) {
+  GrammarCompiler c;
+  auto root = c.compile(schema, "schema");
+  if (!root) return root.error();
+  c.g.root_ = *root;
+  if (c.g.nodes_.size() > UINT16_MAX) return make_error("the schema is too large ({} nodes)", c.g.nodes_.size());
+  c.g.finalize();
+  return std::move(c.g);
+}
+
+Grammar Grammar::any_json_object() {
+  GrammarCompiler c;
+  GrammarNode obj;
+  obj.kind = Kind::kObject;
+  obj.free_keys = true;
+  obj.free_key = c.simple(Kind::kString);
+  obj.free_value = c.any();
+  c.g.root_ = c.add(std::move(obj));
+  c.g.finalize();
+  return std::move(c.g);
+}
+
+Result<Grammar> Grammar::branches(const std::vector<Branch>& branches) {
+  HEARTH_CHECK(!branches.empty() && branches.size() <= kMaxGrammarAlternatives, "{} grammar branches", branches.size());
+  GrammarCompiler c;
+  GrammarNode n;
+  n.kind = Kind::kBranches;
+  for (size_t i = 0; i < branches.size(); ++i) {
+    HEARTH_CHECK(!branches[i].suffix.empty(), "a grammar branch needs a suffix");
+    auto child = c.compile(branches[i].parameters, fmt::format("tools[{}].function.parameters", i));
+    if (!child) return child.error();
+    n.prefixes.push_back(branches[i].prefix);
+    n.branch_nodes.push_back(*child);
+    n.suffixes.push_back(branches[i].suffix);
+  }
+  c.g.root_ = c.add(std::move(n));
+  if (c.g.nodes_.size() > UINT16_MAX) return make_error("the tools are too large ({} nodes)", c.g.nodes_.size());
+  c.g.finalize();
+  return std::move(c.g);
+}
+
+}  // namespace hearth

@@ -1,0 +1,274 @@
+// Grammar (engine/grammar.h) and token masks (engine/token_mask.h): the language of a schema, the keywords refused,
+// the trie-walk masks against the scalar reference on real vocabularies, and random-logits decoding whose every
+// output parses and validates.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <random>
+
+#include "engine/grammar.h"
+#include "engine/token_mask.h"
+#include "model/tokenizer_test_util.h"
+
+namespace hearth {
+namespace {
+
+using nlohmann::json;
+
+bool accepts(const Grammar& g, std::string_view text) {
+  GrammarState s = g.start();
+  return g.advance(s, text) && g.can_end(s);
+}
+
+bool accepts_prefix(const Grammar& g, std::string_view text) {
+  GrammarState s = g.start();
+  return g.advance(s, text);
+}
+
+Grammar schema_grammar(const json& schema) {
+  auto g = Grammar::from_json_schema(schema);
+  EXPECT_TRUE(g) << (g ? "" : g.error().message);
+  return std::move(*g);
+}
+
+size_t code_points(const std::string& s) {
+  size_t n = 0;
+  for (char c : s) n += (static_cast<uint8_t>(c) & 0xC0) != 0x80;
+  return n;
+}
+
+// The test's own validator for the supported subset.
+bool validates(const json& v, const json& schema) {
+  if (schema.is_boolean()) return schema.get<bool>();
+  if (schema.contains("const") && v != schema["const"]) return false;
+  if (schema.contains("enum")) {
+    bool found = false;
+    for (const json& e : schema["enum"]) found |= e == v;
+    if (!found) return false;
+  }
+  if (schema.contains("type")) {
+    const json types = schema["type"].is_array() ? schema["type"] : json::array({schema["type"]});
+    bool ok = false;
+    for (const json& t : types) {
+      ok |= (t == "object" && v.is_object()) || (t == "array" && v.is_array()) || (t == "string" && v.is_string()) ||
+            (t == "number" && v.is_number()) || (t == "integer" && v.is_number_integer()) ||
+            (t == "boolean" && v.is_boolean()) || (t == "null" && v.is_null());
+    }
+    if (!ok) return false;
+  }
+  if (v.is_object()) {
+    const json props = schema.value("properties", json::object());
+    for (const json& r : schema.value("required", json::array())) {
+      if (!v.contains(r.get<std::string>())) return false;
+    }
+    for (const auto& [k, x] : v.items()) {
+      if (props.contains(k)) {
+        if (!validates(x, props[k])) return false;
+      } else if (schema.value("additionalProperties", json(true)) == false) {
+        return false;
+      }
+    }
+  }
+  if (v.is_array()) {
+    if (v.size() < schema.value("minItems", 0u) || v.size() > schema.value("maxItems", 1u << 30)) return false;
+    if (schema.contains("items")) {
+      for (const json& x : v) {
+        if (!validates(x, schema["items"])) return false;
+      }
+    }
+  }
+  if (v.is_string()) {
+    const size_t n = code_points(v.get<std::string>());
+    if (n < schema.value("minLength", 0u) || n > schema.value("maxLength", 1u << 30)) return false;
+  }
+  return true;
+}
+
+const json kPerson = json::parse(R"({
+  "type": "object",
+  "properties": {
+    "name": {"type": "string", "maxLength": 12},
+    "age": {"type": "integer"},
+    "height": {"type": "number"},
+    "pet": {"enum": ["cat", "dog", null, 3]},
+    "tags": {"type": "array", "items": {"type": "string", "maxLength": 6}, "maxItems": 3},
+    "home": {"type": ["string", "null"], "maxLength": 8},
+    "ok": {"type": "boolean"},
+    "extra": {"type": "object", "properties": {"k": {"const": "v"}}, "required": ["k"], "additionalProperties": false}
+  },
+  "required": ["name", "age"],
+  "additionalProperties": false
+})");
+
+TEST(Grammar, AcceptsExactlyTheCompactJsonTheSchemaAllows) {
+  const Grammar g = schema_grammar(kPerson);
+  struct Case {
+    const char* text;
+    bool whole;
+  };
+  const Case cases[] = {
+      {R"({"name":"Ann","age":7})", true},
+      {R"({"age":-12,"name":"Bo","pet":null,"ok":true})", true},
+      {R"({"name":"é€😀","age":0,"height":-1.5e+3,"tags":["a","bb"],"home":null,"extra":{"k":"v"}})", true},
+      {R"({"name":"a\"b\\n","age":1,"pet":3})", true},
+      {R"({"name":"Ann"})", false},                                   // age is required
+      {R"({"name":"Ann","age":7,"name":"B"})", false},                // a key twice
+      {R"({"name":"Ann","age":07})", false},                          // leading zero
+      {R"({"name":"Ann","age":7.5})", false},                         // integer
+      {R"({"name":"Ann","age":7,"x":1})", false},                     // additionalProperties false
+      {R"({"name":"Ann","age":7,"pet":"bird"})", false},              // enum
+      {R"({"name":"0123456789abc","age":7})", false},                 // maxLength 12
+      {R"({"name":"Ann","age":7,"tags":["a","b","c","d"]})", false},  // maxItems 3
+      {R"({"name": "Ann","age":7})", false},                          // no whitespace outside strings
+      {R"({"name":"\u0041","age":7})", false},                        // no \u escapes
+      {R"({"name":"Ann","age":7,"extra":{}})", false},                // extra.k is required
+      {"{\"name\":\"\xC0\xAF\",\"age\":7}", false},                   // an overlong UTF-8 form
+      {R"({"name":"Ann","age":7}x)", false},                          // nothing after the value
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(accepts(g, c.text), c.whole) << c.text;
+    if (c.whole) {
+      EXPECT_TRUE(validates(json::parse(c.text), kPerson)) << c.text;
+    }
+  }
+  EXPECT_TRUE(accepts_prefix(g, R"({"name":"Ann","ag)"));
+  EXPECT_FALSE(accepts_prefix(g, R"({"nam3)"));
+}
+
+TEST(Grammar, TopLevelNumbersLiteralsAndAnyJsonObject) {
+  const Grammar num = schema_grammar(json{{"type", "number"}});
+  GrammarState s = num.start();
+  ASSERT_TRUE(num.advance(s, "12"));
+  EXPECT_TRUE(num.can_end(s));
+  EXPECT_FALSE(Grammar::is_terminal(s));  // "123" may follow
+  const Grammar obj = Grammar::any_json_object();
+  EXPECT_TRUE(accepts(obj, R"({"a":[1,{"b":null},"x",true,-0.5],"c":{}})"));
+  EXPECT_FALSE(accepts(obj, "[1]"));  // json_object: an object at the top
+  EXPECT_FALSE(accepts(obj, R"({"a":tru})"));
+  GrammarState t = obj.start();
+  ASSERT_TRUE(obj.advance(t, "{}"));
+  EXPECT_TRUE(Grammar::is_terminal(t));
+}
+
+TEST(Grammar, RefusesWhatItDoesNotSupportNamingTheKeyword) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"type":"object","properties":{"a":{"anyOf":[{"type":"string"}]}}})", "'anyOf'"},
+      {R"({"type":"string","pattern":"^a"})", "'pattern'"},
+      {R"({"type":"integer","minimum":3})", "'minimum'"},
+      {R"({"$ref":"#/defs/x"})", "'$ref'"},
+      {R"({"type":"object","additionalProperties":{"type":"string"}})", "additionalProperties"},
+      {R"({"type":"object","properties":{"a":{}},"required":["b"]})", "\"b\""},
+      {R"({"type":"strin"})", "\"strin\""},
+      {"false", "false"},
+  };
+  for (const auto& [schema, needle] : cases) {
+    auto g = Grammar::from_json_schema(json::parse(schema));
+    ASSERT_FALSE(g) << schema;
+    EXPECT_NE(g.error().message.find(needle), std::string::npos) << g.error().message;
+  }
+}
+
+TEST(Grammar, ToolCallBranchesChooseTheToolByName) {
+  std::vector<Grammar::Branch> branches = {
+      {R"({"name": "lights_on", "arguments": )", json::parse(R"({"type":"object","properties":{"room":
+        {"enum":["kitchen","hall"]}},"required":["room"]})"),
+       "}"},
+      {R"({"name": "lights_off", "arguments": )", json::object(), "}"},
+  };
+  auto g = Grammar::branches(branches);
+  ASSERT_TRUE(g);
+  EXPECT_TRUE(accepts(*g, R"({"name": "lights_on", "arguments": {"room":"hall"}})"));
+  EXPECT_TRUE(accepts(*g, R"({"name": "lights_off", "arguments": {"any":[1]}})"));
+  EXPECT_FALSE(accepts(*g, R"({"name": "lights_on", "arguments": {"room":"attic"}})"));
+  EXPECT_FALSE(accepts(*g, R"({"name": "heater", "arguments": {}})"));
+}
+
+// Random logits, masked, sampled: every whole output parses and validates; along the way the trie-walk mask
+// equals the scalar reference.
+void random_decode(const Tokenizer& tokenizer, const json& schema, int seeds, int reference_steps) {
+  const Grammar g = schema_grammar(schema);
+  const VocabBytes vocab(tokenizer);
+  TokenMasker masker;
+  std::vector<uint8_t> allowed;
+  std::vector<uint8_t> reference;
+  const std::vector<TokenId> stops = {tokenizer.eos()};
+  int compared = 0;
+  for (int seed = 0; seed < seeds; ++seed) {
+    std::mt19937 rng(seed);
+    GrammarState state = g.start();
+    std::string out;
+    bool ended = false;
+    for (int step = 0; step < 400 && !ended; ++step) {
+      const int32_t n = masker.compute(g, state, vocab, stops, allowed);
+      ASSERT_GT(n, 0) << "stuck after " << out;
+      if (compared < reference_steps) {
+        compute_token_mask_reference(g, state, vocab, stops, reference);
+        ASSERT_EQ(allowed, reference) << "after " << out;
+        ++compared;
+      }
+      // A random logit per allowed token; the best one wins (a random-logits greedy sampler).
+      std::uniform_real_distribution<float> logit(0.f, 1.f);
+      int32_t best = -1;
+      float best_logit = -1;
+      for (int32_t t = 0; t < vocab.vocab_size(); ++t) {
+        const float x = logit(rng);
+        if (allowed[t] && x > best_logit) {
+          best = t;
+          best_logit = x;
+        }
+      }
+      if (TokenId{best} == tokenizer.eos()) {
+        ended = true;
+        break;
+      }
+      ASSERT_TRUE(g.advance(state, vocab.piece(TokenId{best})));
+      out += vocab.piece(TokenId{best});
+      ended = Grammar::is_terminal(state);
+    }
+    ASSERT_TRUE(ended) << "seed " << seed << " did not finish: " << out;
+    const json parsed = json::parse(out, nullptr, false);
+    ASSERT_FALSE(parsed.is_discarded()) << out;
+    EXPECT_TRUE(validates(parsed, schema)) << out;
+  }
+}
+
+const json kBounded = json::parse(R"({
+  "type": "object",
+  "properties": {
+    "name": {"type": "string", "maxLength": 10},
+    "age": {"type": "integer"},
+    "tags": {"type": "array", "items": {"type": "string", "maxLength": 4}, "maxItems": 2},
+    "mood": {"enum": ["happy", "sad"]},
+    "ok": {"type": "boolean"}
+  },
+  "required": ["name", "age", "mood"],
+  "additionalProperties": false
+})");
+
+TEST(TokenMask, RandomLogitsOnLlama3VocabGiveValidJsonAndMasksMatchTheReference) {
+  random_decode(test::cached_tokenizer("vocab/ggml-vocab-llama-bpe.gguf"), kBounded, 8, 12);
+}
+
+TEST(TokenMask, RandomLogitsOnSentencePieceByteFallbackVocabsGiveValidJson) {
+  random_decode(test::cached_tokenizer("vocab/ggml-vocab-llama-spm.gguf"), kBounded, 8, 12);
+  random_decode(test::stories(), kBounded, 20, 40);
+}
+
+TEST(TokenMask, PlainStringFastPathEqualsTheReferenceUnderMaxLength) {
+  const Tokenizer& tok = test::cached_tokenizer("vocab/ggml-vocab-qwen2.gguf");
+  const VocabBytes vocab(tok);
+  const Grammar g = schema_grammar(json::parse(R"({"type":"string","maxLength":3})"));
+  TokenMasker masker;
+  std::vector<uint8_t> allowed, reference;
+  for (std::string_view prefix : {"\"", "\"a", "\"ab", "\"abc", "\"\xE4"}) {
+    GrammarState s = g.start();
+    ASSERT_TRUE(g.advance(s, prefix));
+    masker.compute(g, s, vocab, {}, allowed);
+    compute_token_mask_reference(g, s, vocab, {}, reference);
+    EXPECT_EQ(allowed, reference) << prefix;
+  }
+}
+
+}  // namespace
+}  // namespace hearth
