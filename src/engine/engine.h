@@ -40,6 +40,7 @@ struct EngineConfig {
   int32_t max_waiting = 256;
   double max_pinned_fraction = 0.5;  // pins may hold at most this share of the pool
   std::string adapter_id;
+  RetentionClock retention_clock = unix_time_ms;  // retention TTLs are measured against it (tests inject one)
 };
 
 struct EngineCounters {
@@ -78,6 +79,8 @@ class Engine {
                                            bool use_cache = true) const;
   // Removes a pin; false when no pin has this key.
   bool unpin(const BlockHash& key) { return kv_->unpin(key); }
+  // Every pin now, in no particular order.
+  [[nodiscard]] std::vector<PinInfo> pins() const { return kv_->pins(); }
 
   const EngineInfo& info() const { return info_; }
   EngineStats stats() const;

@@ -137,6 +137,23 @@ std::optional<CacheReport> EngineLoop::explain_prompt(std::span<const TokenId> p
   return out;
 }
 
+std::optional<Result<PinInfo>> EngineLoop::pin_prefix(std::span<const TokenId> prompt, const std::string& cache_salt) {
+  std::optional<Result<PinInfo>> out;
+  run_on_loop([&](Engine& engine) { out = engine.pin_prefix(prompt, cache_salt); });
+  return out;
+}
+
+std::optional<bool> EngineLoop::unpin(const std::string& key_hex) {
+  std::optional<bool> out;
+  run_on_loop([&](Engine& engine) {
+    out = false;
+    for (const PinInfo& pin : engine.pins()) {
+      if (pin.key.hex() == key_hex) out = engine.unpin(pin.key);
+    }
+  });
+  return out;
+}
+
 bool EngineLoop::run_on_loop(const std::function<void(Engine&)>& fn) {
   std::mutex done_mutex;
   std::condition_variable done_cv;

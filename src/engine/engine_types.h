@@ -10,6 +10,7 @@
 //   sched   Request                          tokens, limits, progress, timings, reuse and preemption counts
 // The final RequestOutput carries the Request's facts out (usage, the token ids), so nothing is collected twice.
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -56,6 +57,9 @@ struct RequestSpec {
   bool use_cache = true;
   std::string cache_salt;
   bool pin_prefix = false;  // when done, pin the prompt's cached full blocks (see Engine::pin_prefix)
+  // Retention of the prompt's leading blocks (at most kMaxRetentionSpans spans, priorities <= 100, TTLs within
+  // kMaxRetentionTtlMs; check_request refuses others). Empty: the default priority, no expiry.
+  std::vector<RetentionSpan> retention;
   // Set: every generated token comes with its TokenLogprobs and this many alternatives, in [0, kMaxTopLogprobs].
   // Unset: nothing is computed.
   std::optional<int32_t> top_logprobs;
@@ -131,6 +135,7 @@ struct RequestOutput {
   // When finished:
   RequestUsage usage;
   std::vector<TokenId> tokens;                // the prompt, then every generated token (stop tokens excluded)
+  std::string stop_sequence;                  // the stop string that ended it (finish_reason kStop), else empty
   std::optional<SubmitError> error;           // the request was refused when the engine queued it (it never ran)
   std::optional<RuntimeError> runtime_error;  // the engine ended it while admitted (finish_reason kAborted)
 };
@@ -156,6 +161,9 @@ struct EngineStats {
   int64_t num_blocks_pinned = 0;  // of which held by pins
   int64_t num_blocks_cached = 0;  // in the prefix index (in use or not)
   int64_t num_blocks_free = 0;    // unreferenced: empty or cached, reusable
+  // Unreferenced cached blocks by effective retention priority band (0 once expired): [0,25), [25,50), [50,75),
+  // [75,100]. Pinned and running blocks are not evictable and not counted.
+  std::array<int64_t, 4> num_blocks_evictable_by_band{};
   uint64_t num_evictions = 0;
   uint64_t num_preemptions = 0;
   int32_t num_running = 0;

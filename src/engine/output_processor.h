@@ -54,6 +54,7 @@ class OutputProcessor {
     std::optional<int32_t> top_logprobs;
     std::optional<TokenLogprobs> pending_logprobs;  // of the token sampled this step, until process_token
     std::string held;  // decoded text not yet emitted: it may be the start of a stop string
+    std::string matched_stop;  // the stop string that ended the request, if one did
   };
   Sequence& sequence(RequestId id);
   // Appends the token's text to `out.new_text`, holding back a possible stop-string start; true when a stop
