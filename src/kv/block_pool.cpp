@@ -41,7 +41,7 @@ void BlockPool::queue_remove(int32_t i) {
 }
 
 void BlockPool::expire() {
-  queue_->expire(clock_now_());
+  if (queue_->next_expiry()) queue_->expire(clock_now_());
 }
 
 void BlockPool::evict(int32_t i) {

@@ -50,6 +50,9 @@ class EvictionPolicy {
   virtual void remove(int32_t i) = 0;
   // Applies expiries up to `now` (blocks whose expiry passed lose their priority).
   virtual void expire(int64_t now) = 0;
+  // The earliest expiry among queued blocks that still hold their priority (nullopt: none), so callers read the
+  // clock only when an expiry is pending.
+  [[nodiscard]] virtual std::optional<int64_t> next_expiry() const = 0;
   // The block to take next, or nullopt when nothing is queued. Read-only: call expire() first.
   [[nodiscard]] virtual std::optional<int32_t> victim() const = 0;
   // Every queued block, victim first (for tests and invariant checks).
@@ -73,6 +76,9 @@ class RetentionQueue final : public EvictionPolicy {
   void push(int32_t i, bool has_key, uint8_t priority, int64_t expires_at, int64_t now) override;
   void remove(int32_t i) override;
   void expire(int64_t now) override;
+  [[nodiscard]] std::optional<int64_t> next_expiry() const override {
+    return expiring_.empty() ? std::nullopt : std::optional<int64_t>(expiring_.begin()->first);
+  }
   [[nodiscard]] std::optional<int32_t> victim() const override;
   [[nodiscard]] std::vector<int32_t> order() const override;
   int32_t size() const override { return size_; }

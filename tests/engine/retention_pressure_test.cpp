@@ -132,5 +132,26 @@ TEST_F(RetentionPressureTest, WithoutRetentionTheDocumentsEvictTheHouseRules) {
   engine_->check_invariants();
 }
 
+TEST_F(RetentionPressureTest, TheEngineRefusesRetentionOutOfBounds) {
+  make_engine();
+  const RetentionSpan bad[] = {{16, 101, 0}, {16, 50, -1}, {16, 50, kMaxRetentionTtlMs + 1}, {-1, 50, 0}};
+  for (const RetentionSpan& span : bad) {
+    RequestSpec spec;
+    spec.prompt = tokens(5, 20);
+    spec.max_tokens = 1;
+    spec.retention = {span};
+    auto id = engine_->add_request(std::move(spec));
+    ASSERT_FALSE(id.ok());
+    EXPECT_EQ(id.error().code, SubmitErrorCode::kInvalidRetention) << id.error().message;
+  }
+  RequestSpec many;
+  many.prompt = tokens(5, 20);
+  many.max_tokens = 1;
+  many.retention.assign(kMaxRetentionSpans + 1, RetentionSpan{});
+  auto id = engine_->add_request(std::move(many));
+  ASSERT_FALSE(id.ok());
+  EXPECT_EQ(id.error().code, SubmitErrorCode::kInvalidRetention);
+}
+
 }  // namespace
 }  // namespace hearth
