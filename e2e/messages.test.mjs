@@ -74,8 +74,17 @@ test('messages.stream: the events in order and the final usage', async () => {
   assert.equal(first.stop_reason, 'max_tokens');
   assert.equal(first.usage.output_tokens, 6);
   assert.ok(first.usage.cache_creation_input_tokens > 40, JSON.stringify(first.usage));
-  const second = await client.messages.stream(body).finalMessage();
+  const secondStream = client.messages.stream(body);
+  let startUsage;
+  secondStream.on('streamEvent', (event) => {
+    if (event.type === 'message_start') startUsage = event.message.usage;
+  });
+  const second = await secondStream.finalMessage();
   assert.ok(second.usage.cache_read_input_tokens >= first.usage.cache_creation_input_tokens, JSON.stringify(second.usage));
+  // message_start already has the real cache split; message_delta adds the output tokens.
+  for (const k of ['input_tokens', 'cache_creation_input_tokens', 'cache_read_input_tokens']) {
+    assert.equal(startUsage[k], second.usage[k], k);
+  }
   assert.equal(second.content[0].text, first.content[0].text);
   // The SDK drops pings; the wire has one after content_block_start, and every event names its type.
   const raw = await fetch(server.baseURL + '/v1/messages', {

@@ -280,6 +280,7 @@ void Engine::process_outputs(const SchedulerOutput& plan, std::span<const TokenI
       continue;
     }
     RequestOutput news;
+    news.num_cached_tokens = r.num_cached_tokens;
     const FinishReason reason = outputs_.process_token(r, token, news);
     if (reason != FinishReason::kNone) {
       outputs.push_back(finish_request(r.id, reason, std::move(news)));

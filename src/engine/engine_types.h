@@ -130,6 +130,9 @@ struct RequestOutput {
   std::vector<TokenId> new_tokens;
   std::string new_text;                 // complete UTF-8 only; text that may start a stop string is held back
   std::vector<TokenLogprobs> logprobs;  // with RequestSpec::top_logprobs: one per new_tokens entry, in order
+  // On every output of an admitted request: prompt tokens reused from the prefix cache at its first admission (the
+  // final usage's cached_tokens), so a stream can report the cache split before the end. -1: never admitted.
+  int32_t num_cached_tokens = -1;
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
   // When finished:

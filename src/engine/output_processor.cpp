@@ -115,6 +115,7 @@ RequestOutput OutputProcessor::finish(Request& request, RequestOutput news) {
   // A stop string already dropped what it held back; any other end flushes it.
   out.new_text += std::exchange(seq.held, {}) + seq.decoder.flush();
   out.usage = usage_of(request);
+  out.num_cached_tokens = request.num_cached_tokens;
   out.stop_sequence = std::move(seq.matched_stop);
   out.tokens = std::move(request.tokens);
   sequences_.erase(it);

@@ -1,8 +1,9 @@
 // POST /v1/messages: Anthropic's Messages API over the same engine as the OpenAI routes. The body becomes a chat
 // (anthropic_json.h), rendered by the model's chat template; each cache_control breakpoint becomes a retention span
 // over the prompt's tokens up to it (kBreakpointPriority, its TTL). One engine request; the answer is a message
-// object or Anthropic's SSE events (message_start, content_block_start, ping, content_block_delta,
-// content_block_stop, message_delta with the final usage, message_stop). Errors use Anthropic's error shape.
+// object or Anthropic's SSE events (message_start at the first output, with the cache split; content_block_start,
+// ping, content_block_delta, content_block_stop, message_delta with the final usage, message_stop). Errors use
+// Anthropic's error shape.
 
 #include <random>
 
@@ -52,7 +53,7 @@ class HttpServer::MessagesGeneration : public ResponseSource, public std::enable
 
   Chunk pull() override {
     Chunk chunk;
-    if (request_.chat.stream && !head_sent_) start_stream(chunk);
+    if (request_.chat.stream && !head_sent_) send_head(chunk);
     while (!done_) {
       std::optional<RequestOutput> out = handle_->try_next();
       if (!out) break;
@@ -60,6 +61,7 @@ class HttpServer::MessagesGeneration : public ResponseSource, public std::enable
         fail(*out, chunk);
         break;
       }
+      if (request_.chat.stream && !message_started_) start_message(*out, chunk);
       text_ += out->new_text;
       if (request_.chat.stream && !out->new_text.empty()) {
         chunk.data += anthropic_event(json{{"type", "content_block_delta"},
@@ -82,7 +84,7 @@ class HttpServer::MessagesGeneration : public ResponseSource, public std::enable
   }
 
  private:
-  void start_stream(Chunk& chunk) {
+  void send_head(Chunk& chunk) {
     head_sent_ = true;
     HttpResponse head;
     head.content_type = "text/event-stream";
@@ -90,9 +92,16 @@ class HttpServer::MessagesGeneration : public ResponseSource, public std::enable
     head.set_header("Cache-Control", "no-cache");
     head.set_header("X-Accel-Buffering", "no");
     chunk.head = std::move(head);
-    // The cache split is known when the request ends: message_delta carries the exact usage.
-    MessagesUsage usage;
-    usage.input_tokens = prompt_tokens_;
+  }
+
+  // message_start waits for the request's first output, which says how much of the prompt the cache supplied, so
+  // its usage is the real split (message_delta repeats it with the output tokens).
+  void start_message(const RequestOutput& out, Chunk& chunk) {
+    message_started_ = true;
+    RequestUsage so_far;
+    so_far.prompt_tokens = prompt_tokens_;
+    so_far.cached_tokens = std::max(0, out.num_cached_tokens);
+    const MessagesUsage usage = messages_usage(so_far, breakpoint_tokens_);
     json message = message_json(id_, model_, "", FinishReason::kNone, "", usage);
     chunk.data += anthropic_event(json{{"type", "message_start"}, {"message", std::move(message)}});
     chunk.data += anthropic_event(
@@ -155,6 +164,7 @@ class HttpServer::MessagesGeneration : public ResponseSource, public std::enable
   int32_t breakpoint_tokens_;
   std::string text_;
   bool head_sent_ = false;
+  bool message_started_ = false;
   bool done_ = false;
 };
 
