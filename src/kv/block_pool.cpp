@@ -157,8 +157,10 @@ void BlockPool::check_invariants() const {
     auto kids = cached_children(b.parent_key);
     HEARTH_CHECK(std::find(kids.begin(), kids.end(), BlockId{i}) != kids.end(), "block {} missing from children", i);
     // A parent must outlive its children: if both are unreferenced at one level, the parent sits behind the child.
+    // Expiries are the exception: a block joins priority 0 when its time comes, so a parent that expires first (or
+    // was given priority 0 outright) may be ahead of a child that expires later.
     const auto parent = index_.find(b.parent_key);
-    if (b.ref_cnt == 0 && parent) {
+    if (b.ref_cnt == 0 && parent && b.expires_at == kNoExpiry && blocks_[parent->value].expires_at == kNoExpiry) {
       const int32_t p = parent->value;
       HEARTH_CHECK(blocks_[p].ref_cnt > 0 || queue_->level(p) != queue_->level(i) || queue_pos[p] > queue_pos[i],
                    "cached block {} would outlive its parent {} (evicted first)", i, p);

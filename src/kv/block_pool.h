@@ -117,7 +117,8 @@ class BlockPool {
   // Aborts with a message when any invariant is broken: counts add up, the free queue's lists, bitmap and expiry
   // set agree and hold exactly the unreferenced blocks (keyless ones at the front level, cached ones at their
   // priority's level or, expired, at priority 0), the index matches block keys, children lists are exact, and an
-  // unreferenced cached block is never evicted before its cached children of the same level.
+  // unreferenced cached block without an expiry is never evicted before its cached children of the same level
+  // that have none either (an expiry moves a block to priority 0 when its time comes, whatever its chain).
   void check_invariants() const;
 
  private:

@@ -67,9 +67,10 @@ void RetentionQueue::push(int32_t i, bool has_key, uint8_t priority, int64_t exp
   const bool expired = expires_at != kNoExpiry && expires_at <= now;
   const int32_t level = expired ? 1 : 1 + priority;
   link_back(i, level);
+  links_[i].pushed = ++num_pushed_;
   if (level > 1 && expires_at != kNoExpiry) {
     links_[i].expires_at = expires_at;
-    expiring_.emplace(expires_at, i);
+    expiring_.emplace(expires_at, links_[i].pushed, i);
   }
 }
 
@@ -77,15 +78,15 @@ void RetentionQueue::remove(int32_t i) {
   HEARTH_CHECK(links_[i].level >= 0, "block {} is not in the free queue", i);
   Link& l = links_[i];
   if (l.expires_at != kNoExpiry) {
-    expiring_.erase({l.expires_at, i});
+    expiring_.erase({l.expires_at, l.pushed, i});
     l.expires_at = kNoExpiry;
   }
   unlink(i);
 }
 
 void RetentionQueue::expire(int64_t now) {
-  while (!expiring_.empty() && expiring_.begin()->first <= now) {
-    const int32_t i = expiring_.begin()->second;
+  while (!expiring_.empty() && std::get<0>(*expiring_.begin()) <= now) {
+    const int32_t i = std::get<2>(*expiring_.begin());
     expiring_.erase(expiring_.begin());
     links_[i].expires_at = kNoExpiry;
     unlink(i);
@@ -120,7 +121,8 @@ void RetentionQueue::check_invariants() const {
       HEARTH_CHECK(links_[i].prev == prev, "free queue back link broken at block {}", i);
       HEARTH_CHECK(links_[i].level == level, "block {} linked at level {} but marked {}", i, level, links_[i].level);
       if (links_[i].expires_at != kNoExpiry) {
-        HEARTH_CHECK(level > 1 && expiring_.contains({links_[i].expires_at, i}), "block {} expiry not tracked", i);
+        HEARTH_CHECK(level > 1 && expiring_.contains({links_[i].expires_at, links_[i].pushed, i}),
+                     "block {} expiry not tracked", i);
         ++num_expiring;
       }
       prev = i;

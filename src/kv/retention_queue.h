@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <optional>
 #include <set>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -77,7 +78,7 @@ class RetentionQueue final : public EvictionPolicy {
   void remove(int32_t i) override;
   void expire(int64_t now) override;
   [[nodiscard]] std::optional<int64_t> next_expiry() const override {
-    return expiring_.empty() ? std::nullopt : std::optional<int64_t>(expiring_.begin()->first);
+    return expiring_.empty() ? std::nullopt : std::optional<int64_t>(std::get<0>(*expiring_.begin()));
   }
   [[nodiscard]] std::optional<int32_t> victim() const override;
   [[nodiscard]] std::vector<int32_t> order() const override;
@@ -92,7 +93,8 @@ class RetentionQueue final : public EvictionPolicy {
     int32_t prev = -1;
     int32_t next = -1;
     int32_t level = -1;              // -1: not queued
-    int64_t expires_at = kNoExpiry;  // the key in expiring_ while there
+    int64_t expires_at = kNoExpiry;  // with `pushed`, the key in expiring_ while there
+    uint64_t pushed = 0;             // when it was queued (the queue's own count)
   };
   void link_back(int32_t i, int32_t level);
   void link_front(int32_t i, int32_t level);
@@ -103,7 +105,10 @@ class RetentionQueue final : public EvictionPolicy {
   std::array<int32_t, kNumLevels> tail_;
   std::array<int32_t, kNumLevels> count_{};
   std::array<uint64_t, (kNumLevels + 63) / 64> nonempty_{};
-  std::set<std::pair<int64_t, int32_t>> expiring_;  // (expires_at, block) of queued blocks above level 1
+  // (expires_at, pushed, block) of queued blocks above level 1: equal expiries go down in the order the blocks were
+  // queued, so a chain released tail first keeps its tail ahead of its head at level 1.
+  std::set<std::tuple<int64_t, uint64_t, int32_t>> expiring_;
+  uint64_t num_pushed_ = 0;
   int32_t size_ = 0;
 };
 

@@ -121,6 +121,16 @@ TEST_F(RetentionTest, AnExpiredBlockDropsToPriorityZeroAndGoesFirst) {
   pool_.release(BlockId{4});
 }
 
+TEST_F(RetentionTest, AChainExpiringAtOnceStillLosesItsTailFirst) {
+  cache_all(true);  // one chain 0 → 1 → … → 9
+  for (int i = 0; i < 10; ++i) pool_.set_retention(BlockId{i}, 90, now_ + 50);
+  for (int i = 9; i >= 0; --i) pool_.release(BlockId{i});
+  now_ += 50;
+  pool_.expire();
+  EXPECT_EQ(queue_ids(pool_), (std::vector<int32_t>{9, 8, 7, 6, 5, 4, 3, 2, 1, 0}));
+  EXPECT_EQ(pool_.num_blocks_evictable_at(0), 10);
+}
+
 TEST_F(RetentionTest, AllocateAppliesExpiriesOnItsOwn) {
   cache_all(false);
   pool_.set_retention(BlockId{7}, 100, now_ + 10);
