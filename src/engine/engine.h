@@ -79,6 +79,8 @@ class Engine {
                                            bool use_cache = true) const;
   // Removes a pin; false when no pin has this key.
   bool unpin(const BlockHash& key) { return kv_->unpin(key); }
+  // Applies retention expiries now (KvCacheManager::expire_retention), before stats are read.
+  void expire_retention() { kv_->expire_retention(); }
   // Every pin now, in no particular order.
   [[nodiscard]] std::vector<PinInfo> pins() const { return kv_->pins(); }
 

@@ -126,7 +126,10 @@ void EngineLoop::abort(const std::shared_ptr<RequestHandle::Channel>& channel) {
 
 std::optional<EngineStats> EngineLoop::stats() {
   std::optional<EngineStats> out;
-  run_on_loop([&](Engine& engine) { out = engine.stats(); });
+  run_on_loop([&](Engine& engine) {
+    engine.expire_retention();  // the evictable blocks by priority band count an expired block as priority 0
+    out = engine.stats();
+  });
   return out;
 }
 

@@ -129,6 +129,9 @@ class KvCacheManager {
   [[nodiscard]] Result<PinInfo> pin_prefix(const BlockHash& ns, std::span<const TokenId> tokens);
   // Removes a pin by its key; false when no such pin exists.
   bool unpin(const BlockHash& key);
+  // Blocks whose retention expired drop to priority 0 now (BlockPool::expire; allocation does it anyway), so
+  // counts by priority are current.
+  void expire_retention() { pool_.expire(); }
   // Every pin now (its key and tokens), in no particular order.
   [[nodiscard]] std::vector<PinInfo> pins() const;
 

@@ -114,7 +114,12 @@ TEST_F(RetentionPressureTest, HouseRulesAtPriority90OutliveFiftyDocumentsAndAnEx
   const auto pdf = tokens(999, kDocTokens);
   run(pdf, {RetentionSpan{INT32_MAX, 90, 3'600'000}});
   EXPECT_EQ(cached(pdf), kDocTokens);
+  const int64_t high_band = engine_->stats().num_blocks_evictable_by_band[3];
+  EXPECT_GE(high_band, 94 + kRulesTokens / kBlockSize);  // the document and the house rules, at 75-100
   now_ms_ += 2 * 3'600'000;
+  engine_->expire_retention();
+  EXPECT_EQ(engine_->stats().num_blocks_evictable_by_band[3], high_band - 94);  // the document expired to 0-24
+  EXPECT_GE(engine_->stats().num_blocks_evictable_by_band[0], 94);
   run(tokens(1000, kDocTokens));
   EXPECT_EQ(cached(pdf), 0);
   EXPECT_EQ(cached(tokens(148, kDocTokens)), kDocTokens);
