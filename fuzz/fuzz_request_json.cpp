@@ -1,12 +1,13 @@
 // Fuzz target: request bodies as the server parses them (parse_json_body, parse_completion_request for both
-// endpoints, parse_tokenize_request), the rendering of whatever parses, its grammar (response_format, forced tool
-// calls) and the tool-call parser. Must never crash, hang or recurse
-// past the nesting limit; every failure must be an ApiError with a status of 400.
+// endpoints, parse_tokenize_request, parse_messages_request), the rendering of whatever parses, its grammar
+// (response_format, forced tool calls) and the tool-call parser. Must never crash, hang or recurse past the nesting
+// limit; every failure must be an ApiError with a status of 400.
 
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
 
+#include "server/anthropic_json.h"
 #include "server/json_body.h"
 #include "server/openai_json.h"
 #include "server/tokenize_request.h"
@@ -55,5 +56,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   check(parse_tokenize_request(body));
+  // The Anthropic Messages body: its markers must come out of the text the chat would render, whatever it holds.
+  auto messages = parse_messages_request(body, "fuzz");
+  check(messages);
+  if (auto* m = std::get_if<MessagesRequest>(&messages)) {
+    std::string text;
+    for (const auto& message : m->chat.messages) text += message["content"].get<std::string>();
+    // False only when the body itself holds a marker (it knows this nonce; the server draws a random one).
+    (void)take_breakpoints(text, m->breakpoints);
+    (void)message_json("id", "m", text, hearth::FinishReason::kStop, "", messages_usage({}, 0)).dump();
+  }
   return 0;
 }

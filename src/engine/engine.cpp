@@ -37,6 +37,15 @@ SubmitResult<int32_t> check_request(const RequestSpec& spec, const EngineInfo& i
     return submit_error(kInvalidSampling, "top_logprobs {} is out of range [0, {}]", *spec.top_logprobs,
                         kMaxTopLogprobs);
   }
+  if (spec.retention.size() > kMaxRetentionSpans) {
+    return submit_error(kInvalidRetention, "{} retention spans, at most {}", spec.retention.size(), kMaxRetentionSpans);
+  }
+  for (const RetentionSpan& r : spec.retention) {
+    if (r.priority > kMaxRetentionPriority || r.ttl_ms < 0 || r.ttl_ms > kMaxRetentionTtlMs || r.num_tokens < 0) {
+      return submit_error(kInvalidRetention, "retention priority {} (0..{}), ttl {} ms (0..{}), tokens {} (>= 0)",
+                          r.priority, kMaxRetentionPriority, r.ttl_ms, kMaxRetentionTtlMs, r.num_tokens);
+    }
+  }
   const auto n_prompt = static_cast<int32_t>(std::min<size_t>(spec.prompt.size(), INT32_MAX));
   int32_t max_tokens = 0;
   if (spec.max_tokens) {
@@ -109,8 +118,9 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineConfig& con
     if (tokenizer.is_eog(TokenId{t})) eog_ids_.push_back(TokenId{t});
   }
   const auto num_blocks = static_cast<int32_t>(info_.kv_plan.num_blocks);
-  kv_ = std::make_unique<KvCacheManager>(
-      KvCacheConfig{num_blocks, config.block_size, static_cast<int32_t>(num_blocks * config.max_pinned_fraction)});
+  kv_ = std::make_unique<KvCacheManager>(KvCacheConfig{num_blocks, config.block_size,
+                                                       static_cast<int32_t>(num_blocks * config.max_pinned_fraction),
+                                                       config.retention_clock});
   spdlog::info("{} ({} blocks of {}; the model's full context is {} tokens)", describe_kv_plan(info_.kv_plan),
                num_blocks, config.block_size, info_.n_ctx);
   scheduler_ = std::make_unique<Scheduler>(
@@ -175,6 +185,7 @@ SubmitResult<RequestId> Engine::add_request(RequestSpec spec) {
   request->max_tokens = *max_tokens;
   if (!spec.ignore_eos) request->stop_token_ids = eog_ids_;
   request->use_cache = spec.use_cache;
+  request->retention = std::move(spec.retention);
   request->cache_namespace = cache_namespace(spec.cache_salt);
   request->other_namespaces = other_namespaces(request->cache_namespace);
   const RequestId id = request->id;
@@ -201,6 +212,9 @@ EngineStats Engine::stats() const {
   s.num_blocks_free = pool.num_blocks_free();
   s.num_blocks_cached_free = pool.num_blocks_cached_free();
   s.num_evictions = pool.num_evictions();
+  for (int32_t p = 0; p <= kMaxRetentionPriority; ++p) {
+    s.num_blocks_evictable_by_band[std::min(p / 25, 3)] += pool.num_blocks_evictable_at(p);
+  }
   s.num_preemptions = scheduler_->num_preemptions();
   s.num_running = scheduler_->num_running();
   s.num_waiting = scheduler_->num_waiting();
@@ -325,6 +339,7 @@ void Engine::process_outputs(const SchedulerOutput& plan, std::span<const TokenI
       continue;
     }
     RequestOutput news;
+    news.num_cached_tokens = r.num_cached_tokens;
     const FinishReason reason = outputs_.process_token(r, token, news);
     if (reason != FinishReason::kNone) {
       outputs.push_back(finish_request(r.id, reason, std::move(news)));

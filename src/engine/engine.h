@@ -46,6 +46,7 @@ struct EngineConfig {
   DiskTier* disk_tier = nullptr;
   // Load blocks the tier holds when the measured costs say loading is faster (kMeasured), or always (tests).
   TierLoadPolicy tier_load_policy = TierLoadPolicy::kMeasured;
+  RetentionClock retention_clock = unix_time_ms;  // retention TTLs are measured against it (tests inject one)
 };
 
 struct EngineCounters {
@@ -86,6 +87,10 @@ class Engine {
   [[nodiscard]] CachedPrefixes cached_prefixes(const CachedPrefixQuery& query) const;
   // Removes a pin; false when no pin has this key.
   bool unpin(const BlockHash& key) { return kv_->unpin(key); }
+  // Applies retention expiries now (KvCacheManager::expire_retention), before stats are read.
+  void expire_retention() { kv_->expire_retention(); }
+  // Every pin now, in no particular order.
+  [[nodiscard]] std::vector<PinInfo> pins() const { return kv_->pins(); }
 
   const EngineInfo& info() const { return info_; }
   EngineStats stats() const;

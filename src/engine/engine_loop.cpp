@@ -126,7 +126,10 @@ void EngineLoop::abort(const std::shared_ptr<RequestHandle::Channel>& channel) {
 
 std::optional<EngineStats> EngineLoop::stats() {
   std::optional<EngineStats> out;
-  run_on_loop([&](Engine& engine) { out = engine.stats(); });
+  run_on_loop([&](Engine& engine) {
+    engine.expire_retention();  // the evictable blocks by priority band count an expired block as priority 0
+    out = engine.stats();
+  });
   return out;
 }
 
@@ -140,6 +143,23 @@ std::optional<CacheReport> EngineLoop::explain_prompt(std::span<const TokenId> p
 std::optional<CachedPrefixes> EngineLoop::cached_prefixes(const CachedPrefixQuery& query) {
   std::optional<CachedPrefixes> out;
   run_on_loop([&](Engine& engine) { out = engine.cached_prefixes(query); });
+  return out;
+}
+
+std::optional<Result<PinInfo>> EngineLoop::pin_prefix(std::span<const TokenId> prompt, const std::string& cache_salt) {
+  std::optional<Result<PinInfo>> out;
+  run_on_loop([&](Engine& engine) { out = engine.pin_prefix(prompt, cache_salt); });
+  return out;
+}
+
+std::optional<bool> EngineLoop::unpin(const std::string& key_hex) {
+  std::optional<bool> out;
+  run_on_loop([&](Engine& engine) {
+    out = false;
+    for (const PinInfo& pin : engine.pins()) {
+      if (pin.key.hex() == key_hex) out = engine.unpin(pin.key);
+    }
+  });
   return out;
 }
 

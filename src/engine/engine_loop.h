@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "engine/engine_types.h"
+#include "kv/kv_cache_manager.h"
 #include "sched/admission.h"
 
 namespace hearth {
@@ -90,6 +91,10 @@ class EngineLoop {
   // The cached prefixes of one namespace (query.cache_salt), read between steps; nullopt once stopped.
   std::optional<CachedPrefixes> cached_prefixes(const CachedPrefixQuery& query);
 
+  // Pins the cached full blocks of `prompt` under `cache_salt` (Engine::pin_prefix), or removes a pin by the hex of
+  // its key (Engine::unpin: false when no pin has it). nullopt once the loop has stopped.
+  std::optional<Result<PinInfo>> pin_prefix(std::span<const TokenId> prompt, const std::string& cache_salt);
+  std::optional<bool> unpin(const std::string& key_hex);
   // Runs `fn` on the loop thread between steps and waits for it (tests, admin calls). False, without running it,
   // once the loop has stopped.
   bool run_on_loop(const std::function<void(Engine&)>& fn);

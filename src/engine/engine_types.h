@@ -10,6 +10,7 @@
 //   sched   Request                          tokens, limits, progress, timings, reuse and preemption counts
 // The final RequestOutput carries the Request's facts out (usage, the token ids), so nothing is collected twice.
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -61,6 +62,9 @@ struct RequestSpec {
   bool use_cache = true;
   std::string cache_salt;
   bool pin_prefix = false;  // when done, pin the prompt's cached full blocks (see Engine::pin_prefix)
+  // Retention of the prompt's leading blocks (at most kMaxRetentionSpans spans, priorities <= 100, TTLs within
+  // kMaxRetentionTtlMs; check_request refuses others). Empty: the default priority, no expiry.
+  std::vector<RetentionSpan> retention;
   // Set: every generated token comes with its TokenLogprobs and this many alternatives, in [0, kMaxTopLogprobs].
   // Unset: nothing is computed.
   std::optional<int32_t> top_logprobs;
@@ -139,11 +143,15 @@ struct RequestOutput {
   std::vector<TokenId> new_tokens;
   std::string new_text;                 // complete UTF-8 only; text that may start a stop string is held back
   std::vector<TokenLogprobs> logprobs;  // with RequestSpec::top_logprobs: one per new_tokens entry, in order
+  // On every output of an admitted request: prompt tokens reused from the prefix cache at its first admission (the
+  // final usage's cached_tokens), so a stream can report the cache split before the end. -1: never admitted.
+  int32_t num_cached_tokens = -1;
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
   // When finished:
   RequestUsage usage;
   std::vector<TokenId> tokens;                // the prompt, then every generated token (stop tokens excluded)
+  std::string stop_sequence;                  // the stop string that ended it (finish_reason kStop), else empty
   std::optional<SubmitError> error;           // the request was refused when the engine queued it (it never ran)
   std::optional<RuntimeError> runtime_error;  // the engine ended it while admitted (finish_reason kAborted)
 };
@@ -184,6 +192,9 @@ struct EngineStats {
   int64_t num_blocks_cached = 0;  // in the prefix index (in use or not)
   int64_t num_blocks_free = 0;    // unreferenced: empty or cached, reusable
   int64_t num_blocks_cached_free = 0;  // of the free ones, still cached (a later prompt may reuse them)
+  // Unreferenced cached blocks by effective retention priority band (0 once expired): [0,25), [25,50), [50,75),
+  // [75,100]. Pinned and running blocks are not evictable and not counted.
+  std::array<int64_t, 4> num_blocks_evictable_by_band{};
   uint64_t num_evictions = 0;
   uint64_t num_preemptions = 0;
   int32_t num_running = 0;

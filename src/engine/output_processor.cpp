@@ -52,7 +52,13 @@ bool OutputProcessor::emit_text(Sequence& seq, TokenId token, RequestOutput& out
     return false;
   }
   size_t first_match = std::string::npos;
-  for (const std::string& s : seq.stop) first_match = std::min(first_match, seq.held.find(s));
+  for (const std::string& s : seq.stop) {
+    const size_t at = seq.held.find(s);
+    if (at < first_match) {
+      first_match = at;
+      seq.matched_stop = s;
+    }
+  }
   if (first_match != std::string::npos) {
     out.new_text += seq.held.substr(0, first_match);
     seq.held.clear();
@@ -135,6 +141,8 @@ RequestOutput OutputProcessor::finish(Request& request, RequestOutput news) {
   // A stop string already dropped what it held back; any other end flushes it.
   out.new_text += std::exchange(seq.held, {}) + seq.decoder.flush();
   out.usage = usage_of(request);
+  out.num_cached_tokens = request.num_cached_tokens;
+  out.stop_sequence = std::move(seq.matched_stop);
   out.tokens = std::move(request.tokens);
   sequences_.erase(it);
   return out;

@@ -76,6 +76,7 @@ class OutputProcessor {
     std::shared_ptr<const Grammar> grammar;
     GrammarState grammar_state;  // after every token so far
     bool grammar_stuck = false;  // the last constrain() allowed no token
+    std::string matched_stop;  // the stop string that ended the request, if one did
   };
   Sequence& sequence(RequestId id);
   // Appends the token's text to `out.new_text`, holding back a possible stop-string start; true when a stop

@@ -1,36 +1,33 @@
 #include "kv/block_pool.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "util/result.h"
 
 namespace hearth {
 
-BlockPool::BlockPool(int32_t num_blocks, int32_t block_size) : block_size_(block_size), blocks_(num_blocks) {
+int64_t unix_time_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+BlockPool::BlockPool(int32_t num_blocks, int32_t block_size, RetentionClock clock)
+    : block_size_(block_size),
+      blocks_(num_blocks),
+      queue_(std::make_unique<RetentionQueue>(num_blocks)),
+      clock_now_(std::move(clock)) {
   HEARTH_CHECK(num_blocks > 0 && block_size > 0, "BlockPool needs blocks ({}) and a block size ({})", num_blocks,
                block_size);
-  for (int32_t i = 0; i < num_blocks; ++i) queue_push_back(i);
+  // Keyless blocks join the front, so pushing the ids in reverse leaves block 0 first.
+  for (int32_t i = num_blocks - 1; i >= 0; --i) queue_push(i);
 }
 
-void BlockPool::queue_push_front(int32_t i) {
+void BlockPool::queue_push(int32_t i) {
   BlockMeta& b = blocks_[i];
-  b.prev_free = -1;
-  b.next_free = free_head_;
-  if (free_head_ >= 0) blocks_[free_head_].prev_free = i;
-  free_head_ = i;
-  if (free_tail_ < 0) free_tail_ = i;
-  b.in_free_queue = true;
-  ++num_free_;
-  num_cached_free_ += b.has_key ? 1 : 0;
-}
-
-void BlockPool::queue_push_back(int32_t i) {
-  BlockMeta& b = blocks_[i];
-  b.next_free = -1;
-  b.prev_free = free_tail_;
-  if (free_tail_ >= 0) blocks_[free_tail_].next_free = i;
-  free_tail_ = i;
-  if (free_head_ < 0) free_head_ = i;
+  // The clock is read only for a block that can expire.
+  const int64_t now = b.has_key && b.expires_at != kNoExpiry ? clock_now_() : 0;
+  queue_->push(i, b.has_key, b.priority, b.expires_at, now);
   b.in_free_queue = true;
   ++num_free_;
   num_cached_free_ += b.has_key ? 1 : 0;
@@ -39,14 +36,14 @@ void BlockPool::queue_push_back(int32_t i) {
 void BlockPool::queue_remove(int32_t i) {
   BlockMeta& b = blocks_[i];
   HEARTH_CHECK(b.in_free_queue, "block {} is not in the free queue", i);
-  if (b.prev_free >= 0) blocks_[b.prev_free].next_free = b.next_free;
-  else free_head_ = b.next_free;
-  if (b.next_free >= 0) blocks_[b.next_free].prev_free = b.prev_free;
-  else free_tail_ = b.prev_free;
-  b.prev_free = b.next_free = -1;
+  queue_->remove(i);
   b.in_free_queue = false;
   --num_free_;
   num_cached_free_ -= b.has_key ? 1 : 0;
+}
+
+void BlockPool::expire() {
+  if (queue_->next_expiry()) queue_->expire(clock_now_());
 }
 
 void BlockPool::evict(int32_t i) {
@@ -62,10 +59,14 @@ void BlockPool::evict(int32_t i) {
 }
 
 std::optional<BlockId> BlockPool::allocate() {
-  if (free_head_ < 0) return std::nullopt;
-  const int32_t i = free_head_;
+  expire();
+  const auto victim = queue_->victim();
+  if (!victim) return std::nullopt;
+  const int32_t i = *victim;
   queue_remove(i);
   if (blocks_[i].has_key) evict(i);
+  blocks_[i].priority = kDefaultRetentionPriority;
+  blocks_[i].expires_at = kNoExpiry;
   blocks_[i].ref_cnt = 1;
   blocks_[i].last_used = ++clock_;
   return BlockId{i};
@@ -89,8 +90,18 @@ void BlockPool::release(BlockId id) {
   HEARTH_CHECK(b.ref_cnt > 0, "release of unreferenced block {}", id.value);
   b.last_used = ++clock_;
   if (--b.ref_cnt > 0) return;
-  if (b.has_key) queue_push_back(id.value);
-  else queue_push_front(id.value);
+  queue_push(id.value);
+}
+
+void BlockPool::set_retention(BlockId id, uint8_t priority, int64_t expires_at) {
+  BlockMeta& b = blocks_[id.value];
+  HEARTH_CHECK(b.has_key, "set_retention() of uncached block {}", id.value);
+  HEARTH_CHECK(priority <= kMaxRetentionPriority, "retention priority {} above {}", priority, kMaxRetentionPriority);
+  const bool queued = b.in_free_queue;
+  if (queued) queue_remove(id.value);
+  b.priority = priority;
+  b.expires_at = expires_at;
+  if (queued) queue_push(id.value);
 }
 
 bool BlockPool::cache(BlockId id, const BlockHash& key, const BlockHash& parent_key, std::span<const TokenId> tokens) {
@@ -122,24 +133,25 @@ std::span<const BlockId> BlockPool::cached_children(const BlockHash& parent_key)
 
 std::vector<BlockId> BlockPool::free_queue() const {
   std::vector<BlockId> out;
-  for (int32_t i = free_head_; i >= 0; i = blocks_[i].next_free) out.push_back(BlockId{i});
+  for (int32_t i : queue_->order()) out.push_back(BlockId{i});
   return out;
 }
 
 void BlockPool::check_invariants() const {
   const int32_t n = num_blocks_total();
+  queue_->check_invariants();
   std::vector<int32_t> queue_pos(n, -1);
   int32_t count = 0;
-  int32_t prev = -1;
-  for (int32_t i = free_head_; i >= 0; i = blocks_[i].next_free) {
-    HEARTH_CHECK(count < n, "free queue has a cycle");
-    HEARTH_CHECK(blocks_[i].prev_free == prev, "free queue back link broken at block {}", i);
+  for (int32_t i : queue_->order()) {
     HEARTH_CHECK(blocks_[i].in_free_queue && blocks_[i].ref_cnt == 0, "block {} in queue with ref {}", i,
                  blocks_[i].ref_cnt);
+    // Keyless blocks at the front level; a cached one at its priority's level, or at priority 0 once expired.
+    const int32_t level = queue_->level(i);
+    const BlockMeta& b = blocks_[i];
+    HEARTH_CHECK(b.has_key ? level == 1 + b.priority || (level == 1 && b.expires_at != kNoExpiry) : level == 0,
+                 "block {} (cached {}, priority {}) queued at level {}", i, b.has_key, b.priority, level);
     queue_pos[i] = count++;
-    prev = i;
   }
-  HEARTH_CHECK(prev == free_tail_, "free queue tail is {}, list ends at {}", free_tail_, prev);
   HEARTH_CHECK(count == num_free_, "free queue holds {} blocks, counter says {}", count, num_free_);
   int32_t num_keyed = 0, num_in_use = 0, num_keyed_free = 0;
   const size_t num_children = index_.num_children_entries();
@@ -155,11 +167,13 @@ void BlockPool::check_invariants() const {
     HEARTH_CHECK(index_.find(b.key) == BlockId{i}, "cached block {} is not indexed under its key", i);
     auto kids = cached_children(b.parent_key);
     HEARTH_CHECK(std::find(kids.begin(), kids.end(), BlockId{i}) != kids.end(), "block {} missing from children", i);
-    // A parent must outlive its children: if both are unreferenced, the parent sits behind the child.
+    // A parent must outlive its children: if both are unreferenced at one level, the parent sits behind the child.
+    // Expiries are the exception: a block joins priority 0 when its time comes, so a parent that expires first (or
+    // was given priority 0 outright) may be ahead of a child that expires later.
     const auto parent = index_.find(b.parent_key);
-    if (b.ref_cnt == 0 && parent) {
+    if (b.ref_cnt == 0 && parent && b.expires_at == kNoExpiry && blocks_[parent->value].expires_at == kNoExpiry) {
       const int32_t p = parent->value;
-      HEARTH_CHECK(blocks_[p].ref_cnt > 0 || queue_pos[p] > queue_pos[i],
+      HEARTH_CHECK(blocks_[p].ref_cnt > 0 || queue_->level(p) != queue_->level(i) || queue_pos[p] > queue_pos[i],
                    "cached block {} would outlive its parent {} (evicted first)", i, p);
     }
   }

@@ -1,6 +1,6 @@
 #pragma once
-// BlockPool: metadata of every KV block (no tensors): reference count, cache key, last use, and an
-// intrusive doubly linked free queue so every removal is O(1).
+// BlockPool: metadata of every KV block (no tensors): reference count, cache key, last use, retention, and the
+// free queue (an EvictionPolicy, retention_queue.h: intrusive lists, so every queue operation is O(1)).
 //
 // Every block is in exactly one of three states:
 //   in use  ref_cnt > 0                     (owned by running sequences or pins; never in the free queue)
@@ -9,13 +9,19 @@
 //
 // Free queue order is eviction order, front first:
 //
-//   front → [free][free] … [cached LRU] … [cached MRU] ← back
+//   front → [free][free] … [priority 0: LRU … MRU] [priority 1 …] … [priority 100: LRU … MRU] ← back
 //
-// Released blocks without a key go to the front (they hold nothing worth keeping); released cached blocks
-// go to the back. A sequence releases its blocks tail first, so within a chain the tail is evicted before
-// the head, and a cached block's parent is always evicted after it (no unreachable orphans).
+// Released blocks without a key go to the front (they hold nothing worth keeping); released cached blocks go to
+// the back of their priority's list. A block whose expiry has passed counts as priority 0. A sequence releases its
+// blocks tail first, so within a chain of one priority the tail is evicted before the head, and a cached block's
+// parent of the same priority is always evicted after it. Retention is applied to prefixes (a request's leading
+// blocks), so a parent's priority is at least its child's, unless an expiry demoted the parent first; a child
+// that outlives its parent is not lost: the parent's key is content-derived, so recomputing the parent makes the
+// child reachable again.
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <unordered_map>
@@ -24,6 +30,7 @@
 #include "kv/block_hash.h"
 #include "kv/prefix_index.h"
 #include "kv/recent_keys.h"
+#include "kv/retention_queue.h"
 #include "util/ids.h"
 
 namespace hearth {
@@ -37,13 +44,21 @@ struct BlockMeta {
   uint64_t last_used = 0;       // logical clock of the last touch or release
   uint32_t num_hits = 0;        // prefix hits (admissions that shared or copied it) since it was cached
   bool in_free_queue = false;
-  int32_t prev_free = -1;
-  int32_t next_free = -1;
+  // Retention (meaningful when has_key; reset when the block is allocated): eviction takes lower priorities first.
+  // expires_at is in the pool's RetentionClock units, by default unix time in milliseconds (not a steady clock, so
+  // a disk tier can persist it across restarts); kNoExpiry never expires. Past it, the block counts as priority 0.
+  uint8_t priority = kDefaultRetentionPriority;
+  int64_t expires_at = kNoExpiry;
 };
+
+// The time retention expiries are measured in. The default reads the system clock in unix milliseconds; tests
+// inject their own.
+using RetentionClock = std::function<int64_t()>;
+[[nodiscard]] int64_t unix_time_ms();
 
 class BlockPool {
  public:
-  BlockPool(int32_t num_blocks, int32_t block_size);
+  BlockPool(int32_t num_blocks, int32_t block_size, RetentionClock clock = unix_time_ms);
 
   int32_t block_size() const { return block_size_; }
   int32_t num_blocks_total() const { return static_cast<int32_t>(blocks_.size()); }
@@ -60,8 +75,9 @@ class BlockPool {
   bool was_evicted(const BlockHash& key) const { return recently_evicted_.contains(key); }
   static constexpr size_t kRecentEvictions = 8192;
 
-  // Takes the front of the free queue for new tokens, with ref_cnt 1. If that block was cached, its key is
-  // dropped from the index (an eviction). Returns nullopt when every block is in use.
+  // Applies expiries (expire()), then takes the front of the free queue for new tokens, with ref_cnt 1 and the
+  // default retention. If that block was cached, its key is dropped from the index (an eviction). Returns nullopt
+  // when every block is in use.
   [[nodiscard]] std::optional<BlockId> allocate();
 
   // Adds a reference (a prefix hit, a copy source, a pin). An unreferenced block leaves the free queue.
@@ -80,6 +96,21 @@ class BlockPool {
   // its key (which counts its tokens) never equals a full block's.
   bool cache(BlockId id, const BlockHash& key, const BlockHash& parent_key, std::span<const TokenId> tokens);
 
+  // Sets cached block `id`'s retention: priority in [0, kMaxRetentionPriority], expires_at in clock units or
+  // kNoExpiry. An unreferenced block moves to the back of its new priority's list. Requires has_key.
+  void set_retention(BlockId id, uint8_t priority, int64_t expires_at);
+
+  // Unreferenced cached blocks whose expiry has passed drop to priority 0 (their stored priority is kept, so the
+  // retention they were given can still be read). allocate() calls it; free_queue() shows the order after the last
+  // call. O(log E) per expired block, E = queued blocks with an expiry.
+  void expire();
+
+  // The pool's clock now (RetentionClock units).
+  int64_t now() const { return clock_now_(); }
+
+  // Unreferenced cached blocks whose effective priority (0 once expired) is `priority`.
+  int32_t num_blocks_evictable_at(int32_t priority) const { return queue_->num_queued_at(priority); }
+
   // The cached block holding `key` whose stored tokens equal `tokens`, if any.
   std::optional<BlockId> lookup(const BlockHash& key, std::span<const TokenId> tokens) const;
 
@@ -89,21 +120,22 @@ class BlockPool {
   // Free-queue order, front first (for tests and invariant checks).
   std::vector<BlockId> free_queue() const;
 
-  // Aborts with a message when any invariant is broken: counts add up, the free queue is a well-formed list
-  // holding exactly the unreferenced blocks, the index matches block keys, children lists are exact, and
-  // an unreferenced cached block is never evicted before its cached children.
+  // Aborts with a message when any invariant is broken: counts add up, the free queue's lists, bitmap and expiry
+  // set agree and hold exactly the unreferenced blocks (keyless ones at the front level, cached ones at their
+  // priority's level or, expired, at priority 0), the index matches block keys, children lists are exact, and an
+  // unreferenced cached block without an expiry is never evicted before its cached children of the same level
+  // that have none either (an expiry moves a block to priority 0 when its time comes, whatever its chain).
   void check_invariants() const;
 
  private:
-  void queue_push_front(int32_t i);
-  void queue_push_back(int32_t i);
+  void queue_push(int32_t i);
   void queue_remove(int32_t i);
   void evict(int32_t i);
 
   int32_t block_size_;
   std::vector<BlockMeta> blocks_;
-  int32_t free_head_ = -1;
-  int32_t free_tail_ = -1;
+  std::unique_ptr<EvictionPolicy> queue_;
+  RetentionClock clock_now_;
   int32_t num_free_ = 0;
   int32_t num_cached_free_ = 0;  // blocks in the free queue that have a key
   uint64_t clock_ = 0;

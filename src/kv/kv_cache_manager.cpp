@@ -11,7 +11,28 @@ int32_t ceil_div(int32_t a, int32_t b) { return (a + b - 1) / b; }
 }  // namespace
 
 KvCacheManager::KvCacheManager(const KvCacheConfig& config)
-    : pool_(config.num_blocks, config.block_size), max_pinned_blocks_(config.max_pinned_blocks) {}
+    : pool_(config.num_blocks, config.block_size, config.clock), max_pinned_blocks_(config.max_pinned_blocks) {}
+
+void KvCacheManager::apply_retention(const Sequence& seq, int32_t index, BlockId block, bool fresh) {
+  const int64_t block_start = static_cast<int64_t>(index) * pool_.block_size();
+  const RetentionSpan* best = nullptr;
+  // The strongest covering span: the highest priority, then the longest life (0 = never expires).
+  auto life = [](const RetentionSpan& s) { return s.ttl_ms == 0 ? kNoExpiry : s.ttl_ms; };
+  for (const RetentionSpan& span : seq.retention) {
+    if (block_start >= span.num_tokens) continue;
+    if (!best || span.priority > best->priority || (span.priority == best->priority && life(span) > life(*best))) {
+      best = &span;
+    }
+  }
+  if (!best) return;
+  const int64_t now = pool_.now();
+  const int64_t expires_at = best->ttl_ms == 0 ? kNoExpiry : now + best->ttl_ms;
+  const BlockMeta& m = pool_.meta(block);
+  const bool expired = m.expires_at != kNoExpiry && m.expires_at <= now;
+  const int32_t current = expired ? 0 : m.priority;
+  const bool stronger = best->priority > current || (best->priority == current && expires_at > m.expires_at);
+  if (fresh || stronger) pool_.set_retention(block, best->priority, expires_at);
+}
 
 std::optional<BlockId> KvCacheManager::best_partial(const BlockHash& parent, std::span<const TokenId> next,
                                                     int32_t* n_match) const {
@@ -61,7 +82,8 @@ int32_t KvCacheManager::num_unreferenced_among(const PrefixMatch& match) const {
 }
 
 std::optional<AdmitResult> KvCacheManager::admit(RequestId id, const BlockHash& ns, std::span<const TokenId> tokens,
-                                                 int32_t num_tokens_to_cover, bool use_cache) {
+                                                 int32_t num_tokens_to_cover, bool use_cache,
+                                                 std::span<const RetentionSpan> retention) {
   HEARTH_CHECK(!seqs_.contains(id), "request {} admitted twice", id.value);
   HEARTH_CHECK(!tokens.empty() && num_tokens_to_cover <= static_cast<int32_t>(tokens.size()),
                "admit of {} tokens covering {}", tokens.size(), num_tokens_to_cover);
@@ -73,8 +95,10 @@ std::optional<AdmitResult> KvCacheManager::admit(RequestId id, const BlockHash& 
   const int32_t need = ceil_div(cover, bs) - static_cast<int32_t>(match.blocks.size());
   if (pool_.num_blocks_free() - num_unreferenced_among(match) < need) return std::nullopt;
 
-  Sequence seq{ns, use_cache, {}, match.keys};
+  Sequence seq{ns, use_cache, {}, match.keys, {retention.begin(), retention.end()}};
   for (BlockId b : match.blocks) pool_.touch(b);
+  for (size_t i = 0; i < match.blocks.size(); ++i)
+    apply_retention(seq, static_cast<int32_t>(i), match.blocks[i], false);
   if (match.partial_block) pool_.touch(*match.partial_block);  // the copy source must survive until copied
   seq.table = match.blocks;
   for (int32_t i = 0; i < need; ++i) {
@@ -130,15 +154,17 @@ void KvCacheManager::cache_full_blocks(RequestId id, std::span<const TokenId> to
     const BlockHash parent = i == 0 ? seq.ns : seq.keys[i - 1];
     const auto block_tokens = tokens.subspan(static_cast<size_t>(i) * bs, bs);
     const BlockHash key = hash_block(parent, seq.ns, block_tokens);
-    if (!pool_.cache(seq.table[i], key, parent, block_tokens)) {
+    if (pool_.cache(seq.table[i], key, parent, block_tokens)) {
+      apply_retention(seq, i, seq.table[i], true);
+      if (track_newly_cached_) newly_cached_.push_back({seq.table[i], key, parent, seq.ns, i});
+    } else {
       // The same prefix is already cached in another block with identical K/V: share that one instead.
       const auto existing = pool_.lookup(key, block_tokens);
       if (!existing) return;  // a SHA-256 collision with different tokens: leave the rest uncached
       pool_.touch(*existing);
       pool_.release(seq.table[i]);
       seq.table[i] = *existing;
-    } else if (track_newly_cached_) {
-      newly_cached_.push_back({seq.table[i], key, parent, seq.ns, i});
+      apply_retention(seq, i, *existing, false);
     }
     seq.keys.push_back(key);
   }
@@ -189,7 +215,9 @@ void KvCacheManager::cache_partial_tail(Sequence& seq, std::span<const TokenId> 
   const BlockHash parent = n_full == 0 ? seq.ns : seq.keys.back();
   const auto tail_tokens = tokens.subspan(static_cast<size_t>(n_full) * bs, n_tail);
   // A key over n_tail < bs tokens never equals a full block's; an identical tail already cached wins.
-  pool_.cache(tail, hash_block(parent, seq.ns, tail_tokens), parent, tail_tokens);
+  if (pool_.cache(tail, hash_block(parent, seq.ns, tail_tokens), parent, tail_tokens)) {
+    apply_retention(seq, n_full, tail, true);
+  }
 }
 
 void KvCacheManager::release(RequestId id, std::span<const TokenId> tokens, int32_t num_computed) {
@@ -235,6 +263,12 @@ bool KvCacheManager::unpin(const BlockHash& key) {
   num_blocks_pinned_ -= static_cast<int32_t>(blocks.size());
   pins_.erase(it);
   return true;
+}
+
+std::vector<PinInfo> KvCacheManager::pins() const {
+  std::vector<PinInfo> out;
+  for (const auto& [key, pin] : pins_) out.push_back({key, static_cast<int32_t>(pin.blocks.size()) * block_size()});
+  return out;
 }
 
 void KvCacheManager::check_invariants() const {

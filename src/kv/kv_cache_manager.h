@@ -32,6 +32,7 @@ struct KvCacheConfig {
   int32_t num_blocks = 0;
   int32_t block_size = 16;
   int32_t max_pinned_blocks = 0;  // cap on blocks held by pins
+  RetentionClock clock = unix_time_ms;  // what retention expiries are measured against
 };
 
 // Where the engine must copy the first n_slots token slots of src into dst before computing dst's rest.
@@ -133,9 +134,13 @@ class KvCacheManager {
   // Starts sequence `id` over `tokens` (its prompt). With use_cache, it shares the cached prefix (at most
   // tokens.size() - 1 tokens) and queues a BlockCopy for a partially matching block. It then allocates
   // blocks to cover `num_tokens_to_cover` tokens. Returns nullopt, changing nothing, when the pool cannot
-  // supply the blocks now. Requires: id not active, tokens non-empty, num_tokens_to_cover <= tokens.size().
+  // supply the blocks now. Requires: id not active, tokens non-empty, num_tokens_to_cover <= tokens.size(),
+  // every span's priority <= kMaxRetentionPriority.
+  // `retention`: the retention of the sequence's leading blocks (see apply_retention): the shared blocks get it
+  // now (a hit refreshes a TTL), the blocks it caches later when they are registered.
   [[nodiscard]] std::optional<AdmitResult> admit(RequestId id, const BlockHash& ns, std::span<const TokenId> tokens,
-                                                 int32_t num_tokens_to_cover, bool use_cache);
+                                                 int32_t num_tokens_to_cover, bool use_cache,
+                                                 std::span<const RetentionSpan> retention = {});
 
   // Grows `id`'s block table to cover num_total_tokens. All or nothing: false (no change) when the pool
   // has too few unreferenced blocks. Requires id active.
@@ -186,6 +191,11 @@ class KvCacheManager {
   [[nodiscard]] Result<PinInfo> pin_prefix(const BlockHash& ns, std::span<const TokenId> tokens);
   // Removes a pin by its key; false when no such pin exists.
   bool unpin(const BlockHash& key);
+  // Blocks whose retention expired drop to priority 0 now (BlockPool::expire; allocation does it anyway), so
+  // counts by priority are current.
+  void expire_retention() { pool_.expire(); }
+  // Every pin now (its key and tokens), in no particular order.
+  [[nodiscard]] std::vector<PinInfo> pins() const;
 
   // Pool invariants plus: every reference is accounted for by a block table, a pin, or a pending copy.
   void check_invariants() const;
@@ -196,6 +206,7 @@ class KvCacheManager {
     bool use_cache = true;
     std::vector<BlockId> table;
     std::vector<BlockHash> keys;  // keys of the leading full blocks known to be cached
+    std::vector<RetentionSpan> retention;
   };
   struct Pin {
     std::vector<BlockId> blocks;
@@ -206,6 +217,10 @@ class KvCacheManager {
   const Sequence& sequence(RequestId id) const;
   Sequence& sequence(RequestId id);
   void cache_partial_tail(Sequence& seq, std::span<const TokenId> tokens, int32_t num_computed);
+  // Gives block `index` of `seq` (cached) the strongest retention of the spans covering it. A block this sequence
+  // just cached (`fresh`) takes it as is; a block cached before keeps its own unless the span's priority is higher
+  // than its effective one (0 once expired), or equal with a later expiry. No span covers it: unchanged.
+  void apply_retention(const Sequence& seq, int32_t index, BlockId block, bool fresh);
   int32_t num_unreferenced_among(const PrefixMatch& match) const;
   std::optional<BlockId> most_recent_child(const BlockHash& parent) const;
   // Tokens of the cached chain starting at `first` (from its slot `offset`), following the most recently used

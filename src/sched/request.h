@@ -14,6 +14,7 @@
 
 #include "kv/block_hash.h"
 #include "kv/prefix_explain.h"
+#include "kv/retention_queue.h"
 #include "sched/sampling_params.h"
 #include "util/ids.h"
 
@@ -59,6 +60,7 @@ struct Request {
   std::vector<TokenId> stop_token_ids;  // end the request without emitting the token
   BlockHash cache_namespace;
   bool use_cache = true;
+  std::vector<RetentionSpan> retention;     // of the leading blocks (KvCacheManager::admit)
   std::vector<BlockHash> other_namespaces;  // tried when explaining a miss as different_salt
 
   RequestStatus status = RequestStatus::kWaiting;

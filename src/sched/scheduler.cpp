@@ -89,7 +89,7 @@ bool Scheduler::admit(Request& r) {
   // token is always computed.
   std::optional<PrefixExplanation> explanation;
   if (r.num_cached_tokens < 0) explanation = explain(r);
-  auto admitted = kv_.admit(r.id, r.cache_namespace, r.tokens, r.num_tokens(), r.use_cache);
+  auto admitted = kv_.admit(r.id, r.cache_namespace, r.tokens, r.num_tokens(), r.use_cache, r.retention);
   if (!admitted) return false;
   r.num_computed_tokens = admitted->num_cached_tokens;
   if (r.num_cached_tokens < 0) {

@@ -34,24 +34,19 @@ std::optional<ApiError> HttpServer::check_model(const CompletionRequest& request
   return model_names_.check(request.model);
 }
 
-ApiResult<HttpServer::BuiltPrompt> HttpServer::build_prompt(const CompletionRequest& request) {
+ApiResult<HttpServer::BuiltPrompt> HttpServer::render_chat(const CompletionRequest& request) const {
   BuiltPrompt built;
-  bool add_special = true;
-  if (request.endpoint == Endpoint::kChat) {
-    auto text = chat_.render(request.messages, request.tools, request.chat_template_kwargs);
-    if (!text) return invalid_request("cannot render the chat template: " + text.error().message, "messages");
-    // A template that writes BOS itself must not get a second one from the tokenizer.
-    const std::string_view bos = tokenizer_.token_text(tokenizer_.bos());
-    add_special = bos.empty() || std::string_view(*text).substr(0, bos.size()) != bos;
-    built.text = std::move(*text);
-    built.parse_special = true;
-  } else if (request.prompt_is_tokens) {
-    // Ids are checked against the vocabulary by the engine (check_request), with every other limit.
-    for (int32_t t : request.prompt_tokens) built.tokens.push_back(TokenId{t});
-    return built;
-  } else {
-    built.text = request.prompt_text;
-  }
+  auto text = chat_.render(request.messages, request.tools, request.chat_template_kwargs);
+  if (!text) return invalid_request("cannot render the chat template: " + text.error().message, "messages");
+  // A template that writes BOS itself must not get a second one from the tokenizer.
+  const std::string_view bos = tokenizer_.token_text(tokenizer_.bos());
+  built.add_special = bos.empty() || std::string_view(*text).substr(0, bos.size()) != bos;
+  built.text = std::move(*text);
+  built.parse_special = true;
+  return built;
+}
+
+void HttpServer::tokenize_prompt(const CompletionRequest& request, BuiltPrompt& built) {
   // A later turn of a conversation: the answer's own ids, not a re-tokenization of its text (answer_memory.h).
   std::optional<AnswerMemory::Spliced> spliced;
   if (request.use_cache) spliced = answers_.splice(request.cache_salt, built.parse_special, built.text);
@@ -59,8 +54,24 @@ ApiResult<HttpServer::BuiltPrompt> HttpServer::build_prompt(const CompletionRequ
     built.tokens = std::move(spliced->tokens);
     built.answer_tokens = spliced->answer_tokens;
   } else {
-    built.tokens = tokenizer_.encode(built.text, add_special, built.parse_special);
+    built.tokens = tokenizer_.encode(built.text, built.add_special, built.parse_special);
   }
+}
+
+ApiResult<HttpServer::BuiltPrompt> HttpServer::build_prompt(const CompletionRequest& request) {
+  if (request.endpoint == Endpoint::kChat) {
+    auto built = render_chat(request);
+    if (auto* b = std::get_if<BuiltPrompt>(&built)) tokenize_prompt(request, *b);
+    return built;
+  }
+  BuiltPrompt built;
+  if (request.prompt_is_tokens) {
+    // Ids are checked against the vocabulary by the engine (check_request), with every other limit.
+    for (int32_t t : request.prompt_tokens) built.tokens.push_back(TokenId{t});
+    return built;
+  }
+  built.text = request.prompt_text;
+  tokenize_prompt(request, built);
   return built;
 }
 
@@ -81,6 +92,7 @@ RequestSpec HttpServer::build_spec(const CompletionRequest& request, std::vector
   spec.ignore_eos = request.ignore_eos;
   spec.use_cache = request.use_cache;
   spec.cache_salt = request.cache_salt;
+  spec.retention = request.retention;
   spec.pin_prefix = request.pin_prefix;
   spec.top_logprobs = request.top_logprobs;
   spec.grammar = request.grammar;
@@ -142,14 +154,17 @@ HttpResponse HttpServer::handle_completion(const HttpRequest& req, Endpoint endp
   return res;
 }
 
+void HttpServer::remember_answer(const std::string& cache_salt, bool parse_special, std::string& prompt_text,
+                                 const RequestOutput& out) {
+  const auto prompt_end = out.tokens.begin() + out.usage.prompt_tokens;
+  answers_.remember(cache_salt, parse_special, std::move(prompt_text),
+                    std::vector<TokenId>(out.tokens.begin(), prompt_end),
+                    std::span<const TokenId>(prompt_end, out.tokens.end()));
+}
+
 void HttpServer::record_finish(Generation& gen, RequestOutput& out, size_t choice) {
   if (out.error) return;  // refused by the engine: it never ran
-  if (gen.remember && choice == 0) {
-    const auto prompt_end = out.tokens.begin() + out.usage.prompt_tokens;
-    answers_.remember(gen.request().cache_salt, gen.parse_special, std::move(gen.prompt_text),
-                      std::vector<TokenId>(out.tokens.begin(), prompt_end),
-                      std::span<const TokenId>(prompt_end, out.tokens.end()));
-  }
+  if (gen.remember && choice == 0) remember_answer(gen.request().cache_salt, gen.parse_special, gen.prompt_text, out);
   if (choice == 0 && gen.meta().answer_tokens_reused > 0)
     metrics_.record_answer_tokens_reused(gen.meta().answer_tokens_reused);
   if (out.usage.reuse.reason) metrics_.record_reuse_stop(reuse_stop_name(*out.usage.reuse.reason));

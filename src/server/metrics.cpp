@@ -102,6 +102,14 @@ void Metrics::render_engine(const EngineStats& e, const KvPlan& plan, std::strin
   out += fmt::format("hearth_kv_blocks{{state=\"pinned\"}} {}\n", e.num_blocks_pinned);
   out += fmt::format("hearth_kv_blocks{{state=\"free\"}} {}\n", e.num_blocks_free);
   out += fmt::format("hearth_kv_blocks{{state=\"cached\"}} {}\n", e.num_blocks_cached);
+  header(out, "hearth_kv_blocks_evictable", "gauge",
+         "Unreferenced cached KV blocks by retention priority band (0-24 evicted first; an expired block counts as "
+         "priority 0). Pinned and running blocks are never evicted and are not counted.");
+  constexpr const char* kBands[] = {"0-24", "25-49", "50-74", "75-100"};
+  for (size_t b = 0; b < e.num_blocks_evictable_by_band.size(); ++b) {
+    out +=
+        fmt::format("hearth_kv_blocks_evictable{{priority=\"{}\"}} {}\n", kBands[b], e.num_blocks_evictable_by_band[b]);
+  }
   gauge(out, "hearth_kv_blocks_total", "KV blocks in the pool.", e.num_blocks_total);
   gauge(out, "hearth_kv_block_size_tokens", "Tokens per KV block.", plan.block_size);
   header(out, "hearth_kv_bytes", "gauge", "KV memory in bytes: total pool and the part held by requests and pins.");

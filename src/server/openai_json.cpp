@@ -4,6 +4,7 @@
 #include "server/logprobs_json.h"
 #include "server/request_fields.h"
 #include "server/request_tools.h"
+#include "server/retention_json.h"
 
 #include <fmt/format.h>
 
@@ -338,6 +339,11 @@ std::optional<ApiError> parse_cache_controls(const json& body, CompletionRequest
     if (auto err = read_bool(*s, "pin_prefix", r.pin_prefix)) return err;
     if (auto err = read_bool(*s, "cache_prompt", r.use_cache)) return err;
     if (auto err = read_bool(*s, "ignore_eos", r.ignore_eos)) return err;
+    if (auto it = s->find("cache_retention"); it != s->end() && !it->is_null()) {
+      auto span = parse_cache_retention(*it, "cache_retention");
+      if (auto* err = std::get_if<ApiError>(&span)) return *err;
+      r.retention = {std::get<RetentionSpan>(span)};
+    }
   }
   return std::nullopt;
 }
@@ -400,6 +406,8 @@ ApiError api_error(const SubmitError& e, Endpoint endpoint) {
       return invalid_request(e.message, {}, "invalid_value");
     case SubmitErrorCode::kInvalidStop:
       return invalid_request(e.message, "stop", "invalid_value");
+    case SubmitErrorCode::kInvalidRetention:
+      return invalid_request(e.message, "cache_retention", "invalid_value");
     case SubmitErrorCode::kInvalidMaxTokens:
       return invalid_request(e.message, "max_tokens", "invalid_value");
     case SubmitErrorCode::kPromptTooLong:

@@ -94,6 +94,8 @@ struct CompletionRequest {
   std::string cache_salt;
   bool pin_prefix = false;
   bool use_cache = true;  // false with "cache_prompt": false (llama.cpp's name)
+  // "cache_retention" (retention_json.h), or the Anthropic route's cache_control breakpoints: one span each.
+  std::vector<RetentionSpan> retention;
   bool ignore_eos = false;
 };
 

@@ -32,15 +32,7 @@ bool bearer_matches(std::string_view header, std::string_view key) {
   }
   std::string_view given = header.substr(kScheme.size());
   given.remove_prefix(std::min(given.find_first_not_of(' '), given.size()));
-  // Compare every byte of the longer length so timing reveals neither the key nor the matching prefix length.
-  const size_t n = std::max(given.size(), key.size());
-  unsigned diff = given.size() == key.size() ? 0u : 1u;
-  for (size_t i = 0; i < n; ++i) {
-    const unsigned char a = i < given.size() ? static_cast<unsigned char>(given[i]) : 0;
-    const unsigned char b = i < key.size() ? static_cast<unsigned char>(key[i]) : 0;
-    diff |= static_cast<unsigned>(a ^ b);
-  }
-  return diff == 0;
+  return api_key_matches(given, key);
 }
 
 HttpServer::HttpServer(ServerConfig config, EngineLoop& loop, const Tokenizer& tokenizer, const ChatFormatter& chat)
@@ -82,18 +74,35 @@ HttpResponse HttpServer::error_response(const ApiError& error) {
   return res;
 }
 
+bool api_key_matches(std::string_view given, std::string_view key) {
+  // Compare every byte of the longer length so timing reveals neither the key nor the matching prefix length.
+  const size_t n = std::max(given.size(), key.size());
+  unsigned diff = given.size() == key.size() ? 0u : 1u;
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char a = i < given.size() ? static_cast<unsigned char>(given[i]) : 0;
+    const unsigned char b = i < key.size() ? static_cast<unsigned char>(key[i]) : 0;
+    diff |= static_cast<unsigned>(a ^ b);
+  }
+  return diff == 0;
+}
+
 std::optional<HttpResponse> HttpServer::check_auth(const HttpRequest& req) {
   // The dashboard page itself holds no data: it asks for the key and sends it with every request it makes.
   const bool open = req.path == "/health" || (req.method == "GET" && (req.path == "/" || req.path == "/dashboard"));
   if (open || config_.api_key.empty()) return std::nullopt;
+  // "Authorization: Bearer KEY" (OpenAI clients) or "x-api-key: KEY" (Anthropic clients), on every route.
   const auto header = req.header("Authorization");
+  const auto x_api_key = req.header("x-api-key");
   if (header && bearer_matches(*header, config_.api_key)) return std::nullopt;
-  return error_response(
-      ApiError{401,
-               header ? "incorrect API key provided" : "missing API key: send 'Authorization: Bearer KEY'",
-               "authentication_error",
-               {},
-               "invalid_api_key"});
+  if (x_api_key && api_key_matches(*x_api_key, config_.api_key)) return std::nullopt;
+  const ApiError error{401,
+                       header || x_api_key ? "incorrect API key provided"
+                                           : "missing API key: send 'Authorization: Bearer KEY' or 'x-api-key: KEY'",
+                       "authentication_error",
+                       {},
+                       "invalid_api_key"};
+  if (req.path == "/v1/messages") return anthropic_error_response(error);
+  return error_response(error);
 }
 
 HttpResponse HttpServer::handle(const HttpRequest& req) {
@@ -130,6 +139,9 @@ void HttpServer::install_routes() {
   add("POST", "/tokenize", [this](const HttpRequest& req) { return handle_tokenize(req); });
   add("POST", "/v1/cache/explain", [this](const HttpRequest& req) { return handle_cache_explain(req); });
   add("POST", "/v1/cache/warm", [this](const HttpRequest& req) { return handle_cache_warm(req); });
+  add("POST", "/v1/cache/pin", [this](const HttpRequest& req) { return handle_cache_pin(req); });
+  add("DELETE", "/v1/cache/pin/", [this](const HttpRequest& req) { return handle_cache_unpin(req); });
+  add("POST", "/v1/messages", [this](const HttpRequest& req) { return handle_messages(req); });
   add("POST", "/v1/chat/completions",
       [this](const HttpRequest& req) { return handle_completion(req, Endpoint::kChat); });
   add("POST", "/v1/completions",

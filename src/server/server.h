@@ -49,6 +49,8 @@ struct ServerConfig {
 
 // Constant-time comparison of an Authorization header against "Bearer KEY" (the scheme case-insensitive).
 [[nodiscard]] bool bearer_matches(std::string_view header, std::string_view key);
+// Constant-time comparison of a bare key (the x-api-key header) against `key`.
+[[nodiscard]] bool api_key_matches(std::string_view given, std::string_view key);
 
 // The model's facts (id, context, block size, KV plan) are the engine's: the server reads loop.info().
 class HttpServer {
@@ -74,6 +76,8 @@ class HttpServer {
  private:
   class Generation;
   friend class Generation;
+  class MessagesGeneration;
+  friend class MessagesGeneration;
   using Route = std::function<HttpResponse(const HttpRequest&)>;
   struct RouteEntry {
     std::string method;
@@ -85,6 +89,7 @@ class HttpServer {
     std::vector<TokenId> tokens;
     std::string text;            // the text the ids stand for (rendered chat or prompt text); empty for ids
     bool parse_special = false;  // how `text` was tokenized
+    bool add_special = true;     // whether the tokenizer adds BOS (not when the template wrote it)
     int32_t answer_tokens = 0;   // ids taken from a remembered answer
   };
 
@@ -106,9 +111,18 @@ class HttpServer {
   HttpResponse handle_cache(const HttpRequest& req);
   void sample_stats();
   double seconds_since_start() const;
+  HttpResponse handle_cache_pin(const HttpRequest& req);
+  HttpResponse handle_cache_unpin(const HttpRequest& req);
+  HttpResponse handle_messages(const HttpRequest& req);
   // Feeds an admitted prompt to the volatile-prefix detector; logs (rate-limited) and counts what it finds.
   void observe_prompt(std::span<const TokenId> prompt, const RequestSpec& spec);
   ApiResult<BuiltPrompt> build_prompt(const CompletionRequest& request);
+  // The chat's text through the model's template (no ids yet), and the ids of a built text (answer memory first).
+  ApiResult<BuiltPrompt> render_chat(const CompletionRequest& request) const;
+  void tokenize_prompt(const CompletionRequest& request, BuiltPrompt& built);
+  // Remembers a finished request's answer (answer_memory.h); takes `prompt_text`.
+  void remember_answer(const std::string& cache_salt, bool parse_special, std::string& prompt_text,
+                       const RequestOutput& out);
   RequestSpec build_spec(const CompletionRequest& request, std::vector<TokenId> prompt) const;
   // One engine request per choice (request.n), in order; a refusal is the error of the first refused choice.
   ApiResult<std::vector<std::unique_ptr<RequestHandle>>> submit_choices(const CompletionRequest& request,
@@ -118,6 +132,8 @@ class HttpServer {
   // A finished generation: the answer memory and the metrics (from the final output, whoever reads it).
   void record_finish(Generation& gen, RequestOutput& out, size_t choice);
   HttpResponse error_response(const ApiError& error);
+  // The same error in Anthropic's shape (the /v1/messages route).
+  HttpResponse anthropic_error_response(const ApiError& error);
   static HttpResponse json_response(const nlohmann::json& body);
   // Bookkeeping of requests in flight, so shutdown can wait for them (an event, not a poll).
   void begin_in_flight();

@@ -29,7 +29,10 @@ struct Live {
 class RandomCacheTest {
  public:
   RandomCacheTest(int32_t num_blocks, uint32_t seed)
-      : kv_({.num_blocks = num_blocks, .block_size = kBlockSize, .max_pinned_blocks = num_blocks / 4}),
+      : kv_({.num_blocks = num_blocks,
+             .block_size = kBlockSize,
+             .max_pinned_blocks = num_blocks / 4,
+             .clock = [this] { return now_ms_; }}),
         store_(num_blocks, std::vector<SlotValue>(kBlockSize)),
         rng_(seed),
         big_pool_(num_blocks >= 8192) {
@@ -44,6 +47,7 @@ class RandomCacheTest {
 
   void run(int n_ops) {
     for (int op = 0; op < n_ops; ++op) {
+      now_ms_ += static_cast<int64_t>(rng_() % 3);  // retention TTLs run out as the operations go by
       const int choice = static_cast<int>(rng_() % 100);
       if (choice < 40) new_request();
       else if (choice < 70) extend();
@@ -105,7 +109,13 @@ class RandomCacheTest {
     const uint64_t id = next_id_++;
     const auto n = static_cast<int32_t>(live.tokens.size());
     const int32_t expected = expected_hit(live.tokens, live.salt);
-    auto admitted = kv_.admit(RequestId{id}, ns_[live.salt], live.tokens, n, true);
+    // Half the requests ask for retention of a random prefix: a random priority, sometimes with a short TTL.
+    std::vector<RetentionSpan> retention;
+    if (rng_() % 2) {
+      retention.push_back({static_cast<int32_t>(1 + rng_() % n), static_cast<uint8_t>(rng_() % 101),
+                           rng_() % 2 ? static_cast<int64_t>(1 + rng_() % 50) : 0});
+    }
+    auto admitted = kv_.admit(RequestId{id}, ns_[live.salt], live.tokens, n, true, retention);
     if (!admitted) return;  // no room now: the scheduler would wait
     if (big_pool_) {
       ASSERT_EQ(kv_.pool().num_evictions(), 0u) << "the big pool must never evict";
@@ -152,6 +162,7 @@ class RandomCacheTest {
     if (pin.ok() && std::find(pins_.begin(), pins_.end(), pin->key) == pins_.end()) pins_.push_back(pin->key);
   }
 
+  int64_t now_ms_ = 0;
   KvCacheManager kv_;
   std::vector<std::vector<SlotValue>> store_;
   std::mt19937 rng_;

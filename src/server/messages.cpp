@@ -1,0 +1,218 @@
+// POST /v1/messages: Anthropic's Messages API over the same engine as the OpenAI routes. The body becomes a chat
+// (anthropic_json.h), rendered by the model's chat template; each cache_control breakpoint becomes a retention span
+// over the prompt's tokens up to it (kBreakpointPriority, its TTL). One engine request; the answer is a message
+// object or Anthropic's SSE events (message_start at the first output, with the cache split; content_block_start,
+// ping, content_block_delta, content_block_stop, message_delta with the final usage, message_stop). Errors use
+// Anthropic's error shape.
+
+#include <random>
+
+#include "server/anthropic_json.h"
+#include "server/server.h"
+
+namespace hearth::server {
+namespace {
+
+using nlohmann::json;
+
+std::string random_hex() {
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  return fmt::format("{:016x}{:016x}", rng(), rng());
+}
+
+constexpr auto kKeepAliveInterval = std::chrono::milliseconds(1000);
+
+}  // namespace
+
+class HttpServer::MessagesGeneration : public ResponseSource, public std::enable_shared_from_this<MessagesGeneration> {
+ public:
+  MessagesGeneration(HttpServer& server, MessagesRequest request, std::unique_ptr<RequestHandle> handle,
+                     int32_t prompt_tokens, int32_t breakpoint_tokens)
+      : server_(server),
+        request_(std::move(request)),
+        handle_(std::move(handle)),
+        id_("msg_" + random_hex()),
+        model_(server.loop_.info().model_id),
+        prompt_tokens_(prompt_tokens),
+        breakpoint_tokens_(breakpoint_tokens) {
+    server_.begin_in_flight();
+  }
+  ~MessagesGeneration() override {
+    handle_.reset();  // aborts the request if it still runs
+    server_.end_in_flight();
+  }
+
+  bool parse_special = false;
+  std::string prompt_text;  // for the answer memory; empty: nothing to remember
+
+  void start(std::function<void()> wake) override { handle_->set_notify(std::move(wake)); }
+  std::chrono::milliseconds keep_alive_interval() const override {
+    return request_.chat.stream ? kKeepAliveInterval : std::chrono::milliseconds(0);
+  }
+  std::string keep_alive() override { return anthropic_event(json{{"type", "ping"}}); }
+
+  Chunk pull() override {
+    Chunk chunk;
+    if (request_.chat.stream && !head_sent_) send_head(chunk);
+    while (!done_) {
+      std::optional<RequestOutput> out = handle_->try_next();
+      if (!out) break;
+      if (out->error || out->runtime_error) {
+        fail(*out, chunk);
+        break;
+      }
+      if (request_.chat.stream && !message_started_) start_message(*out, chunk);
+      text_ += out->new_text;
+      if (request_.chat.stream && !out->new_text.empty()) {
+        chunk.data += anthropic_event(json{{"type", "content_block_delta"},
+                                           {"index", 0},
+                                           {"delta", {{"type", "text_delta"}, {"text", out->new_text}}}});
+      }
+      if (out->finished) finish(*out, chunk);
+    }
+    chunk.done = done_;
+    return chunk;
+  }
+
+  void cancel() override {
+    server_.metrics_.record_disconnect();
+    if (done_) return;
+    done_ = true;
+    auto self = shared_from_this();
+    handle_->set_notify([self] { self->drain_after_cancel(); });
+    handle_->abort();
+  }
+
+ private:
+  void send_head(Chunk& chunk) {
+    head_sent_ = true;
+    HttpResponse head;
+    head.content_type = "text/event-stream";
+    head.streamed = true;
+    head.set_header("Cache-Control", "no-cache");
+    head.set_header("X-Accel-Buffering", "no");
+    chunk.head = std::move(head);
+  }
+
+  // message_start waits for the request's first output, which says how much of the prompt the cache supplied, so
+  // its usage is the real split (message_delta repeats it with the output tokens).
+  void start_message(const RequestOutput& out, Chunk& chunk) {
+    message_started_ = true;
+    RequestUsage so_far;
+    so_far.prompt_tokens = prompt_tokens_;
+    so_far.cached_tokens = std::max(0, out.num_cached_tokens);
+    const MessagesUsage usage = messages_usage(so_far, breakpoint_tokens_);
+    json message = message_json(id_, model_, "", FinishReason::kNone, "", usage);
+    chunk.data += anthropic_event(json{{"type", "message_start"}, {"message", std::move(message)}});
+    chunk.data += anthropic_event(
+        json{{"type", "content_block_start"}, {"index", 0}, {"content_block", {{"type", "text"}, {"text", ""}}}});
+    chunk.data += anthropic_event(json{{"type", "ping"}});
+  }
+
+  void record(RequestOutput& out) {
+    if (out.error) return;
+    if (!prompt_text.empty()) server_.remember_answer(request_.chat.cache_salt, parse_special, prompt_text, out);
+    if (out.usage.reuse.reason) server_.metrics_.record_reuse_stop(reuse_stop_name(*out.usage.reuse.reason));
+    server_.metrics_.record_request("messages", finish_reason_text(out.finish_reason), out.usage.ttft_ms / 1000.0,
+                                    out.usage.total_ms / 1000.0);
+  }
+
+  void finish(RequestOutput& out, Chunk& chunk) {
+    done_ = true;
+    record(out);
+    const MessagesUsage usage = messages_usage(out.usage, breakpoint_tokens_);
+    if (!request_.chat.stream) {
+      chunk.head = json_response(message_json(id_, model_, text_, out.finish_reason, out.stop_sequence, usage));
+      return;
+    }
+    chunk.data += anthropic_event(json{{"type", "content_block_stop"}, {"index", 0}});
+    chunk.data +=
+        anthropic_event(json{{"type", "message_delta"},
+                             {"delta",
+                              {{"stop_reason", stop_reason_json(out.finish_reason, out.stop_sequence)},
+                               {"stop_sequence", out.stop_sequence.empty() ? json() : json(out.stop_sequence)}}},
+                             {"usage", usage_json(usage)}});
+    chunk.data += anthropic_event(json{{"type", "message_stop"}});
+  }
+
+  void fail(RequestOutput& out, Chunk& chunk) {
+    done_ = true;
+    record(out);
+    const ApiError error = out.error ? api_error(*out.error, Endpoint::kChat) : api_error(*out.runtime_error);
+    if (!request_.chat.stream) {
+      chunk.head = server_.anthropic_error_response(error);
+      return;
+    }
+    chunk.data += anthropic_event(anthropic_error_json(error));
+  }
+
+  void drain_after_cancel() {
+    while (auto out = handle_->try_next()) {
+      if (!out->finished) continue;
+      record(*out);
+      handle_->set_notify({});  // drops the reference that kept this alive
+      return;
+    }
+  }
+
+  HttpServer& server_;
+  MessagesRequest request_;
+  std::unique_ptr<RequestHandle> handle_;
+  std::string id_;
+  std::string model_;
+  int32_t prompt_tokens_;
+  int32_t breakpoint_tokens_;
+  std::string text_;
+  bool head_sent_ = false;
+  bool message_started_ = false;
+  bool done_ = false;
+};
+
+HttpResponse HttpServer::anthropic_error_response(const ApiError& error) {
+  HttpResponse res = json_response(anthropic_error_json(error));
+  res.status = error.status;
+  if (error.status == 429 || error.status == 503) res.set_header("Retry-After", "1");
+  metrics_.record_error(error.status);
+  return res;
+}
+
+HttpResponse HttpServer::handle_messages(const HttpRequest& req) {
+  if (draining_) return anthropic_error_response(ApiError{503, "the server is shutting down", "server_error", {}, {}});
+  auto parsed = parse_messages_request(req.body, random_hex());
+  if (auto* error = std::get_if<ApiError>(&parsed)) return anthropic_error_response(*error);
+  MessagesRequest& request = std::get<MessagesRequest>(parsed);
+  if (auto error = check_model(request.chat)) return anthropic_error_response(*error);
+  auto rendered = render_chat(request.chat);
+  if (auto* error = std::get_if<ApiError>(&rendered)) return anthropic_error_response(*error);
+  BuiltPrompt& prompt = std::get<BuiltPrompt>(rendered);
+  if (!take_breakpoints(prompt.text, request.breakpoints)) {
+    return anthropic_error_response(
+        invalid_request("the chat template dropped or repeated a cache_control breakpoint's text", "messages"));
+  }
+  // Each breakpoint retains the prompt's tokens up to it: the tokens of the text before it.
+  int32_t breakpoint_tokens = 0;
+  for (const Breakpoint& bp : request.breakpoints) {
+    const auto n = static_cast<int32_t>(
+        tokenizer_.encode(std::string_view(prompt.text).substr(0, bp.text_offset), prompt.add_special, true).size());
+    request.chat.retention.push_back(RetentionSpan{n, kBreakpointPriority, bp.ttl_ms});
+    breakpoint_tokens = std::max(breakpoint_tokens, n);
+  }
+  tokenize_prompt(request.chat, prompt);
+  const auto prompt_tokens = static_cast<int32_t>(prompt.tokens.size());
+  RequestSpec spec = build_spec(request.chat, std::move(prompt.tokens));
+  if (!spec.prompt.empty()) observe_prompt(spec.prompt, spec);
+  auto handle = loop_.submit(std::move(spec));
+  if (!handle) return anthropic_error_response(api_error(handle.error(), Endpoint::kChat));
+  const bool remember = answers_.max_entries() > 0;
+  auto gen = std::make_shared<MessagesGeneration>(*this, std::move(request), std::move(*handle), prompt_tokens,
+                                                  breakpoint_tokens);
+  if (remember) {
+    gen->parse_special = prompt.parse_special;
+    gen->prompt_text = std::move(prompt.text);
+  }
+  HttpResponse res;
+  res.source = std::move(gen);
+  return res;
+}
+
+}  // namespace hearth::server

@@ -1,0 +1,161 @@
+// The Anthropic Messages wire format and the retention fields: parsing with breakpoints, marker removal, the
+// usage split, stop reasons, the error shape, TTL strings and cache_retention.
+#include "server/anthropic_json.h"
+
+#include <gtest/gtest.h>
+
+#include "server/retention_json.h"
+
+namespace hearth::server {
+namespace {
+
+using nlohmann::json;
+
+MessagesRequest parse_ok(const json& body) {
+  auto r = parse_messages_request(body.dump(), "n0nce");
+  if (auto* e = std::get_if<ApiError>(&r)) ADD_FAILURE() << e->message;
+  return std::get<MessagesRequest>(std::move(r));
+}
+
+ApiError parse_error(const json& body) {
+  auto r = parse_messages_request(body.dump(), "n0nce");
+  EXPECT_TRUE(std::holds_alternative<ApiError>(r)) << body.dump();
+  return std::holds_alternative<ApiError>(r) ? std::get<ApiError>(r) : ApiError{};
+}
+
+TEST(MessagesJson, SystemBlocksAndBreakpointsBecomeAChatWithMarkers) {
+  const MessagesRequest r = parse_ok(json::parse(R"({
+    "model": "claude", "max_tokens": 7, "temperature": 0.5, "top_k": 3, "stop_sequences": ["END"],
+    "metadata": {"user_id": "u"},
+    "system": [{"type": "text", "text": "Rules."}, {"type": "text", "text": " More.", "cache_control": {"type": "ephemeral", "ttl": "1h"}}],
+    "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi", "cache_control": {"type": "ephemeral"}}]},
+                 {"role": "assistant", "content": "Hello"}]})"));
+  ASSERT_EQ(r.breakpoints.size(), 2u);
+  EXPECT_EQ(r.breakpoints[0].ttl_ms, 3'600'000);
+  EXPECT_EQ(r.breakpoints[1].ttl_ms, kDefaultBreakpointTtlMs);
+  ASSERT_EQ(r.chat.messages.size(), 3u);
+  EXPECT_EQ(r.chat.messages[0]["role"], "system");
+  EXPECT_EQ(r.chat.messages[0]["content"], "Rules. More." + r.breakpoints[0].marker);
+  EXPECT_EQ(r.chat.messages[1]["content"], "Hi" + r.breakpoints[1].marker);
+  EXPECT_EQ(r.chat.messages[2]["content"], "Hello");
+  EXPECT_EQ(r.chat.max_tokens, 7);
+  EXPECT_EQ(r.chat.top_k, 3);
+  EXPECT_FLOAT_EQ(r.chat.temperature, 0.5f);
+  EXPECT_EQ(r.chat.stop, std::vector<std::string>{"END"});
+  EXPECT_EQ(r.chat.model, "claude");
+}
+
+TEST(MessagesJson, TakeBreakpointsCutsTheMarkersAndRecordsWhereTheyStood) {
+  MessagesRequest r = parse_ok(json::parse(
+      R"({"max_tokens": 1, "system": [{"type": "text", "text": "AB", "cache_control": {"type": "ephemeral"}}],
+    "messages": [{"role": "user", "content": [{"type": "text", "text": "CD", "cache_control": {"type": "ephemeral"}}]}]})"));
+  std::string text = "<s>" + r.chat.messages[0]["content"].get<std::string>() + "|" +
+                     r.chat.messages[1]["content"].get<std::string>() + "|end";
+  ASSERT_TRUE(take_breakpoints(text, r.breakpoints));
+  EXPECT_EQ(text, "<s>AB|CD|end");
+  EXPECT_EQ(r.breakpoints[0].text_offset, 5u);
+  EXPECT_EQ(r.breakpoints[1].text_offset, 8u);
+  std::string dropped = "no markers";
+  EXPECT_FALSE(take_breakpoints(dropped, r.breakpoints));
+}
+
+TEST(MessagesJson, RefusesWhatItDoesNotImplementAndBoundsEveryInput) {
+  const json base = json::parse(R"({"max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]})");
+  struct Case {
+    const char* patch;
+    const char* param;
+  };
+  const Case cases[] = {
+      {R"({"max_tokens": null})", "max_tokens"},
+      {R"({"max_tokens": 0})", "max_tokens"},
+      {R"({"messages": []})", "messages"},
+      {R"({"messages": [{"role": "system", "content": "x"}]})", "messages[0].role"},
+      {R"({"messages": [{"role": "user", "content": [{"type": "image"}]}]})", "messages[0].content[0].type"},
+      {R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "x", "cache_control": {"type": "persistent"}}]}]})",
+       "messages[0].content[0].cache_control"},
+      {R"({"tools": [{"name": "t"}]})", "tools"},
+      {R"({"tool_choice": {"type": "any"}})", "tool_choice"},
+      {R"({"thinking": {"type": "enabled", "budget_tokens": 1024}})", "thinking"},
+      {R"({"temperature": 1.5})", "temperature"},
+      {R"({"top_p": 0})", "top_p"},
+      {R"({"top_k": -1})", "top_k"},
+      {R"({"stop_sequences": [""]})", "stop_sequences"},
+      {R"({"stop_sequences": ["1","2","3","4","5","6","7","8","9","10","11","12","13","14","15","16","17"]})",
+       "stop_sequences"},
+      {R"({"system": 5})", "system"},
+      {R"({"metadata": "x"})", "metadata"},
+  };
+  for (const Case& c : cases) {
+    json body = base;
+    body.merge_patch(json::parse(c.patch));
+    const ApiError e = parse_error(body);
+    EXPECT_EQ(e.status, 400) << c.patch;
+    EXPECT_EQ(e.param, c.param) << c.patch << ": " << e.message;
+  }
+  json five = base;
+  for (int i = 0; i < 5; ++i) {
+    five["messages"].push_back(
+        {{"role", "user"},
+         {"content", json::array({{{"type", "text"}, {"text", "x"}, {"cache_control", {{"type", "ephemeral"}}}}})}});
+  }
+  EXPECT_NE(parse_error(five).message.find("maximum of 4"), std::string::npos);
+  // An empty tools array asks for no tool.
+  EXPECT_TRUE(parse_ok(json::parse(R"({"max_tokens": 1, "messages": [{"role": "user", "content": "x"}], "tools": []})"))
+                  .breakpoints.empty());
+}
+
+TEST(MessagesJson, UsageSplitsReadCreationAndTheRest) {
+  RequestUsage u;
+  u.prompt_tokens = 100;
+  u.completion_tokens = 5;
+  u.cached_tokens = 30;
+  const MessagesUsage m = messages_usage(u, 80);
+  EXPECT_EQ(m.cache_read_input_tokens, 30);
+  EXPECT_EQ(m.cache_creation_input_tokens, 50);
+  EXPECT_EQ(m.input_tokens, 20);
+  EXPECT_EQ(m.output_tokens, 5);
+  const MessagesUsage past = messages_usage(u, 20);  // the breakpoint lies inside what was read
+  EXPECT_EQ(past.cache_creation_input_tokens, 0);
+  EXPECT_EQ(past.input_tokens, 70);
+}
+
+TEST(MessagesJson, StopReasonsAndErrorShape) {
+  EXPECT_EQ(stop_reason_json(FinishReason::kStop, ""), "end_turn");
+  EXPECT_EQ(stop_reason_json(FinishReason::kStop, "END"), "stop_sequence");
+  EXPECT_EQ(stop_reason_json(FinishReason::kLength, ""), "max_tokens");
+  EXPECT_TRUE(stop_reason_json(FinishReason::kAborted, "").is_null());
+  EXPECT_EQ(anthropic_error_json(invalid_request("bad")),
+            json::parse(R"({"type": "error", "error": {"type": "invalid_request_error", "message": "bad"}})"));
+  EXPECT_EQ(anthropic_error_json(ApiError{401, "no key"})["error"]["type"], "authentication_error");
+  EXPECT_EQ(anthropic_error_json(ApiError{503, "busy"})["error"]["type"], "overloaded_error");
+  EXPECT_EQ(anthropic_event(json{{"type", "ping"}}), "event: ping\ndata: {\"type\":\"ping\"}\n\n");
+}
+
+TEST(RetentionJson, TtlStringsAreBounded) {
+  EXPECT_EQ(parse_ttl("90s"), 90'000);
+  EXPECT_EQ(parse_ttl("5m"), 300'000);
+  EXPECT_EQ(parse_ttl("1h"), 3'600'000);
+  EXPECT_EQ(parse_ttl("30d"), kMaxRetentionTtlMs);
+  for (const char* bad : {"", "5", "m", "0s", "-1h", "31d", "1.5h", "5 m", "99999999999999d", "1w"}) {
+    EXPECT_FALSE(parse_ttl(bad).has_value()) << bad;
+  }
+}
+
+TEST(RetentionJson, CacheRetentionIsValidatedStrictly) {
+  auto ok = parse_cache_retention(json::parse(R"({"priority": 90, "ttl": "1h", "tokens": 64})"), "cache_retention");
+  ASSERT_TRUE(std::holds_alternative<RetentionSpan>(ok));
+  EXPECT_EQ(std::get<RetentionSpan>(ok).priority, 90);
+  EXPECT_EQ(std::get<RetentionSpan>(ok).ttl_ms, 3'600'000);
+  EXPECT_EQ(std::get<RetentionSpan>(ok).num_tokens, 64);
+  auto defaults = parse_cache_retention(json::object(), "cache_retention");
+  EXPECT_EQ(std::get<RetentionSpan>(defaults).priority, kDefaultRetentionPriority);
+  EXPECT_EQ(std::get<RetentionSpan>(defaults).ttl_ms, 0);
+  for (const char* bad : {R"({"priority": 101})", R"({"priority": 1.5})", R"({"ttl": 60})", R"({"tokens": 0})",
+                          R"({"extra": 1})", R"([1])"}) {
+    auto r = parse_cache_retention(json::parse(bad), "cache_retention");
+    EXPECT_TRUE(std::holds_alternative<ApiError>(r)) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace hearth::server
