@@ -104,6 +104,8 @@ void KvTiers::persist_new_blocks() {
     header.ns = b.ns;
     header.depth = b.depth;
     header.tokens = meta.tokens;
+    // The block's retention travels down with it (an expiry as unix ms; 0 on disk means none).
+    header.retention = {meta.priority, meta.expires_at == kNoExpiry ? 0 : meta.expires_at};
     header.written_at_ms = now;
     header.payload_bytes = storage_.bytes_per_block();
     header.layout = layout_;
@@ -129,7 +131,7 @@ void KvTiers::apply_loads(Scheduler& scheduler) {
     const std::span<const TokenId> tokens(r->tokens.data(), r->num_prompt_tokens);
     const int32_t first = done.blocks.front().header.depth;
     const auto n_blocks = first + static_cast<int32_t>(done.blocks.size());
-    const int32_t inserted = kv_.insert_chain(r->cache_namespace, tokens, n_blocks, [&](int32_t i, BlockId block) {
+    const auto fill = [&](int32_t i, BlockId block, uint8_t* priority, int64_t* expires_at) {
       if (i < first) return false;  // the pool lost a block before the loaded ones
       const TierBlock& loaded = done.blocks[static_cast<size_t>(i - first)];
       const auto expected = tokens.subspan(static_cast<size_t>(i) * bs, bs);
@@ -138,8 +140,12 @@ void KvTiers::apply_loads(Scheduler& scheduler) {
         return false;
       }
       storage_.write_block(block, loaded.payload);
+      // Pins stay pins only in the pool; on disk they were the highest priority, which they keep.
+      *priority = loaded.header.retention.priority;
+      if (loaded.header.retention.expires_at_ms != 0) *expires_at = loaded.header.retention.expires_at_ms;
       return true;
-    });
+    };
+    const int32_t inserted = kv_.insert_chain(r->cache_namespace, tokens, n_blocks, fill);
     r->tier.loaded_tokens += inserted * bs;
     r->tier.waiting = false;
     counters_.num_loaded_tokens += static_cast<uint64_t>(inserted) * bs;

@@ -171,7 +171,7 @@ void KvCacheManager::cache_full_blocks(RequestId id, std::span<const TokenId> to
 }
 
 int32_t KvCacheManager::insert_chain(const BlockHash& ns, std::span<const TokenId> tokens, int32_t n_blocks,
-                                     const std::function<bool(int32_t, BlockId)>& fill) {
+                                     const std::function<bool(int32_t, BlockId, uint8_t*, int64_t*)>& fill) {
   const int32_t bs = pool_.block_size();
   n_blocks = std::min(n_blocks, static_cast<int32_t>(tokens.size()) / bs);
   std::vector<BlockId> held;  // the chain, referenced while it grows so no allocation evicts it
@@ -186,9 +186,14 @@ int32_t KvCacheManager::insert_chain(const BlockHash& ns, std::span<const TokenI
     } else {
       auto block = pool_.allocate();
       if (!block) break;
-      if (!fill(i, *block) || !pool_.cache(*block, key, parent, block_tokens)) {
+      uint8_t priority = kDefaultRetentionPriority;
+      int64_t expires_at = kNoExpiry;
+      if (!fill(i, *block, &priority, &expires_at) || !pool_.cache(*block, key, parent, block_tokens)) {
         pool_.release(*block);
         break;
+      }
+      if (priority != kDefaultRetentionPriority || expires_at != kNoExpiry) {
+        pool_.set_retention(*block, std::min<uint8_t>(priority, kMaxRetentionPriority), expires_at);
       }
       held.push_back(*block);
       inserted++;

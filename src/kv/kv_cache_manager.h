@@ -164,8 +164,10 @@ class KvCacheManager {
   // allocation) and `fill(i, block)` writes block i's K/V into it; it is then cached under its key. Stops at the
   // first block the pool cannot give or `fill` refuses (returns false). The chain is released tail first, so it is
   // evicted tail first like any other. Returns how many blocks were put back.
+  // `fill` may also set the block's retention (*priority, *expires_at in the pool's clock units, as a lower tier kept
+  // them); both start at the defaults.
   int32_t insert_chain(const BlockHash& ns, std::span<const TokenId> tokens, int32_t n_blocks,
-                       const std::function<bool(int32_t, BlockId)>& fill);
+                       const std::function<bool(int32_t, BlockId, uint8_t* priority, int64_t* expires_at)>& fill);
 
   // Copies queued by admit(); the engine performs them, then calls complete_copies() to drop the source refs.
   std::span<const BlockCopy> pending_copies() const { return pending_copies_; }

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "kv/block_hash.h"
+#include "kv/retention_queue.h"
 #include "util/ids.h"
 #include "util/result.h"
 
@@ -45,8 +46,9 @@ inline constexpr size_t kTierMaxLayoutBytes = 512;
 inline constexpr uint32_t kTierMaxTokens = 4096;
 inline constexpr uint64_t kTierMaxPayloadBytes = 1ull << 30;
 
-inline constexpr uint8_t kDefaultRetentionPriority = 50;
-inline constexpr uint8_t kPinnedRetentionPriority = 100;
+// A pinned block's priority on disk (the pool's pins are "never evicted" within their cap; on disk they are the
+// highest priority). kDefaultRetentionPriority is the pool's (kv/retention_queue.h).
+inline constexpr uint8_t kPinnedRetentionPriority = kMaxRetentionPriority;
 
 struct TierRetention {
   uint8_t priority = kDefaultRetentionPriority;  // 0-100: higher is evicted later
