@@ -48,7 +48,9 @@ TEST(TierEntry, EveryTruncationIsDetected) {
   for (size_t n = 0; n < good.size(); ++n) {
     const std::span<const uint8_t> cut(good.data(), n);
     EXPECT_FALSE(verify_tier_entry(cut, nullptr).ok()) << n;
-    if (n < chain.headers[0].header_bytes()) EXPECT_FALSE(decode_tier_header(cut, good.size()).ok()) << n;
+    if (n < chain.headers[0].header_bytes()) {
+      EXPECT_FALSE(decode_tier_header(cut, good.size()).ok()) << n;
+    }
   }
 }
 
