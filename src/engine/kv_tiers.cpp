@@ -150,21 +150,16 @@ void KvTiers::apply_loads(Scheduler& scheduler) {
     r->tier.waiting = false;
     counters_.num_loaded_tokens += static_cast<uint64_t>(inserted) * bs;
   }
-  // Loads past their deadline are given up: the request recomputes (a late load still lands in the pool).
-  if (jobs_.empty()) return;
+  // Loads past their deadline are given up: the request recomputes (a late load still lands in the pool, and one
+  // whose request finished meanwhile too).
   const auto now = std::chrono::steady_clock::now();
-  for (auto it = jobs_.begin(); it != jobs_.end();) {
-    Request* r = scheduler.find(it->second);
-    if (r == nullptr) {
-      ++it;  // finished while loading; the load still lands in the pool
-      continue;
-    }
-    if (r->tier.waiting && now >= r->tier.deadline) {
+  for (const auto& [job, id] : jobs_) {
+    Request* r = scheduler.find(id);
+    if (r != nullptr && r->tier.waiting && now >= r->tier.deadline) {
       r->tier.waiting = false;
       r->tier.timed_out = true;
       counters_.num_load_timeouts++;
     }
-    ++it;
   }
 }
 
