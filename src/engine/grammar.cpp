@@ -10,7 +10,7 @@ using nlohmann::json;
 using Kind = GrammarNodeKind;
 
 constexpr int32_t kMaxDigits = 15;
-constexpr int32_t kMaxExponentDigits = 3;
+constexpr int32_t kMaxExponentDigits = 2;  // 15 digits and e99 stay far inside a double
 
 // Object phases.
 enum : uint8_t { kObjOpen, kObjFirst, kObjKey, kObjColon, kObjAfterValue, kObjKeyStart };
@@ -83,6 +83,45 @@ bool Grammar::advance(GrammarState& s, std::string_view bytes) const {
     if (!advance(s, static_cast<uint8_t>(c))) return false;
   }
   return true;
+}
+
+std::optional<std::string> Grammar::quick_completion(const GrammarState& state, size_t max_bytes) const {
+  // Closers first, then what separates and what is shortest to write, then the bytes keys are mostly made of;
+  // every other byte after them, so any key or literal the grammar spells out is still found.
+  static constexpr std::string_view kPreferred =
+      "\"}]:,0abcdefghijklmnopqrstuvwxyz_123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ-. ";
+  static const std::array<uint8_t, 256> kOrder = [] {
+    std::array<uint8_t, 256> order{};
+    std::array<bool, 256> used{};
+    size_t n = 0;
+    for (char c : kPreferred) {
+      order[n++] = static_cast<uint8_t>(c);
+      used[static_cast<uint8_t>(c)] = true;
+    }
+    for (int b = 0; b < 256; ++b) {
+      if (!used[b]) order[n++] = static_cast<uint8_t>(b);
+    }
+    return order;
+  }();
+  std::string out;
+  GrammarState s;
+  s.copy_from(state);
+  GrammarState next;
+  while (!is_terminal(s) && !can_end(s)) {
+    if (out.size() == max_bytes) return std::nullopt;
+    bool stepped = false;
+    for (uint8_t byte : kOrder) {
+      next.copy_from(s);
+      if (advance(next, byte)) {
+        s.copy_from(next);
+        out.push_back(static_cast<char>(byte));
+        stepped = true;
+        break;
+      }
+    }
+    if (!stepped) return std::nullopt;
+  }
+  return out;
 }
 
 bool Grammar::can_end(const GrammarState& s) const {

@@ -7,8 +7,8 @@
 //
 // The language is compact JSON: no whitespace outside strings (so a weak model cannot loop on spaces), strings
 // without \u escapes (raw UTF-8 instead, so no lone surrogate can be produced), integers and fractions of at most
-// 15 digits, exponents of at most 3, nesting at most kMaxGrammarDepth frames. Every string of the language
-// validates against the schema it came from.
+// 15 digits, exponents of at most 2 digits (so every number fits a double), nesting at most kMaxGrammarDepth
+// frames. Every string of the language validates against the schema it came from.
 //
 // JSON Schema subset (compile_json_schema; anything else is an Error naming the keyword, for a 400):
 //   type (a name or an array of names: object array string number integer boolean null), properties, required,
@@ -21,6 +21,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -119,6 +120,12 @@ class Grammar {
   // backslash or control character; whole UTF-8 characters) of at most `*room` code points extends it
   // (*room = -1: unbounded). token_mask.h's fast path.
   [[nodiscard]] bool in_plain_string(const GrammarState& state, int32_t* room) const;
+  // A short way to finish: bytes that take `state` to a whole output (is_terminal, or can_end for a top-level
+  // number), found greedily (each step takes the first byte, in an order that closes strings, objects and arrays
+  // first, that the grammar accepts). Empty when the output may already end; nullopt when none is found within
+  // `max_bytes`. Deterministic: from the state after a prefix of the result, the rest of it is the result. The
+  // engine's wrap-up near max_tokens (output_processor.h) follows it so a constrained output still ends whole.
+  [[nodiscard]] std::optional<std::string> quick_completion(const GrammarState& state, size_t max_bytes) const;
 
   const std::vector<GrammarNode>& nodes() const { return nodes_; }
 

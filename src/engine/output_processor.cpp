@@ -79,7 +79,28 @@ bool OutputProcessor::constrain(const Request& request, std::span<const float> l
   Sequence& seq = sequence(request.id);
   if (!seq.grammar) return false;
   if (!vocab_bytes_) vocab_bytes_ = std::make_unique<VocabBytes>(tokenizer_);
-  const int32_t n = masker_.compute(*seq.grammar, seq.grammar_state, *vocab_bytes_, request.stop_token_ids, allowed_);
+  int32_t n = 0;
+  // Wrap-up: the tokens left (this one included) barely cover the quickest way to a whole output, so only tokens
+  // that follow it are allowed; each takes at least one of its bytes, and what is left of it is the completion
+  // of the state after them (quick_completion is deterministic), so the output ends within that many tokens.
+  const int32_t left = request.max_tokens - request.num_output_tokens();
+  if (left <= static_cast<int32_t>(kMaxWrapUpBytes) + kWrapUpMargin) {
+    const std::optional<std::string> rest = seq.grammar->quick_completion(seq.grammar_state, kMaxWrapUpBytes);
+    if (rest && left <= static_cast<int32_t>(rest->size()) + kWrapUpMargin) {
+      if (rest->empty()) {
+        allowed_.assign(static_cast<size_t>(vocab_bytes_->vocab_size()), 0);
+        for (TokenId t : request.stop_token_ids) {
+          if (t.value >= 0 && t.value < vocab_bytes_->vocab_size()) n += std::exchange(allowed_[t.value], 1) == 0;
+        }
+      } else {
+        n = vocab_bytes_->allow_prefixes_of(*rest, allowed_);
+      }
+      seq.wrapping_up = seq.wrapping_up || n > 0;
+    }
+  }
+  if (n == 0) {
+    n = masker_.compute(*seq.grammar, seq.grammar_state, *vocab_bytes_, request.stop_token_ids, allowed_);
+  }
   seq.grammar_stuck = n == 0;
   if (n == 0) return false;
   // A model may have more output rows than the tokenizer has tokens (padding, e.g. Qwen): those are never allowed.
@@ -105,7 +126,8 @@ FinishReason OutputProcessor::process_token(const Request& request, TokenId toke
                  token.value);
     grammar_done = Grammar::is_terminal(seq.grammar_state);
   }
-  if (emit_text(seq, token, out) || grammar_done) return FinishReason::kStop;
+  if (emit_text(seq, token, out)) return FinishReason::kStop;
+  if (grammar_done) return seq.wrapping_up ? FinishReason::kLength : FinishReason::kStop;
   return token_finish_reason(request, token);
 }
 

@@ -5,7 +5,11 @@
 //   - detokenizes each sampled token into complete UTF-8 (IncrementalDecoder);
 //   - matches stop strings across token boundaries and never emits them, holding back text that may start one;
 //   - with a grammar, masks the logits to the tokens that keep the output valid (constrain) and advances the
-//     grammar with each token; a whole output finishes the request;
+//     grammar with each token; a whole output finishes the request. Near max_tokens it wraps up: once the tokens
+//     left are at most the bytes of the grammar's quick_completion plus kWrapUpMargin, only tokens that follow
+//     that completion are allowed, so the output still ends whole (a forced tool call stays a valid call even
+//     when a weak model would write one string forever); such a request finishes with length, as its values were
+//     cut short to fit;
 //   - decides the finish: a stop token (never emitted), a stop string, the grammar's end, or max_tokens
 //     (token_finish_reason);
 //   - writes a finished request's usage from its Request (tokens, timings, reuse, preemptions).
@@ -29,6 +33,12 @@ namespace hearth {
 
 class OutputProcessor {
  public:
+  // Tokens of slack before max_tokens at which a constrained output starts to wrap up: a token may open more to
+  // close than one byte's worth, so the wrap-up begins a little before the completion's length would be needed.
+  static constexpr int32_t kWrapUpMargin = 8;
+  // The longest completion looked for; an output that needs more to end just runs into max_tokens.
+  static constexpr size_t kMaxWrapUpBytes = 4096;
+
   OutputProcessor(const Tokenizer& tokenizer, int32_t block_size) : tokenizer_(tokenizer), block_size_(block_size) {}
 
   // Starts tracking a request. Requires a fresh id.
@@ -76,7 +86,8 @@ class OutputProcessor {
     std::shared_ptr<const Grammar> grammar;
     GrammarState grammar_state;  // after every token so far
     bool grammar_stuck = false;  // the last constrain() allowed no token
-    std::string matched_stop;  // the stop string that ended the request, if one did
+    bool wrapping_up = false;    // constrain() follows the grammar's quick completion (near max_tokens)
+    std::string matched_stop;    // the stop string that ended the request, if one did
   };
   Sequence& sequence(RequestId id);
   // Appends the token's text to `out.new_text`, holding back a possible stop-string start; true when a stop

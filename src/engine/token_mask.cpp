@@ -80,6 +80,23 @@ void VocabBytes::index() {
   fill_lcp(pieces_, not_plain_order_, not_plain_lcp_);
 }
 
+int32_t VocabBytes::allow_prefixes_of(std::string_view bytes, std::vector<uint8_t>& allowed) const {
+  allowed.assign(pieces_.size(), 0);
+  int32_t n = 0;
+  auto less = [&](int32_t t, std::string_view key) { return std::string_view(pieces_[t]) < key; };
+  for (size_t k = 1; k <= bytes.size(); ++k) {
+    const std::string_view prefix = bytes.substr(0, k);
+    auto it = std::lower_bound(order_.begin(), order_.end(), prefix, less);
+    // No piece starts with this prefix: none starts with a longer one either.
+    if (it == order_.end() || std::string_view(pieces_[*it]).substr(0, k) != prefix) break;
+    for (; it != order_.end() && pieces_[*it] == prefix; ++it) {
+      allowed[*it] = 1;
+      ++n;
+    }
+  }
+  return n;
+}
+
 int32_t TokenMasker::walk(const Grammar& grammar, const GrammarState& state, const VocabBytes& vocab,
                           std::span<const int32_t> order, std::span<const int32_t> lcp, std::vector<uint8_t>& allowed) {
   if (states_.empty()) states_.resize(8);

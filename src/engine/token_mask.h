@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/grammar.h"
@@ -29,6 +30,9 @@ class VocabBytes {
 
   int32_t vocab_size() const { return static_cast<int32_t>(pieces_.size()); }
   const std::string& piece(TokenId token) const { return pieces_[token.value]; }
+  // Sets allowed[t] to 1 for every token whose bytes are a non-empty prefix of `bytes`, 0 for every other (resized
+  // to the vocabulary). Returns how many. A binary search per prefix length over the sorted pieces.
+  int32_t allow_prefixes_of(std::string_view bytes, std::vector<uint8_t>& allowed) const;
 
  private:
   void index();

@@ -246,6 +246,93 @@ const json kBounded = json::parse(R"({
   "additionalProperties": false
 })");
 
+// The quick completion of every prefix the random decoder reaches ends the output whole and valid, and it is
+// deterministic: from the state after any prefix of it, the rest of it is the completion.
+void check_quick_completions(const Tokenizer& tokenizer, const json& schema, int seeds) {
+  const Grammar g = schema_grammar(schema);
+  const VocabBytes vocab(tokenizer);
+  TokenMasker masker;
+  std::vector<uint8_t> allowed;
+  int checked = 0;
+  for (int seed = 0; seed < seeds; ++seed) {
+    std::mt19937 rng(seed);
+    GrammarState state = g.start();
+    std::string out;
+    for (int step = 0; step < 60 && !Grammar::is_terminal(state); ++step) {
+      const auto rest = g.quick_completion(state, 4096);
+      ASSERT_TRUE(rest) << "no completion after " << out;
+      GrammarState end = state;
+      ASSERT_TRUE(g.advance(end, *rest)) << out << " + " << *rest;
+      ASSERT_TRUE(g.can_end(end)) << out << " + " << *rest;
+      const json parsed = json::parse(out + *rest, nullptr, false);
+      ASSERT_FALSE(parsed.is_discarded()) << out + *rest;
+      EXPECT_TRUE(validates(parsed, schema)) << out + *rest;
+      for (size_t k = 1; k < rest->size(); k += 3) {
+        GrammarState mid = state;
+        ASSERT_TRUE(g.advance(mid, std::string_view(*rest).substr(0, k)));
+        EXPECT_EQ(g.quick_completion(mid, 4096), rest->substr(k)) << out << " + " << rest->substr(0, k);
+      }
+      ++checked;
+      // A uniformly random allowed token (no stop token: the output goes on).
+      masker.compute(g, state, vocab, {}, allowed);
+      std::vector<int32_t> ok;
+      for (int32_t t = 0; t < vocab.vocab_size(); ++t) {
+        if (allowed[t]) ok.push_back(t);
+      }
+      ASSERT_FALSE(ok.empty()) << out;
+      const int32_t t = ok[std::uniform_int_distribution<size_t>(0, ok.size() - 1)(rng)];
+      ASSERT_TRUE(g.advance(state, vocab.piece(TokenId{t})));
+      out += vocab.piece(TokenId{t});
+    }
+  }
+  EXPECT_GT(checked, seeds * 10);
+}
+
+const json kUnbounded = json::parse(R"({
+  "type": "object",
+  "properties": {
+    "note": {"type": "string"},
+    "code": {"type": "string", "minLength": 3},
+    "n": {"type": "number"},
+    "list": {"type": "array", "items": {"type": "object", "properties": {"k": {"type": "integer"}}, "required": ["k"]},
+             "minItems": 2},
+    "any": {},
+    "choice": {"enum": ["zebra", "yak"]}
+  },
+  "required": ["note", "code", "list", "choice"],
+  "additionalProperties": false
+})");
+
+TEST(Grammar, QuickCompletionEndsEveryPrefixWholeAndValid) {
+  check_quick_completions(test::stories(), kUnbounded, 12);
+  check_quick_completions(test::stories(), kPerson, 12);
+  check_quick_completions(test::cached_tokenizer("vocab/ggml-vocab-llama-bpe.gguf"), kUnbounded, 4);
+  // A whole output needs nothing more; the start of one needs all of its shortest form.
+  const Grammar g = schema_grammar(kBounded);
+  GrammarState s = g.start();
+  EXPECT_EQ(g.quick_completion(s, 4096), R"({"age":0,"mood":"happy","name":""})");  // the grammar's key order
+  EXPECT_EQ(g.quick_completion(s, 10), std::nullopt);
+  ASSERT_TRUE(g.advance(s, R"({"age":0,"mood":"happy","name":""})"));
+  EXPECT_EQ(g.quick_completion(s, 4096), "");
+}
+
+TEST(TokenMask, AllowPrefixesOfMarksExactlyTheTokensThatArePrefixes) {
+  const Tokenizer& tok = test::cached_tokenizer("vocab/ggml-vocab-llama-bpe.gguf");
+  const VocabBytes vocab(tok);
+  std::vector<uint8_t> allowed;
+  for (const std::string bytes : {R"(","age":0})", "\"}]", "ing things", "", "\xff\xfe"}) {
+    const int32_t n = vocab.allow_prefixes_of(bytes, allowed);
+    int32_t expected = 0;
+    for (int32_t t = 0; t < vocab.vocab_size(); ++t) {
+      const std::string& p = vocab.piece(TokenId{t});
+      const bool prefix = !p.empty() && p.size() <= bytes.size() && bytes.compare(0, p.size(), p) == 0;
+      EXPECT_EQ(allowed[t] != 0, prefix) << "token " << t << " '" << p << "' for '" << bytes << "'";
+      expected += prefix;
+    }
+    EXPECT_EQ(n, expected) << bytes;
+  }
+}
+
 TEST(TokenMask, RandomLogitsOnLlama3VocabGiveValidJsonAndMasksMatchTheReference) {
   random_decode(test::cached_tokenizer("vocab/ggml-vocab-llama-bpe.gguf"), kBounded, 8, 12);
 }
