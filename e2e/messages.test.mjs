@@ -1,7 +1,8 @@
 // The Anthropic Messages route with the official @anthropic-ai/sdk client against a real `hearth serve`:
 // messages.create and messages.stream with a system prompt marked cache_control (the first call creates the cache,
-// the second reads it), a 5-turn conversation with a rolling breakpoint, stop sequences, Anthropic's error shape, and
-// x-api-key with --api-key.
+// the second reads it), a 5-turn conversation with a rolling breakpoint, stop sequences, Anthropic's error shape (also
+// for the router's and transport's errors), tools with tool_use / tool_result (forced by grammar on stories260K,
+// whole and streamed), and x-api-key with --api-key.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, test } from 'node:test';
@@ -138,7 +139,8 @@ test('errors use Anthropic\'s error shape', async () => {
   const cases = [
     [{ model: 'm', messages: [{ role: 'user', content: 'hi' }] }, /max_tokens/],
     [{ model: 'm', max_tokens: 4, messages: [] }, /messages/],
-    [{ model: 'm', max_tokens: 4, messages: [{ role: 'user', content: 'hi' }], tools: [{ name: 't', input_schema: { type: 'object' } }] }, /tools are not supported yet/],
+    [{ model: 'm', max_tokens: 4, messages: [{ role: 'user', content: 'hi' }], tools: [{ name: 't' }] }, /input_schema/],
+    [{ model: 'm', max_tokens: 4, messages: [{ role: 'user', content: 'hi' }], tools: [{ type: 'web_search_20250305', name: 'web_search' }] }, /only custom tools/],
     [{ model: 'm', max_tokens: 4, messages: [{ role: 'user', content: [{ type: 'text', text: 'x', cache_control: { type: 'ephemeral', ttl: '2h' } }] }] }, /ttl/],
     [{ model: 'm', max_tokens: 4, messages: [{ role: 'user', content: [{ type: 'image', source: {} }] }] }, /only text/],
     [{ model: 'm', max_tokens: 4, temperature: 1.5, messages: [{ role: 'user', content: 'hi' }] }, /temperature/],
@@ -156,6 +158,112 @@ test('errors use Anthropic\'s error shape', async () => {
   const five = Array.from({ length: 5 }, (_, i) => ({ type: 'text', text: `p${i}`, cache_control: { type: 'ephemeral' } }));
   await assert.rejects(client.messages.create({ model: 'm', max_tokens: 4, messages: [{ role: 'user', content: five }] }),
     (err) => err.status === 400 && /maximum of 4/.test(err.error.error.message));
+});
+
+test('the transport\'s and the router\'s errors under /v1/messages keep Anthropic\'s shape', async () => {
+  const shapes = [
+    [await fetch(`${server.baseURL}/v1/messages`), 405],
+    [await fetch(`${server.baseURL}/v1/messages/count_tokens`, { method: 'POST', body: '{}' }), 404],
+    [await fetch(`${server.baseURL}/v1/messages`, { method: 'POST', body: 'x'.repeat(5 << 20) }), 413],
+  ];
+  for (const [res, status] of shapes) {
+    assert.equal(res.status, status);
+    const body = await res.json();
+    assert.equal(body.type, 'error', JSON.stringify(body));
+    assert.equal(typeof body.error.type, 'string');
+    assert.equal(typeof body.error.message, 'string');
+  }
+  // The OpenAI routes keep theirs.
+  const openai = await (await fetch(`${server.baseURL}/v1/nothing`)).json();
+  assert.equal(openai.error.type, 'not_found_error');
+  assert.equal(openai.type, undefined);
+});
+
+// A small household catalogue in Anthropic's tool shape; the last tool ends the cached tools prefix.
+const ROOM = { type: 'string', enum: ['kitchen', 'hall', 'bedroom'] };
+const TOOLS = [
+  { name: 'lights_on', description: 'Turn the lights on', input_schema: { type: 'object', properties: { room: ROOM, level: { type: 'integer' } }, required: ['room', 'level'], additionalProperties: false } },
+  { name: 'heater_set', description: 'Set a heater', input_schema: { type: 'object', properties: { room: ROOM, celsius: { type: 'number' } }, required: ['room', 'celsius'], additionalProperties: false } },
+  { name: 'reminder', description: 'Remember something', input_schema: { type: 'object', properties: { text: { type: 'string' } }, required: ['text'], additionalProperties: false } },
+  { name: 'door_lock', description: 'Lock a door', input_schema: { type: 'object', properties: { door: { enum: ['front', 'back'] } }, required: ['door'], additionalProperties: false }, cache_control: { type: 'ephemeral' } },
+];
+const SCHEMA = Object.fromEntries(TOOLS.map((t) => [t.name, t.input_schema]));
+
+function checkToolUse(block, only) {
+  assert.equal(block.type, 'tool_use');
+  assert.match(block.id, /^toolu_[A-Za-z0-9]{24}$/);
+  assert.ok(block.name in SCHEMA, block.name);
+  if (only) assert.equal(block.name, only);
+  const schema = SCHEMA[block.name];
+  assert.equal(typeof block.input, 'object');
+  for (const key of schema.required) assert.ok(key in block.input, `${key} in ${JSON.stringify(block.input)}`);
+  for (const [key, value] of Object.entries(block.input)) {
+    const p = schema.properties[key];
+    assert.ok(p, `unexpected ${key}`);
+    if (p.enum) assert.ok(p.enum.includes(value), `${key}=${value}`);
+    if (p.type === 'integer') assert.ok(Number.isInteger(value), `${key}=${value}`);
+    if (p.type === 'number') assert.equal(typeof value, 'number');
+    if (p.type === 'string') assert.equal(typeof value, 'string');
+  }
+}
+
+test('tools: tool_choice any gives a valid tool_use on every seed; the tool_result turn reads the cached catalogue', async () => {
+  const question = `Make the house safe ${randomUUID()}`;
+  let first;
+  for (let seed = 0; seed < 4; seed++) {
+    const r = await client.messages.create({
+      model: 'm', max_tokens: 160, temperature: 1, tools: TOOLS, tool_choice: { type: 'any' },
+      messages: [{ role: 'user', content: question }], metadata: { user_id: `seed-${seed}` },
+    });
+    assert.equal(r.stop_reason, 'tool_use', JSON.stringify(r));
+    const uses = r.content.filter((b) => b.type === 'tool_use');
+    assert.equal(uses.length, 1, JSON.stringify(r.content));
+    checkToolUse(uses[0]);
+    first ??= r;
+  }
+  // The first request created the catalogue's cache (the breakpoint on the last tool); the later ones read it.
+  assert.ok(first.usage.cache_creation_input_tokens > 0 || first.usage.cache_read_input_tokens > 0, JSON.stringify(first.usage));
+  const use = first.content.find((b) => b.type === 'tool_use');
+  const second = await client.messages.create({
+    model: 'm', max_tokens: 6, temperature: 0, tools: TOOLS,
+    messages: [
+      { role: 'user', content: question },
+      { role: 'assistant', content: first.content },
+      { role: 'user', content: [{ type: 'tool_result', tool_use_id: use.id, content: 'done', cache_control: { type: 'ephemeral' } }] },
+    ],
+  });
+  assert.ok(['end_turn', 'max_tokens', 'tool_use'].includes(second.stop_reason), second.stop_reason);
+  assert.ok(total(second.usage) > total(first.usage), JSON.stringify([first.usage, second.usage]));
+  // Tools, question and the call are the first request's prompt and answer: read from the cache.
+  assert.ok(second.usage.cache_read_input_tokens >= total(first.usage) - 16, JSON.stringify([first.usage, second.usage]));
+  assert.ok(second.usage.cache_creation_input_tokens > 0, JSON.stringify(second.usage));
+});
+
+test('messages.stream with a named tool: a tool_use block with input_json_delta, parsed by the SDK', async () => {
+  const stream = client.messages.stream({
+    model: 'm', max_tokens: 160, temperature: 1, tools: TOOLS, tool_choice: { type: 'tool', name: 'heater_set' },
+    messages: [{ role: 'user', content: 'Warm the kitchen' }],
+  });
+  const events = [];
+  stream.on('streamEvent', (event) => events.push(event));
+  const message = await stream.finalMessage();
+  assert.equal(message.stop_reason, 'tool_use');
+  assert.equal(message.content.length, 1, JSON.stringify(message.content));
+  checkToolUse(message.content[0], 'heater_set');
+  const start = events.find((e) => e.type === 'content_block_start');
+  assert.equal(start.content_block.type, 'tool_use');
+  assert.deepEqual(start.content_block.input, {});
+  assert.ok(events.some((e) => e.type === 'content_block_delta' && e.delta.type === 'input_json_delta'));
+  assert.deepEqual(events.slice(-3).map((e) => e.type), ['content_block_stop', 'message_delta', 'message_stop']);
+});
+
+test('tool_choice none, and tools without a forced call, answer in text', async () => {
+  const r = await client.messages.create({
+    model: 'm', max_tokens: 8, temperature: 0, tools: TOOLS, tool_choice: { type: 'none' },
+    messages: [{ role: 'user', content: 'Once upon a time' }],
+  });
+  assert.notEqual(r.stop_reason, 'tool_use');
+  assert.ok(r.content.every((b) => b.type === 'text'));
 });
 
 test('x-api-key works with --api-key; a wrong one is a 401 in Anthropic\'s shape', async () => {

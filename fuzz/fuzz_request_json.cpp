@@ -48,8 +48,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         }
         (void)r->grammar->can_end(state);
       }
-      for (ToolCallFormat format : {ToolCallFormat::kJson, ToolCallFormat::kHermes, ToolCallFormat::kLlama3,
-                                    ToolCallFormat::kMistral}) {
+      for (ToolCallFormat format :
+           {ToolCallFormat::kJson, ToolCallFormat::kHermes, ToolCallFormat::kLlama3, ToolCallFormat::kMistral}) {
         if (r->tool_call_forced()) (void)forced_tool_call_grammar(format, r->tools, r->tool_choice_name);
         (void)choice_with_tool_calls(*r, format, std::string(body), hearth::FinishReason::kStop, nullptr);
       }
@@ -62,9 +62,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (auto* m = std::get_if<MessagesRequest>(&messages)) {
     std::string text;
     for (const auto& message : m->chat.messages) text += message["content"].get<std::string>();
+    if (!m->chat.tools.is_null()) text += m->chat.tools.dump();
     // False only when the body itself holds a marker (it knows this nonce; the server draws a random one).
-    (void)take_breakpoints(text, m->breakpoints);
-    (void)message_json("id", "m", text, hearth::FinishReason::kStop, "", messages_usage({}, 0)).dump();
+    (void)take_breakpoints(text, m->breakpoints, m->anchor);
+    (void)message_json("id", "m", MessagesAnswer{text, {}}, hearth::FinishReason::kStop, "", messages_usage({}, 0))
+        .dump();
   }
   return 0;
 }

@@ -34,6 +34,17 @@ std::optional<ApiError> HttpServer::check_model(const CompletionRequest& request
   return model_names_.check(request.model);
 }
 
+std::optional<ApiError> HttpServer::force_tool_call(CompletionRequest& request) const {
+  if (!request.tool_call_forced()) return std::nullopt;
+  // One call in the template's own format, its arguments following the function's parameters schema.
+  const bool named = request.tool_choice == CompletionRequest::ToolChoice::kFunction;
+  auto grammar = forced_tool_call_grammar(chat_.tool_call_format(), request.tools,
+                                          named ? request.tool_choice_name : std::string());
+  if (!grammar) return invalid_request(grammar.error().message, "tools", "unsupported_schema");
+  request.grammar = std::make_shared<const Grammar>(std::move(*grammar));
+  return std::nullopt;
+}
+
 ApiResult<HttpServer::BuiltPrompt> HttpServer::render_chat(const CompletionRequest& request) const {
   BuiltPrompt built;
   auto text = chat_.render(request.messages, request.tools, request.chat_template_kwargs);
@@ -123,14 +134,7 @@ HttpResponse HttpServer::handle_completion(const HttpRequest& req, Endpoint endp
   if (auto* error = std::get_if<ApiError>(&parsed)) return error_response(*error);
   CompletionRequest& request = std::get<CompletionRequest>(parsed);
   if (auto error = check_model(request)) return error_response(*error);
-  if (request.tool_call_forced()) {
-    // One call in the template's own format, its arguments following the function's parameters schema.
-    const bool named = request.tool_choice == CompletionRequest::ToolChoice::kFunction;
-    auto grammar = forced_tool_call_grammar(chat_.tool_call_format(), request.tools,
-                                            named ? request.tool_choice_name : std::string());
-    if (!grammar) return error_response(invalid_request(grammar.error().message, "tools", "unsupported_schema"));
-    request.grammar = std::make_shared<const Grammar>(std::move(*grammar));
-  }
+  if (auto error = force_tool_call(request)) return error_response(*error);
   auto built = build_prompt(request);
   if (auto* error = std::get_if<ApiError>(&built)) return error_response(*error);
   BuiltPrompt& prompt = std::get<BuiltPrompt>(built);

@@ -123,9 +123,10 @@ class Session : public std::enable_shared_from_this<Session> {
   // Too many connections: a 503 and the end.
   void reject() {
     net::dispatch(stream_.get_executor(), [self = shared_from_this()] {
-      self->respond_whole(self->impl_.render_error(503, fmt::format("too many open connections (at most {})",
-                                                                    self->impl_.config.max_connections)),
-                          false);
+      self->respond_whole(
+          self->impl_.render_error(
+              503, fmt::format("too many open connections (at most {})", self->impl_.config.max_connections), {}),
+          false);
     });
   }
   void close_from_any_thread() {
@@ -191,17 +192,21 @@ void Session::read_header() {
 bool Session::refuse_on_read_error(beast::error_code ec) {
   if (!ec) return false;
   if (ec == http::error::body_limit) {
-    respond_whole(impl_.render_error(413, fmt::format("the request body exceeds the limit of {} bytes "
-                                                      "(--max-body-bytes)",
-                                                      impl_.config.max_body_bytes)),
+    // The head was read: the route's path is known.
+    const auto target_view = parser_->get().target();
+    const std::string_view target(target_view.data(), target_view.size());
+    respond_whole(impl_.render_error(413,
+                                     fmt::format("the request body exceeds the limit of {} bytes (--max-body-bytes)",
+                                                 impl_.config.max_body_bytes),
+                                     target.substr(0, target.find('?'))),
                   false);
   } else if (ec == http::error::header_limit) {
     respond_whole(
-        impl_.render_error(431, fmt::format("the request head exceeds {} bytes", impl_.config.max_header_bytes)),
+        impl_.render_error(431, fmt::format("the request head exceeds {} bytes", impl_.config.max_header_bytes), {}),
         false);
   } else if (ec.category() == http::make_error_code(http::error::bad_version).category() &&
              ec != http::error::end_of_stream && ec != http::error::partial_message) {
-    respond_whole(impl_.render_error(400, "malformed HTTP request: " + ec.message()), false);
+    respond_whole(impl_.render_error(400, "malformed HTTP request: " + ec.message(), {}), false);
   } else {
     close();  // the peer left, reset, or was too slow (timeout): nobody to answer
   }
@@ -247,9 +252,9 @@ void Session::dispatch() {
     try {
       res = self->impl_.handler(req);
     } catch (const std::exception& e) {
-      res = self->impl_.render_error(500, std::string("internal error: ") + e.what());
+      res = self->impl_.render_error(500, std::string("internal error: ") + e.what(), req.path);
     } catch (...) {
-      res = self->impl_.render_error(500, "internal error");
+      res = self->impl_.render_error(500, "internal error", req.path);
     }
     net::post(self->stream_.get_executor(), [self, res = std::move(res)]() mutable { self->respond(std::move(res)); });
   });

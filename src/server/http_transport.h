@@ -44,8 +44,9 @@ struct HttpTransportConfig {
 class HttpTransport {
  public:
   using Handler = std::function<HttpResponse(const HttpRequest&)>;
-  // The response for an error the transport detects (status and a message for the client).
-  using ErrorRenderer = std::function<HttpResponse(int status, const std::string& message)>;
+  // The response for an error the transport detects (status and a message for the client); `path` is the
+  // request's path when its head was read (so a route can keep its own error shape), else empty.
+  using ErrorRenderer = std::function<HttpResponse(int status, const std::string& message, std::string_view path)>;
 
   HttpTransport(HttpTransportConfig config, Handler handler, ErrorRenderer render_error);
   ~HttpTransport();

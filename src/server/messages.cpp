@@ -3,7 +3,8 @@
 // over the prompt's tokens up to it (kBreakpointPriority, its TTL). One engine request; the answer is a message
 // object or Anthropic's SSE events (message_start at the first output, with the cache split; content_block_start,
 // ping, content_block_delta, content_block_stop, message_delta with the final usage, message_stop). Errors use
-// Anthropic's error shape.
+// Anthropic's error shape. With tools, the answer's calls (in the template's format, as on the OpenAI route) become
+// tool_use blocks and stop_reason "tool_use"; tool_choice any or tool forces one call by grammar.
 
 #include <random>
 
@@ -34,7 +35,10 @@ class HttpServer::MessagesGeneration : public ResponseSource, public std::enable
         id_("msg_" + random_hex()),
         model_(server.loop_.info().model_id),
         prompt_tokens_(prompt_tokens),
-        breakpoint_tokens_(breakpoint_tokens) {
+        breakpoint_tokens_(breakpoint_tokens),
+        format_(server.chat_.tool_call_format()) {
+    // With tools, streamed text that may be a call is held back (ToolCallStream) and sent as tool_use blocks.
+    if (request_.chat.stream && request_.chat.tools_active()) tools_.emplace(format_, request_.chat.tool_call_forced());
     server_.begin_in_flight();
   }
   ~MessagesGeneration() override {
@@ -63,11 +67,7 @@ class HttpServer::MessagesGeneration : public ResponseSource, public std::enable
       }
       if (request_.chat.stream && !message_started_) start_message(*out, chunk);
       text_ += out->new_text;
-      if (request_.chat.stream && !out->new_text.empty()) {
-        chunk.data += anthropic_event(json{{"type", "content_block_delta"},
-                                           {"index", 0},
-                                           {"delta", {{"type", "text_delta"}, {"text", out->new_text}}}});
-      }
+      if (request_.chat.stream) send_text(tools_ ? tools_->push(out->new_text) : out->new_text, chunk);
       if (out->finished) finish(*out, chunk);
     }
     chunk.done = done_;
@@ -102,11 +102,46 @@ class HttpServer::MessagesGeneration : public ResponseSource, public std::enable
     so_far.prompt_tokens = prompt_tokens_;
     so_far.cached_tokens = std::max(0, out.num_cached_tokens);
     const MessagesUsage usage = messages_usage(so_far, breakpoint_tokens_);
-    json message = message_json(id_, model_, "", FinishReason::kNone, "", usage);
+    json message = message_json(id_, model_, MessagesAnswer{}, FinishReason::kNone, "", usage);
     chunk.data += anthropic_event(json{{"type", "message_start"}, {"message", std::move(message)}});
-    chunk.data += anthropic_event(
-        json{{"type", "content_block_start"}, {"index", 0}, {"content_block", {{"type", "text"}, {"text", ""}}}});
+    // Without tools the answer is one text block, opened at once; with tools it opens at the first text, if any.
+    if (!tools_) open_text_block(chunk);
     chunk.data += anthropic_event(json{{"type", "ping"}});
+  }
+
+  void open_text_block(Chunk& chunk) {
+    text_block_open_ = true;
+    chunk.data += anthropic_event(json{{"type", "content_block_start"},
+                                       {"index", num_blocks_++},
+                                       {"content_block", {{"type", "text"}, {"text", ""}}}});
+  }
+
+  void send_text(const std::string& text, Chunk& chunk) {
+    if (text.empty()) return;
+    if (!text_block_open_) open_text_block(chunk);
+    chunk.data += anthropic_event(json{{"type", "content_block_delta"},
+                                       {"index", num_blocks_ - 1},
+                                       {"delta", {{"type", "text_delta"}, {"text", text}}}});
+  }
+
+  void close_text_block(Chunk& chunk) {
+    if (!text_block_open_) return;
+    text_block_open_ = false;
+    chunk.data += anthropic_event(json{{"type", "content_block_stop"}, {"index", num_blocks_ - 1}});
+  }
+
+  // The calls as tool_use blocks: a start with empty input, the arguments as one input_json_delta, a stop.
+  void send_tool_uses(const std::vector<ToolCall>& calls, Chunk& chunk) {
+    for (const ToolCall& call : calls) {
+      json start = tool_use_block_json(call);
+      start["input"] = json::object();
+      const int index = num_blocks_++;
+      chunk.data += anthropic_event(json{{"type", "content_block_start"}, {"index", index}, {"content_block", start}});
+      chunk.data += anthropic_event(json{{"type", "content_block_delta"},
+                                         {"index", index},
+                                         {"delta", {{"type", "input_json_delta"}, {"partial_json", call.arguments}}}});
+      chunk.data += anthropic_event(json{{"type", "content_block_stop"}, {"index", index}});
+    }
   }
 
   void record(RequestOutput& out) {
@@ -122,14 +157,24 @@ class HttpServer::MessagesGeneration : public ResponseSource, public std::enable
     record(out);
     const MessagesUsage usage = messages_usage(out.usage, breakpoint_tokens_);
     if (!request_.chat.stream) {
-      chunk.head = json_response(message_json(id_, model_, text_, out.finish_reason, out.stop_sequence, usage));
+      const MessagesAnswer answer = messages_answer(request_.chat, format_, std::move(text_), out.finish_reason);
+      chunk.head = json_response(message_json(id_, model_, answer, out.finish_reason, out.stop_sequence, usage));
       return;
     }
-    chunk.data += anthropic_event(json{{"type", "content_block_stop"}, {"index", 0}});
+    bool tool_use = false;
+    if (tools_) {
+      MessagesAnswer answer = messages_answer(request_.chat, format_, tools_->held(), out.finish_reason);
+      send_text(answer.text, chunk);
+      close_text_block(chunk);
+      send_tool_uses(answer.calls, chunk);
+      tool_use = !answer.calls.empty();
+      if (num_blocks_ == 0) open_text_block(chunk);  // an empty answer is one empty text block, as without tools
+    }
+    close_text_block(chunk);
     chunk.data +=
         anthropic_event(json{{"type", "message_delta"},
                              {"delta",
-                              {{"stop_reason", stop_reason_json(out.finish_reason, out.stop_sequence)},
+                              {{"stop_reason", stop_reason_json(out.finish_reason, out.stop_sequence, tool_use)},
                                {"stop_sequence", out.stop_sequence.empty() ? json() : json(out.stop_sequence)}}},
                              {"usage", usage_json(usage)}});
     chunk.data += anthropic_event(json{{"type", "message_stop"}});
@@ -162,7 +207,11 @@ class HttpServer::MessagesGeneration : public ResponseSource, public std::enable
   std::string model_;
   int32_t prompt_tokens_;
   int32_t breakpoint_tokens_;
+  ToolCallFormat format_;
+  std::optional<ToolCallStream> tools_;  // streaming with tools: holds back what may be a call
   std::string text_;
+  int num_blocks_ = 0;  // content blocks started
+  bool text_block_open_ = false;
   bool head_sent_ = false;
   bool message_started_ = false;
   bool done_ = false;
@@ -182,10 +231,11 @@ HttpResponse HttpServer::handle_messages(const HttpRequest& req) {
   if (auto* error = std::get_if<ApiError>(&parsed)) return anthropic_error_response(*error);
   MessagesRequest& request = std::get<MessagesRequest>(parsed);
   if (auto error = check_model(request.chat)) return anthropic_error_response(*error);
+  if (auto error = force_tool_call(request.chat)) return anthropic_error_response(*error);
   auto rendered = render_chat(request.chat);
   if (auto* error = std::get_if<ApiError>(&rendered)) return anthropic_error_response(*error);
   BuiltPrompt& prompt = std::get<BuiltPrompt>(rendered);
-  if (!take_breakpoints(prompt.text, request.breakpoints)) {
+  if (!take_breakpoints(prompt.text, request.breakpoints, request.anchor)) {
     return anthropic_error_response(
         invalid_request("the chat template dropped or repeated a cache_control breakpoint's text", "messages"));
   }

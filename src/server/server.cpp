@@ -48,9 +48,10 @@ HttpServer::HttpServer(ServerConfig config, EngineLoop& loop, const Tokenizer& t
   sampler_ = std::make_unique<StatsSampler>(std::chrono::seconds(1), [this] { sample_stats(); });
   transport_ = std::make_unique<HttpTransport>(
       config_.http, [this](const HttpRequest& req) { return handle(req); },
-      [this](int status, const std::string& message) {
+      [this](int status, const std::string& message, std::string_view path) {
         const char* code = status == 413 ? "request_too_large" : status == 431 ? "header_too_large" : "";
-        return error_response(ApiError{status, message, error_type_for_status(status), {}, code});
+        const ApiError error{status, message, error_type_for_status(status), {}, code};
+        return path == kMessagesPath ? anthropic_error_response(error) : error_response(error);
       });
 }
 
@@ -101,7 +102,7 @@ std::optional<HttpResponse> HttpServer::check_auth(const HttpRequest& req) {
                        "authentication_error",
                        {},
                        "invalid_api_key"};
-  if (req.path == "/v1/messages") return anthropic_error_response(error);
+  if (req.path == kMessagesPath) return anthropic_error_response(error);
   return error_response(error);
 }
 
@@ -115,12 +116,16 @@ HttpResponse HttpServer::handle(const HttpRequest& req) {
     path_known = true;
     if (r.method == req.method) return r.route(req);
   }
+  // Under /v1/messages (the Anthropic route and what an Anthropic client may call beside it, e.g. count_tokens),
+  // errors keep Anthropic's shape.
+  const bool anthropic = req.path == kMessagesPath || req.path.starts_with(std::string(kMessagesPath) + "/");
   if (path_known) {
-    return error_response(
-        ApiError{405, "method " + req.method + " is not allowed on " + req.path, "invalid_request_error", {}, {}});
+    const ApiError error{
+        405, "method " + req.method + " is not allowed on " + req.path, "invalid_request_error", {}, {}};
+    return anthropic ? anthropic_error_response(error) : error_response(error);
   }
-  return error_response(
-      ApiError{404, "unknown endpoint: " + req.method + " " + req.path, "not_found_error", {}, "unknown_url"});
+  const ApiError error{404, "unknown endpoint: " + req.method + " " + req.path, "not_found_error", {}, "unknown_url"};
+  return anthropic ? anthropic_error_response(error) : error_response(error);
 }
 
 void HttpServer::install_routes() {

@@ -37,6 +37,9 @@
 
 namespace hearth::server {
 
+// The Anthropic Messages route (messages.cpp); errors on it and under it use Anthropic's shape.
+inline constexpr std::string_view kMessagesPath = "/v1/messages";
+
 struct ServerConfig {
   std::string api_key;             // empty: no authentication
   HttpTransportConfig http;        // host, port (0 picks a free one), body and header limits, deadlines, connection cap
@@ -129,6 +132,8 @@ class HttpServer {
                                                                         std::vector<TokenId> prompt);
   // 404 only with strict model names, for a name that is neither the served model nor an alias (model_names.h).
   std::optional<ApiError> check_model(const CompletionRequest& request) const;
+  // tool_choice required or a named function: sets request.grammar to one call in the template's format.
+  std::optional<ApiError> force_tool_call(CompletionRequest& request) const;
   // A finished generation: the answer memory and the metrics (from the final output, whoever reads it).
   void record_finish(Generation& gen, RequestOutput& out, size_t choice);
   HttpResponse error_response(const ApiError& error);

@@ -73,7 +73,18 @@ TEST(MessagesJson, RefusesWhatItDoesNotImplementAndBoundsEveryInput) {
       {R"({"messages": [{"role": "user", "content": [{"type": "image"}]}]})", "messages[0].content[0].type"},
       {R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "x", "cache_control": {"type": "persistent"}}]}]})",
        "messages[0].content[0].cache_control"},
-      {R"({"tools": [{"name": "t"}]})", "tools"},
+      {R"({"tools": [{"name": "t"}]})", "tools[0].input_schema"},
+      {R"({"tools": [{"type": "bash_20250124", "name": "bash"}]})", "tools[0].type"},
+      {R"({"tools": [{"name": "", "input_schema": {}}]})", "tools[0].name"},
+      {R"({"tools": [{"name": "t", "input_schema": {}}], "tool_choice": {"type": "tool", "name": "u"}})",
+       "tool_choice.name"},
+      {R"({"tool_choice": {"type": "sometimes"}})", "tool_choice"},
+      {R"({"messages": [{"role": "user", "content": [{"type": "tool_use", "id": "a", "name": "t", "input": {}}]}]})",
+       "messages[0].content[0].type"},
+      {R"({"messages": [{"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "t"}]}]})",
+       "messages[0].content[0]"},
+      {R"({"messages": [{"role": "user", "content": [{"type": "tool_result", "content": "x"}]}]})",
+       "messages[0].content[0].tool_use_id"},
       {R"({"tool_choice": {"type": "any"}})", "tool_choice"},
       {R"({"thinking": {"type": "enabled", "budget_tokens": 1024}})", "thinking"},
       {R"({"temperature": 1.5})", "temperature"},
@@ -102,6 +113,108 @@ TEST(MessagesJson, RefusesWhatItDoesNotImplementAndBoundsEveryInput) {
   // An empty tools array asks for no tool.
   EXPECT_TRUE(parse_ok(json::parse(R"({"max_tokens": 1, "messages": [{"role": "user", "content": "x"}], "tools": []})"))
                   .breakpoints.empty());
+}
+
+TEST(MessagesJson, ToolsToolUseAndToolResultBecomeTheOpenAiChat) {
+  const MessagesRequest r = parse_ok(json::parse(R"({
+    "model": "claude", "max_tokens": 7,
+    "tools": [{"name": "lights", "description": "Turn lights on", "input_schema": {"type": "object",
+                "properties": {"room": {"type": "string"}}}},
+              {"name": "heater", "input_schema": {"type": "object"}, "cache_control": {"type": "ephemeral"}}],
+    "tool_choice": {"type": "tool", "name": "heater", "disable_parallel_tool_use": true},
+    "messages": [{"role": "user", "content": "Warm the hall"},
+                 {"role": "assistant", "content": [{"type": "text", "text": "Sure."},
+                   {"type": "tool_use", "id": "toolu_1", "name": "heater", "input": {"room": "hall"}}]},
+                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "21 C"},
+                   {"type": "tool_result", "tool_use_id": "toolu_2", "is_error": true,
+                    "content": [{"type": "text", "text": "offline", "cache_control": {"type": "ephemeral"}}]},
+                   {"type": "text", "text": "Thanks"}]}]})"));
+  ASSERT_EQ(r.chat.tools.size(), 2u);
+  EXPECT_EQ(r.chat.tools[0], json::parse(R"({"type": "function", "function": {"name": "lights",
+    "description": "Turn lights on", "parameters": {"type": "object", "properties": {"room": {"type": "string"}}}}})"));
+  ASSERT_EQ(r.breakpoints.size(), 2u);
+  EXPECT_TRUE(r.breakpoints[0].ends_json_object);  // the tool's: in its description
+  EXPECT_EQ(r.chat.tools[1]["function"]["description"], r.breakpoints[0].marker);
+  EXPECT_EQ(r.chat.tool_choice, CompletionRequest::ToolChoice::kFunction);
+  EXPECT_EQ(r.chat.tool_choice_name, "heater");
+  ASSERT_EQ(r.chat.messages.size(), 5u);
+  EXPECT_EQ(r.chat.messages[0]["content"], r.anchor + "Warm the hall");
+  EXPECT_EQ(r.chat.messages[1],
+            json::parse(R"({"role": "assistant", "content": "Sure.", "tool_calls": [{"id": "toolu_1",
+    "type": "function", "function": {"name": "heater", "arguments": {"room": "hall"}}}]})"));
+  EXPECT_EQ(r.chat.messages[2], json::parse(R"({"role": "tool", "tool_call_id": "toolu_1", "content": "21 C"})"));
+  EXPECT_EQ(r.chat.messages[3]["role"], "tool");
+  EXPECT_EQ(r.chat.messages[3]["content"], "Error: offline" + r.breakpoints[1].marker);
+  EXPECT_EQ(r.chat.messages[4], json::parse(R"({"role": "user", "content": "Thanks"})"));
+  // tool_choice any forces a call to any tool; none turns them off.
+  json body = json::parse(R"({"max_tokens": 1, "messages": [{"role": "user", "content": "x"}],
+    "tools": [{"name": "t", "input_schema": {"type": "object"}}], "tool_choice": {"type": "any"}})");
+  EXPECT_EQ(parse_ok(body).chat.tool_choice, CompletionRequest::ToolChoice::kRequired);
+  body["tool_choice"] = {{"type", "none"}};
+  EXPECT_FALSE(parse_ok(body).chat.tools_active());
+}
+
+TEST(MessagesJson, AToolBreakpointEndsWithTheToolsJsonObject) {
+  MessagesRequest r = parse_ok(json::parse(R"({"max_tokens": 1, "messages": [{"role": "user", "content": "x"}],
+    "tools": [{"name": "t", "description": "d", "input_schema": {"type": "object", "properties": {"a": {"enum": ["}"]}}},
+               "cache_control": {"type": "ephemeral"}}]})"));
+  // As a template prints it (tojson): the breakpoint is after the whole function object, not at the marker.
+  const std::string user = r.chat.messages[0]["content"].get<std::string>();
+  EXPECT_EQ(user, r.anchor + "x");
+  std::string text = "<tools>" + r.chat.tools[0].dump() + "</tools>" + user;
+  ASSERT_TRUE(take_breakpoints(text, r.breakpoints, r.anchor));
+  EXPECT_EQ(text.find("hearth-cache"), std::string::npos) << text;
+  const std::string expected =
+      R"(<tools>{"function":{"description":"d","name":"t","parameters":{"properties":{"a":{"enum":["}"]}},"type":"object"}})";
+  EXPECT_EQ(text.substr(0, r.breakpoints[0].text_offset), expected);
+  // A template that prints the description bare: the breakpoint stays where the marker stood.
+  r = parse_ok(json::parse(R"({"max_tokens": 1, "messages": [{"role": "user", "content": "x"}],
+    "tools": [{"name": "t", "description": "d", "input_schema": {}, "cache_control": {"type": "ephemeral"}}]})"));
+  const std::string marked = r.chat.tools[0]["function"]["description"].get<std::string>();
+  text = "t: " + marked + " end" + r.chat.messages[0]["content"].get<std::string>();
+  ASSERT_TRUE(take_breakpoints(text, r.breakpoints, r.anchor));
+  EXPECT_EQ(text.substr(0, r.breakpoints[0].text_offset), "t: d");
+  // A template that does not print descriptions (the fallback format): the breakpoint is where the messages begin.
+  text = "Tools: t\n\n" + r.chat.messages[0]["content"].get<std::string>() + "\nAssistant:";
+  ASSERT_TRUE(take_breakpoints(text, r.breakpoints, r.anchor));
+  EXPECT_EQ(text, "Tools: t\n\nx\nAssistant:");
+  EXPECT_EQ(r.breakpoints[0].text_offset, 10u);
+  // Without the anchor a dropped marker is still an error, as for every other block.
+  text = "Tools: t\n\nx";
+  EXPECT_FALSE(take_breakpoints(text, r.breakpoints, r.anchor));
+}
+
+TEST(MessagesJson, AnswersWithCallsBecomeToolUseBlocks) {
+  MessagesRequest r = parse_ok(json::parse(R"({"max_tokens": 1, "messages": [{"role": "user", "content": "x"}],
+    "tools": [{"name": "lights", "input_schema": {"type": "object"}}]})"));
+  const MessagesAnswer a = messages_answer(r.chat, ToolCallFormat::kHermes,
+                                           "On it.\n<tool_call>\n{\"name\": \"lights\", \"arguments\": {\"room\": "
+                                           "\"hall\"}}\n</tool_call>",
+                                           FinishReason::kStop);
+  ASSERT_EQ(a.calls.size(), 1u);
+  EXPECT_EQ(a.text, "On it.");
+  EXPECT_TRUE(a.calls[0].id.starts_with("toolu_") && a.calls[0].id.size() == 30) << a.calls[0].id;
+  const json m = message_json("msg_1", "m", a, FinishReason::kStop, "", {});
+  EXPECT_EQ(m["stop_reason"], "tool_use");
+  ASSERT_EQ(m["content"].size(), 2u);
+  EXPECT_EQ(m["content"][0], json::parse(R"({"type": "text", "text": "On it."})"));
+  EXPECT_EQ(m["content"][1]["type"], "tool_use");
+  EXPECT_EQ(m["content"][1]["name"], "lights");
+  EXPECT_EQ(m["content"][1]["input"], json::parse(R"({"room": "hall"})"));
+  // A call to an unknown tool, or with tool_choice none, is text.
+  EXPECT_TRUE(
+      messages_answer(r.chat, ToolCallFormat::kJson, R"({"name": "oven", "arguments": {}})", FinishReason::kStop)
+          .calls.empty());
+  r.chat.tool_choice = CompletionRequest::ToolChoice::kNone;
+  EXPECT_TRUE(
+      messages_answer(r.chat, ToolCallFormat::kJson, R"({"name": "lights", "arguments": {}})", FinishReason::kStop)
+          .calls.empty());
+  // Mistral's templates need 9 alphanumerics.
+  r.chat.tool_choice = CompletionRequest::ToolChoice::kAuto;
+  const MessagesAnswer mistral = messages_answer(r.chat, ToolCallFormat::kMistral,
+                                                 R"([{"name": "lights", "arguments": {}}])", FinishReason::kStop);
+  ASSERT_EQ(mistral.calls.size(), 1u);
+  EXPECT_EQ(mistral.calls[0].id.size(), 9u);
 }
 
 TEST(MessagesJson, UsageSplitsReadCreationAndTheRest) {
