@@ -1,6 +1,8 @@
 // hearth-bench-grammar: what constrained decoding costs per token: the time to compute one token mask
 // (TokenMasker::compute) on real vocabularies, for a JSON schema, along random-logits decodes (the walk a real
-// decode takes: structure, keys, strings, numbers). It also times applying the mask to a logits row.
+// decode takes: structure, keys, strings, numbers). It also times applying the mask to a logits row, and the
+// grammar's quick completion, which the engine computes at every constrained step to know when to wrap up
+// (output_processor.h).
 //
 //   hearth-bench-grammar [--vocab ../shared/vocab/ggml-vocab-llama-bpe.gguf]... [--runs 20] [--schema FILE.json]
 //
@@ -15,6 +17,7 @@
 #include <cstdio>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -67,6 +70,8 @@ int run(const std::string& vocab_path, const nlohmann::json& schema, int runs) {
   const std::vector<TokenId> stops = {tokenizer->eos()};
   std::vector<double> mask_ms;
   std::vector<double> apply_ms;
+  std::vector<double> completion_ms;
+  size_t longest_completion = 0;
   int64_t string_steps = 0;
   std::string sample;
   std::string slowest_after;  // the output before the slowest mask
@@ -87,6 +92,10 @@ int run(const std::string& vocab_path, const nlohmann::json& schema, int runs) {
       constexpr float kMasked = -std::numeric_limits<float>::infinity();
       for (size_t i = 0; i < logits.size(); ++i) masked[i] = allowed[i] ? logits[i] : kMasked;
       const auto d = Clock::now();
+      const std::optional<std::string> rest = grammar->quick_completion(state, 4096);
+      const auto e = Clock::now();
+      completion_ms.push_back(std::chrono::duration<double, std::milli>(e - d).count());
+      longest_completion = std::max(longest_completion, rest ? rest->size() : 0);
       mask_ms.push_back(std::chrono::duration<double, std::milli>(b - a).count());
       if (mask_ms.back() > slowest) {
         slowest = mask_ms.back();
@@ -111,6 +120,11 @@ int run(const std::string& vocab_path, const nlohmann::json& schema, int runs) {
   std::printf("  mask ms/token: mean %.3f  p50 %.3f  p95 %.3f  max %.3f;  applying it to a logits row: mean %.3f\n",
               sum / static_cast<double>(mask_ms.size()), percentile(mask_ms, 0.5), percentile(mask_ms, 0.95),
               percentile(mask_ms, 1.0), apply_sum / static_cast<double>(apply_ms.size()));
+  double completion_sum = 0;
+  for (double x : completion_ms) completion_sum += x;
+  std::printf("  quick completion ms/token: mean %.4f  p95 %.4f  max %.4f (longest %zu bytes)\n",
+              completion_sum / static_cast<double>(completion_ms.size()), percentile(completion_ms, 0.95),
+              percentile(completion_ms, 1.0), longest_completion);
   std::printf("  sample output: %s\n  slowest mask after: %s\n", sample.c_str(), slowest_after.c_str());
   return 0;
 }

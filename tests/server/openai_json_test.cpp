@@ -137,9 +137,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"tool_without_name", kChat,
                 R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {}}]})",
                 "tools[0].function.name", "required"},
-        BadCase{"tool_call_without_name", kChat,
-                R"({"messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "c", "function": {}}]}]})",
-                "messages[0].tool_calls[0].function.name", "required"},
+        BadCase{
+            "tool_call_without_name", kChat,
+            R"({"messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "c", "function": {}}]}]})",
+            "messages[0].tool_calls[0].function.name", "required"},
         BadCase{"functions", kChat, R"({"messages": [{"role": "user", "content": "x"}], "functions": []})", "functions",
                 "deprecated"},
         BadCase{"audio_modality", kChat,
@@ -217,6 +218,60 @@ TEST(ChatFormatter, PassesTemplateKwargsToTheModelsTemplate) {
   ASSERT_TRUE(thinking.ok() && not_thinking.ok());
   EXPECT_EQ(thinking->find("<think>"), std::string::npos) << *thinking;
   EXPECT_NE(not_thinking->find("<think>\n\n</think>"), std::string::npos) << *not_thinking;
+}
+
+std::unique_ptr<ChatFormatter> vocab_chat(const char* name, std::unique_ptr<Tokenizer>& tokenizer) {
+  auto file = GgufFile::open(std::string(HEARTH_SHARED_DIR) + "/vocab/" + name);
+  EXPECT_TRUE(file.ok()) << file.error().message;
+  auto tok = Tokenizer::from_gguf(*file);
+  EXPECT_TRUE(tok.ok()) << tok.error().message;
+  tokenizer = std::make_unique<Tokenizer>(std::move(*tok));
+  return ChatFormatter::create(ChatTemplate::from_gguf(*file, nullptr), *tokenizer);
+}
+
+// A template that knows no tools (Gemma 3's, Llama 3.0's): the catalogue goes into the system prompt (Gemma folds
+// it into the first user turn), calls and results become text, and the answer format is JSON calls. A chat without
+// tools renders exactly as before.
+TEST(ChatFormatter, TemplatesWithoutToolsGetTheGenericToolPrompt) {
+  const json tools = json::parse(R"([{"type": "function", "function": {"name": "lights_on", "description": "Lights",
+    "parameters": {"type": "object", "properties": {"room": {"type": "string"}}}}}])");
+  const json chat = json::parse(R"([{"role": "user", "content": "Light the hall"},
+    {"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function",
+      "function": {"name": "lights_on", "arguments": {"room": "hall"}}}]},
+    {"role": "tool", "tool_call_id": "call_1", "content": "done"},
+    {"role": "user", "content": "Thanks"}])");
+  for (const char* vocab : {"ggml-vocab-gemma3.gguf", "ggml-vocab-llama-bpe.gguf", "ggml-vocab-phi-3.gguf"}) {
+    std::unique_ptr<Tokenizer> tokenizer;
+    auto formatter = vocab_chat(vocab, tokenizer);
+    EXPECT_EQ(formatter->tool_call_format(), ToolCallFormat::kJson) << vocab;
+    auto text = formatter->render(chat, tools);
+    ASSERT_TRUE(text.ok()) << vocab << ": " << text.error().message;
+    const size_t catalogue = text->find(R"({"name":"lights_on","description":"Lights","parameters":)");
+    const size_t question = text->find("Light the hall");
+    EXPECT_NE(catalogue, std::string::npos) << *text;
+    EXPECT_LT(catalogue, question) << *text;
+    EXPECT_NE(text->find(R"({"name":"lights_on","arguments":{"room":"hall"}})"), std::string::npos) << *text;
+    EXPECT_NE(text->find("Result of lights_on: done\n\nThanks"), std::string::npos) << *text;
+    // Without anything of tools, the template's own rendering, untouched.
+    const json plain = json::array({{{"role", "user"}, {"content", "Hi"}},
+                                    {{"role", "assistant"}, {"content", "Yo"}},
+                                    {{"role", "user"}, {"content", "Bye"}}});
+    std::string warning;
+    auto file = GgufFile::open(std::string(HEARTH_SHARED_DIR) + "/vocab/" + vocab);
+    const ChatTemplate tmpl = ChatTemplate::from_gguf(*file, &warning);
+    auto direct = tmpl.render(plain, nullptr, true, std::string(tokenizer->token_text(tokenizer->bos())),
+                              std::string(tokenizer->token_text(tokenizer->eos())), {});
+    ASSERT_TRUE(direct.ok());
+    EXPECT_EQ(*formatter->render(plain, nullptr), *direct) << vocab;
+  }
+  // Qwen's template has tools: it renders them itself, in its Hermes format.
+  std::unique_ptr<Tokenizer> tokenizer;
+  auto qwen = vocab_chat("ggml-vocab-qwen2.gguf", tokenizer);
+  EXPECT_EQ(qwen->tool_call_format(), ToolCallFormat::kHermes);
+  auto text = qwen->render(chat, tools);
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(text->find("You can call tools"), std::string::npos);
+  EXPECT_NE(text->find("<tools>"), std::string::npos);
 }
 
 TEST(ParseRequest, LogprobsAskForThatManyAlternatives) {
