@@ -1,5 +1,7 @@
 // Microbenchmarks for matmul: GFLOP/s per weight type, decode (1 token) and prefill (64 tokens) shapes.
 // Run: build/bench/kernels/matmul_bench [--benchmark_filter=Q8_0]; HEARTH_FORCE_SCALAR=1 for the fallback.
+// The types Hearth only reads (no quantizer) get random blocks (tests/kernels/random_blocks.h). For the scalar twin
+// and the AVX2 tile side by side in one run, see hearth-bench-matmul-cpu.
 
 #include <benchmark/benchmark.h>
 
@@ -7,6 +9,7 @@
 #include <vector>
 
 #include "kernels/matmul.h"
+#include "random_blocks.h"
 #include "tensor/quant.h"
 
 namespace hearth {
@@ -26,9 +29,13 @@ Problem make_problem(DType type, int64_t n_rows, int64_t n_cols, int64_t n_token
   std::vector<float> row(static_cast<size_t>(n_cols));
   const size_t stride = row_bytes(type, n_cols);
   p.weights.resize(stride * static_cast<size_t>(n_rows));
-  for (int64_t r = 0; r < n_rows; ++r) {
-    for (float& v : row) v = dist(rng);
-    quantize_row(type, row.data(), p.weights.data() + r * stride, n_cols);
+  if (quant_row_supported(type)) {
+    for (int64_t r = 0; r < n_rows; ++r) {
+      for (float& v : row) v = dist(rng);
+      quantize_row(type, row.data(), p.weights.data() + r * stride, n_cols);
+    }
+  } else {
+    test_data::fill_random_blocks(type, p.weights.data(), p.weights.size(), 7);
   }
   p.x.resize(static_cast<size_t>(n_tokens * n_cols));
   for (float& v : p.x) v = dist(rng);
@@ -69,6 +76,11 @@ BENCHMARK_CAPTURE(bm_matmul, Q8_0, DType::Q8_0)->Apply(shapes);
 BENCHMARK_CAPTURE(bm_matmul, Q4_0, DType::Q4_0)->Apply(shapes);
 BENCHMARK_CAPTURE(bm_matmul, Q4_K, DType::Q4_K)->Apply(shapes);
 BENCHMARK_CAPTURE(bm_matmul, Q6_K, DType::Q6_K)->Apply(shapes);
+BENCHMARK_CAPTURE(bm_matmul, Q4_1, DType::Q4_1)->Apply(shapes);
+BENCHMARK_CAPTURE(bm_matmul, Q5_0, DType::Q5_0)->Apply(shapes);
+BENCHMARK_CAPTURE(bm_matmul, Q5_1, DType::Q5_1)->Apply(shapes);
+BENCHMARK_CAPTURE(bm_matmul, IQ4_NL, DType::IQ4_NL)->Apply(shapes);
+BENCHMARK_CAPTURE(bm_matmul, Q2_K, DType::Q2_K)->Apply(shapes);
 
 }  // namespace
 }  // namespace hearth

@@ -1,16 +1,27 @@
-// hearth-bench-matmul-cpu: single-thread matmul GFLOP/s measured in thread CPU time, not wall time, so figures stay
-// comparable on a shared, loaded machine (CPU time excludes the time other processes hold the core).
+// hearth-bench-matmul-cpu: single-thread matmul speed per weight type, the scalar twin and the AVX2 tile side by
+// side, measured in thread CPU time, not wall time, so figures stay comparable on a shared, loaded machine (CPU
+// time excludes the time other processes hold the core). Each repeat measures every type at both levels one after
+// the other; the table gives the best repeat of each (the run least disturbed by the neighbours).
 //
-//   hearth-bench-matmul-cpu [rows=2048] [cols=2048] [tokens=64] [min_seconds=0.5]
+//   hearth-bench-matmul-cpu [rows=2048] [cols=2048] [tokens=64] [min_seconds=0.5] [repeats=3]
+//
+// Columns, for the scalar level and for the detected level: GFLOP/s (2·rows·cols·tokens per matmul), weight GB/s
+// (stored weight bytes per matmul; the figure for decode, tokens = 1) and ns per row-dot (one weight row times one
+// activation row, activation quantization included); then the ratio of the two times. Types Hearth only reads (no
+// quantizer) get random blocks (tests/kernels/random_blocks.h); speed does not depend on the values.
 
 #include <time.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "kernels/cpu_isa.h"
 #include "kernels/matmul.h"
+#include "random_blocks.h"
 #include "tensor/quant.h"
 
 namespace hearth {
@@ -22,32 +33,52 @@ double thread_cpu_seconds() {
   return static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9;
 }
 
-double gflops(DType type, int64_t n_rows, int64_t n_cols, int64_t n_tokens, double min_seconds) {
+struct Problem {
+  std::vector<uint8_t> weights;
+  std::vector<float> x;
+  std::vector<float> y;
+  MatrixView view;
+  int64_t n_tokens;
+};
+
+Problem make_problem(DType type, int64_t n_rows, int64_t n_cols, int64_t n_tokens) {
+  Problem p;
   std::mt19937 rng(7);
   std::normal_distribution<float> dist(0.0f, 0.05f);
   std::vector<float> row(static_cast<size_t>(n_cols));
   const size_t stride = row_bytes(type, n_cols);
-  std::vector<uint8_t> weights(stride * static_cast<size_t>(n_rows));
-  for (int64_t r = 0; r < n_rows; ++r) {
-    for (float& v : row) v = dist(rng);
-    quantize_row(type, row.data(), weights.data() + r * stride, n_cols);
+  p.weights.resize(stride * static_cast<size_t>(n_rows));
+  if (quant_row_supported(type)) {
+    for (int64_t r = 0; r < n_rows; ++r) {
+      for (float& v : row) v = dist(rng);
+      quantize_row(type, row.data(), p.weights.data() + r * stride, n_cols);
+    }
+  } else {
+    test_data::fill_random_blocks(type, p.weights.data(), p.weights.size(), 7);
   }
-  std::vector<float> x(static_cast<size_t>(n_tokens * n_cols));
-  for (float& v : x) v = dist(rng);
-  std::vector<float> y(static_cast<size_t>(n_tokens * n_rows));
-  const MatrixView view{type, n_rows, n_cols, weights.data(), stride};
+  p.x.resize(static_cast<size_t>(n_tokens * n_cols));
+  for (float& v : p.x) v = dist(rng);
+  p.y.resize(static_cast<size_t>(n_tokens * n_rows));
+  p.view = {type, n_rows, n_cols, p.weights.data(), stride};
+  p.n_tokens = n_tokens;
+  return p;
+}
+
+// CPU seconds per matmul at `level`, over at least min_seconds of repeated calls.
+double seconds_per_matmul(Problem& p, IsaLevel level, double min_seconds) {
+  set_isa_level(level);
   ThreadPool pool(1);
   MatmulScratch scratch;
-  matmul(view, x.data(), n_tokens, y.data(), pool, scratch);  // warm-up
+  matmul(p.view, p.x.data(), p.n_tokens, p.y.data(), pool, scratch);  // warm-up
   int iters = 0;
   const double start = thread_cpu_seconds();
   double elapsed = 0;
   do {
-    matmul(view, x.data(), n_tokens, y.data(), pool, scratch);
+    matmul(p.view, p.x.data(), p.n_tokens, p.y.data(), pool, scratch);
     ++iters;
     elapsed = thread_cpu_seconds() - start;
   } while (elapsed < min_seconds);
-  return 2.0 * n_rows * n_cols * n_tokens * iters / elapsed * 1e-9;
+  return elapsed / iters;
 }
 
 }  // namespace
@@ -59,10 +90,35 @@ int main(int argc, char** argv) {
   const int64_t cols = argc > 2 ? std::atoll(argv[2]) : 2048;
   const int64_t tokens = argc > 3 ? std::atoll(argv[3]) : 64;
   const double min_seconds = argc > 4 ? std::atof(argv[4]) : 0.5;
-  std::printf("%lld x %lld weights, %lld tokens, 1 thread, CPU-time GFLOP/s\n", static_cast<long long>(rows),
-              static_cast<long long>(cols), static_cast<long long>(tokens));
-  for (DType type : {DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
-    std::printf("%-5s %8.2f\n", dtype_name(type).data(), gflops(type, rows, cols, tokens, min_seconds));
+  const int repeats = argc > 5 ? std::max(1, std::atoi(argv[5])) : 3;
+  const IsaLevel fast = detected_isa_level();
+  const DType types[] = {DType::F16,    DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                         DType::IQ4_NL, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS};
+  constexpr int kNumTypes = sizeof(types) / sizeof(types[0]);
+  std::printf("%lld x %lld weights, %lld tokens, 1 thread, CPU time, best of %d repeats\n",
+              static_cast<long long>(rows), static_cast<long long>(cols), static_cast<long long>(tokens), repeats);
+  std::vector<Problem> problems;
+  for (DType type : types) problems.push_back(make_problem(type, rows, cols, tokens));
+  std::vector<double> best_scalar(kNumTypes, 1e30);
+  std::vector<double> best_fast(kNumTypes, 1e30);
+  for (int rep = 0; rep < repeats; ++rep) {
+    for (int i = 0; i < kNumTypes; ++i) {
+      best_scalar[i] = std::min(best_scalar[i], seconds_per_matmul(problems[i], IsaLevel::kScalar, min_seconds));
+      best_fast[i] = std::min(best_fast[i], seconds_per_matmul(problems[i], fast, min_seconds));
+    }
+  }
+  const double flops = 2.0 * static_cast<double>(rows * cols * tokens);
+  const double dots = static_cast<double>(rows * tokens);
+  const std::string fast_name = isa_level_name(fast);
+  std::printf("%-6s | %8s %8s %8s | %8s %8s %8s | %7s\n", "", "scalar", "", "", fast_name.c_str(), "", "", "");
+  std::printf("%-6s | %8s %8s %8s | %8s %8s %8s | %7s\n", "type", "GFLOP/s", "GB/s", "ns/dot", "GFLOP/s", "GB/s",
+              "ns/dot", "speedup");
+  for (int i = 0; i < kNumTypes; ++i) {
+    const double bytes = static_cast<double>(problems[i].weights.size());
+    std::printf("%-6s | %8.2f %8.2f %8.1f | %8.2f %8.2f %8.1f | %6.1fx\n", dtype_name(types[i]).data(),
+                flops / best_scalar[i] * 1e-9, bytes / best_scalar[i] * 1e-9, best_scalar[i] / dots * 1e9,
+                flops / best_fast[i] * 1e-9, bytes / best_fast[i] * 1e-9, best_fast[i] / dots * 1e9,
+                best_scalar[i] / best_fast[i]);
     std::fflush(stdout);
   }
   return 0;

@@ -51,9 +51,10 @@ float dot_iq4_xs_reference(const BlockIQ4_XS* w, const BlockQ8_K* x, int64_t n_c
 // The tile kernel for a weight type at an ISA level; fn == nullptr when that level has none for the type.
 TileKernel scalar_tile_kernel(DType weight_type);
 TileKernel avx2_float_tile_kernel(DType weight_type);        // F32, F16, BF16
-TileKernel avx2_q8_tile_kernel(DType weight_type);           // Q8_0, Q4_0
-TileKernel avx2_kquant_tile_kernel(DType weight_type);       // Q4_K, Q5_K, Q6_K, and the two below
-TileKernel avx2_kquant_more_tile_kernel(DType weight_type);  // Q3_K, IQ4_XS
+TileKernel avx2_q8_tile_kernel(DType weight_type);           // Q8_0, Q4_0, and the four below
+TileKernel avx2_q8_more_tile_kernel(DType weight_type);      // Q4_1, Q5_0, Q5_1, IQ4_NL
+TileKernel avx2_kquant_tile_kernel(DType weight_type);       // Q4_K, Q5_K, Q6_K, and the three below
+TileKernel avx2_kquant_more_tile_kernel(DType weight_type);  // Q2_K, Q3_K, IQ4_XS
 
 // Converts one fp32 row to the activation type of `weight_type` (see matmul_activation_type).
 void quantize_activation_row(DType weight_type, const float* src, uint8_t* dst, int64_t n_cols);

@@ -1,4 +1,4 @@
-// AVX2 tiles for Q4_K, Q5_K and Q6_K weights times Q8_K activations (Q3_K and IQ4_XS: vec_dot_avx2_kquant_more.cpp).
+// AVX2 tiles for Q4_K, Q5_K and Q6_K weights times Q8_K activations (Q2_K, Q3_K, IQ4_XS: vec_dot_avx2_kquant_more.cpp).
 //
 // Per 256-element super-block all products are summed exactly in int32, then folded into one scalar fp32
 // accumulator with exactly the expression the scalar reference uses. These kernels therefore give bitwise the
@@ -18,6 +18,7 @@ namespace hearth::kernels {
 namespace {
 
 using avx2::hsum_i32;
+using avx2::hsum_i32_pair;
 using avx2::KQuantKernel;
 using avx2::load_fp16;
 using avx2::TileTable;
@@ -32,16 +33,6 @@ HEARTH_AVX2 inline void unpack_q4_k_scales_x4(const uint8_t* packed, __m128i* sc
   const uint32_t min_hi = ((word[2] >> 4) & 0x0F0F0F0Fu) | ((word[1] & 0xC0C0C0C0u) >> 2);
   *scale8 = _mm_set_epi32(0, 0, static_cast<int>(scale_hi), static_cast<int>(scale_lo));
   *min8 = _mm_set_epi32(0, 0, static_cast<int>(min_hi), static_cast<int>(min_lo));
-}
-
-// Exact integer sums of the 8 int32 lanes of a and of b, reduced together (one hadd tree instead of two).
-HEARTH_AVX2 inline void hsum_i32_pair(__m256i a, __m256i b, int* sum_a, int* sum_b) {
-  const __m128i a4 = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
-  const __m128i b4 = _mm_add_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
-  const __m128i ab2 = _mm_hadd_epi32(a4, b4);    // a01+a23.. | b..
-  const __m128i ab1 = _mm_hadd_epi32(ab2, ab2);  // Σa, Σb, Σa, Σb
-  *sum_a = _mm_cvtsi128_si32(ab1);
-  *sum_b = _mm_extract_epi32(ab1, 1);
 }
 
 // Broadcasts int16 lane `kLane` of both 128-bit halves of v to all 16 lanes.
@@ -222,6 +213,7 @@ TileKernel avx2_kquant_tile_kernel(DType weight_type) {
       return TileTable<KQuantKernel<BlockQ6_K, Q6KKernel>, kKQuantRows, kKQuantTokens>::kernel();
     case DType::Q5_K:
       return TileTable<KQuantKernel<BlockQ5_K, Q5KKernel>, kKQuantRows, kKQuantTokens>::kernel();
+    case DType::Q2_K:
     case DType::Q3_K:
     case DType::IQ4_XS:
       return avx2_kquant_more_tile_kernel(weight_type);

@@ -1,6 +1,7 @@
-// AVX2 tiles for Q3_K and IQ4_XS weights times Q8_K activations. As in vec_dot_avx2_kquant.cpp, each super-block's
-// products are summed exactly in int32 and folded into one scalar fp32 accumulator with the expression of the
-// scalar reference (vec_dot_ref_more.cpp), so the results equal it bit for bit whatever the tile shape.
+// AVX2 tiles for Q2_K, Q3_K and IQ4_XS weights times Q8_K activations. As in vec_dot_avx2_kquant.cpp, each
+// super-block's products are summed exactly in int32 and folded into one scalar fp32 accumulator with the
+// expression of the scalar reference (vec_dot_ref_more.cpp), so the results equal it bit for bit whatever the
+// tile shape.
 
 #include "kernels/vec_dot.h"
 #include "tensor/dtype.h"
@@ -14,9 +15,63 @@ namespace hearth::kernels {
 namespace {
 
 using avx2::hsum_i32;
+using avx2::hsum_i32_pair;
 using avx2::KQuantKernel;
 using avx2::load_fp16;
 using avx2::TileTable;
+
+// Q2_K: q in [0, 3] (unsigned, as maddubs needs): sumi = Σ_g sc[g]·Σ q·qx, summ = Σ_g m[g]·bsums[g].
+struct Q2KKernel {
+  // Group k of 32 elements (k = 4n + j): 2 bits from qs[32n ..] >> 2j; its 16-element halves take scales 2k and
+  // 2k + 1, int16 lanes 2j and 2j + 1 of `scales16` (the 8 scales of half n, in both 128-bit lanes).
+  template <int T, int kGroup>
+  HEARTH_AVX2 static void group(__m256i qs, __m256i scales16, const BlockQ8_K* const (&x)[T], __m256i (&sumi)[T]) {
+    constexpr int kFirst = 2 * (kGroup % 4);
+    const __m256i q = _mm256_and_si256(_mm256_srli_epi16(qs, kFirst), _mm256_set1_epi8(3));
+    const __m256i mask =
+        _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(((2 * kFirst + 3) << 8) | (2 * kFirst + 2))),
+                         _mm_set1_epi16(static_cast<int16_t>(((2 * kFirst + 1) << 8) | (2 * kFirst))));
+    const __m256i scale = _mm256_shuffle_epi8(scales16, mask);
+    for (int t = 0; t < T; ++t) {
+      const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[t]->qs + 32 * kGroup));
+      sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(_mm256_maddubs_epi16(q, xq), scale));
+    }
+  }
+
+  template <int T, int kHalf>
+  HEARTH_AVX2 static void half(const BlockQ2_K& w, __m128i scales8, const BlockQ8_K* const (&x)[T],
+                               __m256i (&sumi)[T]) {
+    const __m256i qs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs + 32 * kHalf));
+    const __m256i scales16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_srli_si128(scales8, 8 * kHalf)));
+    group<T, 4 * kHalf + 0>(qs, scales16, x, sumi);
+    group<T, 4 * kHalf + 1>(qs, scales16, x, sumi);
+    group<T, 4 * kHalf + 2>(qs, scales16, x, sumi);
+    group<T, 4 * kHalf + 3>(qs, scales16, x, sumi);
+  }
+
+  template <int T>
+  HEARTH_AVX2 static void row(const BlockQ2_K& w, const BlockQ8_K* const (&x)[T], float (&acc)[T]) {
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scales));
+    const __m128i low_mask = _mm_set1_epi8(0x0F);
+    const __m128i scales8 = _mm_and_si128(packed, low_mask);
+    const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), low_mask));
+    __m256i sumi[T];
+    for (int t = 0; t < T; ++t) sumi[t] = _mm256_setzero_si256();
+    half<T, 0>(w, scales8, x, sumi);
+    half<T, 1>(w, scales8, x, sumi);
+    const float wd = load_fp16(&w.d);
+    const float wdmin = load_fp16(&w.dmin);
+    for (int t = 0; t < T; ++t) {
+      const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[t]->bsums));
+      int sum_q;
+      int sum_m;
+      hsum_i32_pair(sumi[t], _mm256_madd_epi16(bsums, mins16), &sum_q, &sum_m);
+      const float d = wd * x[t]->d;
+      const float dmin = wdmin * x[t]->d;
+      acc[t] += d * static_cast<float>(sum_q) - dmin * static_cast<float>(sum_m);
+    }
+  }
+};
 
 // Q3_K with u = q + 4 in [0, 7] (unsigned, as maddubs needs):
 // sumi = Σ_g (sc[g] − 32)·Σ u·qx − 4·Σ_g (sc[g] − 32)·bsums[g].
@@ -100,6 +155,8 @@ struct IQ4XSKernel {
 
 TileKernel avx2_kquant_more_tile_kernel(DType weight_type) {
   switch (weight_type) {
+    case DType::Q2_K:
+      return TileTable<KQuantKernel<BlockQ2_K, Q2KKernel>, avx2::kKQuantRows, avx2::kKQuantTokens>::kernel();
     case DType::Q3_K:
       return TileTable<KQuantKernel<BlockQ3_K, Q3KKernel>, avx2::kKQuantRows, avx2::kKQuantTokens>::kernel();
     case DType::IQ4_XS:

@@ -1,4 +1,4 @@
-// AVX2 tiles for Q8_0 and Q4_0 weights times Q8_0 activations.
+// AVX2 tiles for Q8_0 and Q4_0 weights times Q8_0 activations (Q4_1, Q5_0, Q5_1, IQ4_NL: vec_dot_avx2_q8_more.cpp).
 //
 // Reduction order of every output: per block of 32, the exact int8 products are summed pairwise into 8 int32 lanes
 // (maddubs + madd), converted to fp32 and accumulated with one fma by d_w·d_x into an 8-lane accumulator; at the
@@ -104,6 +104,11 @@ TileKernel avx2_q8_tile_kernel(DType weight_type) {
       return TileTable<Q8Kernel<DecodeQ8_0>, kQ8Rows, kQ8Tokens>::kernel();
     case DType::Q4_0:
       return TileTable<Q8Kernel<DecodeQ4_0>, kQ8Rows, kQ8Tokens>::kernel();
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::IQ4_NL:
+      return avx2_q8_more_tile_kernel(weight_type);
     default:
       return {};
   }

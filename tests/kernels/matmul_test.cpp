@@ -91,8 +91,8 @@ struct TypeCase {
 const TypeCase kCases[] = {
     {DType::F32, 516, 1e-10, 1e-11}, {DType::F16, 516, 1e-10, 1e-11}, {DType::BF16, 516, 1e-10, 1e-11},
     {DType::Q8_0, 512, 1e-11, 1e-4}, {DType::Q4_0, 512, 1e-11, 1e-4}, {DType::Q4_K, 768, 0.0, 1e-4},
-    {DType::Q6_K, 768, 0.0, 1e-4},   {DType::Q4_1, 512, 0.0, 1e-4},   {DType::Q5_0, 512, 0.0, 1e-4},
-    {DType::Q5_1, 512, 0.0, 1e-4},   {DType::IQ4_NL, 512, 0.0, 1e-4}, {DType::Q2_K, 768, 0.0, 1e-4},
+    {DType::Q6_K, 768, 0.0, 1e-4},   {DType::Q4_1, 608, 0.0, 1e-4},   {DType::Q5_0, 608, 0.0, 1e-4},
+    {DType::Q5_1, 608, 0.0, 1e-4},   {DType::IQ4_NL, 608, 0.0, 1e-4}, {DType::Q2_K, 768, 0.0, 1e-4},
     {DType::Q3_K, 768, 0.0, 1e-4},   {DType::Q5_K, 768, 0.0, 1e-4},   {DType::IQ4_XS, 768, 0.0, 1e-4},
 };
 
@@ -193,7 +193,8 @@ TEST_P(MatmulTypeTest, BitwiseInvariantToBatchAndThreads) {
 
 // Odd shapes against the scalar twin: 13 rows (not a multiple of any row tile), 1, 3 and 513 tokens (513 is not a
 // multiple of any token tile and crosses a token-chunk boundary); the fp32-activation cases use K = 516, not a
-// multiple of the 8-lane vectors. Then tile-vs-single-row identity: every row computed alone (a 1-row matrix) and
+// multiple of the 8-lane vectors, and Q4_1, Q5_0, Q5_1, IQ4_NL use K = 608 (19 blocks: two groups of 8 and a
+// tail of 3 in the AVX2 tiles). Then tile-vs-single-row identity: every row computed alone (a 1-row matrix) and
 // every token alone must equal its element of the 513-token, 13-row, 2-thread result bit for bit.
 TEST_P(MatmulTypeTest, OddShapesMatchScalarTwinAndSingleRows) {
   const TypeCase c = GetParam();
@@ -235,6 +236,17 @@ TEST_P(MatmulTypeTest, OddShapesMatchScalarTwinAndSingleRows) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulTypeTest, testing::ValuesIn(kCases), case_name);
+
+// Every computable type has an AVX2 tile: the equality tests above would also pass on the scalar fallback.
+TEST(MatmulTest, EveryTypeHasAnAvx2Tile) {
+  if (detected_isa_level() != IsaLevel::kAvx2) GTEST_SKIP() << "no AVX2 on this CPU";
+  for (const TypeCase& c : kCases) {
+    const bool has_tile = kernels::avx2_float_tile_kernel(c.type).fn != nullptr ||
+                          kernels::avx2_q8_tile_kernel(c.type).fn != nullptr ||
+                          kernels::avx2_kquant_tile_kernel(c.type).fn != nullptr;
+    EXPECT_TRUE(has_tile) << dtype_name(c.type);
+  }
+}
 
 TEST(MatmulTest, ScratchGrowsOnlyWhenNeeded) {
   const Weights w = make_weights(DType::Q8_0, 8, 64, 51);
