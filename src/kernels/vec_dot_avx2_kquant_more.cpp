@@ -3,6 +3,8 @@
 // expression of the scalar reference (vec_dot_ref_more.cpp), so the results equal it bit for bit whatever the
 // tile shape.
 
+#include <cstring>
+
 #include "kernels/vec_dot.h"
 #include "tensor/dtype.h"
 
@@ -76,16 +78,33 @@ struct Q2KKernel {
 // Q3_K with u = q + 4 in [0, 7] (unsigned, as maddubs needs):
 // sumi = Σ_g (sc[g] − 32)·Σ u·qx − 4·Σ_g (sc[g] − 32)·bsums[g].
 struct Q3KKernel {
-  // Group k of 32 elements (k = 4n + j): 2 bits from qs[32n ..] >> 2j, the high bit from bit k of hmask.
+  // The 16 six-bit scales minus 32, as int8 (unpack_q3_k_scales in SIMD): the low nibbles of packed[0..8) are
+  // scales 0-7 and their high nibbles scales 8-15; scale s takes 2 bits of packed[8 + s % 4] at 2·(s / 4).
+  HEARTH_AVX2 static __m128i scales8(const uint8_t* packed) {
+    const __m128i low_mask = _mm_set1_epi8(0x0F);
+    const __m128i p = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(packed));
+    const __m128i low = _mm_unpacklo_epi64(_mm_and_si128(p, low_mask), _mm_and_si128(_mm_srli_epi16(p, 4), low_mask));
+    uint32_t h;
+    std::memcpy(&h, packed + 8, sizeof(h));
+    const __m128i high = _mm_and_si128(
+        _mm_srlv_epi32(_mm_set1_epi32(static_cast<int32_t>(h)), _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3));
+    return _mm_sub_epi8(_mm_or_si128(low, _mm_slli_epi16(high, 4)), _mm_set1_epi8(32));
+  }
+
+  // Group k of 32 elements (k = 4n + j): 2 bits from qs[32n ..] >> 2j, the high bit from bit k of hmask; its
+  // 16-element halves take scales 2k and 2k + 1, int16 lanes 2j and 2j + 1 of `scales16` (half n's 8 scales in
+  // both 128-bit lanes).
   template <int T, int kGroup>
-  HEARTH_AVX2 static void group(__m256i qs, __m256i hmask, const int16_t* scales, const BlockQ8_K* const (&x)[T],
+  HEARTH_AVX2 static void group(__m256i qs, __m256i hmask, __m256i scales16, const BlockQ8_K* const (&x)[T],
                                 __m256i (&sumi)[T]) {
-    const __m256i three = _mm256_set1_epi8(3);
-    const __m256i one = _mm256_set1_epi8(1);
-    const __m256i low = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * (kGroup % 4)), three);
-    const __m256i high = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hmask, kGroup), one), 2);
+    constexpr int kFirst = 2 * (kGroup % 4);
+    const __m256i low = _mm256_and_si256(_mm256_srli_epi16(qs, kFirst), _mm256_set1_epi8(3));
+    const __m256i high = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hmask, kGroup), _mm256_set1_epi8(1)), 2);
     const __m256i u = _mm256_or_si256(low, high);
-    const __m256i scale = _mm256_set_m128i(_mm_set1_epi16(scales[2 * kGroup + 1]), _mm_set1_epi16(scales[2 * kGroup]));
+    const __m256i mask =
+        _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(((2 * kFirst + 3) << 8) | (2 * kFirst + 2))),
+                         _mm_set1_epi16(static_cast<int16_t>(((2 * kFirst + 1) << 8) | (2 * kFirst))));
+    const __m256i scale = _mm256_shuffle_epi8(scales16, mask);
     for (int t = 0; t < T; ++t) {
       const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[t]->qs + 32 * kGroup));
       sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(_mm256_maddubs_epi16(u, xq), scale));
@@ -93,27 +112,25 @@ struct Q3KKernel {
   }
 
   template <int T, int kHalf>
-  HEARTH_AVX2 static void half(const BlockQ3_K& w, __m256i hmask, const int16_t* scales, const BlockQ8_K* const (&x)[T],
+  HEARTH_AVX2 static void half(const BlockQ3_K& w, __m256i hmask, __m128i scales8, const BlockQ8_K* const (&x)[T],
                                __m256i (&sumi)[T]) {
     const __m256i qs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs + 32 * kHalf));
-    group<T, 4 * kHalf + 0>(qs, hmask, scales, x, sumi);
-    group<T, 4 * kHalf + 1>(qs, hmask, scales, x, sumi);
-    group<T, 4 * kHalf + 2>(qs, hmask, scales, x, sumi);
-    group<T, 4 * kHalf + 3>(qs, hmask, scales, x, sumi);
+    const __m256i scales16 = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_srli_si128(scales8, 8 * kHalf)));
+    group<T, 4 * kHalf + 0>(qs, hmask, scales16, x, sumi);
+    group<T, 4 * kHalf + 1>(qs, hmask, scales16, x, sumi);
+    group<T, 4 * kHalf + 2>(qs, hmask, scales16, x, sumi);
+    group<T, 4 * kHalf + 3>(qs, hmask, scales16, x, sumi);
   }
 
   template <int T>
   HEARTH_AVX2 static void row(const BlockQ3_K& w, const BlockQ8_K* const (&x)[T], float (&acc)[T]) {
-    uint8_t raw[16];
-    unpack_q3_k_scales(w.scales, raw);
-    alignas(32) int16_t scales[16];
-    for (int g = 0; g < 16; ++g) scales[g] = static_cast<int16_t>(raw[g] - 32);
+    const __m128i scales = scales8(w.scales);
     const __m256i hmask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.hmask));
     __m256i sumi[T];
     for (int t = 0; t < T; ++t) sumi[t] = _mm256_setzero_si256();
     half<T, 0>(w, hmask, scales, x, sumi);
     half<T, 1>(w, hmask, scales, x, sumi);
-    const __m256i scales16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(scales));
+    const __m256i scales16 = _mm256_cvtepi8_epi16(scales);
     const float wd = load_fp16(&w.d);
     for (int t = 0; t < T; ++t) {
       const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[t]->bsums));
