@@ -37,6 +37,7 @@ void ThreadPool::dispatch(Trampoline call, void* ctx) {
     call(ctx, 0, 1);
     return;
   }
+  std::lock_guard call_lock(call_mutex_);
   {
     std::lock_guard lock(mutex_);
     call_.store(call, std::memory_order_relaxed);

@@ -25,7 +25,9 @@ class ThreadPool {
   // Runs fn(ith, nth) exactly once for every ith in [0, nth), nth == num_threads(); the caller runs ith == 0
   // first. The other parts go to whichever thread claims them first (the caller included), so a worker the OS
   // has not scheduled yet does not hold up the call; fn must therefore not assume which thread runs a part.
-  // Returns when all have finished. Not reentrant: fn must not call run() on the same pool.
+  // Returns when all have finished. Not reentrant: fn must not call run() on the same pool. Several threads may
+  // call run() (the engine loops of several models share one pool): their calls take turns, whole call by whole
+  // call, so each uses every thread and the machine is never oversubscribed.
   template <class F>
   void run(F&& fn) {
     using Fn = std::remove_reference_t<F>;
@@ -42,6 +44,7 @@ class ThreadPool {
 
   int num_threads_;
   std::vector<std::thread> workers_;
+  std::mutex call_mutex_;  // held for a whole multi-threaded call: one call at a time owns the workers
   std::mutex mutex_;
   std::condition_variable wake_;
   std::atomic<uint64_t> generation_{0};
