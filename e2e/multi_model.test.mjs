@@ -229,3 +229,43 @@ describe('--keep-alive', () => {
     assert.equal(again.model, SYNTH_ID);
   });
 });
+
+describe('aliases, concurrent first requests, the Messages route', () => {
+  let server;
+  before(async () => {
+    server = await startServer(['--kv-memory', '4MiB', '--model-alias', `${SYNTH_ID}=homework`], {}, BOTH);
+  });
+  after(async () => assert.equal((await server.stop()).code, 0));
+
+  test('requests that arrive together for an unloaded model wait for one load and all answer', async () => {
+    const expected = await cold(SYNTH_ID, 'Once upon a time', 16);
+    const answers = await Promise.all(
+      Array.from({ length: 4 }, () => complete(server, 'homework', 'Once upon a time', 16)),
+    );
+    for (const a of answers) {
+      assert.equal(a.model, SYNTH_ID);
+      assert.equal(a.choices[0].text, expected);
+    }
+    const list = await models(server);
+    const alias = list.data.find((m) => m.id === 'homework');
+    assert.equal(alias.meta.alias_of, SYNTH_ID);
+    assert.equal(list.data.find((m) => m.id === SYNTH_ID).meta.num_loads, 1);
+  });
+
+  test('/v1/messages routes by model too, and its errors keep the Anthropic shape', async () => {
+    const post = (body) =>
+      fetch(`${server.baseURL}/v1/messages`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+    const ok = await post({ model: MODEL_ID, max_tokens: 4, messages: [{ role: 'user', content: 'Hi' }] });
+    assert.equal(ok.status, 200);
+    assert.equal((await ok.json()).model, MODEL_ID);
+    const bad = await post({ model: 'claude-x', max_tokens: 4, messages: [{ role: 'user', content: 'Hi' }] });
+    assert.equal(bad.status, 404);
+    const body = await bad.json();
+    assert.equal(body.type, 'error');
+    assert.match(body.error.message, /claude-x/);
+  });
+});
