@@ -4,8 +4,8 @@
 // unloads one and loads the other, and the earlier prompt's prefix comes back from the disk tier, output
 // bit-identical to a cold run.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -267,5 +267,46 @@ describe('aliases, concurrent first requests, the Messages route', () => {
     const body = await bad.json();
     assert.equal(body.type, 'error');
     assert.match(body.error.message, /claude-x/);
+  });
+});
+
+describe('flags', () => {
+  test('--models DIR serves every .gguf in it, in name order', async () => {
+    const dir = path.join(root, 'models-dir');
+    mkdirSync(dir);
+    symlinkSync(MODEL, path.join(dir, 'b-stories.gguf'));
+    symlinkSync(SYNTH, path.join(dir, 'a-synth.gguf'));
+    writeFileSync(path.join(dir, 'notes.txt'), 'not a model');
+    const server = await startServer(['--models', dir, '--kv-memory', '4MiB'], {}, { models: [] });
+    try {
+      assert.deepEqual(
+        (await models(server)).data.map((m) => m.id),
+        ['a-synth', 'b-stories'],
+      );
+      const a = await complete(server, 'b-stories', 'Once upon a time', 64);
+      assert.equal(a.choices[0].text, GOLDEN_64);
+    } finally {
+      await server.stop();
+    }
+  });
+
+  test('bad flags stop the start with a clear error', () => {
+    const cases = [
+      [['--keep-alive', 'soon'], /--keep-alive: 'soon' is not a duration/],
+      [['--model-alias', 'homework'], /with several models write ID=NAME/],
+      [['--model-alias', 'nope=homework'], /no model has the id 'nope'/],
+      [['--model-alias', `${SYNTH_ID}=${MODEL_ID}`], /already names the model/],
+      [['--model-id', 'x'], /--model-id names the one model/],
+      [['--memory', 'lots'], /--memory/],
+      [['-m', SYNTH], /two models have the id 'e2e-synth-tiny'/],
+    ];
+    for (const [extra, message] of cases) {
+      const r = spawnSync(BIN, ['serve', '-m', MODEL, '-m', SYNTH, '--port', '0', '--kv-disk', 'off', ...extra], {
+        encoding: 'utf8',
+        timeout: 20000,
+      });
+      assert.equal(r.status, 1, `${extra.join(' ')}: ${r.stderr}`);
+      assert.match(r.stderr, message);
+    }
   });
 });

@@ -181,6 +181,7 @@ int run_serve(ServeFlags f) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
   if (several) return run_serve_models(std::move(f), *kv_bytes, *max_body, stop_signals);
+  if (f.keep_alive_given) spdlog::warn("--keep-alive applies to several models (-m more than once, --models); the one model stays loaded");
 
   if (!f.memory.empty()) {
     // One model: the budget is checked once, at start (nothing else could need its room).
@@ -293,7 +294,7 @@ Command add_serve(CLI::App& app) {
       ->check(CLI::ExistingDirectory);
   app.add_option("--memory", flags->memory,
                  "Memory budget of every model's weights (file size) plus KV pool, e.g. 12GiB (default: 75% of RAM)");
-  app.add_option("--keep-alive", flags->keep_alive,
+  CLI::Option* keep_alive = app.add_option("--keep-alive", flags->keep_alive,
                  "Unload a model unused for this long, e.g. 30s, 5m, 2h; 0 keeps it until its room is needed")
       ->capture_default_str();
   app.add_option("--host", flags->host, "Address to listen on")->capture_default_str();
@@ -341,8 +342,9 @@ Command add_serve(CLI::App& app) {
                  "Recent answers whose generated token ids a later turn that quotes them reuses (0: off)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
-  return [flags, api_key] {
+  return [flags, api_key, keep_alive] {
     flags->api_key_given = api_key->count() > 0;
+    flags->keep_alive_given = keep_alive->count() > 0;
     return run_serve(*flags);
   };
 }
