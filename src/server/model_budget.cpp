@@ -98,10 +98,11 @@ std::vector<size_t> ModelBudget::expired(Clock::time_point now, Clock::duration 
   return out;
 }
 
-ModelBudget::Clock::time_point ModelBudget::next_expiry(Clock::duration keep_alive) const {
+ModelBudget::Clock::time_point ModelBudget::next_expiry(Clock::duration keep_alive, const BusyFn& busy) const {
   auto next = Clock::time_point::max();
-  for (const Entry& e : models_) {
-    if (e.state == ModelState::kLoaded) next = std::min(next, e.last_used + keep_alive);
+  for (size_t j = 0; j < models_.size(); ++j) {
+    const Entry& e = models_[j];
+    if (e.state == ModelState::kLoaded && !busy(j)) next = std::min(next, e.last_used + keep_alive);
   }
   return next;
 }

@@ -63,8 +63,9 @@ class ModelBudget {
   // Loaded idle models unused for at least `keep_alive` at `now`, least recently used first.
   [[nodiscard]] std::vector<size_t> expired(Clock::time_point now, Clock::duration keep_alive,
                                             const BusyFn& busy) const;
-  // When the next loaded model's keep-alive ends if nothing touches it (Clock::time_point::max() if none is loaded).
-  [[nodiscard]] Clock::time_point next_expiry(Clock::duration keep_alive) const;
+  // When the next idle loaded model's keep-alive ends if nothing touches it (Clock::time_point::max() if none). A busy
+  // model is touched when it goes idle, so it has no expiry until then.
+  [[nodiscard]] Clock::time_point next_expiry(Clock::duration keep_alive, const BusyFn& busy) const;
 
   int64_t budget_bytes() const { return budget_bytes_; }
   int64_t used_bytes() const;

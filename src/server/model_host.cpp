@@ -158,13 +158,13 @@ void ModelHost::keep_alive_main() {
   const ModelBudget::BusyFn busy = [this](size_t j) { return busy_locked(j); };
   std::unique_lock lock(mutex_);
   while (!stopping_) {
-    if (config_.keep_alive.count() <= 0) {
+    if (config_.keep_alive.count() <= 0 || draining_) {  // nothing to time (shutdown unloads everything)
       changed_.wait(lock, [&] { return stopping_; });
       break;
     }
     const auto now = Clock::now();
     std::vector<size_t> expired = budget_.expired(now, config_.keep_alive, busy);
-    if (!expired.empty() && !draining_) {
+    if (!expired.empty()) {
       for (size_t v : expired) {
         spdlog::info("model '{}' idle for {} s (--keep-alive): unloading", specs_[v].id,
                      config_.keep_alive.count() / 1000.0);
@@ -173,9 +173,9 @@ void ModelHost::keep_alive_main() {
       unload_all(lock, expired);
       continue;
     }
-    // Wakes at the next expiry, or when something changes (a release touches a model; a busy model goes idle).
-    auto next = budget_.next_expiry(config_.keep_alive);
-    if (next <= now) next = now + std::chrono::milliseconds(100);  // expired but busy: look again after it settles
+    // Wakes at the next idle model's expiry, or when something changes (a release or a model going idle touches it
+    // and notifies; a load or an unload notifies).
+    const auto next = budget_.next_expiry(config_.keep_alive, busy);
     if (next == Clock::time_point::max()) {
       changed_.wait(lock);
     } else {

@@ -108,7 +108,8 @@ TEST(ModelBudget, KeepAliveExpiresIdleLoadedModelsOnly) {
   load(b, a, 0);
   load(b, c, 10);
   const auto keep = std::chrono::seconds(30);
-  EXPECT_EQ(b.next_expiry(keep), at(30));
+  EXPECT_EQ(b.next_expiry(keep, kNoneBusy), at(30));
+  EXPECT_EQ(b.next_expiry(keep, [&](size_t i) { return i == a; }), at(40));
   EXPECT_TRUE(b.expired(at(29), keep, kNoneBusy).empty());
   EXPECT_EQ(b.expired(at(30), keep, kNoneBusy), (std::vector<size_t>{a}));
   EXPECT_EQ(b.expired(at(45), keep, kNoneBusy), (std::vector<size_t>{a, c}));
@@ -117,7 +118,7 @@ TEST(ModelBudget, KeepAliveExpiresIdleLoadedModelsOnly) {
   EXPECT_EQ(b.num_loads(d), 0u);
   b.set_state(a, ModelState::kUnloaded);
   b.set_state(c, ModelState::kUnloaded);
-  EXPECT_EQ(b.next_expiry(keep), Clock::time_point::max());
+  EXPECT_EQ(b.next_expiry(keep, kNoneBusy), Clock::time_point::max());
 }
 
 TEST(MergeModelMetrics, EverySampleGetsItsModelAndEachFamilyAppearsOnce) {
