@@ -189,7 +189,21 @@ describe('a budget that holds one model at a time', () => {
     assert.equal(m[`hearth_model_loads_total{model="${MODEL_ID}"}`], 2);
   });
 
+  test('requests for both models at once all answer: the models take turns in the budget', async () => {
+    const expectedA = await cold(MODEL_ID, 'Once upon a time', 64);
+    const expectedB = await cold(SYNTH_ID, 'Once upon a time', 16);
+    const jobs = [];
+    for (let k = 0; k < 3; k++) {
+      jobs.push(complete(server, MODEL_ID, 'Once upon a time', 64).then((r) => assert.equal(r.choices[0].text, expectedA)));
+      jobs.push(complete(server, SYNTH_ID, 'Once upon a time', 16).then((r) => assert.equal(r.choices[0].text, expectedB)));
+    }
+    await Promise.all(jobs);
+    const list = await models(server);
+    assert.ok(list.memory.used_bytes <= list.memory.budget_bytes);
+  });
+
   test('a read-only route does not load a model: 409 model_not_loaded', async () => {
+    await complete(server, MODEL_ID, 'Once', 1); // the other model is unloaded now
     const res = await fetch(`${server.baseURL}/v1/stats?model=${SYNTH_ID}`);
     assert.equal(res.status, 409);
     assert.equal((await res.json()).error.code, 'model_not_loaded');
@@ -202,6 +216,22 @@ describe('a model larger than the whole budget', () => {
     server = await startServer(['--kv-memory', '4MiB', '--memory', '5.5MiB'], {}, BOTH);
   });
   after(async () => assert.equal((await server.stop()).code, 0));
+
+  test('a body that is no JSON is a 400 without loading any model', async () => {
+    const res = await fetch(`${server.baseURL}/v1/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"model": ',
+    });
+    assert.equal(res.status, 400);
+    assert.equal((await res.json()).error.code, 'invalid_json');
+    const list = await models(server);
+    assert.deepEqual(
+      list.data.map((m) => m.meta.state),
+      ['unloaded', 'unloaded'],
+    );
+    assert.equal((await fetch(`${server.baseURL}/health`, { method: 'POST' })).status, 405);
+  });
 
   test('is refused at once with the bytes it needs and the budget; the other model still serves', async () => {
     await assert.rejects(complete(server, SYNTH_ID, 'x', 1), (e) => {

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <set>
+
 #include "server/server.h"
 #include "util/log.h"
 #include "util/units.h"
@@ -27,6 +29,7 @@ ModelHost::ModelHost(ModelHostConfig config, std::vector<ModelSpec> specs, Loade
   for (const ModelSpec& s : specs_) budget_.add(s.id, s.cost);
   loaded_.resize(specs_.size());
   leases_.assign(specs_.size(), 0);
+  claims_.resize(specs_.size());
   keep_alive_thread_ = std::thread([this] { keep_alive_main(); });
 }
 
@@ -56,10 +59,32 @@ ApiResult<ModelLease> ModelHost::acquire(size_t i) {
   const auto deadline = Clock::now() + config_.load_timeout;
   const ModelBudget::BusyFn busy = [this](size_t j) { return busy_locked(j); };
   std::unique_lock lock(mutex_);
+  // The loaded models this request waits to see unloaded (kWait): while it waits, requests that arrived after it
+  // take no new leases on them, so they go idle and a model in steady use cannot starve another of memory; requests
+  // that arrived earlier go first (arrival order across models). Cleared on every way out.
+  const uint64_t arrival = next_arrival_++;
+  struct Claims {
+    std::vector<std::set<uint64_t>>& claims;
+    uint64_t arrival;
+    std::vector<size_t> mine;
+    ~Claims() {
+      for (size_t v : mine) claims[v].erase(arrival);
+    }
+  } claims{claims_, arrival, {}};
   while (true) {
     if (draining_) return ApiError{503, "the server is shutting down", "server_error", {}, {}};
     switch (budget_.state(i)) {
       case ModelState::kLoaded:
+        if (!claims_[i].empty() && *claims_[i].begin() < arrival) {
+          // Another model waits for this one's room: let it have its turn (this request loads the model again).
+          if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) {
+            return ApiError{503,
+                            fmt::format("the model '{}' is giving its memory to another model; still waiting after {} s",
+                                        specs_[i].id, config_.load_timeout.count() / 1000),
+                            "server_error", "model", "model_memory_busy"};
+          }
+          continue;
+        }
         leases_[i]++;
         budget_.touch(i, Clock::now());
         return ModelLease(this, i, &loaded_[i]->http(), /*use=*/true);
@@ -79,12 +104,21 @@ ApiResult<ModelLease> ModelHost::acquire(size_t i) {
     switch (plan.kind) {
       case ModelBudget::Plan::Kind::kNever:
         return ApiError{413, plan.message, "invalid_request_error", "model", "model_too_large"};
-      case ModelBudget::Plan::Kind::kWait:
+      case ModelBudget::Plan::Kind::kWait: {
+        const ModelBudget::Plan wanted = budget_.plan_load(i, [](size_t) { return false; });
+        bool claimed = false;
+        for (size_t v : wanted.victims) {
+          if (!claims_[v].insert(arrival).second) continue;
+          claims.mine.push_back(v);
+          claimed = true;
+        }
+        if (claimed) changed_.notify_all();  // requests queued for a claimed model learn of it (once per claim)
         if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) {
           return ApiError{503, fmt::format("{} (waited {} s)", plan.message, config_.load_timeout.count() / 1000),
                           "server_error", "model", "model_memory_busy"};
         }
         continue;
+      }
       case ModelBudget::Plan::Kind::kFits:
       case ModelBudget::Plan::Kind::kEvict:
         break;
@@ -92,10 +126,11 @@ ApiResult<ModelLease> ModelHost::acquire(size_t i) {
     for (size_t v : plan.victims) budget_.set_state(v, ModelState::kUnloading);
     budget_.set_state(i, ModelState::kLoading);
     unload_all(lock, plan.victims);
+    spdlog::info("loading model '{}' ({}; with it {} of the {} budget are in use)", specs_[i].id,
+                 format_bytes(specs_[i].cost.total()), format_bytes(budget_.used_bytes()),
+                 format_bytes(budget_.budget_bytes()));
     lock.unlock();
     const auto t0 = Clock::now();
-    spdlog::info("loading model '{}' ({}; with it {} of the {} budget are in use)", specs_[i].id, format_bytes(specs_[i].cost.total()),
-                 format_bytes(budget_.used_bytes()), format_bytes(budget_.budget_bytes()));
     auto made = loader_(specs_[i], i);
     lock.lock();
     if (!made) {
@@ -147,6 +182,7 @@ void ModelHost::unload_all(std::unique_lock<std::mutex>& lock, const std::vector
                  specs_[v].id, seconds);
     lock.lock();
     budget_.set_state(v, ModelState::kUnloaded);
+    claims_[v].clear();  // the requests that waited for its room have it now
     counters_.num_unloads++;
     counters_.unload_seconds += seconds;
     counters_.last_unload_seconds = seconds;

@@ -8,6 +8,8 @@
 //                unloaded          → plan_load: unload the idle victims, load m on this thread, then the lease;
 //                                    kWait waits for a model to go idle (bounded); kNever fails at once (the
 //                                    numbers: bytes needed, budget)
+//                loaded, but a request that arrived earlier waits for its room → waits until that one had its turn
+//                (so a model in steady use cannot starve another: they take turns, in order of arrival)
 //
 // Loading and unloading run outside the host's lock, so other models serve meanwhile. The app supplies the loader
 // (it knows GGUF, models, engines); what it returns owns everything of one model, and destroying it unloads the
@@ -20,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -144,6 +147,9 @@ class ModelHost {
   ModelBudget budget_;               // guarded by mutex_
   std::vector<std::unique_ptr<ServedModel>> loaded_;  // [i]: set while kLoaded (and kUnloading until destroyed)
   std::vector<int> leases_;                           // guarded by mutex_
+  // [i]: the arrival numbers of requests waiting for model i's room (acquire); guarded by mutex_
+  std::vector<std::set<uint64_t>> claims_;
+  uint64_t next_arrival_ = 0;  // guarded by mutex_
   ModelHostCounters counters_;                        // guarded by mutex_
   bool draining_ = false;
   bool stopping_ = false;

@@ -58,9 +58,25 @@ std::string with_model_label(std::string_view line, const std::string& label) {
   return out;
 }
 
-std::string json_string_escape(const std::string& s) {
-  const std::string quoted = json(s).dump();
-  return quoted.substr(1, quoted.size() - 2);
+// The body's "model" when it is a string (a wrong type is the model route's 400 to give).
+std::string model_field(const json& body) {
+  if (!body.is_object()) return {};
+  const auto it = body.find("model");
+  return it != body.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// A Prometheus label value: backslash, double quote and newline escaped (the exposition format's only escapes).
+std::string label_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
 }
 
 }  // namespace
@@ -73,7 +89,7 @@ std::string merge_model_metrics(const std::vector<std::pair<std::string, std::st
   std::vector<std::string> order;
   std::map<std::string, Family> families;
   for (const auto& [id, text] : texts) {
-    const std::string label = "model=\"" + json_string_escape(id) + "\"";
+    const std::string label = "model=\"" + label_escape(id) + "\"";
     std::string current;
     bool head_from_this = false;
     size_t pos = 0;
@@ -157,13 +173,6 @@ ApiResult<size_t> ModelRouter::resolve(const std::string& name) const {
 }
 
 std::string ModelRouter::requested_model(const HttpRequest& req) {
-  if (req.method == "POST" && !req.body.empty()) {
-    auto body = parse_json_body(req.body);
-    if (const auto* j = std::get_if<json>(&body); j && j->is_object()) {
-      const auto it = j->find("model");
-      if (it != j->end() && it->is_string()) return it->get<std::string>();
-    }
-  }
   if (auto q = req.param("model")) return std::string(*q);
   return {};
 }
@@ -205,7 +214,9 @@ HttpResponse ModelRouter::handle(const HttpRequest& req) {
     if (draining_) res.status = 503, res.set_header("Retry-After", "1");
     return res;
   }
-  if (req.path == "/v1/models" || path_matches("/v1/models/", req.path)) {
+  if (req.path == "/health") {
+    // not GET: the 405 below
+  } else if (req.path == "/v1/models" || path_matches("/v1/models/", req.path)) {
     if (req.method == "GET") return handle_models(req);
   } else if (req.path == "/metrics") {
     if (req.method == "GET") return handle_metrics();
@@ -235,7 +246,15 @@ HttpResponse ModelRouter::handle(const HttpRequest& req) {
 
 HttpResponse ModelRouter::handle_use(const HttpRequest& req) {
   if (draining_) return error_response(req, ApiError{503, "the server is shutting down", "server_error", {}, {}});
-  auto index = resolve(requested_model(req));
+  std::string name;
+  if (req.method == "POST") {
+    // A body that is no JSON gets the error every model's route would give, without loading a model for it.
+    auto body = parse_json_body(req.body);
+    if (auto* error = std::get_if<ApiError>(&body)) return error_response(req, *error);
+    name = model_field(std::get<json>(body));
+  }
+  if (auto q = req.param("model"); name.empty() && q) name = std::string(*q);
+  auto index = resolve(name);
   if (auto* error = std::get_if<ApiError>(&index)) return error_response(req, *error);
   auto lease = host_.acquire(std::get<size_t>(index));
   if (auto* error = std::get_if<ApiError>(&lease)) return error_response(req, *error);
@@ -333,7 +352,7 @@ HttpResponse ModelRouter::handle_metrics() {
   std::string loads = "# HELP hearth_model_loads_total Times a model was loaded.\n# TYPE hearth_model_loads_total counter\n";
   for (size_t i = 0; i < host_.specs().size(); ++i) {
     const ModelHost::ModelStatus st = host_.status(i);
-    const std::string label = "model=\"" + json_string_escape(host_.specs()[i].id) + "\"";
+    const std::string label = "model=\"" + label_escape(host_.specs()[i].id) + "\"";
     own += fmt::format("hearth_model_loaded{{{}}} {}\n", label, st.state == ModelState::kLoaded ? 1 : 0);
     loads += fmt::format("hearth_model_loads_total{{{}}} {}\n", label, st.num_loads);
     if (auto lease = host_.peek(i)) texts.emplace_back(host_.specs()[i].id, lease->http().metrics_text());
@@ -363,9 +382,7 @@ HttpResponse ModelRouter::handle_metrics() {
 }
 
 ApiResult<json> ModelRouter::warm(const json& body) {
-  std::string name;
-  if (body.is_object() && body.contains("model") && body["model"].is_string()) name = body["model"].get<std::string>();
-  auto index = resolve(name);
+  auto index = resolve(model_field(body));
   if (auto* error = std::get_if<ApiError>(&index)) return *error;
   auto lease = host_.acquire(std::get<size_t>(index));
   if (auto* error = std::get_if<ApiError>(&lease)) return *error;

@@ -67,7 +67,7 @@ class ModelRouter {
  private:
   HttpResponse handle(const HttpRequest& req);
   std::optional<HttpResponse> check_auth(const HttpRequest& req) const;
-  // The model name a request carries (see the top of this file); empty when none.
+  // The ?model= of a request without a body to read it from; empty when none.
   static std::string requested_model(const HttpRequest& req);
   HttpResponse handle_use(const HttpRequest& req);   // load when needed, counts as use
   HttpResponse handle_read(const HttpRequest& req);  // loaded models only
