@@ -20,7 +20,7 @@
 namespace hearth::app {
 
 struct ServeFlags {
-  std::string model_path;  // the one model (run_serve); several go to run_serve_models
+  std::string model_path;                // the one model (run_serve); several go to run_serve_models
   std::vector<std::string> model_paths;  // -m, repeatable
   std::string models_dir;                // --models DIR: every .gguf in it
   std::string memory;                    // --memory; empty: default_memory_budget()

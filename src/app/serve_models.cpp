@@ -49,9 +49,9 @@ class LoadedModel : public server::ServedModel {
   server::HttpServer& http() override { return *http_; }
 
   static Result<std::unique_ptr<server::ServedModel>> load(const ServeFlags& f, const server::ModelSpec& spec,
-                                                          int64_t kv_bytes, const server::ServerConfig& base,
-                                                          DiskTier* disk, ThreadPool& pool,
-                                                          std::function<void()> on_idle) {
+                                                           int64_t kv_bytes, const server::ServerConfig& base,
+                                                           DiskTier* disk, ThreadPool& pool,
+                                                           std::function<void()> on_idle) {
     auto m = std::unique_ptr<LoadedModel>(new LoadedModel());
     m->disk_ = disk;
     auto file = GgufFile::open(spec.path);
@@ -83,7 +83,7 @@ class LoadedModel : public server::ServedModel {
     m->loop_ = std::make_unique<EngineLoop>(*m->engine_);
     server::ServerConfig config = base;
     config.own_transport = false;
-    config.api_key.clear();  // the router checked it
+    config.api_key.clear();       // the router checked it
     config.shutdown_grace_s = 0;  // the router spends the grace (ModelHost::drain)
     config.model_aliases = spec.aliases;
     config.strict_model_names = false;  // the router resolved the name
@@ -153,7 +153,11 @@ Result<std::chrono::milliseconds> parse_duration(const std::string& text) {
     used = 0;
   }
   const std::string unit = text.substr(used);
-  const double scale = unit == "ms" ? 1e-3 : unit == "s" || unit.empty() ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : -1;
+  const double scale = unit == "ms"                  ? 1e-3
+                       : unit == "s" || unit.empty() ? 1
+                       : unit == "m"                 ? 60
+                       : unit == "h"                 ? 3600
+                                                     : -1;
   if (used == 0 || scale < 0 || !(v >= 0) || v * scale > 366.0 * 86400) {
     return make_error("'{}' is not a duration: write e.g. 30s, 5m, 2h or 0 (at most a year)", text);
   }

@@ -78,10 +78,11 @@ ApiResult<ModelLease> ModelHost::acquire(size_t i) {
         if (!claims_[i].empty() && *claims_[i].begin() < arrival) {
           // Another model waits for this one's room: let it have its turn (this request loads the model again).
           if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) {
-            return ApiError{503,
-                            fmt::format("the model '{}' is giving its memory to another model; still waiting after {} s",
-                                        specs_[i].id, config_.load_timeout.count() / 1000),
-                            "server_error", "model", "model_memory_busy"};
+            return ApiError{
+                503,
+                fmt::format("the model '{}' is giving its memory to another model; still waiting after {} s",
+                            specs_[i].id, config_.load_timeout.count() / 1000),
+                "server_error", "model", "model_memory_busy"};
           }
           continue;
         }
@@ -178,8 +179,8 @@ void ModelHost::unload_all(std::unique_lock<std::mutex>& lock, const std::vector
     const auto t0 = Clock::now();
     gone.reset();
     const double seconds = seconds_since(t0);
-    spdlog::info("unloaded model '{}' in {:.3f} s (its cached blocks are in the disk tier, if one is on)",
-                 specs_[v].id, seconds);
+    spdlog::info("unloaded model '{}' in {:.3f} s (its cached blocks are in the disk tier, if one is on)", specs_[v].id,
+                 seconds);
     lock.lock();
     budget_.set_state(v, ModelState::kUnloaded);
     claims_[v].clear();  // the requests that waited for its room have it now

@@ -143,14 +143,14 @@ class ModelHost {
   std::vector<ModelSpec> specs_;
   Loader loader_;
   std::mutex mutex_;
-  std::condition_variable changed_;  // a state, a lease or a generation count changed
-  ModelBudget budget_;               // guarded by mutex_
+  std::condition_variable changed_;                   // a state, a lease or a generation count changed
+  ModelBudget budget_;                                // guarded by mutex_
   std::vector<std::unique_ptr<ServedModel>> loaded_;  // [i]: set while kLoaded (and kUnloading until destroyed)
   std::vector<int> leases_;                           // guarded by mutex_
   // [i]: the arrival numbers of requests waiting for model i's room (acquire); guarded by mutex_
   std::vector<std::set<uint64_t>> claims_;
-  uint64_t next_arrival_ = 0;  // guarded by mutex_
-  ModelHostCounters counters_;                        // guarded by mutex_
+  uint64_t next_arrival_ = 0;   // guarded by mutex_
+  ModelHostCounters counters_;  // guarded by mutex_
   bool draining_ = false;
   bool stopping_ = false;
   std::thread keep_alive_thread_;

@@ -27,12 +27,18 @@ struct ModelRoute {
   RouteKind kind;
 };
 constexpr ModelRoute kModelRoutes[] = {
-    {"POST", "/v1/chat/completions", RouteKind::kUse}, {"POST", "/v1/completions", RouteKind::kUse},
-    {"POST", "/v1/messages", RouteKind::kUse},         {"POST", "/tokenize", RouteKind::kUse},
-    {"POST", "/v1/cache/explain", RouteKind::kUse},    {"POST", "/v1/cache/warm", RouteKind::kUse},
-    {"POST", "/v1/cache/pin", RouteKind::kUse},        {"DELETE", "/v1/cache/pin/", RouteKind::kUse},
-    {"GET", "/v1/stats", RouteKind::kRead},            {"GET", "/v1/cache", RouteKind::kRead},
-    {"GET", "/v1/kv/plan", RouteKind::kRead},          {"GET", "/", RouteKind::kPage},
+    {"POST", "/v1/chat/completions", RouteKind::kUse},
+    {"POST", "/v1/completions", RouteKind::kUse},
+    {"POST", "/v1/messages", RouteKind::kUse},
+    {"POST", "/tokenize", RouteKind::kUse},
+    {"POST", "/v1/cache/explain", RouteKind::kUse},
+    {"POST", "/v1/cache/warm", RouteKind::kUse},
+    {"POST", "/v1/cache/pin", RouteKind::kUse},
+    {"DELETE", "/v1/cache/pin/", RouteKind::kUse},
+    {"GET", "/v1/stats", RouteKind::kRead},
+    {"GET", "/v1/cache", RouteKind::kRead},
+    {"GET", "/v1/kv/plan", RouteKind::kRead},
+    {"GET", "/", RouteKind::kPage},
     {"GET", "/dashboard", RouteKind::kPage},
 };
 
@@ -269,10 +275,10 @@ HttpResponse ModelRouter::handle_read(const HttpRequest& req) {
   const size_t i = std::get<size_t>(index);
   auto lease = host_.peek(i);
   if (!lease) {
-    return error_response(req, ApiError{409,
-                                        fmt::format("the model '{}' is not loaded; a completion naming it loads it",
-                                                    host_.specs()[i].id),
-                                        "invalid_request_error", "model", "model_not_loaded"});
+    return error_response(
+        req,
+        ApiError{409, fmt::format("the model '{}' is not loaded; a completion naming it loads it", host_.specs()[i].id),
+                 "invalid_request_error", "model", "model_not_loaded"});
   }
   return lease->http().handle(req);
 }
@@ -349,7 +355,8 @@ HttpResponse ModelRouter::handle_metrics() {
   own += fmt::format("hearth_memory_used_bytes {}\n", host_.used_bytes());
   own += "# HELP hearth_model_loaded Whether a model is loaded (1) or not (0).\n";
   own += "# TYPE hearth_model_loaded gauge\n";
-  std::string loads = "# HELP hearth_model_loads_total Times a model was loaded.\n# TYPE hearth_model_loads_total counter\n";
+  std::string loads =
+      "# HELP hearth_model_loads_total Times a model was loaded.\n# TYPE hearth_model_loads_total counter\n";
   for (size_t i = 0; i < host_.specs().size(); ++i) {
     const ModelHost::ModelStatus st = host_.status(i);
     const std::string label = "model=\"" + label_escape(host_.specs()[i].id) + "\"";
@@ -373,7 +380,8 @@ HttpResponse ModelRouter::handle_metrics() {
   {
     std::lock_guard lock(refused_mutex_);
     std::map<int, uint64_t> sorted(refused_.begin(), refused_.end());
-    for (const auto& [status, n] : sorted) own += fmt::format("hearth_router_errors_total{{status=\"{}\"}} {}\n", status, n);
+    for (const auto& [status, n] : sorted)
+      own += fmt::format("hearth_router_errors_total{{status=\"{}\"}} {}\n", status, n);
   }
   HttpResponse res;
   res.content_type = "text/plain; version=0.0.4; charset=utf-8";
