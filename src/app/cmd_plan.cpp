@@ -106,9 +106,10 @@ int run_plan_models(const PlanFlags& f, const std::vector<ModelPlan>& models) {
                                        r.users, r.users == 1 ? "" : "s", r.dtype);
   std::string verdict;
   if (budget <= 0) {
-    verdict = fmt::format("{}: {} with every model loaded, {} for the largest ({}) alone. Give --memory to see "
-                          "what fits.",
-                          what, format_bytes(all), format_bytes(largest), largest_id);
+    verdict = fmt::format(
+        "{}: {} with every model loaded, {} for the largest ({}) alone. Give --memory to see "
+        "what fits.",
+        what, format_bytes(all), format_bytes(largest), largest_id);
   } else if (all <= budget) {
     verdict = fmt::format("{} fit in {} at once: {} used, {} to spare.", what, format_bytes(budget), format_bytes(all),
                           format_bytes(budget - all));
@@ -118,10 +119,10 @@ int run_plan_models(const PlanFlags& f, const std::vector<ModelPlan>& models) {
         "hearth serve switches between them, unloading the least recently used; their caches wait in the disk tier.",
         what, format_bytes(budget), format_bytes(all), format_bytes(all - budget), largest_id, format_bytes(largest));
   } else {
-    verdict = fmt::format("{} do not fit in {}: {} alone needs {} ({} short). Shorter context, fewer users or a "
-                          "smaller --kv-dtype would help; the table above shows each model's share.",
-                          what, format_bytes(budget), largest_id, format_bytes(largest),
-                          format_bytes(largest - budget));
+    verdict = fmt::format(
+        "{} do not fit in {}: {} alone needs {} ({} short). Shorter context, fewer users or a "
+        "smaller --kv-dtype would help; the table above shows each model's share.",
+        what, format_bytes(budget), largest_id, format_bytes(largest), format_bytes(largest - budget));
   }
   if (f.json) {
     nlohmann::json out = {{"models", std::move(rows)},
@@ -137,8 +138,9 @@ int run_plan_models(const PlanFlags& f, const std::vector<ModelPlan>& models) {
     std::printf("%s\n", out.dump(2).c_str());
   } else {
     std::printf("%s%s\n", table.c_str(), verdict.c_str());
-    std::printf("(weights at their file size; KV = users x whole blocks of the context; hearth serve sizes each "
-                "model's pool with --kv-memory)\n");
+    std::printf(
+        "(weights at their file size; KV = users x whole blocks of the context; hearth serve sizes each "
+        "model's pool with --kv-memory)\n");
   }
   return 0;
 }

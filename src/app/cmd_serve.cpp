@@ -34,7 +34,6 @@
 namespace hearth::app {
 namespace {
 
-
 constexpr const char* kDefaultModel = "../shared/models/stories260K.gguf";
 
 // A stop signal delivered to a thread that does not block it (see run_serve).
@@ -42,7 +41,6 @@ std::atomic<int> g_stop_signal{0};
 extern "C" void record_stop_signal(int sig) {
   g_stop_signal.store(sig);
 }
-
 
 int64_t physical_ram() {
   const int64_t pages = sysconf(_SC_PHYS_PAGES);
@@ -181,7 +179,8 @@ int run_serve(ServeFlags f) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
   if (several) return run_serve_models(std::move(f), *kv_bytes, *max_body, stop_signals);
-  if (f.keep_alive_given) spdlog::warn("--keep-alive applies to several models (-m more than once, --models); the one model stays loaded");
+  if (f.keep_alive_given)
+    spdlog::warn("--keep-alive applies to several models (-m more than once, --models); the one model stays loaded");
 
   if (!f.memory.empty()) {
     // One model: the budget is checked once, at start (nothing else could need its room).
@@ -294,9 +293,10 @@ Command add_serve(CLI::App& app) {
       ->check(CLI::ExistingDirectory);
   app.add_option("--memory", flags->memory,
                  "Memory budget of every model's weights (file size) plus KV pool, e.g. 12GiB (default: 75% of RAM)");
-  CLI::Option* keep_alive = app.add_option("--keep-alive", flags->keep_alive,
-                 "Unload a model unused for this long, e.g. 30s, 5m, 2h; 0 keeps it until its room is needed")
-      ->capture_default_str();
+  CLI::Option* keep_alive =
+      app.add_option("--keep-alive", flags->keep_alive,
+                     "Unload a model unused for this long, e.g. 30s, 5m, 2h; 0 keeps it until its room is needed")
+          ->capture_default_str();
   app.add_option("--host", flags->host, "Address to listen on")->capture_default_str();
   app.add_option("--port", flags->port, "Port to listen on; 0 picks a free one")->capture_default_str();
   app.add_option("--kv-memory", flags->kv_memory, "KV pool size, e.g. 512MiB, 2GiB (default: min(RAM/4, 4GiB))");
