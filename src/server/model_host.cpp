@@ -19,6 +19,10 @@ double seconds_since(Clock::time_point t0) {
 
 }  // namespace
 
+int ServedModel::num_in_flight() {
+  return http().num_in_flight();
+}
+
 ModelLease::~ModelLease() {
   if (host_ != nullptr) host_->release(index_, use_);
 }
@@ -52,7 +56,7 @@ ModelHost::~ModelHost() {
 }
 
 bool ModelHost::busy_locked(size_t i) const {
-  return leases_[i] > 0 || (loaded_[i] && loaded_[i]->http().num_in_flight() > 0);
+  return leases_[i] > 0 || (loaded_[i] && loaded_[i]->num_in_flight() > 0);
 }
 
 ApiResult<ModelLease> ModelHost::acquire(size_t i) {
@@ -88,7 +92,7 @@ ApiResult<ModelLease> ModelHost::acquire(size_t i) {
         }
         leases_[i]++;
         budget_.touch(i, Clock::now());
-        return ModelLease(this, i, &loaded_[i]->http(), /*use=*/true);
+        return ModelLease(this, i, loaded_[i].get(), /*use=*/true);
       case ModelState::kLoading:
       case ModelState::kUnloading:
         if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) {
@@ -156,7 +160,7 @@ std::optional<ModelLease> ModelHost::peek(size_t i) {
   std::lock_guard lock(mutex_);
   if (budget_.state(i) != ModelState::kLoaded) return std::nullopt;
   leases_[i]++;
-  return ModelLease(this, i, &loaded_[i]->http(), /*use=*/false);
+  return ModelLease(this, i, loaded_[i].get(), /*use=*/false);
 }
 
 void ModelHost::release(size_t i, bool use) {

@@ -50,6 +50,8 @@ class ServedModel {
  public:
   virtual ~ServedModel() = default;
   virtual HttpServer& http() = 0;
+  // Generations not finished yet (HttpServer::num_in_flight); the host unloads a model only at 0.
+  virtual int num_in_flight();
 };
 
 struct ModelHostConfig {
@@ -73,7 +75,7 @@ class ModelHost;
 class ModelLease {
  public:
   ModelLease(ModelLease&& other) noexcept
-      : host_(other.host_), index_(other.index_), http_(other.http_), use_(other.use_) {
+      : host_(other.host_), index_(other.index_), model_(other.model_), use_(other.use_) {
     other.host_ = nullptr;
   }
   ModelLease(const ModelLease&) = delete;
@@ -82,15 +84,15 @@ class ModelLease {
   ~ModelLease();
 
   size_t index() const { return index_; }
-  HttpServer& http() const { return *http_; }
+  HttpServer& http() const { return model_->http(); }
 
  private:
   friend class ModelHost;
-  ModelLease(ModelHost* host, size_t index, HttpServer* http, bool use)
-      : host_(host), index_(index), http_(http), use_(use) {}
+  ModelLease(ModelHost* host, size_t index, ServedModel* model, bool use)
+      : host_(host), index_(index), model_(model), use_(use) {}
   ModelHost* host_;
   size_t index_;
-  HttpServer* http_;
+  ServedModel* model_;
   bool use_;  // acquire(): letting go counts as use (the LRU order); peek(): it does not
 };
 
