@@ -27,7 +27,8 @@ export const GOLDEN_64 =
 export async function startServer(args = [], env = {}, { models = [MODEL] } = {}) {
   const disk = args.includes('--kv-disk') ? [] : ['--kv-disk', 'off'];
   const pool = args.includes('--kv-memory') ? [] : ['--kv-memory', '32MiB'];
-  const proc = spawn(BIN, ['serve', ...models.flatMap((m) => ['-m', m]), '--port', '0', '-t', '1', ...pool, ...disk, ...args], {
+  const threads = args.includes('-t') ? [] : ['-t', '1'];
+  const proc = spawn(BIN, ['serve', ...models.flatMap((m) => ['-m', m]), '--port', '0', ...threads, ...pool, ...disk, ...args], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

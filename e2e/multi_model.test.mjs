@@ -340,3 +340,18 @@ describe('flags', () => {
     }
   });
 });
+
+test('--shared-pool: both models on one compute pool answer as they do alone, also at the same time', async () => {
+  const server = await startServer(['--kv-memory', '4MiB', '-t', '2', '--shared-pool'], {}, BOTH);
+  try {
+    const expected = await cold(SYNTH_ID, 'Once upon a time', 16);
+    const [a, b] = await Promise.all([
+      complete(server, MODEL_ID, 'Once upon a time', 64),
+      complete(server, SYNTH_ID, 'Once upon a time', 16),
+    ]);
+    assert.equal(a.choices[0].text, GOLDEN_64);
+    assert.equal(b.choices[0].text, expected);
+  } finally {
+    assert.equal((await server.stop()).code, 0);
+  }
+});

@@ -297,6 +297,8 @@ Command add_serve(CLI::App& app) {
       app.add_option("--keep-alive", flags->keep_alive,
                      "Unload a model unused for this long, e.g. 30s, 5m, 2h; 0 keeps it until its room is needed")
           ->capture_default_str();
+  app.add_flag("--shared-pool", flags->shared_pool,
+               "Several models: one pool of -t compute threads whose calls take turns, instead of one pool per model");
   app.add_option("--host", flags->host, "Address to listen on")->capture_default_str();
   app.add_option("--port", flags->port, "Port to listen on; 0 picks a free one")->capture_default_str();
   app.add_option("--kv-memory", flags->kv_memory, "KV pool size, e.g. 512MiB, 2GiB (default: min(RAM/4, 4GiB))");

@@ -26,6 +26,7 @@ struct ServeFlags {
   std::string memory;                    // --memory; empty: default_memory_budget()
   std::string keep_alive = "5m";         // --keep-alive
   bool keep_alive_given = false;         // --keep-alive was on the command line
+  bool shared_pool = false;              // --shared-pool: one compute pool for every model
   std::string host = "127.0.0.1";
   int port = 8080;
   std::string kv_memory;  // empty: min(25% of RAM, 4 GiB)

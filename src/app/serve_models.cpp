@@ -1,7 +1,8 @@
 // hearth serve with several models: -m a.gguf -m b.gguf or --models DIR. Each model is described from its GGUF
 // header at start (a bad file stops the start), loaded on first use under the --memory budget and unloaded least
 // recently used or after --keep-alive (server/model_host.h); one ModelRouter (server/model_router.h) owns the socket.
-// The models share one compute ThreadPool (their calls take turns) and one disk tier (their keys never mix: the
+// Each model has its own compute ThreadPool of -t threads (--shared-pool: one for all, calls taking turns); all share
+// one disk tier (their keys never mix: the
 // model fingerprint is part of every block key).
 
 #include <algorithm>
@@ -50,7 +51,7 @@ class LoadedModel : public server::ServedModel {
 
   static Result<std::unique_ptr<server::ServedModel>> load(const ServeFlags& f, const server::ModelSpec& spec,
                                                            int64_t kv_bytes, const server::ServerConfig& base,
-                                                           DiskTier* disk, ThreadPool& pool,
+                                                           DiskTier* disk, ThreadPool* shared_pool,
                                                            std::function<void()> on_idle) {
     auto m = std::unique_ptr<LoadedModel>(new LoadedModel());
     m->disk_ = disk;
@@ -77,7 +78,14 @@ class LoadedModel : public server::ServedModel {
     ec.max_running = f.max_running;
     ec.max_waiting = f.max_queue;
     ec.model_id = spec.id;
-    auto engine = Engine::create(*m->model_, *m->tokenizer_, ec, pool);
+    // Its own pool unless --shared-pool: the OS shares the cores between the models' threads (measured better for
+    // one model's decode beside another's prefill than calls taking turns in one pool; README "Several models").
+    ThreadPool* pool = shared_pool;
+    if (pool == nullptr) {
+      m->pool_ = std::make_unique<ThreadPool>(f.threads);
+      pool = m->pool_.get();
+    }
+    auto engine = Engine::create(*m->model_, *m->tokenizer_, ec, *pool);
     if (!engine) return engine.error();
     m->engine_ = std::move(*engine);
     m->loop_ = std::make_unique<EngineLoop>(*m->engine_);
@@ -99,6 +107,7 @@ class LoadedModel : public server::ServedModel {
   std::unique_ptr<Model> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<server::ChatFormatter> chat_;
+  std::unique_ptr<ThreadPool> pool_;  // null with --shared-pool
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<EngineLoop> loop_;
   std::unique_ptr<server::HttpServer> http_;
@@ -219,7 +228,7 @@ int run_serve_models(ServeFlags f, int64_t kv_bytes, int64_t max_body, const sig
   auto opened_tier = open_disk_tier(f);
   if (!opened_tier) return fail(opened_tier.error().message);
   std::unique_ptr<DiskTier> disk_tier = std::move(*opened_tier);
-  ThreadPool pool(f.threads);
+  std::unique_ptr<ThreadPool> shared_pool = f.shared_pool ? std::make_unique<ThreadPool>(f.threads) : nullptr;
 
   server::ServerConfig base;
   base.answer_memory_entries = static_cast<size_t>(f.answer_memory);
@@ -228,7 +237,7 @@ int run_serve_models(ServeFlags f, int64_t kv_bytes, int64_t max_body, const sig
   host_config.keep_alive = *keep_alive;
   server::ModelHost* host_ptr = nullptr;  // set before the first load (the loader runs only inside acquire)
   auto loader = [&](const server::ModelSpec& spec, size_t index) {
-    return LoadedModel::load(f, spec, kv_bytes, base, disk_tier.get(), pool,
+    return LoadedModel::load(f, spec, kv_bytes, base, disk_tier.get(), shared_pool.get(),
                              [&host_ptr, index] { host_ptr->notify_idle(index); });
   };
   auto host = std::make_unique<server::ModelHost>(host_config, std::move(specs), loader);
