@@ -355,3 +355,27 @@ test('--shared-pool: both models on one compute pool answer as they do alone, al
     assert.equal((await server.stop()).code, 0);
   }
 });
+
+test('hearth plan for both models: fits at once, one at a time, or not at all, with the numbers', () => {
+  const plan = (memory) =>
+    JSON.parse(
+      execFileSync(BIN, ['plan', '-m', MODEL, '-m', SYNTH, '--ctx', '512', '--users', '4', '--memory', memory, '--json'], {
+        encoding: 'utf8',
+      }),
+    );
+  const both = plan('8MiB');
+  assert.deepEqual(
+    both.models.map((m) => m.id),
+    [MODEL_ID, SYNTH_ID],
+  );
+  assert.equal(both.all_loaded_bytes, both.models.reduce((n, m) => n + m.requested.total_bytes, 0));
+  assert.equal(both.fits_at_once, true);
+  const one = plan('5MiB');
+  assert.equal(one.fits_at_once, false);
+  assert.equal(one.fits_one_at_a_time, true);
+  assert.match(one.verdict, /each fits alone/);
+  const none = plan('3MiB');
+  assert.equal(none.fits_one_at_a_time, false);
+  assert.equal(none.largest_model, SYNTH_ID);
+  assert.match(none.verdict, /e2e-synth-tiny alone needs 3\.86 MiB \(885 KiB short\)/);
+});
