@@ -181,6 +181,7 @@ int run_serve(ServeFlags f) {
   if (several) return run_serve_models(std::move(f), *kv_bytes, *max_body, stop_signals);
   if (f.keep_alive_given)
     spdlog::warn("--keep-alive applies to several models (-m more than once, --models); the one model stays loaded");
+  if (f.shared_pool) spdlog::warn("--shared-pool applies to several models; the one model has the one pool anyway");
 
   if (!f.memory.empty()) {
     // One model: the budget is checked once, at start (nothing else could need its room).
@@ -301,7 +302,7 @@ Command add_serve(CLI::App& app) {
                "Several models: one pool of -t compute threads whose calls take turns, instead of one pool per model");
   app.add_option("--host", flags->host, "Address to listen on")->capture_default_str();
   app.add_option("--port", flags->port, "Port to listen on; 0 picks a free one")->capture_default_str();
-  app.add_option("--kv-memory", flags->kv_memory, "KV pool size, e.g. 512MiB, 2GiB (default: min(RAM/4, 4GiB))");
+  app.add_option("--kv-memory", flags->kv_memory, "KV pool size (each model's, with several), e.g. 512MiB, 2GiB (default: min(RAM/4, 4GiB))");
   app.add_option("--kv-dtype", flags->kv_dtype, "KV cache dtype for K and V: f32, f16, bf16, q8_0, q4_0")
       ->capture_default_str();
   app.add_option("--kv-dtype-k", flags->kv_dtype_k, "KV dtype of keys (overrides --kv-dtype)");
