@@ -22,11 +22,13 @@ export const GOLDEN_64 =
   "She wanted to play with it, but it was too high.\nLily's mom said";
 
 // The disk tier is on by default in `hearth serve`; tests turn it off unless they pass their own --kv-disk, so no
-// test sees another's cached blocks (or the user's ~/.cache).
-export async function startServer(args = [], env = {}) {
+// test sees another's cached blocks (or the user's ~/.cache). `models` replaces the one default model (each is
+// passed as -m; several make a multi-model server).
+export async function startServer(args = [], env = {}, { models = [MODEL] } = {}) {
   const disk = args.includes('--kv-disk') ? [] : ['--kv-disk', 'off'];
   const pool = args.includes('--kv-memory') ? [] : ['--kv-memory', '32MiB'];
-  const proc = spawn(BIN, ['serve', '-m', MODEL, '--port', '0', '-t', '1', ...pool, ...disk, ...args], {
+  const threads = args.includes('-t') ? [] : ['-t', '1'];
+  const proc = spawn(BIN, ['serve', ...models.flatMap((m) => ['-m', m]), '--port', '0', ...threads, ...pool, ...disk, ...args], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

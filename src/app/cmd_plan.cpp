@@ -2,8 +2,10 @@
 // token for every KV dtype, KV and total memory for a context × users, and what fits in a memory budget.
 
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "app/commands.h"
 #include "gguf/gguf_file.h"
@@ -16,7 +18,7 @@ namespace hearth::app {
 namespace {
 
 struct PlanFlags {
-  std::string model_path;
+  std::vector<std::string> model_paths;  // one: the table; several: each model's needs and whether they fit together
   int64_t context = 0;  // 0: the model's training context
   int64_t users = 1;
   std::string kv_dtype = "f16";
@@ -47,17 +49,19 @@ std::string describe_window_savings(const ModelConfig& c, const MemoryPlan& plan
       format_bytes(ring), 100.0 * static_cast<double>(full - ring) / static_cast<double>(full));
 }
 
-int run_plan(const PlanFlags& f) {
-  auto fail = [](const std::string& message) {
-    std::fprintf(stderr, "error: %s\n", message.c_str());
-    return 1;
-  };
-  auto file = GgufFile::open(f.model_path);
-  if (!file) return fail(file.error().message);
+struct ModelPlan {
+  std::string id;
+  ModelConfig config;
+  MemoryPlan plan;
+};
+
+Result<ModelPlan> plan_model(const PlanFlags& f, const std::string& path) {
+  auto file = GgufFile::open(path);
+  if (!file) return file.error();
   auto config = ModelConfig::from_gguf(*file);
-  if (!config) return fail(config.error().message);
+  if (!config) return make_error("{}: {}", path, config.error().message);
   auto format = parse_kv_format(f.kv_dtype, f.kv_dtype_k, f.kv_dtype_v);
-  if (!format) return fail(format.error().message);
+  if (!format) return format.error();
   MemoryPlanRequest request;
   request.shape = {config->n_layers, config->n_kv_heads, config->head_dim};
   request.weights_bytes = static_cast<int64_t>(file->tensor_data_bytes());
@@ -68,11 +72,94 @@ int run_plan(const PlanFlags& f) {
   request.dtype = format->name();
   if (!f.memory.empty()) {
     auto memory = parse_bytes(f.memory);
-    if (!memory) return fail("--memory: " + memory.error().message);
+    if (!memory) return make_error("--memory: {}", memory.error().message);
     request.memory_bytes = *memory;
   }
   auto plan = plan_memory(request);
-  if (!plan) return fail(plan.error().message);
+  if (!plan) return make_error("{}: {}", path, plan.error().message);
+  return ModelPlan{std::filesystem::path(path).stem().string(), *config, std::move(*plan)};
+}
+
+// Several models in one budget (hearth serve -m a -m b --memory N): each at the context × users asked, all loaded
+// at once, and one at a time (the server then switches: least recently used unloads).
+int run_plan_models(const PlanFlags& f, const std::vector<ModelPlan>& models) {
+  const int64_t budget = models.front().plan.request.memory_bytes;
+  int64_t all = 0;
+  int64_t largest = 0;
+  std::string largest_id;
+  nlohmann::json rows = nlohmann::json::array();
+  std::string table = fmt::format("{:<28} {:>12} {:>12} {:>12}\n", "model", "weights", "KV", "total");
+  for (const ModelPlan& m : models) {
+    const MemoryPlanRow& row = m.plan.requested();
+    all += row.total_bytes;
+    if (row.total_bytes > largest) largest = row.total_bytes, largest_id = m.id;
+    table += fmt::format("{:<28} {:>12} {:>12} {:>12}\n", m.id, format_bytes(m.plan.request.weights_bytes),
+                         format_bytes(row.kv_bytes), format_bytes(row.total_bytes));
+    nlohmann::json j = server::memory_plan_json(m.plan);
+    j["id"] = m.id;
+    rows.push_back(std::move(j));
+  }
+  const MemoryPlanRequest& r = models.front().plan.request;
+  const std::string context =
+      f.context > 0 ? format_thousands(r.context) + " tokens of context" : "its training context";
+  const std::string what = fmt::format("These {} models ({} for {} user{} each, {} KV)", models.size(), context,
+                                       r.users, r.users == 1 ? "" : "s", r.dtype);
+  std::string verdict;
+  if (budget <= 0) {
+    verdict = fmt::format(
+        "{}: {} with every model loaded, {} for the largest ({}) alone. Give --memory to see "
+        "what fits.",
+        what, format_bytes(all), format_bytes(largest), largest_id);
+  } else if (all <= budget) {
+    verdict = fmt::format("{} fit in {} at once: {} used, {} to spare.", what, format_bytes(budget), format_bytes(all),
+                          format_bytes(budget - all));
+  } else if (largest <= budget) {
+    verdict = fmt::format(
+        "{} do not fit in {} at once ({} needed, {} short), but each fits alone (the largest, {}, needs {}): "
+        "hearth serve switches between them, unloading the least recently used; their caches wait in the disk tier.",
+        what, format_bytes(budget), format_bytes(all), format_bytes(all - budget), largest_id, format_bytes(largest));
+  } else {
+    verdict = fmt::format(
+        "{} do not fit in {}: {} alone needs {} ({} short). Shorter context, fewer users or a "
+        "smaller --kv-dtype would help; the table above shows each model's share.",
+        what, format_bytes(budget), largest_id, format_bytes(largest), format_bytes(largest - budget));
+  }
+  if (f.json) {
+    nlohmann::json out = {{"models", std::move(rows)},
+                          {"all_loaded_bytes", all},
+                          {"largest_bytes", largest},
+                          {"largest_model", largest_id},
+                          {"verdict", verdict}};
+    if (budget > 0) {
+      out["memory_bytes"] = budget;
+      out["fits_at_once"] = all <= budget;
+      out["fits_one_at_a_time"] = largest <= budget;
+    }
+    std::printf("%s\n", out.dump(2).c_str());
+  } else {
+    std::printf("%s%s\n", table.c_str(), verdict.c_str());
+    std::printf(
+        "(weights at their file size; KV = users x whole blocks of the context; hearth serve sizes each "
+        "model's pool with --kv-memory)\n");
+  }
+  return 0;
+}
+
+int run_plan(const PlanFlags& f) {
+  auto fail = [](const std::string& message) {
+    std::fprintf(stderr, "error: %s\n", message.c_str());
+    return 1;
+  };
+  std::vector<ModelPlan> models;
+  for (const std::string& path : f.model_paths) {
+    auto m = plan_model(f, path);
+    if (!m) return fail(m.error().message);
+    models.push_back(std::move(*m));
+  }
+  if (models.size() > 1) return run_plan_models(f, models);
+  const ModelConfig* config = &models.front().config;
+  const MemoryPlan* plan = &models.front().plan;
+  const MemoryPlanRequest& request = plan->request;
   if (f.json) {
     std::printf("%s\n", server::memory_plan_json(*plan).dump(2).c_str());
   } else {
@@ -107,7 +194,9 @@ Result<KvFormat> parse_kv_format(const std::string& both, const std::string& k, 
 
 Command add_plan(CLI::App& app) {
   auto flags = std::make_shared<PlanFlags>();
-  app.add_option("-m,--model", flags->model_path, "GGUF model file (only its header is read)")->required();
+  app.add_option("-m,--model", flags->model_paths,
+                 "GGUF model file (only its header is read); repeat it for several models in one --memory budget")
+      ->required();
   app.add_option("--ctx", flags->context, "Tokens of context per user (default: the model's training context)");
   app.add_option("--users", flags->users, "Users holding that context at once")->capture_default_str();
   app.add_option("--kv-dtype", flags->kv_dtype, "KV dtype the totals are for: f32, f16, bf16, q8_0, q4_0")

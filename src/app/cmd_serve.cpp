@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "app/commands.h"
+#include "app/serve_flags.h"
 #include "engine/engine.h"
 #include "engine/engine_loop.h"
 #include "gguf/gguf_file.h"
@@ -33,34 +34,6 @@
 namespace hearth::app {
 namespace {
 
-struct ServeFlags {
-  std::string model_path;
-  std::string host = "127.0.0.1";
-  int port = 8080;
-  std::string kv_memory;  // empty: min(25% of RAM, 4 GiB)
-  std::string kv_dtype = "f16";
-  std::string kv_dtype_k;  // empty: kv_dtype
-  std::string kv_dtype_v;
-  int32_t block_size = 16;
-  int threads = 0;
-  int32_t max_queue = 256;
-  int32_t max_running = 64;
-  int32_t max_batch_tokens = 512;
-  std::string api_key;
-  bool api_key_given = false;  // --api-key was on the command line (even as "")
-  std::string max_body = "4MiB";
-  std::string model_id;
-  std::vector<std::string> model_aliases;
-  bool strict_model_names = false;
-  double shutdown_grace_s = 10.0;
-  int answer_memory = 256;
-  int max_connections = 1024;
-  double header_timeout_s = 10.0;
-  std::string kv_disk;       // empty: default_disk_tier_dir(); "off": no disk tier
-  std::string kv_disk_size;  // empty: default_disk_tier_bytes()
-  std::string warm_file;     // prompts to prefill and pin at start (--warm)
-};
-
 constexpr const char* kDefaultModel = "../shared/models/stories260K.gguf";
 
 // A stop signal delivered to a thread that does not block it (see run_serve).
@@ -69,14 +42,70 @@ extern "C" void record_stop_signal(int sig) {
   g_stop_signal.store(sig);
 }
 
-int64_t default_kv_memory() {
+int64_t physical_ram() {
   const int64_t pages = sysconf(_SC_PHYS_PAGES);
   const int64_t page_size = sysconf(_SC_PAGE_SIZE);
-  const int64_t ram = pages > 0 && page_size > 0 ? pages * page_size : (8ll << 30);
-  return std::min<int64_t>(ram / 4, int64_t{4} << 30);
+  return pages > 0 && page_size > 0 ? pages * page_size : (8ll << 30);
 }
 
-// The --warm file: one warm-up per non-empty line, a JSON object (a POST /v1/cache/warm body) or plain prompt text.
+}  // namespace
+
+int64_t default_kv_memory() {
+  return std::min<int64_t>(physical_ram() / 4, int64_t{4} << 30);
+}
+
+int64_t default_memory_budget() {
+  return physical_ram() / 4 * 3;
+}
+
+Result<std::unique_ptr<DiskTier>> open_disk_tier(const ServeFlags& f) {
+  // The disk tier (on unless --kv-disk off). A directory another process holds, or one that cannot be created,
+  // leaves the server running without it, with a warning: it is a cache, never a reason not to serve.
+  std::unique_ptr<DiskTier> disk_tier;
+  if (f.kv_disk != "off") {
+    DiskTierConfig disk_config;
+    disk_config.dir = f.kv_disk.empty() ? default_disk_tier_dir() : std::filesystem::path(f.kv_disk);
+    if (f.kv_disk_size.empty()) {
+      disk_config.capacity_bytes = default_disk_tier_bytes(disk_config.dir);
+    } else {
+      auto size = parse_bytes(f.kv_disk_size);
+      if (!size) return make_error("--kv-disk-size: {}", size.error().message);
+      disk_config.capacity_bytes = *size;
+    }
+    auto opened = DiskTier::open(disk_config);
+    if (opened) {
+      disk_tier = std::move(*opened);
+      const DiskTierStats st = disk_tier->stats();
+      spdlog::info("KV disk tier: {} ({} entries, {} of {} used{}; --kv-disk off disables it)",
+                   disk_config.dir.string(), st.num_entries, format_bytes(st.bytes_used),
+                   format_bytes(st.capacity_bytes),
+                   disk_tier->num_removed_at_open() > 0
+                       ? fmt::format(", {} corrupt entries removed", disk_tier->num_removed_at_open())
+                       : std::string());
+    } else {
+      spdlog::warn("KV disk tier off: {}", opened.error().message);
+    }
+  } else {
+    spdlog::info("KV disk tier: off");
+  }
+
+  return disk_tier;
+}
+
+void watch_stop_signals(const sigset_t& stop_signals, const std::atomic<bool>& done,
+                        const std::function<void()>& on_stop) {
+  const timespec poll{0, 200 * 1000 * 1000};
+  while (!done.load()) {
+    int sig = sigtimedwait(&stop_signals, nullptr, &poll);
+    if (sig != SIGINT && sig != SIGTERM) sig = g_stop_signal.exchange(0);
+    if (sig == SIGINT || sig == SIGTERM) {
+      spdlog::info("received {}", sig == SIGINT ? "SIGINT" : "SIGTERM");
+      on_stop();
+      return;
+    }
+  }
+}
+
 Result<std::vector<nlohmann::json>> read_warm_file(const std::string& path) {
   std::ifstream in(path);
   if (!in) return make_error("cannot read {}", path);
@@ -95,12 +124,20 @@ Result<std::vector<nlohmann::json>> read_warm_file(const std::string& path) {
   return bodies;
 }
 
+namespace {
+
 std::string default_model_id(const std::string& path) {
   return std::filesystem::path(path).stem().string();
 }
 
 int run_serve(ServeFlags f) {
-  if (f.model_path.empty()) {
+  const bool several = f.model_paths.size() > 1 || !f.models_dir.empty();
+  if (f.model_paths.size() == 1 && f.models_dir.empty()) f.model_path = f.model_paths[0];
+  if (several && !f.model_id.empty()) {
+    std::fprintf(stderr, "error: --model-id names the one model; with several, each is named by its file's stem\n");
+    return 1;
+  }
+  if (!several && f.model_path.empty()) {
     if (!std::filesystem::exists(kDefaultModel)) {
       std::fprintf(stderr, "error: no model given (-m MODEL.gguf) and %s does not exist\n", kDefaultModel);
       return 1;
@@ -141,6 +178,24 @@ int run_serve(ServeFlags f) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  if (several) return run_serve_models(std::move(f), *kv_bytes, *max_body, stop_signals);
+  if (f.keep_alive_given)
+    spdlog::warn("--keep-alive applies to several models (-m more than once, --models); the one model stays loaded");
+  if (f.shared_pool) spdlog::warn("--shared-pool applies to several models; the one model has the one pool anyway");
+
+  if (!f.memory.empty()) {
+    // One model: the budget is checked once, at start (nothing else could need its room).
+    auto budget = parse_bytes(f.memory);
+    if (!budget) return std::fprintf(stderr, "error: --memory: %s\n", budget.error().message.c_str()), 1;
+    auto spec = describe_model(f, f.model_path, *kv_bytes);
+    if (!spec) return std::fprintf(stderr, "error: %s\n", spec.error().message.c_str()), 1;
+    if (spec->cost.total() > *budget) {
+      std::fprintf(stderr, "error: the model needs %s (%s of weights + %s of KV pool), more than --memory %s\n",
+                   format_bytes(spec->cost.total()).c_str(), format_bytes(spec->cost.weights_bytes).c_str(),
+                   format_bytes(spec->cost.kv_bytes).c_str(), format_bytes(*budget).c_str());
+      return 1;
+    }
+  }
 
   auto file = GgufFile::open(f.model_path);
   if (!file) return std::fprintf(stderr, "error: %s\n", file.error().message.c_str()), 1;
@@ -154,35 +209,9 @@ int run_serve(ServeFlags f) {
   if (!template_warning.empty()) spdlog::warn("chat template: {}", template_warning);
   spdlog::info("chat format: {}", chat->describe());
 
-  // The disk tier (on unless --kv-disk off). A directory another process holds, or one that cannot be created,
-  // leaves the server running without it, with a warning: it is a cache, never a reason not to serve.
-  std::unique_ptr<DiskTier> disk_tier;
-  if (f.kv_disk != "off") {
-    DiskTierConfig disk_config;
-    disk_config.dir = f.kv_disk.empty() ? default_disk_tier_dir() : std::filesystem::path(f.kv_disk);
-    if (f.kv_disk_size.empty()) {
-      disk_config.capacity_bytes = default_disk_tier_bytes(disk_config.dir);
-    } else {
-      auto size = parse_bytes(f.kv_disk_size);
-      if (!size) return std::fprintf(stderr, "error: --kv-disk-size: %s\n", size.error().message.c_str()), 1;
-      disk_config.capacity_bytes = *size;
-    }
-    auto opened = DiskTier::open(disk_config);
-    if (opened) {
-      disk_tier = std::move(*opened);
-      const DiskTierStats st = disk_tier->stats();
-      spdlog::info("KV disk tier: {} ({} entries, {} of {} used{}; --kv-disk off disables it)",
-                   disk_config.dir.string(), st.num_entries, format_bytes(st.bytes_used),
-                   format_bytes(st.capacity_bytes),
-                   disk_tier->num_removed_at_open() > 0
-                       ? fmt::format(", {} corrupt entries removed", disk_tier->num_removed_at_open())
-                       : std::string());
-    } else {
-      spdlog::warn("KV disk tier off: {}", opened.error().message);
-    }
-  } else {
-    spdlog::info("KV disk tier: off");
-  }
+  auto opened_tier = open_disk_tier(f);
+  if (!opened_tier) return std::fprintf(stderr, "error: %s\n", opened_tier.error().message.c_str()), 1;
+  std::unique_ptr<DiskTier> disk_tier = std::move(*opened_tier);
 
   ThreadPool pool(f.threads);
   EngineConfig engine_config;
@@ -238,18 +267,7 @@ int run_serve(ServeFlags f) {
   });
 
   std::atomic<bool> done{false};
-  std::thread signal_thread([&] {
-    const timespec poll{0, 200 * 1000 * 1000};
-    while (!done.load()) {
-      int sig = sigtimedwait(&stop_signals, nullptr, &poll);
-      if (sig != SIGINT && sig != SIGTERM) sig = g_stop_signal.exchange(0);
-      if (sig == SIGINT || sig == SIGTERM) {
-        spdlog::info("received {}", sig == SIGINT ? "SIGINT" : "SIGTERM");
-        http.shutdown();
-        return;
-      }
-    }
-  });
+  std::thread signal_thread([&] { watch_stop_signals(stop_signals, done, [&] { http.shutdown(); }); });
 
   // Tests and scripts read the port from this line (--port 0 picks a free one).
   std::printf("hearth: serving %s (model id '%s') on http://%s:%d%s\n", f.model_path.c_str(),
@@ -269,10 +287,22 @@ int run_serve(ServeFlags f) {
 
 Command add_serve(CLI::App& app) {
   auto flags = std::make_shared<ServeFlags>();
-  app.add_option("-m,--model", flags->model_path, std::string("GGUF model file (default ") + kDefaultModel + ")");
+  app.add_option("-m,--model", flags->model_paths,
+                 std::string("GGUF model file (default ") + kDefaultModel +
+                     "); repeat it to serve several models under one --memory budget");
+  app.add_option("--models", flags->models_dir, "Serve every .gguf file in this folder (under one --memory budget)")
+      ->check(CLI::ExistingDirectory);
+  app.add_option("--memory", flags->memory,
+                 "Memory budget of every model's weights (file size) plus KV pool, e.g. 12GiB (default: 75% of RAM)");
+  CLI::Option* keep_alive =
+      app.add_option("--keep-alive", flags->keep_alive,
+                     "Unload a model unused for this long, e.g. 30s, 5m, 2h; 0 keeps it until its room is needed")
+          ->capture_default_str();
+  app.add_flag("--shared-pool", flags->shared_pool,
+               "Several models: one pool of -t compute threads whose calls take turns, instead of one pool per model");
   app.add_option("--host", flags->host, "Address to listen on")->capture_default_str();
   app.add_option("--port", flags->port, "Port to listen on; 0 picks a free one")->capture_default_str();
-  app.add_option("--kv-memory", flags->kv_memory, "KV pool size, e.g. 512MiB, 2GiB (default: min(RAM/4, 4GiB))");
+  app.add_option("--kv-memory", flags->kv_memory, "KV pool size (each model's, with several), e.g. 512MiB, 2GiB (default: min(RAM/4, 4GiB))");
   app.add_option("--kv-dtype", flags->kv_dtype, "KV cache dtype for K and V: f32, f16, bf16, q8_0, q4_0")
       ->capture_default_str();
   app.add_option("--kv-dtype-k", flags->kv_dtype_k, "KV dtype of keys (overrides --kv-dtype)");
@@ -288,7 +318,7 @@ Command add_serve(CLI::App& app) {
   app.add_option("--model-id", flags->model_id, "Model name for /v1/models (default: the file name)");
   app.add_option("--model-alias", flags->model_aliases,
                  "Another name for the served model, listed by /v1/models and accepted even with "
-                 "--strict-model-names (repeatable)");
+                 "--strict-model-names (repeatable); with several models ID=NAME");
   app.add_flag("--strict-model-names", flags->strict_model_names,
                "Answer 404 to a request naming a model other than the model id or an alias (default: any name is "
                "accepted and the response names the served model)");
@@ -315,8 +345,9 @@ Command add_serve(CLI::App& app) {
                  "Recent answers whose generated token ids a later turn that quotes them reuses (0: off)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
-  return [flags, api_key] {
+  return [flags, api_key, keep_alive] {
     flags->api_key_given = api_key->count() > 0;
+    flags->keep_alive_given = keep_alive->count() > 0;
     return run_serve(*flags);
   };
 }

@@ -41,9 +41,21 @@ size_t closing_brace(std::string_view line, size_t open) {
   return std::string_view::npos;
 }
 
+// For parse(text, model): false when `labels` start with another model's label; strips this model's.
+bool keep_for_model(std::string& labels, std::string_view model) {
+  constexpr std::string_view kKey = "model=\"";
+  if (model.empty() || !labels.starts_with(kKey)) return true;
+  const size_t end = labels.find('"', kKey.size());
+  if (end == std::string::npos || std::string_view(labels).substr(kKey.size(), end - kKey.size()) != model) {
+    return false;
+  }
+  labels.erase(0, end + 1 < labels.size() && labels[end + 1] == ',' ? end + 2 : end + 1);
+  return true;
+}
+
 }  // namespace
 
-PromSamples PromSamples::parse(std::string_view text) {
+PromSamples PromSamples::parse(std::string_view text, std::string_view model) {
   PromSamples out;
   size_t pos = 0;
   while (pos < text.size()) {
@@ -64,7 +76,7 @@ PromSamples PromSamples::parse(std::string_view text) {
       rest = line.substr(close + 1);
     }
     const auto value = parse_value(rest);
-    if (!value) continue;
+    if (!value || !keep_for_model(labels, model)) continue;
     out.samples_[{std::move(name), std::move(labels)}] = *value;
   }
   return out;

@@ -12,8 +12,10 @@ namespace hearth::bench {
 
 class PromSamples {
  public:
-  // Parses `text`; lines that do not parse are skipped (a scrape of a foreign server never fails the bench).
-  static PromSamples parse(std::string_view text);
+  // Parses `text`; lines that do not parse are skipped (a scrape of a foreign server never fails the bench). With
+  // `model`, a Hearth server of several models is read as that model alone: samples whose first label is
+  // model="MODEL" lose that label, samples of another model are skipped, unlabelled ones stay.
+  static PromSamples parse(std::string_view text, std::string_view model = {});
 
   // The sample of `name` whose labels are exactly `labels` (e.g. `state="used"`, in the order the
   // server wrote them, without braces; empty for an unlabelled sample).

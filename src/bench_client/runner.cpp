@@ -87,8 +87,9 @@ class MetricsSampler {
   std::optional<PromSamples> scrape() const {
     auto text = fetch_text(config_.endpoint, "/metrics", config_.request, 5.0);
     if (!text) return std::nullopt;
-    PromSamples samples = PromSamples::parse(*text);
-    if (!samples.get("hearth_kv_blocks_total")) return std::nullopt;  // not a Hearth server
+    PromSamples samples = PromSamples::parse(*text, config_.model);  // a server of several models: this one's
+    // Not a Hearth server. (One of several models has no series before its first load; the budget's are there.)
+    if (!samples.get("hearth_kv_blocks_total") && !samples.get("hearth_memory_budget_bytes")) return std::nullopt;
     return samples;
   }
 

@@ -26,8 +26,14 @@ void HttpServer::begin_in_flight() {
 }
 
 void HttpServer::end_in_flight() {
-  std::lock_guard lock(in_flight_mutex_);
-  if (--num_in_flight_ == 0) in_flight_done_.notify_all();
+  std::function<void()> on_idle;  // a copy: once the lock is released this server may be destroyed (an unload)
+  {
+    std::lock_guard lock(in_flight_mutex_);
+    if (--num_in_flight_ > 0) return;
+    in_flight_done_.notify_all();
+    on_idle = config_.on_idle;
+  }
+  if (on_idle) on_idle();
 }
 
 std::optional<ApiError> HttpServer::check_model(const CompletionRequest& request) const {

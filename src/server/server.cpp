@@ -46,6 +46,7 @@ HttpServer::HttpServer(ServerConfig config, EngineLoop& loop, const Tokenizer& t
       dashboard_csp_(dashboard_csp(dashboard_html())) {
   install_routes();
   sampler_ = std::make_unique<StatsSampler>(std::chrono::seconds(1), [this] { sample_stats(); });
+  if (!config_.own_transport) return;
   transport_ = std::make_unique<HttpTransport>(
       config_.http, [this](const HttpRequest& req) { return handle(req); },
       [this](int status, const std::string& message, std::string_view path) {
@@ -178,12 +179,21 @@ HttpResponse HttpServer::handle_models(const HttpRequest& req) const {
 }
 
 HttpResponse HttpServer::handle_metrics() {
-  // After shutdown the engine's counters are gone; the server's own series still render.
-  const EngineStats stats = loop_.stats().value_or(EngineStats{});
   HttpResponse res;
   res.content_type = "text/plain; version=0.0.4; charset=utf-8";
-  res.body = metrics_.render(stats, loop_.info().kv_plan);
+  res.body = metrics_text();
   return res;
+}
+
+std::string HttpServer::metrics_text() {
+  // After shutdown the engine's counters are gone; the server's own series still render.
+  const EngineStats stats = loop_.stats().value_or(EngineStats{});
+  return metrics_.render(stats, loop_.info().kv_plan);
+}
+
+int HttpServer::num_in_flight() {
+  std::lock_guard lock(in_flight_mutex_);
+  return num_in_flight_;
 }
 
 // The pool the server runs with, and the memory plan for ?ctx=&users=&memory= (default: the model's context,
@@ -244,8 +254,10 @@ void HttpServer::listen() {
 void HttpServer::shutdown() {
   if (draining_.exchange(true)) return;
   std::unique_lock lock(in_flight_mutex_);
-  spdlog::info("shutting down: refusing new requests, {} in flight", num_in_flight_);
-  transport_->stop_accepting();
+  if (transport_) {
+    spdlog::info("shutting down: refusing new requests, {} in flight", num_in_flight_);
+    transport_->stop_accepting();
+  }
   // In-flight generations may finish on their own for the grace period (woken by the last one); the rest are
   // aborted when the loop stops, and their final outputs still reach their clients before the connections close.
   const auto grace = std::chrono::duration<double>(config_.shutdown_grace_s);
@@ -256,7 +268,7 @@ void HttpServer::shutdown() {
   lock.lock();
   in_flight_done_.wait_for(lock, std::chrono::seconds(2), [&] { return num_in_flight_ == 0; });
   lock.unlock();
-  transport_->stop();
+  if (transport_) transport_->stop();
 }
 
 }  // namespace hearth::server

@@ -48,6 +48,12 @@ struct ServerConfig {
   size_t answer_memory_entries = 256;      // recent answers whose ids later turns reuse (0: off; answer_memory.h)
   std::vector<std::string> model_aliases;  // more names for the served model (--model-alias), listed by /v1/models
   bool strict_model_names = false;         // only the model id and its aliases; other names 404 (model_names.h)
+  // False: the server has no socket of its own; a front (model_router.h, several models) calls handle() after it
+  // checked the key and chose the model. listen() and bind() must not be called then.
+  bool own_transport = true;
+  // Called (from any thread, under no lock of this server) whenever the last request in flight has ended, so a
+  // front can unload the model. May be empty.
+  std::function<void()> on_idle;
 };
 
 // Constant-time comparison of an Authorization header against "Bearer KEY" (the scheme case-insensitive).
@@ -71,6 +77,13 @@ class HttpServer {
   // Prefills and (unless "pin": false) pins the prompt or chat of a completion-shaped body, waiting until done:
   // POST /v1/cache/warm and --warm. The result says what the prefix cache holds of it (cache_warm.cpp).
   [[nodiscard]] ApiResult<nlohmann::json> warm(const nlohmann::json& body);
+
+  // Routes one request (authentication included); what the transport calls. Any thread.
+  HttpResponse handle(const HttpRequest& req);
+  // Requests whose generation has not ended yet (each choice of each response); any thread.
+  int num_in_flight();
+  // The GET /metrics text of this server and its engine (metrics.h); any thread.
+  std::string metrics_text();
 
   // Graceful stop, from any thread: refuse new work (503), stop accepting, let in-flight requests finish for up to
   // shutdown_grace_s, then abort the rest, stop the engine loop and close the connections. Idempotent.
@@ -96,7 +109,6 @@ class HttpServer {
     int32_t answer_tokens = 0;   // ids taken from a remembered answer
   };
 
-  HttpResponse handle(const HttpRequest& req);
   std::optional<HttpResponse> check_auth(const HttpRequest& req);
   void install_routes();
   HttpResponse handle_health() const;

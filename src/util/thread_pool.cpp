@@ -37,6 +37,7 @@ void ThreadPool::dispatch(Trampoline call, void* ctx) {
     call(ctx, 0, 1);
     return;
   }
+  take_turn();
   {
     std::lock_guard lock(mutex_);
     call_.store(call, std::memory_order_relaxed);
@@ -58,6 +59,22 @@ void ThreadPool::dispatch(Trampoline call, void* ctx) {
       std::this_thread::yield();
     }
   }
+  end_turn();
+}
+
+void ThreadPool::take_turn() {
+  std::unique_lock lock(turn_mutex_);
+  const uint64_t ticket = next_ticket_++;
+  if (ticket == now_serving_) return;
+  ++turn_waiters_;
+  turn_.wait(lock, [&] { return now_serving_ == ticket; });
+  --turn_waiters_;
+}
+
+void ThreadPool::end_turn() {
+  std::lock_guard lock(turn_mutex_);
+  ++now_serving_;
+  if (turn_waiters_ > 0) turn_.notify_all();
 }
 
 void ThreadPool::run_parts() {

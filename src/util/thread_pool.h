@@ -25,7 +25,10 @@ class ThreadPool {
   // Runs fn(ith, nth) exactly once for every ith in [0, nth), nth == num_threads(); the caller runs ith == 0
   // first. The other parts go to whichever thread claims them first (the caller included), so a worker the OS
   // has not scheduled yet does not hold up the call; fn must therefore not assume which thread runs a part.
-  // Returns when all have finished. Not reentrant: fn must not call run() on the same pool.
+  // Returns when all have finished. Not reentrant: fn must not call run() on the same pool. Several threads may
+  // call run() (the engine loops of several models share one pool): their calls take turns in arrival order
+  // (a ticket lock), whole call by whole call, so each uses every thread, the machine is never oversubscribed, and
+  // a caller waits for at most one call of each other caller (a long prefill cannot starve another's decode).
   template <class F>
   void run(F&& fn) {
     using Fn = std::remove_reference_t<F>;
@@ -42,6 +45,14 @@ class ThreadPool {
 
   int num_threads_;
   std::vector<std::thread> workers_;
+  // The ticket lock of multi-threaded calls: a call owns the workers while now_serving_ is its ticket.
+  void take_turn();
+  void end_turn();
+  std::mutex turn_mutex_;
+  std::condition_variable turn_;
+  uint64_t next_ticket_ = 0;  // guarded by turn_mutex_
+  uint64_t now_serving_ = 0;  // guarded by turn_mutex_
+  int turn_waiters_ = 0;      // guarded by turn_mutex_
   std::mutex mutex_;
   std::condition_variable wake_;
   std::atomic<uint64_t> generation_{0};

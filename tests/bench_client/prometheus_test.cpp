@@ -46,6 +46,23 @@ TEST(PromSamples, SumsOverLabelsAndSkipsBadLines) {
   EXPECT_EQ(s.size(), 9u);
 }
 
+TEST(PromSamples, AModelIsReadAloneFromAServerOfSeveral) {
+  const std::string text =
+      "hearth_memory_budget_bytes 100\n"
+      "hearth_kv_blocks_total{model=\"a\"} 8\n"
+      "hearth_kv_blocks_total{model=\"b\"} 16\n"
+      "hearth_kv_blocks{model=\"a\",state=\"used\"} 3\n"
+      "hearth_kv_blocks{model=\"ab\",state=\"used\"} 5\n";
+  const PromSamples a = PromSamples::parse(text, "a");
+  EXPECT_EQ(a.get("hearth_kv_blocks_total"), 8);
+  EXPECT_EQ(a.get("hearth_kv_blocks", "state=\"used\""), 3);
+  EXPECT_EQ(a.get("hearth_memory_budget_bytes"), 100);
+  EXPECT_EQ(a.size(), 3u);
+  const PromSamples all = PromSamples::parse(text);
+  EXPECT_EQ(all.get("hearth_kv_blocks_total", "model=\"b\""), 16);
+  EXPECT_EQ(all.size(), 5u);
+}
+
 TEST(PromSamples, EmptyAndGarbageTextGiveNoSamples) {
   EXPECT_TRUE(PromSamples::parse("").empty());
   EXPECT_TRUE(PromSamples::parse("<html>not metrics</html>\n").empty());

@@ -26,6 +26,31 @@ TEST(ThreadPool, RunsEveryPartExactlyOnce) {
   }
 }
 
+// Two engine loops share one pool: calls from two threads take turns; each call still sees its own parts exactly
+// once and never another caller's, and no call is ever inside the pool while another is.
+TEST(ThreadPool, CallsFromTwoThreadsTakeTurnsWholeCallByWholeCall) {
+  ThreadPool pool(3);
+  std::atomic<int> inside{0};
+  std::atomic<bool> overlap{false};
+  auto caller = [&](int tag) {
+    for (int round = 0; round < 300; ++round) {
+      std::vector<std::atomic<int>> hits(3);
+      pool.run([&](int ith, int nth) {
+        if (ith == 0 && inside.fetch_add(1) != 0) overlap = true;
+        EXPECT_EQ(nth, 3);
+        hits[ith].fetch_add(tag);
+        if (ith == 0) inside.fetch_sub(1);
+      });
+      for (int i = 0; i < 3; ++i) ASSERT_EQ(hits[i].load(), tag) << "caller " << tag << " part " << i;
+    }
+  };
+  std::thread a(caller, 1);
+  std::thread b(caller, 2);
+  a.join();
+  b.join();
+  EXPECT_FALSE(overlap.load());
+}
+
 // Parts go to whichever thread claims them, but part 0 is always the caller's, and with 8 threads on a small
 // machine the caller usually claims some workers' parts too: every part still runs once, on some pool thread.
 TEST(ThreadPool, CallerRunsPartZeroAndPartsRunOnPoolThreads) {

@@ -1,0 +1,75 @@
+#pragma once
+// The flags of `hearth serve`, shared by the one-model path (cmd_serve.cpp) and the several-models path
+// (serve_models.cpp).
+
+#include <signal.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kv/disk_tier.h"
+#include "server/model_host.h"
+#include "util/result.h"
+
+namespace hearth::app {
+
+struct ServeFlags {
+  std::string model_path;                // the one model (run_serve); several go to run_serve_models
+  std::vector<std::string> model_paths;  // -m, repeatable
+  std::string models_dir;                // --models DIR: every .gguf in it
+  std::string memory;                    // --memory; empty: default_memory_budget()
+  std::string keep_alive = "5m";         // --keep-alive
+  bool keep_alive_given = false;         // --keep-alive was on the command line
+  bool shared_pool = false;              // --shared-pool: one compute pool for every model
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::string kv_memory;  // empty: min(25% of RAM, 4 GiB)
+  std::string kv_dtype = "f16";
+  std::string kv_dtype_k;  // empty: kv_dtype
+  std::string kv_dtype_v;
+  int32_t block_size = 16;
+  int threads = 0;
+  int32_t max_queue = 256;
+  int32_t max_running = 64;
+  int32_t max_batch_tokens = 512;
+  std::string api_key;
+  bool api_key_given = false;  // --api-key was on the command line (even as "")
+  std::string max_body = "4MiB";
+  std::string model_id;
+  std::vector<std::string> model_aliases;
+  bool strict_model_names = false;
+  double shutdown_grace_s = 10.0;
+  int answer_memory = 256;
+  int max_connections = 1024;
+  double header_timeout_s = 10.0;
+  std::string kv_disk;       // empty: default_disk_tier_dir(); "off": no disk tier
+  std::string kv_disk_size;  // empty: default_disk_tier_bytes()
+  std::string warm_file;     // prompts to prefill and pin at start (--warm)
+};
+
+// The disk tier the flags ask for (null when --kv-disk off, or when the directory cannot be used: a warning, the
+// server runs without it). Error only for a bad --kv-disk-size.
+[[nodiscard]] Result<std::unique_ptr<DiskTier>> open_disk_tier(const ServeFlags& f);
+// min(25% of RAM, 4 GiB): each model's KV pool when --kv-memory is not given.
+int64_t default_kv_memory();
+// 75% of RAM: the budget of all models' weights and KV pools when --memory is not given.
+int64_t default_memory_budget();
+// Waits (on the calling thread, which has them blocked) for SIGINT or SIGTERM and then calls on_stop once; returns
+// then, or when `done` is set.
+void watch_stop_signals(const sigset_t& stop_signals, const std::atomic<bool>& done,
+                        const std::function<void()>& on_stop);
+// The --warm file: one warm-up per non-empty line, a JSON object (a POST /v1/cache/warm body) or plain prompt text.
+[[nodiscard]] Result<std::vector<nlohmann::json>> read_warm_file(const std::string& path);
+// What serving the model at `path` costs, from its GGUF header alone (serve_models.cpp): id (the file's stem),
+// weights (tensor bytes), the KV pool of `kv_bytes` at the flags' dtype and block size.
+[[nodiscard]] Result<server::ModelSpec> describe_model(const ServeFlags& f, const std::string& path, int64_t kv_bytes);
+// Serves several models under one memory budget (-m more than once, or --models). The stop signals are blocked.
+int run_serve_models(ServeFlags f, int64_t kv_bytes, int64_t max_body, const sigset_t& stop_signals);
+
+}  // namespace hearth::app
