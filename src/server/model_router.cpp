@@ -138,11 +138,12 @@ ModelRouter::ModelRouter(ModelRouterConfig config, ModelHost& host) : config_(st
   }
   transport_ = std::make_unique<HttpTransport>(
       config_.http, [this](const HttpRequest& req) { return handle(req); },
-      [this](int status, const std::string& message) {
+      [](int status, const std::string& message, std::string_view path) {
         const char* code = status == 413 ? "request_too_large" : status == 431 ? "header_too_large" : "";
+        const ApiError error{status, message, error_type_for_status(status), {}, code};
         HttpResponse res;
         res.status = status;
-        res.body = dump(error_json(ApiError{status, message, error_type_for_status(status), {}, code}));
+        res.body = dump(is_anthropic_path(path) ? anthropic_error_json(error) : error_json(error));
         if (status == 503) res.set_header("Retry-After", "1");
         return res;
       });
@@ -190,7 +191,7 @@ HttpResponse ModelRouter::error_response(const HttpRequest& req, const ApiError&
   }
   HttpResponse res;
   res.status = error.status;
-  res.body = dump(req.path == "/v1/messages" ? anthropic_error_json(error) : error_json(error));
+  res.body = dump(is_anthropic_path(req.path) ? anthropic_error_json(error) : error_json(error));
   if (error.status == 429 || error.status == 503) res.set_header("Retry-After", "1");
   if (error.status == 401) res.set_header("WWW-Authenticate", "Bearer");
   return res;

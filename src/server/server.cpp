@@ -52,7 +52,7 @@ HttpServer::HttpServer(ServerConfig config, EngineLoop& loop, const Tokenizer& t
       [this](int status, const std::string& message, std::string_view path) {
         const char* code = status == 413 ? "request_too_large" : status == 431 ? "header_too_large" : "";
         const ApiError error{status, message, error_type_for_status(status), {}, code};
-        return path == kMessagesPath ? anthropic_error_response(error) : error_response(error);
+        return is_anthropic_path(path) ? anthropic_error_response(error) : error_response(error);
       });
 }
 
@@ -119,7 +119,7 @@ HttpResponse HttpServer::handle(const HttpRequest& req) {
   }
   // Under /v1/messages (the Anthropic route and what an Anthropic client may call beside it, e.g. count_tokens),
   // errors keep Anthropic's shape.
-  const bool anthropic = req.path == kMessagesPath || req.path.starts_with(std::string(kMessagesPath) + "/");
+  const bool anthropic = is_anthropic_path(req.path);
   if (path_known) {
     const ApiError error{
         405, "method " + req.method + " is not allowed on " + req.path, "invalid_request_error", {}, {}};

@@ -39,6 +39,10 @@ namespace hearth::server {
 
 // The Anthropic Messages route (messages.cpp); errors on it and under it use Anthropic's shape.
 inline constexpr std::string_view kMessagesPath = "/v1/messages";
+[[nodiscard]] inline bool is_anthropic_path(std::string_view path) {
+  return path == kMessagesPath ||
+         (path.starts_with(kMessagesPath) && path.substr(kMessagesPath.size()).starts_with("/"));
+}
 
 struct ServerConfig {
   std::string api_key;             // empty: no authentication
