@@ -101,6 +101,10 @@ struct KQuantKernel {
 };
 
 inline constexpr int kKQuantRows = 4;
+// Q4_K and Q2_K stream from DRAM twice as fast two rows at a time (`hearth-bench-matmul-cpu 16384 8192 1`: Q4_K
+// 21.1 vs 10.3 GB/s on one thread, Q2_K 12.8 vs 6.0; synthetic 1B Q4_K_M decode 31 -> 43 tok/s), while Q6_K wants
+// four (29.2 vs 16.6 GB/s) and the others do not care; the rows of a tile never change an output's bits.
+inline constexpr int kKQuantRowsSmallBlocks = 2;
 inline constexpr int kKQuantTokens = 2;
 
 }  // namespace hearth::kernels::avx2

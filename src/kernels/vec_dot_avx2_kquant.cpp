@@ -23,16 +23,20 @@ using avx2::KQuantKernel;
 using avx2::load_fp16;
 using avx2::TileTable;
 
-// The 8 six-bit scales and mins of a Q4_K block as bytes, unpacked four at a time (layout in quant.h).
+// The 8 six-bit scales and mins of a Q4_K (and Q5_K) block as bytes, unpacked in SIMD (layout in quant.h): with
+// the packed words w0, w1, w2, scales 0-3 = w0 & 0x3F.., scales 4-7 = (w2 & 0x0F..) | (w0 & 0xC0..) >> 2, mins 0-3 =
+// w1 & 0x3F.., mins 4-7 = (w2 >> 4 & 0x0F..) | (w1 & 0xC0..) >> 2, one 32-bit lane each. Reads 16 bytes from
+// `packed`: the 12 of the scales and 4 of what follows them in the block.
 HEARTH_AVX2 inline void unpack_q4_k_scales_x4(const uint8_t* packed, __m128i* scale8, __m128i* min8) {
-  uint32_t word[3];
-  std::memcpy(word, packed, sizeof(word));
-  const uint32_t scale_lo = word[0] & 0x3F3F3F3Fu;
-  const uint32_t min_lo = word[1] & 0x3F3F3F3Fu;
-  const uint32_t scale_hi = (word[2] & 0x0F0F0F0Fu) | ((word[0] & 0xC0C0C0C0u) >> 2);
-  const uint32_t min_hi = ((word[2] >> 4) & 0x0F0F0F0Fu) | ((word[1] & 0xC0C0C0C0u) >> 2);
-  *scale8 = _mm_set_epi32(0, 0, static_cast<int>(scale_hi), static_cast<int>(scale_lo));
-  *min8 = _mm_set_epi32(0, 0, static_cast<int>(min_hi), static_cast<int>(min_lo));
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed));
+  const __m128i low = _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0));   // w0, w2, w1, w2
+  const __m128i high = _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0));  // w0, w0, w1, w1
+  const __m128i x = _mm_and_si128(_mm_srlv_epi32(low, _mm_setr_epi32(0, 0, 0, 4)),
+                                  _mm_setr_epi32(0x3F3F3F3F, 0x0F0F0F0F, 0x3F3F3F3F, 0x0F0F0F0F));
+  const __m128i y = _mm_and_si128(_mm_srli_epi32(high, 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
+  const __m128i r = _mm_or_si128(x, y);  // scales 0-3, scales 4-7, mins 0-3, mins 4-7
+  *scale8 = _mm_move_epi64(r);
+  *min8 = _mm_srli_si128(r, 8);
 }
 
 // Broadcasts int16 lane `kLane` of both 128-bit halves of v to all 16 lanes.
@@ -208,7 +212,7 @@ using avx2::kKQuantTokens;
 TileKernel avx2_kquant_tile_kernel(DType weight_type) {
   switch (weight_type) {
     case DType::Q4_K:
-      return TileTable<KQuantKernel<BlockQ4_K, Q4KKernel>, kKQuantRows, kKQuantTokens>::kernel();
+      return TileTable<KQuantKernel<BlockQ4_K, Q4KKernel>, avx2::kKQuantRowsSmallBlocks, kKQuantTokens>::kernel();
     case DType::Q6_K:
       return TileTable<KQuantKernel<BlockQ6_K, Q6KKernel>, kKQuantRows, kKQuantTokens>::kernel();
     case DType::Q5_K:

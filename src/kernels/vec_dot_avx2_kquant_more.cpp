@@ -173,7 +173,7 @@ struct IQ4XSKernel {
 TileKernel avx2_kquant_more_tile_kernel(DType weight_type) {
   switch (weight_type) {
     case DType::Q2_K:
-      return TileTable<KQuantKernel<BlockQ2_K, Q2KKernel>, avx2::kKQuantRows, avx2::kKQuantTokens>::kernel();
+      return TileTable<KQuantKernel<BlockQ2_K, Q2KKernel>, avx2::kKQuantRowsSmallBlocks, avx2::kKQuantTokens>::kernel();
     case DType::Q3_K:
       return TileTable<KQuantKernel<BlockQ3_K, Q3KKernel>, avx2::kKQuantRows, avx2::kKQuantTokens>::kernel();
     case DType::IQ4_XS:
