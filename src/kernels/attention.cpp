@@ -50,6 +50,7 @@ struct ScalarOps {
   static void dequantize(KvDtype type, const uint8_t* src, float* dst, int32_t hd) {
     kv_dequantize_head_reference(type, src, dst, hd);
   }
+  static constexpr bool kFusedF16 = false;
 };
 
 HEARTH_AVX2_ATTN void scores_avx2(const float* q, const float* const* k, int32_t n, int32_t hd, float scale, float* s) {
@@ -80,6 +81,45 @@ HEARTH_AVX2_ATTN void accumulate_avx2(float* acc, float corr, const float* p, co
     float a = acc[d] * corr;
     for (int32_t j = 0; j < n; ++j) a = std::fma(v[j][d], p[j], a);
     acc[d] = a;
+  }
+}
+
+// f16 keys and values read in place (hd % 8 == 0): each element converted to fp32 exactly as dequantize_avx2 does,
+// then the same fma as scores_avx2 (dot_lanes_avx2's lanes and combination) and accumulate_avx2, so the results
+// are bitwise theirs on the dequantized tile, without writing the tile.
+HEARTH_AVX2_ATTN inline __m256 load_f16x8(const uint8_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+HEARTH_AVX2_ATTN void scores_f16(const float* q, const uint8_t* const* k, int32_t n, int32_t hd, float scale,
+                                 float* s) {
+  for (int32_t j = 0; j < n; ++j) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int32_t i = 0; i < hd; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load_f16x8(k[j] + 2 * i), acc);
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, acc);
+    s[j] = kernels::combine_lanes(lanes) * scale;
+  }
+}
+
+HEARTH_AVX2_ATTN void accumulate_f16(float* acc, float corr, const float* p, const uint8_t* const* v, int32_t n,
+                                     int32_t hd) {
+  const __m256 vc = _mm256_set1_ps(corr);
+  int32_t d0 = 0;
+  for (; d0 + 64 <= hd; d0 += 64) {
+    __m256 a[8];
+    for (int c = 0; c < 8; ++c) a[c] = _mm256_mul_ps(_mm256_loadu_ps(acc + d0 + 8 * c), vc);
+    for (int32_t j = 0; j < n; ++j) {
+      const __m256 pj = _mm256_set1_ps(p[j]);
+      const uint8_t* vj = v[j] + 2 * d0;
+      for (int c = 0; c < 8; ++c) a[c] = _mm256_fmadd_ps(load_f16x8(vj + 16 * c), pj, a[c]);
+    }
+    for (int c = 0; c < 8; ++c) _mm256_storeu_ps(acc + d0 + 8 * c, a[c]);
+  }
+  for (; d0 < hd; d0 += 8) {
+    __m256 a = _mm256_mul_ps(_mm256_loadu_ps(acc + d0), vc);
+    for (int32_t j = 0; j < n; ++j) a = _mm256_fmadd_ps(load_f16x8(v[j] + 2 * d0), _mm256_set1_ps(p[j]), a);
+    _mm256_storeu_ps(acc + d0, a);
   }
 }
 
@@ -151,6 +191,13 @@ struct Avx2Ops {
   static void dequantize(KvDtype type, const uint8_t* src, float* dst, int32_t hd) {
     dequantize_avx2(type, src, dst, hd);
   }
+  static constexpr bool kFusedF16 = true;
+  static void scores_f16(const float* q, const uint8_t* const* k, int32_t n, int32_t hd, float scale, float* s) {
+    hearth::scores_f16(q, k, n, hd, scale, s);
+  }
+  static void accumulate_f16(float* acc, float corr, const float* p, const uint8_t* const* v, int32_t n, int32_t hd) {
+    hearth::accumulate_f16(acc, corr, p, v, n, hd);
+  }
 };
 
 constexpr int32_t kMaxBlockSize = 1024;
@@ -192,6 +239,10 @@ void attention_tile_impl(const AttentionTile& t, const PagedKvView& k, const Pag
   std::fill(acc, acc + static_cast<size_t>(n_queries) * hd, 0.0f);
   const float* k_rows[kMaxBlockSize];
   const float* v_rows[kMaxBlockSize];
+  // f16 KV (the default) is read in place by the AVX2 ops instead of being dequantized into the tile first.
+  const bool fused = Ops::kFusedF16 && k.dtype == KvDtype::kF16 && v.dtype == KvDtype::kF16 && hd % 8 == 0;
+  const uint8_t* k_raw[kMaxBlockSize];
+  const uint8_t* v_raw[kMaxBlockSize];
 
   // Tiles are the absolute KV blocks, so a row's keys (and the order they are reduced in) depend on its
   // position alone; a row skips the tiles, and the keys of a tile, that lie before its window.
@@ -200,15 +251,31 @@ void attention_tile_impl(const AttentionTile& t, const PagedKvView& k, const Pag
   for (int32_t key0 = first_key / bs * bs; key0 <= last_pos; key0 += bs) {
     const int32_t n_in = std::min(bs, last_pos + 1 - key0);
     const int32_t skip_min = std::max(0, first_key - key0);
-    load_tile<Ops>(k, t.kv_head, key0 + skip_min, n_in - skip_min, hd, scratch + lay.k_tile, k_rows + skip_min);
-    load_tile<Ops>(v, t.kv_head, key0 + skip_min, n_in - skip_min, hd, scratch + lay.v_tile, v_rows + skip_min);
+    if (fused) {
+      for (int32_t j = skip_min; j < n_in; ++j) {
+        k_raw[j] = k.head(key0 + j, t.kv_head);
+        v_raw[j] = v.head(key0 + j, t.kv_head);
+      }
+    } else {
+      load_tile<Ops>(k, t.kv_head, key0 + skip_min, n_in - skip_min, hd, scratch + lay.k_tile, k_rows + skip_min);
+      load_tile<Ops>(v, t.kv_head, key0 + skip_min, n_in - skip_min, hd, scratch + lay.v_tile, v_rows + skip_min);
+    }
     for (int32_t r = std::max(0, key0 - t.first_pos); r < t.n_rows; ++r) {
       const int32_t skip = std::max(0, first_key_of(t, t.first_pos + r) - key0);
       const int32_t nk = std::min(n_in, t.first_pos + r - key0 + 1) - skip;
       if (nk <= 0) continue;
       for (int32_t g = 0; g < t.n_q_heads; ++g) {
         const int32_t qi = r * t.n_q_heads + g;
-        Ops::scores(t.q + r * t.q_stride + static_cast<size_t>(g) * hd, k_rows + skip, nk, hd, t.scale, p);
+        const float* q = t.q + r * t.q_stride + static_cast<size_t>(g) * hd;
+        if constexpr (Ops::kFusedF16) {
+          if (fused) {
+            Ops::scores_f16(q, k_raw + skip, nk, hd, t.scale, p);
+          } else {
+            Ops::scores(q, k_rows + skip, nk, hd, t.scale, p);
+          }
+        } else {
+          Ops::scores(q, k_rows + skip, nk, hd, t.scale, p);
+        }
         if (t.softcap > 0.0f) softcap_inplace(p, nk, t.softcap);
         float tile_max = -INFINITY;
         for (int32_t j = 0; j < nk; ++j) tile_max = std::max(tile_max, p[j]);
@@ -221,7 +288,16 @@ void attention_tile_impl(const AttentionTile& t, const PagedKvView& k, const Pag
         }
         l[qi] = l[qi] * corr + sum;
         m[qi] = m_new;
-        Ops::accumulate(acc + static_cast<size_t>(qi) * hd, corr, p, v_rows + skip, nk, hd);
+        float* out = acc + static_cast<size_t>(qi) * hd;
+        if constexpr (Ops::kFusedF16) {
+          if (fused) {
+            Ops::accumulate_f16(out, corr, p, v_raw + skip, nk, hd);
+          } else {
+            Ops::accumulate(out, corr, p, v_rows + skip, nk, hd);
+          }
+        } else {
+          Ops::accumulate(out, corr, p, v_rows + skip, nk, hd);
+        }
       }
     }
   }
