@@ -256,6 +256,7 @@ std::optional<ApiError> read_tool_choice(const json& body, MessagesRequest& r) {
       c->is_object() && p != c->end() && !p->is_null() && !p->is_boolean()) {
     return bad("'tool_choice.disable_parallel_tool_use' must be a boolean", "tool_choice.disable_parallel_tool_use");
   }
+  if (c->is_object()) r.chat.parallel_tool_calls = !c->value("disable_parallel_tool_use", false);
   if (type == "auto") return std::nullopt;
   if (type == "none") {
     r.chat.tool_choice = ToolChoice::kNone;
@@ -489,6 +490,7 @@ MessagesAnswer messages_answer(const CompletionRequest& chat, ToolCallFormat for
   if (!chat.tools_active() || reason == FinishReason::kAborted) return answer;
   auto parsed = parse_tool_calls(format, answer.text, chat.tools);
   if (!parsed) return answer;
+  if (!chat.parallel_tool_calls) parsed->calls.resize(1);
   static thread_local std::mt19937_64 rng(std::random_device{}());
   static constexpr std::string_view kAlnum = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
   for (ToolCall& call : parsed->calls) {

@@ -60,6 +60,9 @@ struct CompletionRequest {
   enum class ToolChoice { kAuto, kNone, kRequired, kFunction };
   ToolChoice tool_choice = ToolChoice::kAuto;
   std::string tool_choice_name;
+  // parallel_tool_calls (OpenAI) / !tool_choice.disable_parallel_tool_use (Anthropic): false keeps only the first
+  // call of an answer that holds several (a forced call is always one).
+  bool parallel_tool_calls = true;
   // response_format: json_object or json_schema compile to this grammar (null for text).
   std::shared_ptr<const Grammar> grammar;
   bool tools_active() const { return tools.is_array() && !tools.empty() && tool_choice != ToolChoice::kNone; }

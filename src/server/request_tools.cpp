@@ -62,9 +62,14 @@ std::optional<ApiError> parse_tools(const json& body, CompletionRequest& r) {
   return std::nullopt;
 }
 
-// "auto", "none", "required", or {"type": "function", "function": {"name": ...}} naming one of the tools.
+// "auto", "none", "required", or {"type": "function", "function": {"name": ...}} naming one of the tools; and
+// parallel_tool_calls.
 std::optional<ApiError> parse_tool_choice(const json& body, CompletionRequest& r) {
   using ToolChoice = CompletionRequest::ToolChoice;
+  if (auto p = body.find("parallel_tool_calls"); p != body.end() && !p->is_null()) {
+    if (!p->is_boolean()) return wrong_type("parallel_tool_calls", "a boolean", *p);
+    r.parallel_tool_calls = p->get<bool>();
+  }
   auto c = body.find("tool_choice");
   if (c == body.end() || c->is_null()) return std::nullopt;
   if (*c == "auto") return std::nullopt;

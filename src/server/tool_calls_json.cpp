@@ -19,6 +19,7 @@ ChoiceResult choice_with_tool_calls(const CompletionRequest& request, ToolCallFo
   if (!request.tools_active() || reason == FinishReason::kAborted) return result;
   auto parsed = parse_tool_calls(format, result.text, request.tools);
   if (!parsed) return result;
+  if (!request.parallel_tool_calls) parsed->calls.resize(1);
   for (ToolCall& call : parsed->calls) call.id = new_tool_call_id(format);
   result.text = std::move(parsed->content);
   result.tool_calls = std::move(parsed->calls);

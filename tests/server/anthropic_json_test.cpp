@@ -209,6 +209,18 @@ TEST(MessagesJson, AnswersWithCallsBecomeToolUseBlocks) {
   EXPECT_TRUE(
       messages_answer(r.chat, ToolCallFormat::kJson, R"({"name": "lights", "arguments": {}})", FinishReason::kStop)
           .calls.empty());
+  // disable_parallel_tool_use: only the first of several calls.
+  r.chat.tool_choice = CompletionRequest::ToolChoice::kAuto;
+  const std::string two =
+      "<tool_call>\n{\"name\": \"lights\", \"arguments\": {\"room\": \"a\"}}\n</tool_call>\n"
+      "<tool_call>\n{\"name\": \"lights\", \"arguments\": {\"room\": \"b\"}}\n</tool_call>";
+  EXPECT_EQ(messages_answer(r.chat, ToolCallFormat::kHermes, two, FinishReason::kStop).calls.size(), 2u);
+  json single = json::parse(R"({"max_tokens": 1, "messages": [{"role": "user", "content": "x"}],
+    "tools": [{"name": "lights", "input_schema": {"type": "object"}}],
+    "tool_choice": {"type": "auto", "disable_parallel_tool_use": true}})");
+  const MessagesAnswer one = messages_answer(parse_ok(single).chat, ToolCallFormat::kHermes, two, FinishReason::kStop);
+  ASSERT_EQ(one.calls.size(), 1u);
+  EXPECT_EQ(one.calls[0].arguments, R"({"room":"a"})");
   // Mistral's templates need 9 alphanumerics.
   r.chat.tool_choice = CompletionRequest::ToolChoice::kAuto;
   const MessagesAnswer mistral = messages_answer(r.chat, ToolCallFormat::kMistral,

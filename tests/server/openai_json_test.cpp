@@ -274,6 +274,27 @@ TEST(ChatFormatter, TemplatesWithoutToolsGetTheGenericToolPrompt) {
   EXPECT_NE(text->find("<tools>"), std::string::npos);
 }
 
+TEST(ParseRequest, ParallelToolCallsFalseKeepsTheFirstCall) {
+  const std::string tools = R"("tools": [{"type": "function", "function": {"name": "f"}}])";
+  auto parsed = parse_completion_request(
+      fmt::format(R"({{"messages": [{{"role": "user", "content": "x"}}], {}, "parallel_tool_calls": false}})", tools),
+      Endpoint::kChat);
+  ASSERT_TRUE(std::holds_alternative<CompletionRequest>(parsed));
+  CompletionRequest& r = std::get<CompletionRequest>(parsed);
+  EXPECT_FALSE(r.parallel_tool_calls);
+  const std::string two = R"([{"name": "f", "arguments": {"a": 1}}, {"name": "f", "arguments": {"a": 2}}])";
+  ChoiceResult one = choice_with_tool_calls(r, ToolCallFormat::kJson, two, FinishReason::kStop, nullptr);
+  ASSERT_EQ(one.tool_calls.size(), 1u);
+  EXPECT_EQ(one.tool_calls[0].arguments, R"({"a":1})");
+  r.parallel_tool_calls = true;
+  EXPECT_EQ(choice_with_tool_calls(r, ToolCallFormat::kJson, two, FinishReason::kStop, nullptr).tool_calls.size(), 2u);
+  auto bad = parse_completion_request(
+      fmt::format(R"({{"messages": [{{"role": "user", "content": "x"}}], {}, "parallel_tool_calls": "no"}})", tools),
+      Endpoint::kChat);
+  ASSERT_TRUE(std::holds_alternative<ApiError>(bad));
+  EXPECT_EQ(std::get<ApiError>(bad).param, "parallel_tool_calls");
+}
+
 TEST(ParseRequest, LogprobsAskForThatManyAlternatives) {
   auto top = [](Endpoint endpoint, const char* body) {
     auto r = parse_completion_request(body, endpoint);
