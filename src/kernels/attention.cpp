@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu_isa.h"
@@ -57,8 +58,19 @@ HEARTH_AVX2_ATTN void scores_avx2(const float* q, const float* const* k, int32_t
   for (int32_t j = 0; j < n; ++j) s[j] = kernels::dot_lanes_avx2(q, k[j], hd) * scale;
 }
 
+// 8 consecutive elements of a key or value row as fp32: a float row as is, an f16 row (bytes) converted exactly
+// as dequantize_avx2 converts it.
+HEARTH_AVX2_ATTN inline __m256 load8(const float* row, int32_t i) {
+  return _mm256_loadu_ps(row + i);
+}
+HEARTH_AVX2_ATTN inline __m256 load8(const uint8_t* row, int32_t i) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
+}
+
 // Same arithmetic per element as ScalarOps::accumulate; up to 64 dimensions stay in registers across the tile.
-HEARTH_AVX2_ATTN void accumulate_avx2(float* acc, float corr, const float* p, const float* const* v, int32_t n,
+// Rows of f16 (uint8_t) require hd % 8 == 0.
+template <class Row>
+HEARTH_AVX2_ATTN void accumulate_rows(float* acc, float corr, const float* p, const Row* const* v, int32_t n,
                                       int32_t hd) {
   const __m256 vc = _mm256_set1_ps(corr);
   int32_t d0 = 0;
@@ -67,59 +79,35 @@ HEARTH_AVX2_ATTN void accumulate_avx2(float* acc, float corr, const float* p, co
     for (int c = 0; c < 8; ++c) a[c] = _mm256_mul_ps(_mm256_loadu_ps(acc + d0 + 8 * c), vc);
     for (int32_t j = 0; j < n; ++j) {
       const __m256 pj = _mm256_set1_ps(p[j]);
-      const float* vj = v[j] + d0;
-      for (int c = 0; c < 8; ++c) a[c] = _mm256_fmadd_ps(_mm256_loadu_ps(vj + 8 * c), pj, a[c]);
+      for (int c = 0; c < 8; ++c) a[c] = _mm256_fmadd_ps(load8(v[j], d0 + 8 * c), pj, a[c]);
     }
     for (int c = 0; c < 8; ++c) _mm256_storeu_ps(acc + d0 + 8 * c, a[c]);
   }
   for (; d0 + 8 <= hd; d0 += 8) {
     __m256 a = _mm256_mul_ps(_mm256_loadu_ps(acc + d0), vc);
-    for (int32_t j = 0; j < n; ++j) a = _mm256_fmadd_ps(_mm256_loadu_ps(v[j] + d0), _mm256_set1_ps(p[j]), a);
+    for (int32_t j = 0; j < n; ++j) a = _mm256_fmadd_ps(load8(v[j], d0), _mm256_set1_ps(p[j]), a);
     _mm256_storeu_ps(acc + d0, a);
   }
-  for (int32_t d = d0; d < hd; ++d) {
-    float a = acc[d] * corr;
-    for (int32_t j = 0; j < n; ++j) a = std::fma(v[j][d], p[j], a);
-    acc[d] = a;
+  if constexpr (std::is_same_v<Row, float>) {
+    for (int32_t d = d0; d < hd; ++d) {
+      float a = acc[d] * corr;
+      for (int32_t j = 0; j < n; ++j) a = std::fma(v[j][d], p[j], a);
+      acc[d] = a;
+    }
   }
 }
 
 // f16 keys and values read in place (hd % 8 == 0): each element converted to fp32 exactly as dequantize_avx2 does,
-// then the same fma as scores_avx2 (dot_lanes_avx2's lanes and combination) and accumulate_avx2, so the results
+// then the same fma as scores_avx2 (dot_lanes_avx2's lanes and combination) and accumulate_rows, so the results
 // are bitwise theirs on the dequantized tile, without writing the tile.
-HEARTH_AVX2_ATTN inline __m256 load_f16x8(const uint8_t* p) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-
 HEARTH_AVX2_ATTN void scores_f16(const float* q, const uint8_t* const* k, int32_t n, int32_t hd, float scale,
                                  float* s) {
   for (int32_t j = 0; j < n; ++j) {
     __m256 acc = _mm256_setzero_ps();
-    for (int32_t i = 0; i < hd; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load_f16x8(k[j] + 2 * i), acc);
+    for (int32_t i = 0; i < hd; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load8(k[j], i), acc);
     alignas(32) float lanes[8];
     _mm256_store_ps(lanes, acc);
     s[j] = kernels::combine_lanes(lanes) * scale;
-  }
-}
-
-HEARTH_AVX2_ATTN void accumulate_f16(float* acc, float corr, const float* p, const uint8_t* const* v, int32_t n,
-                                     int32_t hd) {
-  const __m256 vc = _mm256_set1_ps(corr);
-  int32_t d0 = 0;
-  for (; d0 + 64 <= hd; d0 += 64) {
-    __m256 a[8];
-    for (int c = 0; c < 8; ++c) a[c] = _mm256_mul_ps(_mm256_loadu_ps(acc + d0 + 8 * c), vc);
-    for (int32_t j = 0; j < n; ++j) {
-      const __m256 pj = _mm256_set1_ps(p[j]);
-      const uint8_t* vj = v[j] + 2 * d0;
-      for (int c = 0; c < 8; ++c) a[c] = _mm256_fmadd_ps(load_f16x8(vj + 16 * c), pj, a[c]);
-    }
-    for (int c = 0; c < 8; ++c) _mm256_storeu_ps(acc + d0 + 8 * c, a[c]);
-  }
-  for (; d0 < hd; d0 += 8) {
-    __m256 a = _mm256_mul_ps(_mm256_loadu_ps(acc + d0), vc);
-    for (int32_t j = 0; j < n; ++j) a = _mm256_fmadd_ps(load_f16x8(v[j] + 2 * d0), _mm256_set1_ps(p[j]), a);
-    _mm256_storeu_ps(acc + d0, a);
   }
 }
 
@@ -186,7 +174,7 @@ struct Avx2Ops {
     scores_avx2(q, k, n, hd, scale, s);
   }
   static void accumulate(float* acc, float corr, const float* p, const float* const* v, int32_t n, int32_t hd) {
-    accumulate_avx2(acc, corr, p, v, n, hd);
+    accumulate_rows(acc, corr, p, v, n, hd);
   }
   static void dequantize(KvDtype type, const uint8_t* src, float* dst, int32_t hd) {
     dequantize_avx2(type, src, dst, hd);
@@ -196,7 +184,7 @@ struct Avx2Ops {
     hearth::scores_f16(q, k, n, hd, scale, s);
   }
   static void accumulate_f16(float* acc, float corr, const float* p, const uint8_t* const* v, int32_t n, int32_t hd) {
-    hearth::accumulate_f16(acc, corr, p, v, n, hd);
+    accumulate_rows(acc, corr, p, v, n, hd);
   }
 };
 

@@ -22,6 +22,15 @@ using avx2::KQuantKernel;
 using avx2::load_fp16;
 using avx2::TileTable;
 
+// int16 lane kLane of `scales16` in the low 128 bits and lane kLane + 1 in the high ones, each broadcast: the scales
+// of a 32-element group's two 16-element halves.
+template <int kLane>
+HEARTH_AVX2 inline __m256i scale_pair(__m256i scales16) {
+  const __m256i mask = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(((2 * kLane + 3) << 8) | (2 * kLane + 2))),
+                                        _mm_set1_epi16(static_cast<int16_t>(((2 * kLane + 1) << 8) | (2 * kLane))));
+  return _mm256_shuffle_epi8(scales16, mask);
+}
+
 // Q2_K: q in [0, 3] (unsigned, as maddubs needs): sumi = Σ_g sc[g]·Σ q·qx, summ = Σ_g m[g]·bsums[g].
 struct Q2KKernel {
   // Group k of 32 elements (k = 4n + j): 2 bits from qs[32n ..] >> 2j; its 16-element halves take scales 2k and
@@ -30,10 +39,7 @@ struct Q2KKernel {
   HEARTH_AVX2 static void group(__m256i qs, __m256i scales16, const BlockQ8_K* const (&x)[T], __m256i (&sumi)[T]) {
     constexpr int kFirst = 2 * (kGroup % 4);
     const __m256i q = _mm256_and_si256(_mm256_srli_epi16(qs, kFirst), _mm256_set1_epi8(3));
-    const __m256i mask =
-        _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(((2 * kFirst + 3) << 8) | (2 * kFirst + 2))),
-                         _mm_set1_epi16(static_cast<int16_t>(((2 * kFirst + 1) << 8) | (2 * kFirst))));
-    const __m256i scale = _mm256_shuffle_epi8(scales16, mask);
+    const __m256i scale = scale_pair<kFirst>(scales16);
     for (int t = 0; t < T; ++t) {
       const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[t]->qs + 32 * kGroup));
       sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(_mm256_maddubs_epi16(q, xq), scale));
@@ -101,10 +107,7 @@ struct Q3KKernel {
     const __m256i low = _mm256_and_si256(_mm256_srli_epi16(qs, kFirst), _mm256_set1_epi8(3));
     const __m256i high = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hmask, kGroup), _mm256_set1_epi8(1)), 2);
     const __m256i u = _mm256_or_si256(low, high);
-    const __m256i mask =
-        _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(((2 * kFirst + 3) << 8) | (2 * kFirst + 2))),
-                         _mm_set1_epi16(static_cast<int16_t>(((2 * kFirst + 1) << 8) | (2 * kFirst))));
-    const __m256i scale = _mm256_shuffle_epi8(scales16, mask);
+    const __m256i scale = scale_pair<kFirst>(scales16);
     for (int t = 0; t < T; ++t) {
       const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[t]->qs + 32 * kGroup));
       sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(_mm256_maddubs_epi16(u, xq), scale));
