@@ -1,26 +1,29 @@
-// hearth-bench-matmul-cpu: single-thread matmul speed per weight type, the scalar twin and the AVX2 tile side by
-// side, measured in thread CPU time, not wall time, so figures stay comparable on a shared, loaded machine (CPU
-// time excludes the time other processes hold the core). Each repeat measures every type at both levels one after
-// the other; the table gives the best repeat of each (the run least disturbed by the neighbours).
+// hearth-bench-matmul-cpu: single-thread matmul speed per weight type, the scalar twin, the AVX2 tile and, where
+// the CPU has AVX-VNNI and the type a packed layout (kernels/packed.h), the packed VNNI tile side by side, measured in
+// thread CPU time, not wall time, so figures stay comparable on a shared, loaded machine (CPU time excludes the time
+// other processes hold the core). Each repeat measures every type at both levels one after the other; the table gives
+// the best repeat of each (the run least disturbed by the neighbours).
 //
 //   hearth-bench-matmul-cpu [rows=2048] [cols=2048] [tokens=64] [min_seconds=0.5] [repeats=3]
 //
-// Columns, for the scalar level and for the detected level: GFLOP/s (2·rows·cols·tokens per matmul), weight GB/s
+// Columns, for the scalar level, AVX2 and the packed VNNI tiles: GFLOP/s (2·rows·cols·tokens per matmul), weight GB/s
 // (stored weight bytes per matmul; the figure for decode, tokens = 1) and ns per row-dot (one weight row times one
-// activation row, activation quantization included); then the ratio of the two times. Types Hearth only reads (no
-// quantizer) get random blocks (tests/kernels/random_blocks.h); speed does not depend on the values.
+// activation row, activation quantization included); then the ratio of the scalar time to the fastest. Types Hearth
+// only reads (no quantizer) get random blocks (tests/kernels/random_blocks.h); speed does not depend on the values.
 
 #include <time.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "kernels/cpu_isa.h"
 #include "kernels/matmul.h"
+#include "kernels/packed.h"
 #include "random_blocks.h"
 #include "tensor/quant.h"
 
@@ -39,6 +42,7 @@ struct Problem {
   std::vector<float> y;
   MatrixView view;
   int64_t n_tokens;
+  std::unique_ptr<PackedMatrix> packed;  // when packing_available(type)
 };
 
 Problem make_problem(DType type, int64_t n_rows, int64_t n_cols, int64_t n_tokens) {
@@ -61,20 +65,24 @@ Problem make_problem(DType type, int64_t n_rows, int64_t n_cols, int64_t n_token
   p.y.resize(static_cast<size_t>(n_tokens * n_rows));
   p.view = {type, n_rows, n_cols, p.weights.data(), stride};
   p.n_tokens = n_tokens;
+  if (packing_available(type)) p.packed = pack_matrix(p.view);
   return p;
 }
 
 // CPU seconds per matmul at `level`, over at least min_seconds of repeated calls.
-double seconds_per_matmul(Problem& p, IsaLevel level, double min_seconds) {
+// With `packed`, the view carries the packed copy (read at kAvxVnni only).
+double seconds_per_matmul(Problem& p, IsaLevel level, bool packed, double min_seconds) {
   set_isa_level(level);
   ThreadPool pool(1);
   MatmulScratch scratch;
-  matmul(p.view, p.x.data(), p.n_tokens, p.y.data(), pool, scratch);  // warm-up
+  MatrixView view = p.view;
+  if (packed) view.packed = p.packed.get();
+  matmul(view, p.x.data(), p.n_tokens, p.y.data(), pool, scratch);  // warm-up
   int iters = 0;
   const double start = thread_cpu_seconds();
   double elapsed = 0;
   do {
-    matmul(p.view, p.x.data(), p.n_tokens, p.y.data(), pool, scratch);
+    matmul(view, p.x.data(), p.n_tokens, p.y.data(), pool, scratch);
     ++iters;
     elapsed = thread_cpu_seconds() - start;
   } while (elapsed < min_seconds);
@@ -91,7 +99,6 @@ int main(int argc, char** argv) {
   const int64_t tokens = argc > 3 ? std::atoll(argv[3]) : 64;
   const double min_seconds = argc > 4 ? std::atof(argv[4]) : 0.5;
   const int repeats = argc > 5 ? std::max(1, std::atoi(argv[5])) : 3;
-  const IsaLevel fast = detected_isa_level();
   const DType types[] = {DType::F16,    DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
                          DType::IQ4_NL, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS};
   constexpr int kNumTypes = sizeof(types) / sizeof(types[0]);
@@ -99,26 +106,38 @@ int main(int argc, char** argv) {
               static_cast<long long>(rows), static_cast<long long>(cols), static_cast<long long>(tokens), repeats);
   std::vector<Problem> problems;
   for (DType type : types) problems.push_back(make_problem(type, rows, cols, tokens));
+  const bool has_avx2 = detected_isa_level() >= IsaLevel::kAvx2;
   std::vector<double> best_scalar(kNumTypes, 1e30);
-  std::vector<double> best_fast(kNumTypes, 1e30);
+  std::vector<double> best_avx2(kNumTypes, 1e30);
+  std::vector<double> best_packed(kNumTypes, 1e30);
   for (int rep = 0; rep < repeats; ++rep) {
     for (int i = 0; i < kNumTypes; ++i) {
-      best_scalar[i] = std::min(best_scalar[i], seconds_per_matmul(problems[i], IsaLevel::kScalar, min_seconds));
-      best_fast[i] = std::min(best_fast[i], seconds_per_matmul(problems[i], fast, min_seconds));
+      Problem& p = problems[i];
+      best_scalar[i] = std::min(best_scalar[i], seconds_per_matmul(p, IsaLevel::kScalar, false, min_seconds));
+      if (has_avx2) best_avx2[i] = std::min(best_avx2[i], seconds_per_matmul(p, IsaLevel::kAvx2, false, min_seconds));
+      if (p.packed) {
+        best_packed[i] = std::min(best_packed[i], seconds_per_matmul(p, IsaLevel::kAvxVnni, true, min_seconds));
+      }
     }
   }
   const double flops = 2.0 * static_cast<double>(rows * cols * tokens);
   const double dots = static_cast<double>(rows * tokens);
-  const std::string fast_name = isa_level_name(fast);
-  std::printf("%-6s | %8s %8s %8s | %8s %8s %8s | %7s\n", "", "scalar", "", "", fast_name.c_str(), "", "", "");
-  std::printf("%-6s | %8s %8s %8s | %8s %8s %8s | %7s\n", "type", "GFLOP/s", "GB/s", "ns/dot", "GFLOP/s", "GB/s",
-              "ns/dot", "speedup");
+  std::printf("%-6s | %-26s | %-26s | %-26s | %7s\n", "", "scalar", "avx2", "packed, avx2+avxvnni", "");
+  std::printf("%-6s | %8s %8s %8s | %8s %8s %8s | %8s %8s %8s | %7s\n", "type", "GFLOP/s", "GB/s", "ns/dot", "GFLOP/s",
+              "GB/s", "ns/dot", "GFLOP/s", "GB/s", "ns/dot", "speedup");
   for (int i = 0; i < kNumTypes; ++i) {
     const double bytes = static_cast<double>(problems[i].weights.size());
-    std::printf("%-6s | %8.2f %8.2f %8.1f | %8.2f %8.2f %8.1f | %6.1fx\n", dtype_name(types[i]).data(),
-                flops / best_scalar[i] * 1e-9, bytes / best_scalar[i] * 1e-9, best_scalar[i] / dots * 1e9,
-                flops / best_fast[i] * 1e-9, bytes / best_fast[i] * 1e-9, best_fast[i] / dots * 1e9,
-                best_scalar[i] / best_fast[i]);
+    std::printf("%-6s", dtype_name(types[i]).data());
+    double best = best_scalar[i];
+    for (double seconds : {best_scalar[i], best_avx2[i], best_packed[i]}) {
+      if (seconds >= 1e30) {
+        std::printf(" | %8s %8s %8s", "-", "-", "-");
+        continue;
+      }
+      best = std::min(best, seconds);
+      std::printf(" | %8.2f %8.2f %8.1f", flops / seconds * 1e-9, bytes / seconds * 1e-9, seconds / dots * 1e9);
+    }
+    std::printf(" | %6.1fx\n", best_scalar[i] / best);
     std::fflush(stdout);
   }
   return 0;

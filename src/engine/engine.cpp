@@ -93,7 +93,9 @@ Result<std::unique_ptr<Engine>> Engine::create(Model& model, const Tokenizer& to
                "KV storage holds {} bytes but the plan says {}", (*storage)->bytes_total(), plan->pool_bytes);
   EngineInfo info;
   info.model_id = config.model_id;
-  info.system_fingerprint = fmt::format("fp_{}_{}", model_fingerprint(model.file()).substr(0, 12), HEARTH_BUILD_ID);
+  std::string fingerprint = timed_fingerprint(model.file());
+  model.release_packed_originals();  // the hash read every page of the mapping
+  info.system_fingerprint = fmt::format("fp_{}_{}", fingerprint.substr(0, 12), HEARTH_BUILD_ID);
   info.n_ctx = c.n_ctx_train;
   info.vocab_size = tokenizer.vocab_size();
   info.block_size = config.block_size;
@@ -101,17 +103,18 @@ Result<std::unique_ptr<Engine>> Engine::create(Model& model, const Tokenizer& to
   info.kv_plan = *plan;
   info.weights_bytes = static_cast<int64_t>(model.file().tensor_data_bytes());
   info.kv_dtype_costs = kv_dtype_costs(shape, config.kv_format);
-  return std::unique_ptr<Engine>(new Engine(model, tokenizer, config, pool, std::move(info), std::move(*storage)));
+  return std::unique_ptr<Engine>(
+      new Engine(model, tokenizer, config, pool, std::move(info), std::move(fingerprint), std::move(*storage)));
 }
 
 Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineConfig& config, ThreadPool& pool, EngineInfo info,
-               std::unique_ptr<KvStorage> storage)
+               std::string fingerprint, std::unique_ptr<KvStorage> storage)
     : model_(model),
       tokenizer_(tokenizer),
       config_(config),
       pool_(pool),
       info_(std::move(info)),
-      fingerprint_(timed_fingerprint(model.file())),
+      fingerprint_(std::move(fingerprint)),
       storage_(std::move(storage)),
       outputs_(tokenizer, config.block_size) {
   for (int32_t t = 0; t < tokenizer.vocab_size(); ++t) {

@@ -113,7 +113,7 @@ class Engine {
 
  private:
   Engine(Model& model, const Tokenizer& tokenizer, const EngineConfig& config, ThreadPool& pool, EngineInfo info,
-         std::unique_ptr<KvStorage> storage);
+         std::string fingerprint, std::unique_ptr<KvStorage> storage);
 
   // The phases of step(), in order.
   void mark_scheduled(const SchedulerOutput& plan);

@@ -306,7 +306,7 @@ size_t attention_scratch_floats(int32_t block_size, int32_t head_dim, int32_t n_
 }
 
 void attention_tile(const AttentionTile& t, const PagedKvView& k, const PagedKvView& v, float* scratch) {
-  if (active_isa_level() == IsaLevel::kAvx2) {
+  if (isa_at_least(IsaLevel::kAvx2)) {
     attention_tile_impl<Avx2Ops>(t, k, v, scratch);
   } else {
     attention_tile_impl<ScalarOps>(t, k, v, scratch);
@@ -314,7 +314,7 @@ void attention_tile(const AttentionTile& t, const PagedKvView& k, const PagedKvV
 }
 
 void kv_dequantize_head(KvDtype type, const uint8_t* src, float* dst, int32_t head_dim) {
-  if (active_isa_level() == IsaLevel::kAvx2) {
+  if (isa_at_least(IsaLevel::kAvx2)) {
     dequantize_avx2(type, src, dst, head_dim);
   } else {
     kv_dequantize_head_reference(type, src, dst, head_dim);

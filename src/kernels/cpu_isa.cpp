@@ -11,7 +11,7 @@ IsaLevel detect() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
-    return IsaLevel::kAvx2;
+    return __builtin_cpu_supports("avxvnni") ? IsaLevel::kAvxVnni : IsaLevel::kAvx2;
   }
 #endif
   return IsaLevel::kScalar;
@@ -36,6 +36,8 @@ const char* isa_level_name(IsaLevel level) {
       return "scalar";
     case IsaLevel::kAvx2:
       return "avx2";
+    case IsaLevel::kAvxVnni:
+      return "avx2+avxvnni";
   }
   return "unknown";
 }

@@ -10,7 +10,8 @@ namespace hearth {
 
 enum class IsaLevel {
   kScalar,
-  kAvx2,  // AVX2 + FMA + F16C
+  kAvx2,     // AVX2 + FMA + F16C
+  kAvxVnni,  // kAvx2 + AVX-VNNI (vpdpbusd on 256-bit vectors): the packed Q8_0/Q4_0 tiles (kernels/packed.h)
 };
 
 const char* isa_level_name(IsaLevel level);
@@ -20,6 +21,11 @@ IsaLevel detected_isa_level();
 
 // The level kernels use now.
 IsaLevel active_isa_level();
+
+// True when the active level is `level` or above (every level includes the ones below it).
+inline bool isa_at_least(IsaLevel level) {
+  return static_cast<int>(active_isa_level()) >= static_cast<int>(level);
+}
 
 // Sets the active level (tests, benchmarks). A level above detected_isa_level() is clamped to it.
 // Not synchronized with kernels running on other threads: call it between kernel calls.

@@ -5,6 +5,7 @@
 #include <new>
 #include <vector>
 
+#include "kernels/packed.h"
 #include "kernels/vec_dot.h"
 #include "util/result.h"
 
@@ -23,7 +24,7 @@ constexpr size_t kScratchAlignment = 64;
 constexpr int64_t kRowChunksPerThread = 8;
 
 TileKernel select_kernel(DType type, IsaLevel level) {
-  if (level == IsaLevel::kAvx2) {
+  if (static_cast<int>(level) >= static_cast<int>(IsaLevel::kAvx2)) {
     for (TileKernel kernel : {kernels::avx2_float_tile_kernel(type), kernels::avx2_q8_tile_kernel(type),
                               kernels::avx2_kquant_tile_kernel(type)}) {
       if (kernel.fn != nullptr) return kernel;
@@ -40,21 +41,37 @@ void check_shape(const MatrixView& w, int64_t n_tokens) {
   HEARTH_CHECK(w.row_stride >= row_bytes(w.type, w.n_cols), "matmul: row stride {} < row size", w.row_stride);
 }
 
-// The activation rows the tiles read: x itself for fp32 activations, else x quantized into `scratch`.
+// The activation rows the tiles read: x itself for fp32 activations, else x quantized into `scratch`; for packed
+// weights also each row's per-block offset corrections (packed.h).
 struct Activations {
   const uint8_t* data;
   size_t stride;
+  const int32_t* sums = nullptr;
+  size_t sums_stride = 0;
 };
 
-Activations prepare_activations(const MatrixView& w, const float* x, int64_t n_tokens, ThreadPool& pool,
+// Where the tiles find weight row r: `rows_per_unit` rows share one unit of `unit_stride` bytes (1 and the row
+// stride for the GGUF layout, a group of kPackRows rows for a packed matrix).
+struct WeightRows {
+  const uint8_t* base;
+  int64_t rows_per_unit;
+  size_t unit_stride;
+  const uint8_t* at(int64_t r) const { return base + static_cast<size_t>(r / rows_per_unit) * unit_stride; }
+};
+
+Activations prepare_activations(const MatrixView& w, bool packed, const float* x, int64_t n_tokens, ThreadPool& pool,
                                 MatmulScratch& scratch) {
   const DType act_type = matmul_activation_type(w.type);
   if (act_type == DType::F32) {
     return {reinterpret_cast<const uint8_t*>(x), static_cast<size_t>(w.n_cols) * sizeof(float)};
   }
   const size_t stride = row_bytes(act_type, w.n_cols);
-  uint8_t* dst = scratch.reserve(stride * static_cast<size_t>(n_tokens));
-  const bool avx2 = active_isa_level() == IsaLevel::kAvx2;
+  const size_t rows_bytes =
+      (stride * static_cast<size_t>(n_tokens) + kScratchAlignment - 1) / kScratchAlignment * kScratchAlignment;
+  const size_t sums_stride = packed ? static_cast<size_t>(w.n_cols / kQK8_0) : 0;
+  uint8_t* dst = scratch.reserve(rows_bytes + sums_stride * sizeof(int32_t) * static_cast<size_t>(n_tokens));
+  int32_t* sums = packed ? reinterpret_cast<int32_t*>(dst + rows_bytes) : nullptr;
+  const bool avx2 = isa_at_least(IsaLevel::kAvx2);
   auto quantize_range = [&](int ith, int nth) {
     const Range tokens = split_range(n_tokens, ith, nth);
     for (int64_t t = tokens.begin; t < tokens.end; ++t) {
@@ -63,6 +80,10 @@ Activations prepare_activations(const MatrixView& w, const float* x, int64_t n_t
       if (!avx2 || !kernels::avx2_quantize_activation_row(w.type, src, row, w.n_cols)) {
         kernels::quantize_activation_row(w.type, src, row, w.n_cols);
       }
+      if (packed) {
+        kernels::packed_activation_corrections(w.type, reinterpret_cast<const BlockQ8_0*>(row), w.n_cols,
+                                               sums + t * sums_stride);
+      }
     }
   };
   if (n_tokens >= 2 * pool.num_threads() && pool.num_threads() > 1) {
@@ -70,29 +91,31 @@ Activations prepare_activations(const MatrixView& w, const float* x, int64_t n_t
   } else {
     quantize_range(0, 1);
   }
-  return {dst, stride};
+  return {dst, stride, sums, sums_stride};
 }
 
 // Computes y for rows [rows.begin, rows.end) × tokens [tokens.begin, tokens.end). Each output comes from exactly one
 // tile call, so how the ranges are cut never changes a result.
-void run_tiles(const MatrixView& w, const TileKernel& kernel, const Activations& act, int64_t n_cols, float* y,
-               Range rows, Range tokens) {
+void run_tiles(const WeightRows& w, int64_t n_rows_total, const TileKernel& kernel, const Activations& act,
+               int64_t n_cols, float* y, Range rows, Range tokens) {
   const int64_t fit = static_cast<int64_t>(kTokenChunkBytes / std::max<size_t>(act.stride, 1));
   const int64_t chunk_tokens = std::max(kMinTokenChunk, fit) / kernel.max_tokens * kernel.max_tokens;
   TileArgs args;
-  args.w_stride = w.row_stride;
+  args.w_stride = w.unit_stride;
   args.x_stride = act.stride;
-  args.y_stride = static_cast<size_t>(w.n_rows);
+  args.x_sums_stride = act.sums_stride;
+  args.y_stride = static_cast<size_t>(n_rows_total);
   args.n_cols = n_cols;
   for (int64_t t0 = tokens.begin; t0 < tokens.end; t0 += chunk_tokens) {
     const int64_t t_end = std::min(t0 + chunk_tokens, tokens.end);
     for (int64_t r = rows.begin; r < rows.end; r += kernel.max_rows) {
       args.n_rows = static_cast<int>(std::min<int64_t>(kernel.max_rows, rows.end - r));
-      args.w = w.data + r * w.row_stride;
+      args.w = w.at(r);
       for (int64_t t = t0; t < t_end; t += kernel.max_tokens) {
         args.n_tokens = static_cast<int>(std::min<int64_t>(kernel.max_tokens, t_end - t));
         args.x = act.data + t * act.stride;
-        args.y = y + t * w.n_rows + r;
+        if (act.sums != nullptr) args.x_sums = act.sums + t * act.sums_stride;
+        args.y = y + t * n_rows_total + r;
         kernel.fn(args);
       }
     }
@@ -146,8 +169,16 @@ bool matmul_supported(DType weight_type) {
 void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool, MatmulScratch& scratch) {
   check_shape(w, n_tokens);
   if (n_tokens == 0 || w.n_rows == 0) return;
-  const TileKernel kernel = select_kernel(w.type, active_isa_level());
-  const Activations act = prepare_activations(w, x, n_tokens, pool, scratch);
+  const bool packed = w.packed != nullptr && isa_at_least(IsaLevel::kAvxVnni);
+  if (packed) {
+    HEARTH_CHECK(w.packed->type == w.type && w.packed->n_rows == w.n_rows && w.packed->n_cols == w.n_cols,
+                 "matmul: the packed matrix is not this view's");
+  }
+  const TileKernel kernel =
+      packed ? kernels::vnni_packed_tile_kernel(w.type) : select_kernel(w.type, active_isa_level());
+  const WeightRows rows =
+      packed ? WeightRows{w.packed->data, kPackRows, w.packed->group_bytes} : WeightRows{w.data, 1, w.row_stride};
+  const Activations act = prepare_activations(w, packed, x, n_tokens, pool, scratch);
   const int64_t n_row_blocks = (w.n_rows + kernel.max_rows - 1) / kernel.max_rows;
   const int64_t n_token_tiles = (n_tokens + kernel.max_tokens - 1) / kernel.max_tokens;
   const int nth = pool.num_threads();
@@ -162,8 +193,8 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, Thr
       for (int64_t c = next.fetch_add(1, std::memory_order_relaxed); c < n_chunks;
            c = next.fetch_add(1, std::memory_order_relaxed)) {
         const Range blocks = split_range(n_row_blocks, static_cast<int>(c), static_cast<int>(n_chunks));
-        const Range rows{blocks.begin * kernel.max_rows, std::min(w.n_rows, blocks.end * kernel.max_rows)};
-        run_tiles(w, kernel, act, w.n_cols, y, rows, Range{0, n_tokens});
+        const Range chunk_rows{blocks.begin * kernel.max_rows, std::min(w.n_rows, blocks.end * kernel.max_rows)};
+        run_tiles(rows, w.n_rows, kernel, act, w.n_cols, y, chunk_rows, Range{0, n_tokens});
       }
     });
     return;
@@ -171,7 +202,7 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, Thr
   pool.run([&](int ith, int nth_run) {
     const Range tiles = split_range(n_token_tiles, ith, nth_run);
     const Range tokens{tiles.begin * kernel.max_tokens, std::min(n_tokens, tiles.end * kernel.max_tokens)};
-    run_tiles(w, kernel, act, w.n_cols, y, Range{0, w.n_rows}, tokens);
+    run_tiles(rows, w.n_rows, kernel, act, w.n_cols, y, Range{0, w.n_rows}, tokens);
   });
 }
 

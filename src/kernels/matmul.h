@@ -22,12 +22,17 @@ namespace hearth {
 
 // A row-major weight matrix [n_rows, n_cols] (GGML ne0 = n_cols). Row r starts at data + r * row_stride and holds
 // row_bytes(type, n_cols) bytes. n_cols must be a multiple of the type's block size.
+struct PackedMatrix;  // kernels/packed.h
+
+// `packed`, when set, is the same rows repacked for the VNNI tiles (pack_matrix); matmul reads it at
+// IsaLevel::kAvxVnni and `data` at every other level.
 struct MatrixView {
   DType type = DType::F32;
   int64_t n_rows = 0;
   int64_t n_cols = 0;
   const uint8_t* data = nullptr;
   size_t row_stride = 0;
+  const PackedMatrix* packed = nullptr;
 };
 
 // Reusable buffer for quantized activations. It grows only when a call needs more than it holds, so steady-state

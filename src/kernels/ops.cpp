@@ -15,7 +15,7 @@ using kernels::dot_lanes_avx2;
 using kernels::dot_lanes_scalar;
 
 bool have_avx2() {
-  return active_isa_level() == IsaLevel::kAvx2;
+  return isa_at_least(IsaLevel::kAvx2);
 }
 
 }  // namespace

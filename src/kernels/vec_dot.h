@@ -25,6 +25,10 @@ struct TileArgs {
   int64_t n_cols = 0;
   int n_rows = 0;
   int n_tokens = 0;
+  // Packed tiles only (packed.h): w is the first row's group, and per activation row one int32 per block, the
+  // offset correction of that block (packed_activation_corrections), row t at x_sums + t * x_sums_stride.
+  const int32_t* x_sums = nullptr;
+  size_t x_sums_stride = 0;
 };
 
 using TileFn = void (*)(const TileArgs& args);
@@ -55,6 +59,18 @@ TileKernel avx2_q8_tile_kernel(DType weight_type);           // Q8_0, Q4_0, and 
 TileKernel avx2_q8_more_tile_kernel(DType weight_type);      // Q4_1, Q5_0, Q5_1, IQ4_NL
 TileKernel avx2_kquant_tile_kernel(DType weight_type);       // Q4_K, Q5_K, Q6_K, and the three below
 TileKernel avx2_kquant_more_tile_kernel(DType weight_type);  // Q2_K, Q3_K, IQ4_XS
+
+// Packed layouts (packed.h): quant bytes per 32-column block of a group of 8 rows.
+inline constexpr size_t kPackedQ8_0QuantBytes = 256;
+inline constexpr size_t kPackedQ4_0QuantBytes = 128;
+
+// The AVX-VNNI tile for packed weights of this type (8 rows × up to 4 tokens); fn == nullptr when there is none or
+// the build is not x86-64. Bitwise the scalar reference (vec_dot_reference) for every output.
+TileKernel vnni_packed_tile_kernel(DType weight_type);
+
+// For one Q8_0 activation row: per block, the int32 that cancels the packed weights' unsigned offset, -128·Σx for
+// Q8_0 weights and -8·Σx for Q4_0 weights.
+void packed_activation_corrections(DType weight_type, const BlockQ8_0* x, int64_t n_cols, int32_t* out);
 
 // Converts one fp32 row to the activation type of `weight_type` (see matmul_activation_type).
 void quantize_activation_row(DType weight_type, const float* src, uint8_t* dst, int64_t n_cols);

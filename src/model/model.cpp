@@ -47,7 +47,10 @@ void fill_rope_cos_sin(int32_t pos, const ModelConfig& c, float base, float freq
 }  // namespace
 
 Model::Model(std::shared_ptr<const GgufFile> file, ModelConfig config, ModelWeights weights)
-    : file_(std::move(file)), config_(std::move(config)), weights_(std::move(weights)) {}
+    : file_(std::move(file)), config_(std::move(config)), weights_(std::move(weights)) {
+  packed_bytes_ = weights_.pack_matrices();
+  weights_.release_packed_originals();
+}
 
 Result<std::unique_ptr<Model>> Model::load(std::shared_ptr<const GgufFile> file) {
   auto config = ModelConfig::from_gguf(*file);
@@ -194,7 +197,6 @@ void Model::project_qkv(int layer, int64_t n, ThreadPool& pool) {
 }
 
 void Model::attention_block(int layer, const BatchInput& batch, KvStorage& kv, ThreadPool& pool) {
-  const auto& c = config_;
   const LayerWeights& w = weights_.layers[layer];
   const int64_t n = static_cast<int64_t>(batch.tokens.size());
   project_qkv(layer, n, pool);

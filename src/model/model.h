@@ -42,6 +42,13 @@ class Model {
   const ModelConfig& config() const { return config_; }
   const GgufFile& file() const { return *file_; }
 
+  // Bytes of the weight copies packed at load for the VNNI tiles (kernels/packed.h); 0 when none were made. They
+  // are resident memory beyond the mapped file, whose pages of the packed matrices are handed back after packing.
+  size_t packed_bytes() const { return packed_bytes_; }
+
+  // Hands the mapped pages of the packed matrices back again, after something read them (the fingerprint).
+  void release_packed_originals() const { weights_.release_packed_originals(); }
+
   // Runs the batch: writes each token's K/V into `kv` at its position, then returns logits
   // [n_logit_rows, n_vocab], one row per sequence with want_logits, in sequence order. The returned span stays
   // valid until the next call. Logits of a token depend only on the sequence's tokens, never on how the batch
@@ -83,6 +90,7 @@ class Model {
   std::shared_ptr<const GgufFile> file_;
   ModelConfig config_;
   ModelWeights weights_;
+  size_t packed_bytes_ = 0;
   Scratch s_;
 };
 

@@ -1,11 +1,15 @@
 #include "model/weights.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include <cmath>
 #include <optional>
 #include <set>
 
+#include "kernels/cpu_isa.h"
 #include "tensor/quant.h"
 
 namespace hearth {
@@ -223,7 +227,42 @@ Result<void> bind_rope_freqs(Binder& b, const ModelConfig& c, ModelWeights& w) {
   return {};
 }
 
+// The whole pages inside [data, data + bytes).
+void release_pages(const uint8_t* data, size_t bytes) {
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + bytes) / page * page;
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 }  // namespace
+
+size_t ModelWeights::pack_matrices() {
+  if (!isa_at_least(IsaLevel::kAvxVnni)) return 0;
+  size_t bytes = 0;
+  auto pack = [&](MatrixView& m) {
+    if (m.packed != nullptr || !packing_available(m.type)) return;
+    packed.push_back(pack_matrix(m));
+    m.packed = packed.back().get();
+    bytes += packed.back()->bytes();
+  };
+  for (LayerWeights& l : layers) {
+    for (MatrixView* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) pack(*m);
+  }
+  pack(output);
+  return bytes;
+}
+
+void ModelWeights::release_packed_originals() const {
+  auto release = [&](const MatrixView& m) {
+    if (m.packed == nullptr || m.data == token_embd.data) return;
+    release_pages(m.data, m.row_stride * static_cast<size_t>(m.n_rows));
+  };
+  for (const LayerWeights& l : layers) {
+    for (const MatrixView* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) release(*m);
+  }
+  release(output);
+}
 
 Result<ModelWeights> ModelWeights::from_gguf(const GgufFile& file, const ModelConfig& c) {
   Binder b(file);

@@ -4,10 +4,12 @@
 // (attn_qkv: rows q, k, v; ffn_up: rows gate, then up) are bound as row ranges of the fused tensor, so the
 // forward pass sees the same wq/wk/wv/w_gate/w_up as for any other architecture.
 
+#include <memory>
 #include <vector>
 
 #include "gguf/gguf_file.h"
 #include "kernels/matmul.h"
+#include "kernels/packed.h"
 #include "model/config.h"
 #include "util/result.h"
 
@@ -38,6 +40,18 @@ struct ModelWeights {
   MatrixView output;               // [n_vocab, dim]; token_embd when the output matrix is tied
   std::vector<float> rope_freqs;   // [rope_dim / 2]; pair i's frequency is divided by rope_freqs[i]; empty: none
   std::vector<LayerWeights> layers;
+  // The packed copies (kernels/packed.h) that the views' `packed` point to; empty when the active ISA level or the
+  // weight types have no packed tiles.
+  std::vector<std::unique_ptr<PackedMatrix>> packed;
+
+  // Packs every layer matrix and the output matrix whose type has a packed layout, when the active ISA level reads
+  // packed weights. Returns the bytes of the packed copies.
+  size_t pack_matrices();
+
+  // Hands the mapped pages of every packed matrix back to the page cache (madvise MADV_DONTNEED): matmul reads the
+  // packed copy, so the original costs no resident memory until something reads it again (the fingerprint, another
+  // ISA level), which faults it back in from the file. The token embedding, read row by row, is never released.
+  void release_packed_originals() const;
 
   // Binds every tensor of `config` in `file`. Fails naming the first tensor that is missing, has the
   // wrong shape, or has a dtype Hearth cannot compute with, or, for the norm vectors and any tensor of at most

@@ -1,0 +1,134 @@
+// Packed weights (kernels/packed.h) with the AVX-VNNI tiles: every output bitwise the scalar reference, whatever the
+// rows, tokens, tile cuts and threads; levels below kAvxVnni ignore the packed copy. Skipped, saying so, on CPUs
+// without AVX-VNNI (the packed path never runs there).
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu_isa.h"
+#include "kernels/matmul.h"
+#include "kernels/packed.h"
+#include "tensor/quant.h"
+
+namespace hearth {
+namespace {
+
+std::vector<float> gaussian(int64_t n, uint32_t seed, float sd) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, sd);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+std::vector<uint8_t> quantized(DType type, int64_t n_rows, int64_t n_cols, uint32_t seed) {
+  const std::vector<float> source = gaussian(n_rows * n_cols, seed, 0.05f);
+  const size_t stride = row_bytes(type, n_cols);
+  std::vector<uint8_t> bytes(stride * static_cast<size_t>(n_rows));
+  for (int64_t r = 0; r < n_rows; ++r)
+    quantize_row(type, source.data() + r * n_cols, bytes.data() + r * stride, n_cols);
+  return bytes;
+}
+
+class LevelGuard {
+ public:
+  LevelGuard() : saved_(active_isa_level()) {}
+  ~LevelGuard() { set_isa_level(saved_); }
+
+ private:
+  IsaLevel saved_;
+};
+
+class PackedMatmulTest : public testing::TestWithParam<DType> {
+ protected:
+  void SetUp() override {
+    if (!packing_available(GetParam())) GTEST_SKIP() << "this CPU has no AVX-VNNI: no packed path to test";
+  }
+};
+
+// 1..70 rows (full and partial groups of 8), 1..9 and 513 tokens (every token-tile width and a partial chunk),
+// 1 and 2 threads: bitwise the scalar reference.
+TEST_P(PackedMatmulTest, BitwiseTheScalarReference) {
+  LevelGuard guard;
+  set_isa_level(IsaLevel::kAvxVnni);
+  const DType type = GetParam();
+  const int64_t n_cols = 320;  // 10 blocks
+  ThreadPool one(1);
+  ThreadPool two(2);
+  MatmulScratch scratch;
+  for (int64_t n_rows : {1, 3, 8, 13, 16, 70}) {
+    const std::vector<uint8_t> bytes = quantized(type, n_rows, n_cols, static_cast<uint32_t>(n_rows));
+    MatrixView w{type, n_rows, n_cols, bytes.data(), row_bytes(type, n_cols)};
+    const std::unique_ptr<PackedMatrix> packed = pack_matrix(w);
+    for (int64_t n_tokens : {1, 2, 3, 4, 5, 9, 513}) {
+      const std::vector<float> x = gaussian(n_tokens * n_cols, 7 + static_cast<uint32_t>(n_tokens), 1.0f);
+      std::vector<float> want(static_cast<size_t>(n_tokens * n_rows));
+      matmul_reference(w, x.data(), n_tokens, want.data());
+      for (ThreadPool* pool : {&one, &two}) {
+        std::vector<float> got(want.size(), -1.0f);
+        w.packed = packed.get();
+        matmul(w, x.data(), n_tokens, got.data(), *pool, scratch);
+        w.packed = nullptr;
+        ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+            << dtype_name(type) << " rows " << n_rows << " tokens " << n_tokens << " threads " << pool->num_threads();
+      }
+    }
+  }
+}
+
+// Below kAvxVnni the packed copy is not read: the result is the AVX2 tile's, packed or not.
+TEST_P(PackedMatmulTest, LowerLevelsReadTheOriginal) {
+  LevelGuard guard;
+  set_isa_level(IsaLevel::kAvx2);
+  const DType type = GetParam();
+  const int64_t n_rows = 24;
+  const int64_t n_cols = 256;
+  const std::vector<uint8_t> bytes = quantized(type, n_rows, n_cols, 3);
+  MatrixView w{type, n_rows, n_cols, bytes.data(), row_bytes(type, n_cols)};
+  const std::unique_ptr<PackedMatrix> packed = pack_matrix(w);
+  const std::vector<float> x = gaussian(5 * n_cols, 4, 1.0f);
+  ThreadPool pool(2);
+  MatmulScratch scratch;
+  std::vector<float> plain(5 * n_rows);
+  std::vector<float> with_packed(plain.size());
+  matmul(w, x.data(), 5, plain.data(), pool, scratch);
+  w.packed = packed.get();
+  matmul(w, x.data(), 5, with_packed.data(), pool, scratch);
+  EXPECT_EQ(plain, with_packed);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, PackedMatmulTest, testing::Values(DType::Q8_0, DType::Q4_0),
+                         [](const testing::TestParamInfo<DType>& info) { return std::string(dtype_name(info.param)); });
+
+// A Q8_0 weight of -128 becomes the unsigned byte 0 in the packed layout; products stay exact.
+TEST(PackedMatmul, Q8_0MinusOneTwentyEightIsExact) {
+  if (!packing_available(DType::Q8_0)) GTEST_SKIP() << "this CPU has no AVX-VNNI: no packed path to test";
+  LevelGuard guard;
+  set_isa_level(IsaLevel::kAvxVnni);
+  const int64_t n_rows = 9;
+  const int64_t n_cols = 64;
+  std::vector<BlockQ8_0> blocks(static_cast<size_t>(n_rows * n_cols / kQK8_0));
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    blocks[b].d = 0x2E66;  // fp16 0.1
+    for (int i = 0; i < kQK8_0; ++i)
+      blocks[b].qs[i] = static_cast<int8_t>(i % 3 == 0 ? -128 : (i * 37 + b) % 255 - 127);
+  }
+  MatrixView w{DType::Q8_0, n_rows, n_cols, reinterpret_cast<const uint8_t*>(blocks.data()),
+               row_bytes(DType::Q8_0, n_cols)};
+  const std::unique_ptr<PackedMatrix> packed = pack_matrix(w);
+  const std::vector<float> x = gaussian(3 * n_cols, 5, 1.0f);
+  std::vector<float> want(3 * n_rows);
+  std::vector<float> got(want.size());
+  matmul_reference(w, x.data(), 3, want.data());
+  w.packed = packed.get();
+  ThreadPool pool(1);
+  MatmulScratch scratch;
+  matmul(w, x.data(), 3, got.data(), pool, scratch);
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
+}
+
+}  // namespace
+}  // namespace hearth
