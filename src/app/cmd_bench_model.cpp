@@ -147,7 +147,8 @@ int run_bench_model(const BenchModelFlags& f) {
   Model& model = *loaded->model;
   const int32_t n_positions = std::max(f.prompt_tokens, f.depth) + f.decode_tokens;
   if (n_positions > model.config().n_ctx_train) {
-    std::fprintf(stderr, "note: max(-p, --depth) + -n = %d exceeds the trained context %d (speed is still meaningful)\n",
+    std::fprintf(stderr,
+                 "note: max(-p, --depth) + -n = %d exceeds the trained context %d (speed is still meaningful)\n",
                  n_positions, model.config().n_ctx_train);
   }
   ThreadPool pool(f.threads);
@@ -169,11 +170,11 @@ int run_bench_model(const BenchModelFlags& f) {
         "\"weight_bytes_per_token\":%.0f,\"prefill_tok_s\":%.3f,\"decode_tok_s\":%.3f,\"peak_rss_bytes\":%zu,"
         "\"peak_rss_includes_bandwidth_buffer\":%s,\"read_bandwidth_bytes_s\":[%.0f,%.0f],\"sgemm_flops\":[%.0f,%.0f],"
         "\"decode_fraction_of_bandwidth\":%.4f,\"prefill_fraction_of_sgemm\":%.4f,\"prefill_cpu_s\":%.3f,"
-        "\"decode_cpu_s\":%.3f}\n",
+        "\"decode_cpu_s\":%.3f,\"isa\":\"%s\",\"packed_bytes\":%zu}\n",
         f.model_path.c_str(), pool.num_threads(), f.prompt_tokens, f.decode_tokens, f.depth, weights.params,
         weights.bytes_per_token, speed.prefill_tok_s, speed.decode_tok_s, rss, rss_reset ? "false" : "true",
         before.bandwidth, after.bandwidth, before.sgemm, after.sgemm, decode_fraction, prefill_fraction,
-        speed.prefill_cpu_s, speed.decode_cpu_s);
+        speed.prefill_cpu_s, speed.decode_cpu_s, Model::kernel_isa(), model.packed_bytes());
     return 0;
   }
   std::printf("model     %s: %.1fM matmul parameters, %.1f MB weights read per token, %d threads\n",
@@ -181,9 +182,11 @@ int run_bench_model(const BenchModelFlags& f) {
   std::printf("prefill   %d tokens in one pass: %.2f s (CPU %.2f s), %.1f tok/s = %.1f GFLOP/s\n", f.prompt_tokens,
               speed.prefill_s, speed.prefill_cpu_s, speed.prefill_tok_s,
               2.0 * weights.params * speed.prefill_tok_s / 1e9);
-  std::printf("decode    %d steps after %d tokens: %.2f s (CPU %.2f s), %.2f tok/s = %.1f GB/s of weights\n", f.decode_tokens,
-              decode_start_of(f), speed.decode_s, speed.decode_cpu_s, speed.decode_tok_s,
+  std::printf("decode    %d steps after %d tokens: %.2f s (CPU %.2f s), %.2f tok/s = %.1f GB/s of weights\n",
+              f.decode_tokens, decode_start_of(f), speed.decode_s, speed.decode_cpu_s, speed.decode_tok_s,
               weights.bytes_per_token * speed.decode_tok_s / 1e9);
+  std::printf("kernels   %s; %.1f MiB of weights packed for the VNNI tiles (resident beside the mapped file)\n",
+              Model::kernel_isa(), model.packed_bytes() / 1048576.0);
   std::printf("peak RSS  %.1f MiB (model file %.1f MiB)%s\n", rss / 1048576.0, loaded->file->file_size() / 1048576.0,
               rss_reset ? "" : " (includes the bandwidth buffer: could not reset VmHWM)");
   std::printf(

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <new>
+#include <span>
 #include <vector>
 
 #include "kernels/packed.h"
@@ -166,44 +167,114 @@ bool matmul_supported(DType weight_type) {
   return dtype_info(weight_type).compute_supported;
 }
 
-void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool, MatmulScratch& scratch) {
-  check_shape(w, n_tokens);
-  if (n_tokens == 0 || w.n_rows == 0) return;
-  const bool packed = w.packed != nullptr && isa_at_least(IsaLevel::kAvxVnni);
-  if (packed) {
-    HEARTH_CHECK(w.packed->type == w.type && w.packed->n_rows == w.n_rows && w.packed->n_cols == w.n_cols,
-                 "matmul: the packed matrix is not this view's");
+namespace {
+
+// One matrix of a matmul call, resolved: its tile kernel, where its rows are, and where its outputs go.
+struct Part {
+  const MatrixView* w;
+  float* y;
+  TileKernel kernel;
+  WeightRows rows;
+  int64_t n_row_blocks;
+};
+
+bool reads_packed(const MatrixView& w) {
+  if (w.packed == nullptr || !isa_at_least(IsaLevel::kAvxVnni)) return false;
+  HEARTH_CHECK(w.packed->type == w.type && w.packed->n_rows == w.n_rows && w.packed->n_cols == w.n_cols,
+               "matmul: the packed matrix is not this view's");
+  return true;
+}
+
+Part resolve(const MatrixView& w, float* y) {
+  const bool packed = reads_packed(w);
+  Part p{&w, y, packed ? kernels::vnni_packed_tile_kernel(w.type) : select_kernel(w.type, active_isa_level()),
+         packed ? WeightRows{w.packed->data, kPackRows, w.packed->group_bytes} : WeightRows{w.data, 1, w.row_stride},
+         0};
+  p.n_row_blocks = (w.n_rows + p.kernel.max_rows - 1) / p.kernel.max_rows;
+  return p;
+}
+
+// The matrices of `parts` share x and the activation format (same weight type, packed or not), so x is quantized
+// once and all their rows are handed out in one pool call: one barrier instead of one per matrix.
+void run_parts(const Part* parts, size_t n_parts, const float* x, int64_t n_tokens, ThreadPool& pool,
+               MatmulScratch& scratch) {
+  const MatrixView& w0 = *parts[0].w;
+  const Activations act = prepare_activations(w0, reads_packed(w0), x, n_tokens, pool, scratch);
+  int64_t n_row_blocks = 0;
+  int64_t max_tokens = 1;
+  for (size_t i = 0; i < n_parts; ++i) {
+    n_row_blocks += parts[i].n_row_blocks;
+    max_tokens = std::max<int64_t>(max_tokens, parts[i].kernel.max_tokens);
   }
-  const TileKernel kernel =
-      packed ? kernels::vnni_packed_tile_kernel(w.type) : select_kernel(w.type, active_isa_level());
-  const WeightRows rows =
-      packed ? WeightRows{w.packed->data, kPackRows, w.packed->group_bytes} : WeightRows{w.data, 1, w.row_stride};
-  const Activations act = prepare_activations(w, packed, x, n_tokens, pool, scratch);
-  const int64_t n_row_blocks = (w.n_rows + kernel.max_rows - 1) / kernel.max_rows;
-  const int64_t n_token_tiles = (n_tokens + kernel.max_tokens - 1) / kernel.max_tokens;
+  const int64_t n_token_tiles = (n_tokens + max_tokens - 1) / max_tokens;
   const int nth = pool.num_threads();
   // Rows when there are enough of them (each thread streams its own weights); token tiles otherwise.
   if (nth == 1 || n_row_blocks >= nth || n_token_tiles < nth) {
     // Row chunks are claimed from a shared counter, not split once per thread: on a shared machine a thread the
-    // OS schedules late would otherwise hold the whole op at its barrier while the others idle. A chunk stays a
-    // contiguous run of rows (one weight stream) and every output still comes from exactly one tile call.
+    // OS schedules late would otherwise hold the whole op at its barrier while the others idle. A chunk is a
+    // contiguous run of row blocks of the matrices laid end to end, cut where one matrix ends; every output still
+    // comes from exactly one tile call.
     const int64_t n_chunks = std::min<int64_t>(n_row_blocks, nth == 1 ? 1 : nth * kRowChunksPerThread);
     std::atomic<int64_t> next{0};
     pool.run([&](int, int) {
       for (int64_t c = next.fetch_add(1, std::memory_order_relaxed); c < n_chunks;
            c = next.fetch_add(1, std::memory_order_relaxed)) {
         const Range blocks = split_range(n_row_blocks, static_cast<int>(c), static_cast<int>(n_chunks));
-        const Range chunk_rows{blocks.begin * kernel.max_rows, std::min(w.n_rows, blocks.end * kernel.max_rows)};
-        run_tiles(rows, w.n_rows, kernel, act, w.n_cols, y, chunk_rows, Range{0, n_tokens});
+        int64_t first = 0;  // the first row block of parts[i]
+        for (size_t i = 0; i < n_parts && first < blocks.end; first += parts[i].n_row_blocks, ++i) {
+          const Part& p = parts[i];
+          const int64_t b0 = std::max(blocks.begin, first) - first;
+          const int64_t b1 = std::min(blocks.end, first + p.n_row_blocks) - first;
+          if (b0 >= b1) continue;
+          const int64_t rows_per_block = p.kernel.max_rows;
+          const Range rows{b0 * rows_per_block, std::min(p.w->n_rows, b1 * rows_per_block)};
+          run_tiles(p.rows, p.w->n_rows, p.kernel, act, p.w->n_cols, p.y, rows, Range{0, n_tokens});
+        }
       }
     });
     return;
   }
   pool.run([&](int ith, int nth_run) {
     const Range tiles = split_range(n_token_tiles, ith, nth_run);
-    const Range tokens{tiles.begin * kernel.max_tokens, std::min(n_tokens, tiles.end * kernel.max_tokens)};
-    run_tiles(rows, w.n_rows, kernel, act, w.n_cols, y, Range{0, w.n_rows}, tokens);
+    const Range tokens{tiles.begin * max_tokens, std::min(n_tokens, tiles.end * max_tokens)};
+    for (size_t i = 0; i < n_parts; ++i) {
+      const Part& p = parts[i];
+      run_tiles(p.rows, p.w->n_rows, p.kernel, act, p.w->n_cols, p.y, Range{0, p.w->n_rows}, tokens);
+    }
   });
+}
+
+}  // namespace
+
+void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool, MatmulScratch& scratch) {
+  check_shape(w, n_tokens);
+  if (n_tokens == 0 || w.n_rows == 0) return;
+  const Part part = resolve(w, y);
+  run_parts(&part, 1, x, n_tokens, pool, scratch);
+}
+
+void matmul_group(std::span<const MatmulOutput> outputs, const float* x, int64_t n_tokens, ThreadPool& pool,
+                  MatmulScratch& scratch) {
+  HEARTH_CHECK(outputs.size() <= kMaxMatmulGroup, "matmul_group: at most {} matrices", kMaxMatmulGroup);
+  if (outputs.empty() || n_tokens == 0) return;
+  Part parts[kMaxMatmulGroup];
+  size_t n_parts = 0;
+  for (const MatmulOutput& o : outputs) {
+    check_shape(*o.w, n_tokens);
+    HEARTH_CHECK(o.w->n_cols == outputs[0].w->n_cols, "matmul_group: the matrices differ in columns");
+    if (o.w->n_rows > 0) parts[n_parts++] = resolve(*o.w, o.y);
+  }
+  // Runs of matrices that can share one quantized x (same type, both packed or both not) go together.
+  size_t begin = 0;
+  while (begin < n_parts) {
+    size_t end = begin + 1;
+    while (end < n_parts && parts[end].w->type == parts[begin].w->type &&
+           reads_packed(*parts[end].w) == reads_packed(*parts[begin].w)) {
+      ++end;
+    }
+    run_parts(parts + begin, end - begin, x, n_tokens, pool, scratch);
+    begin = end;
+  }
 }
 
 void matmul_reference(const MatrixView& w, const float* x, int64_t n_tokens, float* y) {

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 
 #include "tensor/dtype.h"
 #include "util/thread_pool.h"
@@ -67,6 +68,19 @@ bool matmul_supported(DType weight_type);
 // x: [n_tokens, w.n_cols] fp32, contiguous.  y: [n_tokens, w.n_rows] fp32, contiguous; must not alias x.
 // Requires matmul_supported(w.type) and n_cols a multiple of the block size; aborts otherwise.
 void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool, MatmulScratch& scratch);
+
+// One matrix of matmul_group and its output [n_tokens, w->n_rows].
+struct MatmulOutput {
+  const MatrixView* w;
+  float* y;
+};
+inline constexpr size_t kMaxMatmulGroup = 4;
+
+// y_i = x · W_iᵀ for up to kMaxMatmulGroup matrices of the same n_cols that read the same x (q, k and v; gate and
+// up): x is quantized once per activation format and the rows of matrices of one type share one pool call, so a
+// decode step waits at one barrier instead of one per matrix. Each output is bitwise what matmul gives alone.
+void matmul_group(std::span<const MatmulOutput> outputs, const float* x, int64_t n_tokens, ThreadPool& pool,
+                  MatmulScratch& scratch);
 
 // The scalar reference twin of matmul: same activation quantization, plain loops, one thread. matmul at
 // IsaLevel::kScalar gives bitwise the same result.

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernels/attention.h"
+#include "kernels/cpu_isa.h"
 #include "kernels/ops.h"
 #include "tensor/quant.h"
 
@@ -12,6 +13,9 @@ namespace {
 
 // Query rows that share one pass over their sequence's K/V tiles.
 constexpr int32_t kAttnRows = 16;
+// Rows of element-wise work (norms, RoPE, residuals) below which for_rows runs them on the calling thread: a decode
+// step's one to three rows take a microsecond or two, less than one pool call costs.
+constexpr int64_t kInlineRows = 4;
 
 void grow(std::vector<float>& v, size_t n) {
   if (v.size() < n) v.resize(n);
@@ -20,6 +24,10 @@ void grow(std::vector<float>& v, size_t n) {
 // Applies fn(row) to rows [0, n_rows), split across the pool.
 template <class F>
 void for_rows(ThreadPool& pool, int64_t n_rows, F&& fn) {
+  if (n_rows < kInlineRows) {  // a few rows of element-wise work cost less than waking the pool
+    for (int64_t row = 0; row < n_rows; ++row) fn(row);
+    return;
+  }
   pool.run([&](int ith, int nth) {
     const Range r = split_range(n_rows, ith, nth);
     for (int64_t row = r.begin; row < r.end; ++row) fn(row);
@@ -50,6 +58,10 @@ Model::Model(std::shared_ptr<const GgufFile> file, ModelConfig config, ModelWeig
     : file_(std::move(file)), config_(std::move(config)), weights_(std::move(weights)) {
   packed_bytes_ = weights_.pack_matrices();
   weights_.release_packed_originals();
+}
+
+const char* Model::kernel_isa() {
+  return isa_level_name(active_isa_level());
 }
 
 Result<std::unique_ptr<Model>> Model::load(std::shared_ptr<const GgufFile> file) {
@@ -168,9 +180,8 @@ void Model::project_qkv(int layer, int64_t n, ThreadPool& pool) {
   for_rows(pool, n, [&](int64_t row) {
     rms_norm(s_.x.data() + row * c.dim, w.attn_norm.data(), s_.xn.data() + row * c.dim, c.dim, c.rms_eps);
   });
-  matmul(w.wq, s_.xn.data(), n, s_.q.data(), pool, s_.matmul);
-  matmul(w.wk, s_.xn.data(), n, s_.k.data(), pool, s_.matmul);
-  matmul(w.wv, s_.xn.data(), n, s_.v.data(), pool, s_.matmul);
+  const MatmulOutput qkv[] = {{&w.wq, s_.q.data()}, {&w.wk, s_.k.data()}, {&w.wv, s_.v.data()}};
+  matmul_group(qkv, s_.xn.data(), n, pool, s_.matmul);
   const bool neox = c.rope_style == RopeStyle::kNeox;
   // Per row, in the order the architectures define: bias (qwen2), per-head RMSNorm (qwen3), then RoPE.
   for_rows(pool, n, [&](int64_t row) {
@@ -221,8 +232,8 @@ void Model::ffn_block(int layer, int64_t n, ThreadPool& pool) {
   for_rows(pool, n, [&](int64_t row) {
     rms_norm(s_.x.data() + row * c.dim, w.ffn_norm.data(), s_.xn.data() + row * c.dim, c.dim, c.rms_eps);
   });
-  matmul(w.w_gate, s_.xn.data(), n, s_.gate.data(), pool, s_.matmul);
-  matmul(w.w_up, s_.xn.data(), n, s_.up.data(), pool, s_.matmul);
+  const MatmulOutput gate_up[] = {{&w.w_gate, s_.gate.data()}, {&w.w_up, s_.up.data()}};
+  matmul_group(gate_up, s_.xn.data(), n, pool, s_.matmul);
   for_rows(pool, n, [&](int64_t row) {
     float* g = s_.gate.data() + row * c.ffn_dim;
     if (c.gemma) {

@@ -46,6 +46,9 @@ class Model {
   // are resident memory beyond the mapped file, whose pages of the packed matrices are handed back after packing.
   size_t packed_bytes() const { return packed_bytes_; }
 
+  // The name of the ISA level the kernels run at now (kernels/cpu_isa.h), for reports.
+  static const char* kernel_isa();
+
   // Hands the mapped pages of the packed matrices back again, after something read them (the fingerprint).
   void release_packed_originals() const { weights_.release_packed_originals(); }
 

@@ -7,11 +7,13 @@
 
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "kernels/cpu_isa.h"
+#include "kernels/packed.h"
 #include "kernels/vec_dot.h"
 #include "random_blocks.h"
 #include "tensor/quant.h"
@@ -332,6 +334,50 @@ TEST(MatmulTest, HonoursRowStride) {
   matmul(strided, x.data(), 3, y.data(), pool, scratch);
   matmul(w.view(), x.data(), 3, want.data(), pool, scratch);
   EXPECT_EQ(y, want);
+}
+
+// matmul_group gives every matrix bitwise what matmul gives it alone: matrices of one type sharing a quantized x and
+// one pool call (packed where the CPU has the VNNI tiles), a different type in between (its own run), a matrix of
+// 0 rows, few rows with many tokens (the token-split path), on 1 and 2 threads.
+TEST(MatmulTest, GroupIsBitwiseSeparateCalls) {
+  const int64_t n_cols = 768;
+  const Weights a = make_weights(DType::Q8_0, 37, n_cols, 81);
+  const Weights b = make_weights(DType::Q8_0, 5, n_cols, 82);
+  const Weights c = make_weights(DType::Q4_K, 16, n_cols, 83);
+  const Weights d = make_weights(DType::Q8_0, 3, n_cols, 84);
+  std::vector<MatrixView> views = {a.view(), b.view(), c.view(), d.view(),
+                                   MatrixView{DType::Q8_0, 0, n_cols, nullptr, row_bytes(DType::Q8_0, n_cols)}};
+  std::vector<std::unique_ptr<PackedMatrix>> packed;
+  for (MatrixView& v : views) {
+    if (v.n_rows > 0 && packing_available(v.type)) {
+      packed.push_back(pack_matrix(v));
+      v.packed = packed.back().get();
+    }
+  }
+  ThreadPool one(1);
+  ThreadPool two(2);
+  MatmulScratch scratch;
+  for (int64_t n_tokens : {1, 3, 64}) {
+    const std::vector<float> x = gaussian(n_tokens * n_cols, 85, 1.0f);
+    for (ThreadPool* pool : {&one, &two}) {
+      std::vector<std::vector<float>> alone(views.size());
+      std::vector<std::vector<float>> grouped(views.size());
+      std::vector<MatmulOutput> outputs;
+      for (size_t i = 0; i < views.size(); ++i) {
+        alone[i].assign(static_cast<size_t>(n_tokens * views[i].n_rows), 0.0f);
+        grouped[i].assign(alone[i].size(), -1.0f);
+        if (views[i].n_rows > 0) matmul(views[i], x.data(), n_tokens, alone[i].data(), *pool, scratch);
+      }
+      for (size_t i = 0; i < 4; ++i) outputs.push_back({&views[i], grouped[i].data()});
+      matmul_group(outputs, x.data(), n_tokens, *pool, scratch);
+      const MatmulOutput pair[] = {{&views[4], grouped[4].data()}, {&views[3], grouped[3].data()}};
+      matmul_group(pair, x.data(), n_tokens, *pool, scratch);
+      for (size_t i = 0; i < views.size(); ++i) {
+        EXPECT_TRUE(bitwise_equal(alone[i].data(), grouped[i].data(), static_cast<int64_t>(alone[i].size())))
+            << "matrix " << i << " tokens " << n_tokens << " threads " << pool->num_threads();
+      }
+    }
+  }
 }
 
 TEST(MatmulTest, ActivationTypes) {
