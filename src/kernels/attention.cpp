@@ -34,6 +34,55 @@ struct ScratchLayout {
   }
 };
 
+// exp(x) for the softmax, whose arguments are <= 0: Cephes' expf polynomial after a two-constant ln 2 reduction,
+// written once as scalar and once as AVX2 code with the same operations in the same order (every fma explicit, the
+// library builds with -ffp-contract=off), so both ISA levels give the same bits. Within 2 ulp of std::exp on
+// [-87, 0] (Attention.SoftmaxExpIsWithinTwoUlp); 0 below kExpMin (2^-126), +inf above kExpMax.
+constexpr float kExpMin = -87.3f;
+constexpr float kExpMax = 88.0f;
+constexpr float kLog2e = 1.44269504088896341f;
+constexpr float kLn2Hi = 0.693359375f;
+constexpr float kLn2Lo = -2.12194440e-4f;
+constexpr float kExpPoly[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+                               4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
+
+float exp_scalar(float x) {
+  if (std::isnan(x)) return x;
+  if (x < kExpMin) return 0.0f;
+  if (x > kExpMax) return INFINITY;
+  const float n = std::nearbyint(x * kLog2e);
+  float r = std::fma(n, -kLn2Hi, x);
+  r = std::fma(n, -kLn2Lo, r);
+  float poly = kExpPoly[0];
+  for (int i = 1; i < 6; ++i) poly = std::fma(poly, r, kExpPoly[i]);
+  const float y = std::fma(poly, r * r, r) + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  return y * scale;
+}
+
+// One tile's step of the online softmax for one query: p[0, n) holds the scores on entry and exp(s_j - m_new) on
+// exit; m is updated to m_new = max(m, max_j s_j); returns corr = exp(m_old - m_new) and adds the new terms to l
+// (l = l·corr + Σ_j p_j, the sum in dot_lanes' lane order: lane j mod 8 over the first n - n % 8, the lanes
+// combined, then the rest in order).
+float softmax_step_scalar(float* p, int32_t n, float& m, float& l) {
+  float tile_max = -INFINITY;
+  for (int32_t j = 0; j < n; ++j) tile_max = std::max(tile_max, p[j]);
+  const float m_new = std::max(m, tile_max);
+  const float corr = exp_scalar(m - m_new);
+  float lanes[8] = {};
+  const int32_t n8 = n - n % 8;
+  for (int32_t j = 0; j < n8; j += 8) {
+    for (int k = 0; k < 8; ++k) lanes[k] += (p[j + k] = exp_scalar(p[j + k] - m_new));
+  }
+  float sum = kernels::combine_lanes(lanes);
+  for (int32_t j = n8; j < n; ++j) sum += (p[j] = exp_scalar(p[j] - m_new));
+  l = l * corr + sum;
+  m = m_new;
+  return corr;
+}
+
 // The two per-tile steps of the online softmax, scalar:
 //   scores: s_j = (q · k_j) × scale                              for j < n
 //   accumulate: acc = acc × corr, then acc += p_j × v_j           for j in order, one rounding per step (fma)
@@ -51,12 +100,9 @@ struct ScalarOps {
   static void dequantize(KvDtype type, const uint8_t* src, float* dst, int32_t hd) {
     kv_dequantize_head_reference(type, src, dst, hd);
   }
+  static float softmax_step(float* p, int32_t n, float& m, float& l) { return softmax_step_scalar(p, n, m, l); }
   static constexpr bool kFusedF16 = false;
 };
-
-HEARTH_AVX2_ATTN void scores_avx2(const float* q, const float* const* k, int32_t n, int32_t hd, float scale, float* s) {
-  for (int32_t j = 0; j < n; ++j) s[j] = kernels::dot_lanes_avx2(q, k[j], hd) * scale;
-}
 
 // 8 consecutive elements of a key or value row as fp32: a float row as is, an f16 row (bytes) converted exactly
 // as dequantize_avx2 converts it.
@@ -94,20 +140,6 @@ HEARTH_AVX2_ATTN void accumulate_rows(float* acc, float corr, const float* p, co
       for (int32_t j = 0; j < n; ++j) a = std::fma(v[j][d], p[j], a);
       acc[d] = a;
     }
-  }
-}
-
-// f16 keys and values read in place (hd % 8 == 0): each element converted to fp32 exactly as dequantize_avx2 does,
-// then the same fma as scores_avx2 (dot_lanes_avx2's lanes and combination) and accumulate_rows, so the results
-// are bitwise theirs on the dequantized tile, without writing the tile.
-HEARTH_AVX2_ATTN void scores_f16(const float* q, const uint8_t* const* k, int32_t n, int32_t hd, float scale,
-                                 float* s) {
-  for (int32_t j = 0; j < n; ++j) {
-    __m256 acc = _mm256_setzero_ps();
-    for (int32_t i = 0; i < hd; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load8(k[j], i), acc);
-    alignas(32) float lanes[8];
-    _mm256_store_ps(lanes, acc);
-    s[j] = kernels::combine_lanes(lanes) * scale;
   }
 }
 
@@ -169,10 +201,105 @@ HEARTH_AVX2_ATTN void dequantize_avx2(KvDtype type, const uint8_t* src, float* d
   kv_dequantize_head_reference(type, src, dst, hd);
 }
 
+// exp_scalar on 8 lanes, the same operations.
+HEARTH_AVX2_ATTN inline __m256 exp8(__m256 x) {
+  const __m256 n =
+      _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-kLn2Hi), x);
+  r = _mm256_fmadd_ps(n, _mm256_set1_ps(-kLn2Lo), r);
+  __m256 poly = _mm256_set1_ps(kExpPoly[0]);
+  for (int i = 1; i < 6; ++i) poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(kExpPoly[i]));
+  const __m256 y = _mm256_add_ps(_mm256_fmadd_ps(poly, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
+  const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  __m256 out = _mm256_mul_ps(y, _mm256_castsi256_ps(bits));
+  out = _mm256_blendv_ps(out, _mm256_setzero_ps(), _mm256_cmp_ps(x, _mm256_set1_ps(kExpMin), _CMP_LT_OQ));
+  out = _mm256_blendv_ps(out, _mm256_set1_ps(INFINITY), _mm256_cmp_ps(x, _mm256_set1_ps(kExpMax), _CMP_GT_OQ));
+  return _mm256_blendv_ps(out, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));  // NaN stays the NaN it was
+}
+
+HEARTH_AVX2_ATTN void exp8_store(const float* x, float* y) {
+  _mm256_storeu_ps(y, exp8(_mm256_loadu_ps(x)));
+}
+
+// softmax_step_scalar, 8 scores at a time.
+HEARTH_AVX2_ATTN float softmax_step_avx2(float* p, int32_t n, float& m, float& l) {
+  const int32_t n8 = n - n % 8;
+  __m256 vmax = _mm256_set1_ps(-INFINITY);
+  for (int32_t j = 0; j < n8; j += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(p + j));
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, vmax);
+  float tile_max = -INFINITY;
+  for (float v : lanes) tile_max = std::max(tile_max, v);
+  for (int32_t j = n8; j < n; ++j) tile_max = std::max(tile_max, p[j]);
+  const float m_new = std::max(m, tile_max);
+  const float corr = exp_scalar(m - m_new);
+  const __m256 vm = _mm256_set1_ps(m_new);
+  __m256 vsum = _mm256_setzero_ps();
+  for (int32_t j = 0; j < n8; j += 8) {
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(p + j), vm));
+    _mm256_storeu_ps(p + j, e);
+    vsum = _mm256_add_ps(vsum, e);
+  }
+  _mm256_store_ps(lanes, vsum);
+  float sum = kernels::combine_lanes(lanes);
+  for (int32_t j = n8; j < n; ++j) sum += (p[j] = exp_scalar(p[j] - m_new));
+  l = l * corr + sum;
+  m = m_new;
+  return corr;
+}
+
+// The dot_lanes combination ((0+4)+(2+6)) + ((1+5)+(3+7)) of 8 accumulators at once: out[j] = combine(acc[j]),
+// the same additions as combine_lanes, so scores computed 8 keys at a time keep their bits.
+HEARTH_AVX2_ATTN inline __m256 combine8(const __m256 (&acc)[8]) {
+  __m256 x[4];
+  for (int i = 0; i < 4; ++i) {
+    // lanes 0..3 of key 2i and of key 2i+1: l + (l + 4)
+    const __m256 pair = _mm256_add_ps(_mm256_permute2f128_ps(acc[2 * i], acc[2 * i + 1], 0x20),
+                                      _mm256_permute2f128_ps(acc[2 * i], acc[2 * i + 1], 0x31));
+    // lane 0: (0+4)+(2+6), lane 1: (1+5)+(3+7)
+    x[i] = _mm256_add_ps(pair, _mm256_shuffle_ps(pair, pair, _MM_SHUFFLE(1, 0, 3, 2)));
+  }
+  const __m256 y1 = _mm256_shuffle_ps(x[0], x[1], _MM_SHUFFLE(1, 0, 1, 0));  // keys 0, 2 | 1, 3
+  const __m256 y2 = _mm256_shuffle_ps(x[2], x[3], _MM_SHUFFLE(1, 0, 1, 0));  // keys 4, 6 | 5, 7
+  const __m256 sums = _mm256_hadd_ps(y1, y2);                                // keys 0 2 4 6 | 1 3 5 7
+  return _mm256_permutevar8x32_ps(sums, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+// s_j = (q · k_j) × scale for rows of floats or of f16 (hd % 8 == 0 for f16): 8 keys at a time, each key's
+// 8 lanes accumulated over the dimensions in order as dot_lanes does, then combine8; the remaining keys one by one.
+template <class Row>
+HEARTH_AVX2_ATTN void scores_rows(const float* q, const Row* const* k, int32_t n, int32_t hd, float scale, float* s) {
+  const int32_t hd8 = hd - hd % 8;
+  int32_t j = 0;
+  if (hd8 == hd) {
+    for (; j + 8 <= n; j += 8) {
+      __m256 acc[8];
+      for (int t = 0; t < 8; ++t) acc[t] = _mm256_setzero_ps();
+      for (int32_t i = 0; i < hd; i += 8) {
+        const __m256 qi = _mm256_loadu_ps(q + i);
+        for (int t = 0; t < 8; ++t) acc[t] = _mm256_fmadd_ps(qi, load8(k[j + t], i), acc[t]);
+      }
+      _mm256_storeu_ps(s + j, _mm256_mul_ps(combine8(acc), _mm256_set1_ps(scale)));
+    }
+  }
+  for (; j < n; ++j) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int32_t i = 0; i < hd8; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load8(k[j], i), acc);
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, acc);
+    float dot = kernels::combine_lanes(lanes);
+    if constexpr (std::is_same_v<Row, float>) {
+      for (int32_t i = hd8; i < hd; ++i) dot = std::fma(q[i], k[j][i], dot);
+    }
+    s[j] = dot * scale;
+  }
+}
+
 struct Avx2Ops {
   static void scores(const float* q, const float* const* k, int32_t n, int32_t hd, float scale, float* s) {
-    scores_avx2(q, k, n, hd, scale, s);
+    scores_rows(q, k, n, hd, scale, s);
   }
+  static float softmax_step(float* p, int32_t n, float& m, float& l) { return softmax_step_avx2(p, n, m, l); }
   static void accumulate(float* acc, float corr, const float* p, const float* const* v, int32_t n, int32_t hd) {
     accumulate_rows(acc, corr, p, v, n, hd);
   }
@@ -181,7 +308,7 @@ struct Avx2Ops {
   }
   static constexpr bool kFusedF16 = true;
   static void scores_f16(const float* q, const uint8_t* const* k, int32_t n, int32_t hd, float scale, float* s) {
-    hearth::scores_f16(q, k, n, hd, scale, s);
+    scores_rows(q, k, n, hd, scale, s);
   }
   static void accumulate_f16(float* acc, float corr, const float* p, const uint8_t* const* v, int32_t n, int32_t hd) {
     accumulate_rows(acc, corr, p, v, n, hd);
@@ -265,17 +392,7 @@ void attention_tile_impl(const AttentionTile& t, const PagedKvView& k, const Pag
           Ops::scores(q, k_rows + skip, nk, hd, t.scale, p);
         }
         if (t.softcap > 0.0f) softcap_inplace(p, nk, t.softcap);
-        float tile_max = -INFINITY;
-        for (int32_t j = 0; j < nk; ++j) tile_max = std::max(tile_max, p[j]);
-        const float m_new = std::max(m[qi], tile_max);
-        const float corr = std::exp(m[qi] - m_new);
-        float sum = 0.0f;
-        for (int32_t j = 0; j < nk; ++j) {
-          p[j] = std::exp(p[j] - m_new);
-          sum += p[j];
-        }
-        l[qi] = l[qi] * corr + sum;
-        m[qi] = m_new;
+        const float corr = Ops::softmax_step(p, nk, m[qi], l[qi]);
         float* out = acc + static_cast<size_t>(qi) * hd;
         if constexpr (Ops::kFusedF16) {
           if (fused) {
@@ -311,6 +428,14 @@ void attention_tile(const AttentionTile& t, const PagedKvView& k, const PagedKvV
   } else {
     attention_tile_impl<ScalarOps>(t, k, v, scratch);
   }
+}
+
+void attention_exp(const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+  if (isa_at_least(IsaLevel::kAvx2)) {
+    for (; i + 8 <= n; i += 8) exp8_store(x + i, y + i);
+  }
+  for (; i < n; ++i) y[i] = exp_scalar(x[i]);
 }
 
 void kv_dequantize_head(KvDtype type, const uint8_t* src, float* dst, int32_t head_dim) {

@@ -67,4 +67,8 @@ void attention_tile_reference(const AttentionTile& t, const PagedKvView& k, cons
 // kv_dequantize_head_reference bit for bit.
 void kv_dequantize_head(KvDtype type, const uint8_t* src, float* dst, int32_t head_dim);
 
+// The exp of attention's softmax on n values at the active ISA level (for tests): bitwise the same at every level,
+// within 2 ulp of std::exp on [-87, 0], 0 below -87.3.
+void attention_exp(const float* x, float* y, int64_t n);
+
 }  // namespace hearth

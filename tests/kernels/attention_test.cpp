@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -178,6 +179,34 @@ TEST(Attention, VectorAndScalarPathsAgreeBitForBit) {
       EXPECT_EQ(fast, scalar) << kv_dtype_name(type) << " head_dim " << s.head_dim;
     }
   }
+}
+
+// The softmax's own exp: within 2 ulp of std::exp over the arguments a softmax produces ([-87, 0], dense near 0),
+// the same bits with and without AVX2, exactly 1 at 0, 0 far below, and NaN kept.
+TEST(Attention, SoftmaxExpIsWithinTwoUlp) {
+  std::vector<float> x;
+  for (float v = 0.0f; v > -87.0f; v = v * 1.001f - 1e-4f) x.push_back(v);
+  for (int i = 0; i < 20000; ++i) x.push_back(-87.0f * static_cast<float>(i) / 20000.0f);
+  x.push_back(-200.0f);
+  x.push_back(-INFINITY);
+  x.push_back(NAN);
+  std::vector<float> fast(x.size());
+  std::vector<float> scalar(x.size());
+  attention_exp(x.data(), fast.data(), static_cast<int64_t>(x.size()));
+  const IsaLevel level = active_isa_level();
+  set_isa_level(IsaLevel::kScalar);
+  attention_exp(x.data(), scalar.data(), static_cast<int64_t>(x.size()));
+  set_isa_level(level);
+  EXPECT_EQ(std::memcmp(fast.data(), scalar.data(), x.size() * sizeof(float)), 0);
+  for (size_t i = 0; i + 3 < x.size(); ++i) {
+    const float want = std::exp(x[i]);
+    const float ulp = std::nextafter(want, INFINITY) - want;
+    ASSERT_LE(std::fabs(scalar[i] - want), 2 * ulp) << "exp(" << x[i] << ")";
+  }
+  EXPECT_EQ(scalar[0], 1.0f);
+  EXPECT_EQ(scalar[x.size() - 3], 0.0f);
+  EXPECT_EQ(scalar[x.size() - 2], 0.0f);
+  EXPECT_TRUE(std::isnan(scalar[x.size() - 1]));
 }
 
 TEST(Attention, QuantizedKvStaysCloseToF32Kv) {
