@@ -232,7 +232,9 @@ HEARTH_AVX2_ATTN float softmax_step_avx2(float* p, int32_t n, float& m, float& l
   for (float v : lanes) tile_max = std::max(tile_max, v);
   for (int32_t j = n8; j < n; ++j) tile_max = std::max(tile_max, p[j]);
   const float m_new = std::max(m, tile_max);
-  const float corr = exp_scalar(m - m_new);
+  // exp8's lanes are exp_scalar's bits: the correction and the last n % 8 terms take one vector exp each instead
+  // of a scalar one apiece.
+  const float corr = _mm256_cvtss_f32(exp8(_mm256_set1_ps(m - m_new)));
   const __m256 vm = _mm256_set1_ps(m_new);
   __m256 vsum = _mm256_setzero_ps();
   for (int32_t j = 0; j < n8; j += 8) {
@@ -242,7 +244,12 @@ HEARTH_AVX2_ATTN float softmax_step_avx2(float* p, int32_t n, float& m, float& l
   }
   _mm256_store_ps(lanes, vsum);
   float sum = kernels::combine_lanes(lanes);
-  for (int32_t j = n8; j < n; ++j) sum += (p[j] = exp_scalar(p[j] - m_new));
+  if (n8 < n) {
+    alignas(32) float tail[8] = {};
+    for (int32_t j = n8; j < n; ++j) tail[j - n8] = p[j] - m_new;
+    _mm256_store_ps(tail, exp8(_mm256_load_ps(tail)));
+    for (int32_t j = n8; j < n; ++j) sum += (p[j] = tail[j - n8]);
+  }
   l = l * corr + sum;
   m = m_new;
   return corr;
@@ -292,6 +299,15 @@ HEARTH_AVX2_ATTN void scores_rows(const float* q, const Row* const* k, int32_t n
       for (int32_t i = hd8; i < hd; ++i) dot = std::fma(q[i], k[j][i], dot);
     }
     s[j] = dot * scale;
+  }
+}
+
+// fp32 to f16 with F16C, round to nearest even: the bits of fp32_to_fp16 for every input, NaNs quieted with their
+// top payload bits as it keeps them (KvStore.F16VectorPathIsBytewiseTheScalarOne).
+HEARTH_AVX2_ATTN void store_f16_avx2(const float* src, uint8_t* dst, int32_t n) {
+  for (int32_t i = 0; i < n; i += 8) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2 * i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   }
 }
 
@@ -436,6 +452,14 @@ void attention_exp(const float* x, float* y, int64_t n) {
     for (; i + 8 <= n; i += 8) exp8_store(x + i, y + i);
   }
   for (; i < n; ++i) y[i] = exp_scalar(x[i]);
+}
+
+void kv_store_head(KvDtype type, const float* src, uint8_t* dst, int32_t head_dim) {
+  if (type == KvDtype::kF16 && head_dim % 8 == 0 && isa_at_least(IsaLevel::kAvx2)) {
+    store_f16_avx2(src, dst, head_dim);
+  } else {
+    kv_quantize_head(type, src, dst, head_dim);
+  }
 }
 
 void kv_dequantize_head(KvDtype type, const uint8_t* src, float* dst, int32_t head_dim) {

@@ -1,5 +1,7 @@
 #include "model/kv_storage.h"
 
+#include "kernels/attention.h"
+
 #include <cstring>
 #include <new>
 
@@ -55,7 +57,7 @@ void KvStorage::store_row(int32_t layer, int kv, BlockId block, int32_t slot, co
   const KvDtype type = kv == 0 ? format_.k : format_.v;
   const size_t head_bytes = kv_head_bytes(type, shape_.head_dim);
   for (int32_t h = 0; h < shape_.n_kv_heads; ++h) {
-    kv_quantize_head(type, row + static_cast<size_t>(h) * shape_.head_dim, dst + h * head_bytes, shape_.head_dim);
+    kv_store_head(type, row + static_cast<size_t>(h) * shape_.head_dim, dst + h * head_bytes, shape_.head_dim);
   }
 }
 
@@ -108,10 +110,11 @@ void KvStorage::write_block(BlockId block, std::span<const uint8_t> bytes) {
 }
 
 std::string KvStorage::block_layout() const {
-  return fmt::format("hearth-kv-block-v1 layers={} kv_heads={} head_dim={} block_size={} k={} v={} k_row={} v_row={} "
-                     "order=layer,k|v,slot",
-                     shape_.n_layers, shape_.n_kv_heads, shape_.head_dim, block_size_, kv_dtype_name(format_.k),
-                     kv_dtype_name(format_.v), k_row_bytes_, v_row_bytes_);
+  return fmt::format(
+      "hearth-kv-block-v1 layers={} kv_heads={} head_dim={} block_size={} k={} v={} k_row={} v_row={} "
+      "order=layer,k|v,slot",
+      shape_.n_layers, shape_.n_kv_heads, shape_.head_dim, block_size_, kv_dtype_name(format_.k),
+      kv_dtype_name(format_.v), k_row_bytes_, v_row_bytes_);
 }
 
 }  // namespace hearth

@@ -230,6 +230,31 @@ TEST(Attention, QuantizedKvStaysCloseToF32Kv) {
   }
 }
 
+// Every special value (zeros, subnormal halves and their rounding edges, the overflow edge, infinities, NaNs with
+// payloads) and a million random bit patterns: the F16C store writes exactly the scalar converter's bytes.
+TEST(KvStore, F16VectorPathIsBytewiseTheScalarOne) {
+  std::vector<uint32_t> bits = {0x00000000u, 0x80000000u, 0x33000000u, 0x33000001u, 0x337FFFFFu, 0x38800000u,
+                                0x387FFFFFu, 0x477FEFFFu, 0x477FF000u, 0x7F800000u, 0xFF800000u, 0x7FC00000u,
+                                0x7F800001u, 0xFFA00000u, 0x7FFFFFFFu, 0x3F800000u, 0x00000001u, 0x33800000u};
+  std::mt19937 rng(99);
+  for (int i = 0; i < 1000000; ++i) bits.push_back(rng());
+  for (uint32_t e = 0; e < 256; ++e) {  // every exponent, with round-half edges of the kept mantissa bits
+    for (uint32_t m : {0x0u, 0x1000u, 0x1001u, 0x3000u, 0x0FFFu, 0x7FFFFFu}) bits.push_back((e << 23) | m);
+  }
+  while (bits.size() % 8 != 0) bits.push_back(0);
+  std::vector<float> x(bits.size());
+  std::memcpy(x.data(), bits.data(), bits.size() * sizeof(float));
+  std::vector<uint8_t> fast(x.size() * 2);
+  std::vector<uint8_t> scalar(x.size() * 2);
+  for (size_t i = 0; i < x.size(); i += 8) {
+    kv_store_head(KvDtype::kF16, x.data() + i, fast.data() + 2 * i, 8);
+    kv_quantize_head(KvDtype::kF16, x.data() + i, scalar.data() + 2 * i, 8);
+  }
+  for (size_t i = 0; i < x.size(); ++i) {
+    ASSERT_EQ(std::memcmp(&fast[2 * i], &scalar[2 * i], 2), 0) << std::hex << "bits 0x" << bits[i];
+  }
+}
+
 TEST(KvDequantize, VectorPathEqualsReferenceBitForBit) {
   for (KvDtype type : all_kv_dtypes()) {
     for (int32_t hd : {8, 16, 40, 64, 72, 80, 128, 256}) {
