@@ -1,8 +1,11 @@
 #include "kernels/cpu_isa.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+
+#include "util/result.h"
 
 namespace hearth {
 namespace {
@@ -20,7 +23,18 @@ IsaLevel detect() {
 IsaLevel initial_level() {
   const char* force = std::getenv("HEARTH_FORCE_SCALAR");
   if (force != nullptr && force[0] != '\0' && std::strcmp(force, "0") != 0) return IsaLevel::kScalar;
-  return detected_isa_level();
+  IsaLevel level = detected_isa_level();
+  if (const char* cap = std::getenv("HEARTH_MAX_ISA"); cap != nullptr && cap[0] != '\0') {
+    bool known = false;
+    for (IsaLevel l : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvxVnni}) {
+      if (std::strcmp(cap, isa_level_name(l)) == 0) {
+        known = true;
+        level = std::min(level, l);
+      }
+    }
+    HEARTH_CHECK(known, "HEARTH_MAX_ISA={}: not one of scalar, avx2, avx2+avxvnni", cap);
+  }
+  return level;
 }
 
 std::atomic<IsaLevel>& active_level() {

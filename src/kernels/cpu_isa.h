@@ -3,7 +3,8 @@
 // chosen at run time, so one binary runs everywhere; the scalar reference twins are the fallback.
 //
 // The active level starts as the best the CPU supports, or kScalar when the environment variable
-// HEARTH_FORCE_SCALAR is set to a non-empty value other than "0". Results are deterministic for a given level,
+// HEARTH_FORCE_SCALAR is set to a non-empty value other than "0"; HEARTH_MAX_ISA=scalar|avx2|avx2+avxvnni caps it
+// (side-by-side measurements; any other value aborts naming it). Results are deterministic for a given level,
 // and may differ in the last bits between levels.
 
 namespace hearth {
