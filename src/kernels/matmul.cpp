@@ -69,7 +69,7 @@ Activations prepare_activations(const MatrixView& w, bool packed, const float* x
   const size_t stride = row_bytes(act_type, w.n_cols);
   const size_t rows_bytes =
       (stride * static_cast<size_t>(n_tokens) + kScratchAlignment - 1) / kScratchAlignment * kScratchAlignment;
-  const size_t sums_stride = packed ? static_cast<size_t>(w.n_cols / kQK8_0) : 0;
+  const size_t sums_stride = packed ? static_cast<size_t>(kernels::packed_correction_count(w.type, w.n_cols)) : 0;
   uint8_t* dst = scratch.reserve(rows_bytes + sums_stride * sizeof(int32_t) * static_cast<size_t>(n_tokens));
   int32_t* sums = packed ? reinterpret_cast<int32_t*>(dst + rows_bytes) : nullptr;
   const bool avx2 = isa_at_least(IsaLevel::kAvx2);
@@ -82,8 +82,7 @@ Activations prepare_activations(const MatrixView& w, bool packed, const float* x
         kernels::quantize_activation_row(w.type, src, row, w.n_cols);
       }
       if (packed) {
-        kernels::packed_activation_corrections(w.type, reinterpret_cast<const BlockQ8_0*>(row), w.n_cols,
-                                               sums + t * sums_stride);
+        kernels::packed_activation_corrections(w.type, row, w.n_cols, sums + t * sums_stride);
       }
     }
   };

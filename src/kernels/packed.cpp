@@ -51,24 +51,111 @@ void pack_group_q4_0(const MatrixView& w, int64_t row0, uint8_t* group) {
   }
 }
 
+// Q4_K super-block (packed.h): d, dmin, the unpacked scales [s][r], the mins [s/2][r][s%2], then the quants.
+void pack_group_q4_k(const MatrixView& w, int64_t row0, uint8_t* group) {
+  for (int64_t b = 0; b < w.n_cols / kQK_K; ++b) {
+    uint8_t* super = group + b * kernels::kPackedQ4_KSuperBytes;
+    auto* d = reinterpret_cast<uint16_t*>(super);
+    auto* dmin = reinterpret_cast<uint16_t*>(super + 16);
+    uint8_t* scales = super + 32;
+    uint8_t* mins = super + 96;
+    uint8_t* q = super + 160;
+    for (int r = 0; r < kPackRows && row0 + r < w.n_rows; ++r) {
+      const BlockQ4_K& block = reinterpret_cast<const BlockQ4_K*>(w.data + (row0 + r) * w.row_stride)[b];
+      d[r] = block.d;
+      dmin[r] = block.dmin;
+      uint8_t sc[8];
+      uint8_t m[8];
+      unpack_q4_k_scales(block.scales, sc, m);
+      for (int s = 0; s < 8; ++s) {
+        scales[8 * s + r] = sc[s];
+        mins[16 * (s / 2) + 2 * r + s % 2] = m[s];
+      }
+      for (int p = 0; p < 4; ++p) {
+        for (int c = 0; c < 8; ++c) {
+          for (int j = 0; j < 4; ++j) q[256 * p + 32 * c + 4 * r + j] = block.qs[32 * p + 4 * c + j];
+        }
+      }
+    }
+  }
+}
+
+// Element e of a Q6_K block as its unsigned 6-bit value (element order in quant.h).
+int q6_k_value(const BlockQ6_K& block, int e) {
+  const int half = e / 128;
+  const int l = e % 32;
+  const int quarter = (e % 128) / 32;  // 0..3: low/high nibble of ql[l] or ql[l + 32], qh bits 2·quarter
+  const uint8_t ql = block.ql[64 * half + l + 32 * (quarter % 2)];
+  const int low = quarter < 2 ? ql & 0x0F : ql >> 4;
+  const int high = (block.qh[32 * half + l] >> (2 * quarter)) & 3;
+  return low | high << 4;
+}
+
+// Q6_K super-block (packed.h): d, the scales [g][r], then per 16 columns two nibble vectors and one of high bits.
+void pack_group_q6_k(const MatrixView& w, int64_t row0, uint8_t* group) {
+  for (int64_t b = 0; b < w.n_cols / kQK_K; ++b) {
+    uint8_t* super = group + b * kernels::kPackedQ6_KSuperBytes;
+    auto* d = reinterpret_cast<uint16_t*>(super);
+    auto* scales = reinterpret_cast<int8_t*>(super + 16);
+    for (int r = 0; r < kPackRows && row0 + r < w.n_rows; ++r) {
+      const BlockQ6_K& block = reinterpret_cast<const BlockQ6_K*>(w.data + (row0 + r) * w.row_stride)[b];
+      d[r] = block.d;
+      for (int g = 0; g < 16; ++g) {
+        scales[8 * g + r] = block.scales[g];
+        uint8_t* q = super + 160 + 96 * g;
+        for (int j = 0; j < 4; ++j) {
+          int value[4];
+          for (int k = 0; k < 4; ++k) value[k] = q6_k_value(block, 16 * g + 4 * k + j);
+          q[4 * r + j] = static_cast<uint8_t>((value[0] & 0x0F) | (value[1] & 0x0F) << 4);
+          q[32 + 4 * r + j] = static_cast<uint8_t>((value[2] & 0x0F) | (value[3] & 0x0F) << 4);
+          uint8_t high = 0;
+          for (int k = 0; k < 4; ++k) high |= static_cast<uint8_t>((value[k] >> 4) << (2 * k));
+          q[64 + 4 * r + j] = high;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 bool packing_available(DType type) {
   if (detected_isa_level() < IsaLevel::kAvxVnni) return false;
-  return type == DType::Q8_0 || type == DType::Q4_0;
+  return type == DType::Q8_0 || type == DType::Q4_0 || type == DType::Q4_K || type == DType::Q6_K;
 }
+
+namespace {
+
+// Bytes of one group of kPackRows rows before the padding to a cache line.
+size_t unpadded_group_bytes(DType type, int64_t n_cols) {
+  const auto n_blocks = static_cast<size_t>(n_cols / 32);
+  const auto n_super = static_cast<size_t>(n_cols / kQK_K);
+  switch (type) {
+    case DType::Q8_0:
+      return n_blocks * (kernels::kPackedQ8_0QuantBytes + kPackRows * sizeof(uint16_t));
+    case DType::Q4_0:
+      return n_blocks * (kernels::kPackedQ4_0QuantBytes + kPackRows * sizeof(uint16_t));
+    case DType::Q4_K:
+      return n_super * kernels::kPackedQ4_KSuperBytes;
+    case DType::Q6_K:
+      return n_super * kernels::kPackedQ6_KSuperBytes;
+    default:
+      HEARTH_CHECK(false, "pack_matrix: no packed layout for {}", dtype_name(type));
+  }
+}
+
+}  // namespace
 
 std::unique_ptr<PackedMatrix> pack_matrix(const MatrixView& w) {
   HEARTH_CHECK(packing_available(w.type), "pack_matrix: no packed layout for {}", dtype_name(w.type));
-  HEARTH_CHECK(w.n_cols % 32 == 0 && w.n_rows >= 0, "pack_matrix: bad shape");
+  HEARTH_CHECK(w.n_cols % dtype_info(w.type).block_size == 0 && w.n_rows >= 0, "pack_matrix: bad shape");
   auto p = std::make_unique<PackedMatrix>();
   p->type = w.type;
   p->n_rows = w.n_rows;
   p->n_cols = w.n_cols;
-  const int64_t n_blocks = w.n_cols / 32;
-  const size_t quant_bytes = w.type == DType::Q8_0 ? kernels::kPackedQ8_0QuantBytes : kernels::kPackedQ4_0QuantBytes;
-  p->group_bytes = static_cast<size_t>(n_blocks) * (quant_bytes + kPackRows * sizeof(uint16_t));
-  // Groups start on a cache line: quant blocks are 256 or 128 bytes, so each stays inside its own lines.
+  // Groups start on a cache line: Q8_0/Q4_0 quant blocks are 256 or 128 bytes, so each stays inside its own lines;
+  // K-quant super-blocks are multiples of 32 bytes, so no 32-byte load splits a line.
+  p->group_bytes = unpadded_group_bytes(w.type, w.n_cols);
   p->group_bytes = (p->group_bytes + kAlignment - 1) / kAlignment * kAlignment;
   p->storage.reset(new uint8_t[p->bytes() + kAlignment]);
   const auto base = reinterpret_cast<uintptr_t>(p->storage.get());
@@ -76,10 +163,19 @@ std::unique_ptr<PackedMatrix> pack_matrix(const MatrixView& w) {
   for (int64_t g = 0; g < p->n_groups(); ++g) {
     uint8_t* group = p->data + static_cast<size_t>(g) * p->group_bytes;
     std::memset(group, 0, p->group_bytes);
-    if (w.type == DType::Q8_0) {
-      pack_group_q8_0(w, g * kPackRows, group);
-    } else {
-      pack_group_q4_0(w, g * kPackRows, group);
+    switch (w.type) {
+      case DType::Q8_0:
+        pack_group_q8_0(w, g * kPackRows, group);
+        break;
+      case DType::Q4_0:
+        pack_group_q4_0(w, g * kPackRows, group);
+        break;
+      case DType::Q4_K:
+        pack_group_q4_k(w, g * kPackRows, group);
+        break;
+      default:
+        pack_group_q6_k(w, g * kPackRows, group);
+        break;
     }
   }
   return p;

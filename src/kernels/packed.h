@@ -1,22 +1,41 @@
 #pragma once
-// Weight matrices repacked at load for the AVX-VNNI tiles (IsaLevel::kAvxVnni, vec_dot_vnni.cpp).
+// Weight matrices repacked at load for the AVX-VNNI tiles (IsaLevel::kAvxVnni, vec_dot_vnni.cpp and
+// vec_dot_vnni_kquant.cpp).
 //
 // The row-major GGUF layout makes every output one horizontal reduction per block (8 int32 lanes of one row to one
 // sum), and on AVX2 those reductions and the sign tricks around maddubs cost more than the products. A packed matrix
 // interleaves 8 rows four columns at a time, so one vpdpbusd multiplies four columns of 8 rows by the same four
 // activation bytes and leaves each row's block sum in its own lane: no horizontal work at all.
 //
-// Layout, per group of 8 rows (the last group padded with zero-scale rows), n_blocks = n_cols / 32:
+// Layout of Q8_0 and Q4_0, per group of 8 rows (the last group padded with zero-scale rows), n_blocks = n_cols / 32:
 //   quants [n_blocks][kQuantBytes]   block b's 8 rows × 32 columns, see below
 //   scales [n_blocks][8] fp16        row r's scale of block b
 // Q8_0: 256 bytes per block; byte c·32 + r·4 + j is row r's column 4c + j (c < 8) plus 128, as an unsigned byte.
 // Q4_0: 128 bytes per block; byte c·32 + r·4 + j is row r's original byte 4c + j (c < 4): its low nibble is column
 //       4c + j plus 8, its high nibble column 16 + 4c + j plus 8.
 // The unsigned weights are the vpdpbusd operand that must be unsigned; the +128 / +8 offsets are taken back exactly
-// with the activation block's Σx (PackedActivations), so every block's integer sum is the exact Σ w·x.
+// with the activation block's Σx (packed_activation_corrections), so every block's integer sum is the exact Σ w·x.
+//
+// The K-quants keep one record per 256-column super-block b of the group, all bytes of the 8 rows together
+// (kPackedQ4_KSuperBytes, kPackedQ6_KSuperBytes: multiples of 32, so every 32-byte load stays aligned):
+// Q4_K, 1184 bytes (148 per row, the original 144):
+//   [0, 16)      d[8] fp16            [16, 32)  dmin[8] fp16
+//   [32, 96)     byte 8s + r: row r's 6-bit scale of sub-block s (unpack_q4_k_scales)
+//   [96, 160)    byte 16k + 2r + h: row r's 6-bit min of sub-block 2k + h (an int16 pair per row for vpdpwssd)
+//   [160, 1184)  byte 256p + 32c + 4r + j: row r's original qs[32p + 4c + j]; its low nibble is column 64p + 4c + j
+//                (sub-block 2p), its high nibble column 64p + 32 + 4c + j (sub-block 2p + 1), already unsigned.
+// Q6_K, 1696 bytes (212 per row, the original 210): q the unsigned 6-bit value, the reference's q − 32 plus 32.
+//   [0, 16)      d[8] fp16            [16, 144)  byte 8g + r: row r's int8 scale of columns [16g, 16g + 16)
+//   [144, 160)   zero
+//   [160 + 96g, 160 + 96(g+1))  columns [16g, 16g + 16) as column quads k (columns 16g + 4k + j):
+//                byte 4r + j: low nibble q's low 4 bits of quad 0, high nibble those of quad 1;
+//                byte 32 + 4r + j: the same for quads 2 and 3;
+//                byte 64 + 4r + j: bits 2k, 2k + 1 the top 2 bits of q of quad k.
+// The Q6_K offset of 32 is taken back with the activation's Σx per 16 columns (−32·bsums), Q4_K's mins need the
+// activation's Σx per 32 columns: both come from packed_activation_corrections too.
 //
 // The mapped original stays the weight of record (the cache fingerprint hashes it, other ISA levels read it); the
-// packed copy is extra anonymous memory of the same size as the original matrix.
+// packed copy is extra anonymous memory of about the size of the original matrix (3% more for Q4_K, 1% for Q6_K).
 
 #include <cstddef>
 #include <cstdint>
@@ -30,7 +49,7 @@ namespace hearth {
 inline constexpr int kPackRows = 8;
 
 struct PackedMatrix {
-  DType type = DType::Q8_0;  // the original type: Q8_0 or Q4_0
+  DType type = DType::Q8_0;  // the original type: Q8_0, Q4_0, Q4_K or Q6_K
   int64_t n_rows = 0;
   int64_t n_cols = 0;
   size_t group_bytes = 0;  // bytes of one group of kPackRows rows

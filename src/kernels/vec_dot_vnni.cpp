@@ -11,30 +11,16 @@
 
 #if defined(__x86_64__)
 
-#include <immintrin.h>
-
-#include <cstring>
-
-#include "kernels/avx2_common.h"
 #include "kernels/packed.h"
+#include "kernels/vnni_common.h"
 #include "tensor/fp16.h"
 #include "tensor/quant.h"
-
-#define HEARTH_VNNI __attribute__((target("avx2,fma,f16c,avxvnni")))
 
 namespace hearth::kernels {
 namespace {
 
-HEARTH_VNNI inline __m256i broadcast4(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, sizeof(v));
-  return _mm256_set1_epi32(v);
-}
-
-// Independent vpdpbusd chains per token: with few tokens one chain of 8 (or 16) dependent vpdpbusd per block would
-// bound the tile by their latency, not by the loads. The chains are added exactly (integers), so they change no bit.
-template <int T>
-inline constexpr int kChains = T == 1 ? 4 : (T == 2 ? 2 : 1);
+using vnni::broadcast4;
+using vnni::kChains;
 
 template <int T>
 HEARTH_VNNI inline void add_chains(__m256i (&chain)[T][kChains<T>], __m256i (&sum)[T]) {
@@ -91,12 +77,6 @@ struct PackedQ4_0 {
   }
 };
 
-// Weight bytes the tile asks the cache for ahead of its loads. A packed group is one sequential stream, which the
-// hardware prefetcher alone does not keep far enough ahead for one decode token: `hearth-bench-matmul-cpu 8192 4096
-// 1` (weights 4x the L3, one thread) reads Q8_0 at 22 GB/s without, 41 GB/s with 8 KiB ahead (12 KiB: 44, 4 KiB:
-// 32); Q4_0 53 against 50. Past the group's end it fetches the next group, which the next tile reads.
-constexpr int64_t kPrefetchBytes = 8192;
-
 template <class Layout>
 struct PackedKernel {
   template <bool kFullGroup, int T>
@@ -119,9 +99,7 @@ struct PackedKernel {
         x[t] = x_rows[t] + b;
         sum[t] = _mm256_set1_epi32(corrections[t][b]);
       }
-      const uint8_t* ahead = quants + b * Layout::kQuantBytes + kPrefetchBytes;
-      for (size_t i = 0; i < Layout::kQuantBytes; i += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(ahead + i), _MM_HINT_T0);
+      vnni::prefetch_ahead(quants + b * Layout::kQuantBytes, Layout::kQuantBytes);
       Layout::template block_sums<T>(quants + b * Layout::kQuantBytes, x, sum);
       const __m256 wd = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales + b * kPackRows)));
       for (int t = 0; t < T; ++t) {
@@ -129,56 +107,20 @@ struct PackedKernel {
         acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(scale, _mm256_cvtepi32_ps(sum[t])));
       }
     }
-    for (int t = 0; t < T; ++t) {
-      float* y = a.y + t * a.y_stride;
-      if constexpr (kFullGroup) {
-        _mm256_storeu_ps(y, acc[t]);
-      } else {
-        alignas(32) float lanes[kPackRows];
-        _mm256_store_ps(lanes, acc[t]);
-        std::memcpy(y, lanes, sizeof(float) * a.n_rows);
-      }
-    }
+    vnni::store_outputs<kFullGroup, T>(a, acc);
   }
 };
-
-// Two instances per token count: a full group (one 8-lane store) and a partial last group (n_rows < 8).
-template <class Kernel>
-struct PackedTable {
-  template <int T>
-  static void dispatch_rows(const TileArgs& a) {
-    if (a.n_rows == kPackRows) {
-      Kernel::template run<true, T>(a);
-    } else {
-      Kernel::template run<false, T>(a);
-    }
-  }
-  static void run(const TileArgs& a) {
-    switch (a.n_tokens) {
-      case 1:
-        return dispatch_rows<1>(a);
-      case 2:
-        return dispatch_rows<2>(a);
-      case 3:
-        return dispatch_rows<3>(a);
-      default:
-        return dispatch_rows<4>(a);
-    }
-  }
-};
-
-constexpr int kPackedTokens = 4;
 
 }  // namespace
 
 TileKernel vnni_packed_tile_kernel(DType weight_type) {
   switch (weight_type) {
     case DType::Q8_0:
-      return {&PackedTable<PackedKernel<PackedQ8_0>>::run, kPackRows, kPackedTokens};
+      return vnni::PackedTable<PackedKernel<PackedQ8_0>>::kernel();
     case DType::Q4_0:
-      return {&PackedTable<PackedKernel<PackedQ4_0>>::run, kPackRows, kPackedTokens};
+      return vnni::PackedTable<PackedKernel<PackedQ4_0>>::kernel();
     default:
-      return {};
+      return vnni_kquant_packed_tile_kernel(weight_type);
   }
 }
 
@@ -196,11 +138,44 @@ TileKernel vnni_packed_tile_kernel(DType) {
 
 namespace hearth::kernels {
 
-void packed_activation_corrections(DType weight_type, const BlockQ8_0* x, int64_t n_cols, int32_t* out) {
+int64_t packed_correction_count(DType weight_type, int64_t n_cols) {
+  switch (weight_type) {
+    case DType::Q8_0:
+    case DType::Q4_0:
+      return n_cols / kQK8_0;
+    case DType::Q4_K:
+      return n_cols / kQK_K * 4;
+    case DType::Q6_K:
+      return n_cols / kQK_K * 16;
+    default:
+      return 0;
+  }
+}
+
+void packed_activation_corrections(DType weight_type, const uint8_t* x, int64_t n_cols, int32_t* out) {
+  if (weight_type == DType::Q4_K || weight_type == DType::Q6_K) {
+    const auto* blocks = reinterpret_cast<const BlockQ8_K*>(x);
+    for (int64_t b = 0; b < n_cols / kQK_K; ++b) {
+      const int16_t* bsums = blocks[b].bsums;
+      if (weight_type == DType::Q6_K) {
+        for (int g = 0; g < 16; ++g) out[16 * b + g] = -32 * bsums[g];
+        continue;
+      }
+      for (int k = 0; k < 4; ++k) {
+        // |bs| <= 32·127: each fits an int16.
+        const int lo = bsums[4 * k] + bsums[4 * k + 1];
+        const int hi = bsums[4 * k + 2] + bsums[4 * k + 3];
+        out[4 * b + k] = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(lo)) |
+                                              (static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16));
+      }
+    }
+    return;
+  }
+  const auto* blocks = reinterpret_cast<const BlockQ8_0*>(x);
   const int32_t offset = weight_type == DType::Q8_0 ? 128 : 8;
   for (int64_t b = 0; b < n_cols / kQK8_0; ++b) {
     int32_t sum = 0;
-    for (int i = 0; i < kQK8_0; ++i) sum += x[b].qs[i];
+    for (int i = 0; i < kQK8_0; ++i) sum += blocks[b].qs[i];
     out[b] = -offset * sum;
   }
 }

@@ -11,6 +11,7 @@
 #include "kernels/cpu_isa.h"
 #include "kernels/matmul.h"
 #include "kernels/packed.h"
+#include "random_blocks.h"
 #include "tensor/quant.h"
 
 namespace hearth {
@@ -31,6 +32,11 @@ std::vector<uint8_t> quantized(DType type, int64_t n_rows, int64_t n_cols, uint3
   for (int64_t r = 0; r < n_rows; ++r)
     quantize_row(type, source.data() + r * n_cols, bytes.data() + r * stride, n_cols);
   return bytes;
+}
+
+// Columns of a test matrix: 10 blocks of 32, or for the K-quants 3 super-blocks of 256.
+int64_t test_cols(DType type) {
+  return dtype_info(type).block_size == kQK_K ? 3 * kQK_K : 320;
 }
 
 class LevelGuard {
@@ -55,7 +61,7 @@ TEST_P(PackedMatmulTest, BitwiseTheScalarReference) {
   LevelGuard guard;
   set_isa_level(IsaLevel::kAvxVnni);
   const DType type = GetParam();
-  const int64_t n_cols = 320;  // 10 blocks
+  const int64_t n_cols = test_cols(type);
   ThreadPool one(1);
   ThreadPool two(2);
   MatmulScratch scratch;
@@ -85,7 +91,7 @@ TEST_P(PackedMatmulTest, LowerLevelsReadTheOriginal) {
   set_isa_level(IsaLevel::kAvx2);
   const DType type = GetParam();
   const int64_t n_rows = 24;
-  const int64_t n_cols = 256;
+  const int64_t n_cols = test_cols(type);
   const std::vector<uint8_t> bytes = quantized(type, n_rows, n_cols, 3);
   MatrixView w{type, n_rows, n_cols, bytes.data(), row_bytes(type, n_cols)};
   const std::unique_ptr<PackedMatrix> packed = pack_matrix(w);
@@ -100,8 +106,37 @@ TEST_P(PackedMatmulTest, LowerLevelsReadTheOriginal) {
   EXPECT_EQ(plain, with_packed);
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, PackedMatmulTest, testing::Values(DType::Q8_0, DType::Q4_0),
+INSTANTIATE_TEST_SUITE_P(Types, PackedMatmulTest, testing::Values(DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K),
                          [](const testing::TestParamInfo<DType>& info) { return std::string(dtype_name(info.param)); });
+
+// Every bit of the K-quant blocks random (scales and mins up to 63, Q6_K scales down to -128, all high bits set
+// somewhere), which the quantizer's output alone may not reach: still bitwise the reference.
+TEST(PackedMatmul, KQuantRandomBitsAreExact) {
+  LevelGuard guard;
+  for (DType type : {DType::Q4_K, DType::Q6_K}) {
+    if (!packing_available(type)) GTEST_SKIP() << "this CPU has no AVX-VNNI: no packed path to test";
+    set_isa_level(IsaLevel::kAvxVnni);
+    const int64_t n_rows = 13;
+    const int64_t n_cols = 4 * kQK_K;
+    std::vector<uint8_t> bytes(row_bytes(type, n_cols) * n_rows);
+    test_data::fill_random_blocks(type, bytes.data(), bytes.size(), 11);
+    MatrixView w{type, n_rows, n_cols, bytes.data(), row_bytes(type, n_cols)};
+    const std::unique_ptr<PackedMatrix> packed = pack_matrix(w);
+    ThreadPool pool(2);
+    MatmulScratch scratch;
+    for (int64_t n_tokens : {1, 4, 7}) {
+      const std::vector<float> x = gaussian(n_tokens * n_cols, 9, 1.0f);
+      std::vector<float> want(static_cast<size_t>(n_tokens * n_rows));
+      std::vector<float> got(want.size());
+      matmul_reference(w, x.data(), n_tokens, want.data());
+      w.packed = packed.get();
+      matmul(w, x.data(), n_tokens, got.data(), pool, scratch);
+      w.packed = nullptr;
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+          << dtype_name(type) << " tokens " << n_tokens;
+    }
+  }
+}
 
 // A Q8_0 weight of -128 becomes the unsigned byte 0 in the packed layout; products stay exact.
 TEST(PackedMatmul, Q8_0MinusOneTwentyEightIsExact) {

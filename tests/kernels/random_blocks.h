@@ -1,7 +1,8 @@
 #pragma once
 // Random weight blocks for the types Hearth reads but does not write (Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q5_K,
-// IQ4_XS): every quant and scale bit uniformly random, and each fp16 scale/min field set to a random value of
-// magnitude 2^-10 to 2^-6 (signed for mins), so every code path and scale range is exercised with finite values.
+// IQ4_XS), and for Q4_K and Q6_K where a test wants bit patterns the quantizer never writes: every quant and scale bit
+// uniformly random, and each fp16 scale/min field set to a random value of magnitude 2^-10 to 2^-6 (signed for mins),
+// so every code path and scale range is exercised with finite values.
 
 #include <cmath>
 #include <cstdint>
@@ -29,8 +30,11 @@ inline std::vector<Fp16Field> fp16_fields(DType type) {
     case DType::IQ4_NL:
     case DType::IQ4_XS:
       return {{0, false}};
+    case DType::Q4_K:
     case DType::Q5_K:
       return {{0, false}, {2, false}};
+    case DType::Q6_K:
+      return {{208, false}};
     case DType::Q2_K:
       return {{80, false}, {82, false}};
     case DType::Q3_K:

@@ -1,0 +1,196 @@
+// AVX-VNNI tiles for packed Q4_K and Q6_K weights (packed.h) times Q8_K activations.
+//
+// As for Q8_0 (vec_dot_vnni.cpp), a tile is one group of 8 rows × up to 4 tokens and lane r of every vector is row
+// r: one vpdpbusd multiplies four columns of the 8 rows by four broadcast activation bytes. Per super-block the
+// integer sums are exact (any order of additions gives the same int32), and then each output takes the scalar
+// reference's fp32 step, lane-wise, in the reference's order:
+//   Q4_K: sum = sum + ((d_w·d_x)·float(sumi) − (dmin_w·d_x)·float(summ))   (dot_q4_k)
+//   Q6_K: sum = sum + (d_w·d_x)·float(sumi)                                 (dot_q6_k)
+// so every output is bitwise vec_dot_reference's, whatever the tile shape or batch.
+
+#include "kernels/vec_dot.h"
+#include "tensor/dtype.h"
+
+#if defined(__x86_64__)
+
+#include "kernels/vnni_common.h"
+#include "tensor/quant.h"
+
+namespace hearth::kernels {
+namespace {
+
+using vnni::broadcast4;
+using vnni::kChains;
+
+HEARTH_VNNI inline __m256 load_fp16x8(const uint8_t* p) {
+  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// Q4_K, per super-block: sumi = Σ_s sc[s]·Σ_i q·x over sub-block s (q the unsigned nibble, no offset to cancel);
+// summ = Σ_s m[s]·bs[s], one vpdpwssd per pair of sub-blocks with the activation's bs pairs (x_sums).
+struct PackedQ4_K {
+  static constexpr size_t kSuperBytes = kPackedQ4_KSuperBytes;
+  static constexpr int kSums = 4;  // x_sums per super-block
+
+  template <int T>
+  HEARTH_VNNI static void super_block(const uint8_t* w, const BlockQ8_K* const (&x)[T], const int32_t* const (&sums)[T],
+                                      __m256 (&acc)[T]) {
+    constexpr int K = kChains<T>;
+    const uint8_t* quants = w + 160;
+    const __m256i low_mask = _mm256_set1_epi8(0x0F);
+    __m256i sumi[T];
+    for (int t = 0; t < T; ++t) sumi[t] = _mm256_setzero_si256();
+    for (int p = 0; p < 4; ++p) {
+      // chain[t][h][k]: sub-block 2p + h of token t.
+      __m256i chain[T][2][K];
+      for (int t = 0; t < T; ++t) {
+        for (int h = 0; h < 2; ++h) {
+          for (int k = 0; k < K; ++k) chain[t][h][k] = _mm256_setzero_si256();
+        }
+      }
+      for (int c = 0; c < 8; ++c) {
+        const __m256i packed = _mm256_load_si256(reinterpret_cast<const __m256i*>(quants + 256 * p + 32 * c));
+        const __m256i lo = _mm256_and_si256(packed, low_mask);                        // sub-block 2p
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low_mask);  // sub-block 2p + 1
+        for (int t = 0; t < T; ++t) {
+          __m256i& a0 = chain[t][0][c % K];
+          __m256i& a1 = chain[t][1][c % K];
+          a0 = _mm256_dpbusd_avx_epi32(a0, lo, broadcast4(x[t]->qs + 64 * p + 4 * c));
+          a1 = _mm256_dpbusd_avx_epi32(a1, hi, broadcast4(x[t]->qs + 64 * p + 32 + 4 * c));
+        }
+      }
+      const __m256i sc0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + 32 + 16 * p)));
+      const __m256i sc1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + 40 + 16 * p)));
+      for (int t = 0; t < T; ++t) {
+        __m256i s0 = chain[t][0][0];
+        __m256i s1 = chain[t][1][0];
+        for (int k = 1; k < K; ++k) {
+          s0 = _mm256_add_epi32(s0, chain[t][0][k]);
+          s1 = _mm256_add_epi32(s1, chain[t][1][k]);
+        }
+        sumi[t] = _mm256_add_epi32(sumi[t], _mm256_mullo_epi32(s0, sc0));
+        sumi[t] = _mm256_add_epi32(sumi[t], _mm256_mullo_epi32(s1, sc1));
+      }
+    }
+    __m256i summ[T];
+    for (int t = 0; t < T; ++t) summ[t] = _mm256_setzero_si256();
+    for (int k = 0; k < 4; ++k) {
+      // Lane r: the int16 pair (m[2k], m[2k + 1]) of row r.
+      const __m256i m = _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(w + 96 + 16 * k)));
+      for (int t = 0; t < T; ++t) summ[t] = _mm256_dpwssd_avx_epi32(summ[t], m, _mm256_set1_epi32(sums[t][k]));
+    }
+    const __m256 wd = load_fp16x8(w);
+    const __m256 wdmin = load_fp16x8(w + 16);
+    for (int t = 0; t < T; ++t) {
+      const __m256 xd = _mm256_set1_ps(x[t]->d);
+      const __m256 d = _mm256_mul_ps(wd, xd);
+      const __m256 dmin = _mm256_mul_ps(wdmin, xd);
+      const __m256 term = _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(sumi[t])),
+                                        _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(summ[t])));
+      acc[t] = _mm256_add_ps(acc[t], term);
+    }
+  }
+};
+
+// Q6_K, per super-block: sumi = Σ_g sc[g]·(Σ q·x − 32·Σx) over each 16 columns g, q the unsigned 6-bit value; the
+// −32·Σx (x_sums) starts each group's chain, so the offset costs no instruction.
+struct PackedQ6_K {
+  static constexpr size_t kSuperBytes = kPackedQ6_KSuperBytes;
+  static constexpr int kSums = 16;
+
+  template <int T>
+  HEARTH_VNNI static void super_block(const uint8_t* w, const BlockQ8_K* const (&x)[T], const int32_t* const (&sums)[T],
+                                      __m256 (&acc)[T]) {
+    // Four vpdpbusd per group and token: two chains of two are enough for one token, where groups overlap anyway.
+    constexpr int K = T == 1 ? 2 : 1;
+    const __m256i low_mask = _mm256_set1_epi8(0x0F);
+    const __m256i high_mask = _mm256_set1_epi8(0x30);
+    __m256i sumi[T];
+    for (int t = 0; t < T; ++t) sumi[t] = _mm256_setzero_si256();
+    for (int g = 0; g < 16; ++g) {
+      const uint8_t* q = w + 160 + 96 * g;
+      const __m256i a = _mm256_load_si256(reinterpret_cast<const __m256i*>(q));
+      const __m256i b = _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32));
+      const __m256i h = _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 64));
+      // Column quad k of the group: the nibble from a or b, the two high bits from bits 2k, 2k + 1 of h. The 16-bit
+      // shifts carry bits across bytes only into positions the masks clear.
+      __m256i v[4];
+      v[0] = _mm256_or_si256(_mm256_and_si256(a, low_mask), _mm256_and_si256(_mm256_slli_epi16(h, 4), high_mask));
+      v[1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), low_mask),
+                             _mm256_and_si256(_mm256_slli_epi16(h, 2), high_mask));
+      v[2] = _mm256_or_si256(_mm256_and_si256(b, low_mask), _mm256_and_si256(h, high_mask));
+      v[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b, 4), low_mask),
+                             _mm256_and_si256(_mm256_srli_epi16(h, 2), high_mask));
+      const __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + 16 + 8 * g)));
+      for (int t = 0; t < T; ++t) {
+        __m256i chain[K];
+        chain[0] = _mm256_set1_epi32(sums[t][g]);
+        for (int k = 1; k < K; ++k) chain[k] = _mm256_setzero_si256();
+        for (int k = 0; k < 4; ++k) {
+          chain[k % K] = _mm256_dpbusd_avx_epi32(chain[k % K], v[k], broadcast4(x[t]->qs + 16 * g + 4 * k));
+        }
+        __m256i s = chain[0];
+        for (int k = 1; k < K; ++k) s = _mm256_add_epi32(s, chain[k]);
+        sumi[t] = _mm256_add_epi32(sumi[t], _mm256_mullo_epi32(s, sc));
+      }
+    }
+    const __m256 wd = load_fp16x8(w);
+    for (int t = 0; t < T; ++t) {
+      const __m256 d = _mm256_mul_ps(wd, _mm256_set1_ps(x[t]->d));
+      acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(d, _mm256_cvtepi32_ps(sumi[t])));
+    }
+  }
+};
+
+template <class Layout>
+struct PackedKQuantKernel {
+  template <bool kFullGroup, int T>
+  HEARTH_VNNI static void run(const TileArgs& a) {
+    const int64_t n_super = a.n_cols / kQK_K;
+    const BlockQ8_K* x_rows[T];
+    const int32_t* sum_rows[T];
+    for (int t = 0; t < T; ++t) {
+      x_rows[t] = reinterpret_cast<const BlockQ8_K*>(a.x + t * a.x_stride);
+      sum_rows[t] = a.x_sums + t * a.x_sums_stride;
+    }
+    __m256 acc[T];
+    for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n_super; ++b) {
+      const uint8_t* w = a.w + b * Layout::kSuperBytes;
+      vnni::prefetch_ahead(w, Layout::kSuperBytes);
+      const BlockQ8_K* x[T];
+      const int32_t* sums[T];
+      for (int t = 0; t < T; ++t) {
+        x[t] = x_rows[t] + b;
+        sums[t] = sum_rows[t] + b * Layout::kSums;
+      }
+      Layout::template super_block<T>(w, x, sums, acc);
+    }
+    vnni::store_outputs<kFullGroup, T>(a, acc);
+  }
+};
+
+}  // namespace
+
+TileKernel vnni_kquant_packed_tile_kernel(DType weight_type) {
+  switch (weight_type) {
+    case DType::Q4_K:
+      return vnni::PackedTable<PackedKQuantKernel<PackedQ4_K>>::kernel();
+    case DType::Q6_K:
+      return vnni::PackedTable<PackedKQuantKernel<PackedQ6_K>>::kernel();
+    default:
+      return {};
+  }
+}
+
+}  // namespace hearth::kernels
+
+#else
+
+namespace hearth::kernels {
+TileKernel vnni_kquant_packed_tile_kernel(DType) {
+  return {};
+}
+}  // namespace hearth::kernels
+
+#endif
