@@ -31,9 +31,9 @@ inline constexpr int kChains = T == 1 ? 4 : (T == 2 ? 2 : 1);
 // 32); Q4_0 53 against 50. Past the group's end it fetches the next group, which the next tile reads.
 inline constexpr int64_t kPrefetchBytes = 8192;
 
-// Asks for the cache lines of [p + kPrefetchBytes, p + kPrefetchBytes + n).
-HEARTH_VNNI inline void prefetch_ahead(const uint8_t* p, size_t n) {
-  for (size_t i = 0; i < n; i += 64) _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes + i), _MM_HINT_T0);
+// Asks for the cache lines of [p + distance, p + distance + n).
+HEARTH_VNNI inline void prefetch_ahead(const uint8_t* p, size_t n, int64_t distance = kPrefetchBytes) {
+  for (size_t i = 0; i < n; i += 64) _mm_prefetch(reinterpret_cast<const char*>(p + distance + i), _MM_HINT_T0);
 }
 
 // Writes token t's 8 row outputs (acc[t] lane r = row r); a partial last group writes its n_rows real rows only.
