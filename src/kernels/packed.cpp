@@ -80,15 +80,19 @@ void pack_group_q4_k(const MatrixView& w, int64_t row0, uint8_t* group) {
   }
 }
 
-// Element e of a Q6_K block as its unsigned 6-bit value (element order in quant.h).
-int q6_k_value(const BlockQ6_K& block, int e) {
-  const int half = e / 128;
-  const int l = e % 32;
-  const int quarter = (e % 128) / 32;  // 0..3: low/high nibble of ql[l] or ql[l + 32], qh bits 2·quarter
-  const uint8_t ql = block.ql[64 * half + l + 32 * (quarter % 2)];
-  const int low = quarter < 2 ? ql & 0x0F : ql >> 4;
-  const int high = (block.qh[32 * half + l] >> (2 * quarter)) & 3;
-  return low | high << 4;
+// The 256 unsigned 6-bit values of a Q6_K block in element order (quant.h).
+void q6_k_values(const BlockQ6_K& block, uint8_t (&q)[kQK_K]) {
+  for (int half = 0; half < 2; ++half) {
+    const uint8_t* ql = block.ql + 64 * half;
+    const uint8_t* qh = block.qh + 32 * half;
+    uint8_t* out = q + 128 * half;
+    for (int l = 0; l < 32; ++l) {
+      out[l] = static_cast<uint8_t>((ql[l] & 0x0F) | (qh[l] & 3) << 4);
+      out[l + 32] = static_cast<uint8_t>((ql[l + 32] & 0x0F) | ((qh[l] >> 2) & 3) << 4);
+      out[l + 64] = static_cast<uint8_t>((ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4);
+      out[l + 96] = static_cast<uint8_t>((ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4);
+    }
+  }
 }
 
 // Q6_K super-block (packed.h): d, the scales [g][r], then per 16 columns two nibble vectors and one of high bits.
@@ -100,17 +104,17 @@ void pack_group_q6_k(const MatrixView& w, int64_t row0, uint8_t* group) {
     for (int r = 0; r < kPackRows && row0 + r < w.n_rows; ++r) {
       const BlockQ6_K& block = reinterpret_cast<const BlockQ6_K*>(w.data + (row0 + r) * w.row_stride)[b];
       d[r] = block.d;
+      uint8_t values[kQK_K];
+      q6_k_values(block, values);
       for (int g = 0; g < 16; ++g) {
         scales[8 * g + r] = block.scales[g];
         uint8_t* q = super + 160 + 96 * g;
         for (int j = 0; j < 4; ++j) {
-          int value[4];
-          for (int k = 0; k < 4; ++k) value[k] = q6_k_value(block, 16 * g + 4 * k + j);
-          q[4 * r + j] = static_cast<uint8_t>((value[0] & 0x0F) | (value[1] & 0x0F) << 4);
-          q[32 + 4 * r + j] = static_cast<uint8_t>((value[2] & 0x0F) | (value[3] & 0x0F) << 4);
-          uint8_t high = 0;
-          for (int k = 0; k < 4; ++k) high |= static_cast<uint8_t>((value[k] >> 4) << (2 * k));
-          q[64 + 4 * r + j] = high;
+          const uint8_t* value = values + 16 * g + j;  // value[4k]: quad k's column j
+          q[4 * r + j] = static_cast<uint8_t>((value[0] & 0x0F) | (value[4] & 0x0F) << 4);
+          q[32 + 4 * r + j] = static_cast<uint8_t>((value[8] & 0x0F) | (value[12] & 0x0F) << 4);
+          q[64 + 4 * r + j] =
+              static_cast<uint8_t>(value[0] >> 4 | (value[4] >> 4) << 2 | (value[8] >> 4) << 4 | (value[12] >> 4) << 6);
         }
       }
     }
