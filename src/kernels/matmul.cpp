@@ -43,7 +43,7 @@ void check_shape(const MatrixView& w, int64_t n_tokens) {
 }
 
 // The activation rows the tiles read: x itself for fp32 activations, else x quantized into `scratch`; for packed
-// weights also each row's per-block offset corrections (packed.h).
+// weights also the int32s each row's packed tile reads beside it (offset corrections, Σx per sub-block: packed.h).
 struct Activations {
   const uint8_t* data;
   size_t stride;
