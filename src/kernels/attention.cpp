@@ -332,6 +332,8 @@ struct Avx2Ops {
 };
 
 constexpr int32_t kMaxBlockSize = 1024;
+// Queries of a tile up to which f16 K/V are read in place rather than converted into the tile once.
+constexpr int32_t kFusedMaxQueries = 1;
 
 // The first key a query at `pos` reads.
 int32_t first_key_of(const AttentionTile& t, int32_t pos) {
@@ -370,8 +372,12 @@ void attention_tile_impl(const AttentionTile& t, const PagedKvView& k, const Pag
   std::fill(acc, acc + static_cast<size_t>(n_queries) * hd, 0.0f);
   const float* k_rows[kMaxBlockSize];
   const float* v_rows[kMaxBlockSize];
-  // f16 KV (the default) is read in place by the AVX2 ops instead of being dequantized into the tile first.
-  const bool fused = Ops::kFusedF16 && k.dtype == KvDtype::kF16 && v.dtype == KvDtype::kF16 && hd % 8 == 0;
+  // f16 KV (the default) is read in place by the AVX2 ops instead of being dequantized into the tile first, when
+  // a tile serves few queries (decode): with more, every query would convert every key again, and converting the
+  // tile once is cheaper (a later turn's 30 rows at depth 2,400 spent most of its attention converting). The
+  // converted values are exact, so either way gives the same bits.
+  const bool fused = Ops::kFusedF16 && k.dtype == KvDtype::kF16 && v.dtype == KvDtype::kF16 && hd % 8 == 0 &&
+                     n_queries <= kFusedMaxQueries;
   const uint8_t* k_raw[kMaxBlockSize];
   const uint8_t* v_raw[kMaxBlockSize];
 
