@@ -1,6 +1,7 @@
 #include "kernels/packed.h"
 
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/cpu_isa.h"
 #include "kernels/vec_dot.h"
@@ -51,17 +52,21 @@ void pack_group_q4_0(const MatrixView& w, int64_t row0, uint8_t* group) {
   }
 }
 
-// Q4_K super-block (packed.h): d, dmin, the unpacked scales [s][r], the mins [s/2][r][s%2], then the quants.
-void pack_group_q4_k(const MatrixView& w, int64_t row0, uint8_t* group) {
+// Q4_K and Q5_K super-block (packed.h): d, dmin, the unpacked scales [s][r], the mins [s/2][r][s%2], the quants,
+// and for Q5_K the fifth bits of each four quant vectors in one vector.
+template <class Block>
+void pack_group_q4_k_q5_k(const MatrixView& w, int64_t row0, uint8_t* group) {
+  constexpr bool kQ5 = std::is_same_v<Block, BlockQ5_K>;
+  constexpr size_t kSuperBytes = kQ5 ? kernels::kPackedQ5_KSuperBytes : kernels::kPackedQ4_KSuperBytes;
   for (int64_t b = 0; b < w.n_cols / kQK_K; ++b) {
-    uint8_t* super = group + b * kernels::kPackedQ4_KSuperBytes;
+    uint8_t* super = group + b * kSuperBytes;
     auto* d = reinterpret_cast<uint16_t*>(super);
     auto* dmin = reinterpret_cast<uint16_t*>(super + 16);
     uint8_t* scales = super + 32;
     uint8_t* mins = super + 96;
     uint8_t* q = super + 160;
     for (int r = 0; r < kPackRows && row0 + r < w.n_rows; ++r) {
-      const BlockQ4_K& block = reinterpret_cast<const BlockQ4_K*>(w.data + (row0 + r) * w.row_stride)[b];
+      const Block& block = reinterpret_cast<const Block*>(w.data + (row0 + r) * w.row_stride)[b];
       d[r] = block.d;
       dmin[r] = block.dmin;
       uint8_t sc[8];
@@ -73,7 +78,18 @@ void pack_group_q4_k(const MatrixView& w, int64_t row0, uint8_t* group) {
       }
       for (int p = 0; p < 4; ++p) {
         for (int c = 0; c < 8; ++c) {
-          for (int j = 0; j < 4; ++j) q[256 * p + 32 * c + 4 * r + j] = block.qs[32 * p + 4 * c + j];
+          for (int j = 0; j < 4; ++j) {
+            const int i = 4 * c + j;  // the column inside sub-blocks 2p and 2p + 1
+            q[256 * p + 32 * c + 4 * r + j] = block.qs[32 * p + i];
+            if constexpr (kQ5) {
+              // Bit s of qh[i] is the fifth bit of column i of sub-block s.
+              const int k = c % 4;
+              const int low = (block.qh[i] >> (2 * p)) & 1;
+              const int high = (block.qh[i] >> (2 * p + 1)) & 1;
+              super[1184 + 64 * p + 32 * (c / 4) + 4 * r + j] |=
+                  static_cast<uint8_t>(low << (2 * k) | high << (2 * k + 1));
+            }
+          }
         }
       }
     }
@@ -125,7 +141,16 @@ void pack_group_q6_k(const MatrixView& w, int64_t row0, uint8_t* group) {
 
 bool packing_available(DType type) {
   if (detected_isa_level() < IsaLevel::kAvxVnni) return false;
-  return type == DType::Q8_0 || type == DType::Q4_0 || type == DType::Q4_K || type == DType::Q6_K;
+  switch (type) {
+    case DType::Q8_0:
+    case DType::Q4_0:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+      return true;
+    default:
+      return false;
+  }
 }
 
 namespace {
@@ -141,6 +166,8 @@ size_t unpadded_group_bytes(DType type, int64_t n_cols) {
       return n_blocks * (kernels::kPackedQ4_0QuantBytes + kPackRows * sizeof(uint16_t));
     case DType::Q4_K:
       return n_super * kernels::kPackedQ4_KSuperBytes;
+    case DType::Q5_K:
+      return n_super * kernels::kPackedQ5_KSuperBytes;
     case DType::Q6_K:
       return n_super * kernels::kPackedQ6_KSuperBytes;
     default:
@@ -175,7 +202,10 @@ std::unique_ptr<PackedMatrix> pack_matrix(const MatrixView& w) {
         pack_group_q4_0(w, g * kPackRows, group);
         break;
       case DType::Q4_K:
-        pack_group_q4_k(w, g * kPackRows, group);
+        pack_group_q4_k_q5_k<BlockQ4_K>(w, g * kPackRows, group);
+        break;
+      case DType::Q5_K:
+        pack_group_q4_k_q5_k<BlockQ5_K>(w, g * kPackRows, group);
         break;
       default:
         pack_group_q6_k(w, g * kPackRows, group);

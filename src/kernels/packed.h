@@ -17,13 +17,16 @@
 // with the activation block's Σx (packed_activation_corrections), so every block's integer sum is the exact Σ w·x.
 //
 // The K-quants keep one record per 256-column super-block b of the group, all bytes of the 8 rows together
-// (kPackedQ4_KSuperBytes, kPackedQ6_KSuperBytes: multiples of 32, so every 32-byte load stays aligned):
+// (kPacked*_KSuperBytes: multiples of 32, so every 32-byte load stays aligned):
 // Q4_K, 1184 bytes (148 per row, the original 144):
 //   [0, 16)      d[8] fp16            [16, 32)  dmin[8] fp16
 //   [32, 96)     byte 8s + r: row r's 6-bit scale of sub-block s (unpack_q4_k_scales)
 //   [96, 160)    byte 16k + 2r + h: row r's 6-bit min of sub-block 2k + h (an int16 pair per row for vpdpwssd)
 //   [160, 1184)  byte 256p + 32c + 4r + j: row r's original qs[32p + 4c + j]; its low nibble is column 64p + 4c + j
 //                (sub-block 2p), its high nibble column 64p + 32 + 4c + j (sub-block 2p + 1), already unsigned.
+// Q5_K, 1440 bytes (180 per row, the original 176): Q4_K's 1184 bytes with its scales, mins and nibbles, then
+//   [1184, 1440) byte 1184 + 64p + 32(c/4) + 4r + j: bits 2(c%4) and 2(c%4) + 1 the fifth bits of the low and the
+//                high nibble of quant byte 256p + 32c + 4r + j, so one load serves four quant vectors.
 // Q6_K, 1696 bytes (212 per row, the original 210): q the unsigned 6-bit value, the reference's q − 32 plus 32.
 //   [0, 16)      d[8] fp16            [16, 144)  byte 8g + r: row r's int8 scale of columns [16g, 16g + 16)
 //   [144, 160)   zero
@@ -31,11 +34,12 @@
 //                byte 4r + j: low nibble q's low 4 bits of quad 0, high nibble those of quad 1;
 //                byte 32 + 4r + j: the same for quads 2 and 3;
 //                byte 64 + 4r + j: bits 2k, 2k + 1 the top 2 bits of q of quad k.
-// The Q6_K offset of 32 is taken back with the activation's Σx per 16 columns (−32·bsums), Q4_K's mins need the
-// activation's Σx per 32 columns: both come from packed_activation_corrections too.
+// The Q6_K offset of 32 is taken back with the activation's Σx per 16 columns (−32·bsums), the Q4_K and Q5_K mins
+// need the activation's Σx per 32 columns: both come from packed_activation_corrections too.
 //
 // The mapped original stays the weight of record (the cache fingerprint hashes it, other ISA levels read it); the
-// packed copy is extra anonymous memory of about the size of the original matrix (3% more for Q4_K, 1% for Q6_K).
+// packed copy is extra anonymous memory of about the size of the original matrix (3% more for Q4_K, 2% for Q5_K,
+// 1% for Q6_K).
 
 #include <cstddef>
 #include <cstdint>
@@ -49,7 +53,7 @@ namespace hearth {
 inline constexpr int kPackRows = 8;
 
 struct PackedMatrix {
-  DType type = DType::Q8_0;  // the original type: Q8_0, Q4_0, Q4_K or Q6_K
+  DType type = DType::Q8_0;  // the original type: one that packing_available accepts
   int64_t n_rows = 0;
   int64_t n_cols = 0;
   size_t group_bytes = 0;  // bytes of one group of kPackRows rows

@@ -65,12 +65,13 @@ TileKernel avx2_kquant_more_tile_kernel(DType weight_type);  // Q2_K, Q3_K, IQ4_
 inline constexpr size_t kPackedQ8_0QuantBytes = 256;
 inline constexpr size_t kPackedQ4_0QuantBytes = 128;
 inline constexpr size_t kPackedQ4_KSuperBytes = 1184;
+inline constexpr size_t kPackedQ5_KSuperBytes = 1440;
 inline constexpr size_t kPackedQ6_KSuperBytes = 1696;
 
 // The AVX-VNNI tile for packed weights of this type (8 rows × up to 4 tokens); fn == nullptr when there is none or
 // the build is not x86-64. Bitwise the scalar reference (vec_dot_reference) for every output.
 TileKernel vnni_packed_tile_kernel(DType weight_type);
-TileKernel vnni_kquant_packed_tile_kernel(DType weight_type);  // Q4_K, Q6_K (vec_dot_vnni_kquant.cpp)
+TileKernel vnni_kquant_packed_tile_kernel(DType weight_type);  // Q4_K, Q5_K, Q6_K (vec_dot_vnni_kquant.cpp)
 
 // How many int32s packed_activation_corrections writes for one activation row of n_cols.
 int64_t packed_correction_count(DType weight_type, int64_t n_cols);
@@ -78,7 +79,8 @@ int64_t packed_correction_count(DType weight_type, int64_t n_cols);
 // For one activation row (in matmul_activation_type(weight_type)), the int32s the packed tile reads beside it:
 //   Q8_0, Q4_0: per block, the int32 that cancels the packed weights' unsigned offset, -128·Σx for Q8_0 weights and
 //               -8·Σx for Q4_0 weights;
-//   Q4_K: per super-block 4 int16 pairs (bs[2k], bs[2k+1]) as int32 (low half first), bs[s] = Σx of the 32-element
+//   Q4_K, Q5_K: per super-block 4 int16 pairs (bs[2k], bs[2k+1]) as int32 (low half first), bs[s] = Σx of the
+//   32-element
 //         sub-block s, the operand of the per-row Σ m[s]·bs[s];
 //   Q6_K: per super-block 16 values -32·Σx of each 16 elements, cancelling the 6-bit weights' offset of 32.
 void packed_activation_corrections(DType weight_type, const uint8_t* x, int64_t n_cols, int32_t* out);

@@ -144,6 +144,7 @@ int64_t packed_correction_count(DType weight_type, int64_t n_cols) {
     case DType::Q4_0:
       return n_cols / kQK8_0;
     case DType::Q4_K:
+    case DType::Q5_K:
       return n_cols / kQK_K * 4;
     case DType::Q6_K:
       return n_cols / kQK_K * 16;
@@ -153,7 +154,7 @@ int64_t packed_correction_count(DType weight_type, int64_t n_cols) {
 }
 
 void packed_activation_corrections(DType weight_type, const uint8_t* x, int64_t n_cols, int32_t* out) {
-  if (weight_type == DType::Q4_K || weight_type == DType::Q6_K) {
+  if (weight_type == DType::Q4_K || weight_type == DType::Q5_K || weight_type == DType::Q6_K) {
     const auto* blocks = reinterpret_cast<const BlockQ8_K*>(x);
     for (int64_t b = 0; b < n_cols / kQK_K; ++b) {
       const int16_t* bsums = blocks[b].bsums;
