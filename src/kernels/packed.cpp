@@ -137,6 +137,37 @@ void pack_group_q6_k(const MatrixView& w, int64_t row0, uint8_t* group) {
   }
 }
 
+// Q3_K super-block (packed.h): d, the signed scales sc − 32 [g][r], then per 32 columns the 3-bit values of 8 column
+// quads in three vectors. Each value is the reference's q in [-4, 3] plus 4: low 2 bits | high bit << 2.
+void pack_group_q3_k(const MatrixView& w, int64_t row0, uint8_t* group) {
+  for (int64_t b = 0; b < w.n_cols / kQK_K; ++b) {
+    uint8_t* super = group + b * kernels::kPackedQ3_KSuperBytes;
+    auto* d = reinterpret_cast<uint16_t*>(super);
+    auto* scales = reinterpret_cast<int8_t*>(super + 16);
+    for (int r = 0; r < kPackRows && row0 + r < w.n_rows; ++r) {
+      const BlockQ3_K& block = reinterpret_cast<const BlockQ3_K*>(w.data + (row0 + r) * w.row_stride)[b];
+      d[r] = block.d;
+      uint8_t sc[16];
+      unpack_q3_k_scales(block.scales, sc);
+      for (int g = 0; g < 16; ++g) scales[8 * g + r] = static_cast<int8_t>(sc[g] - 32);
+      for (int e = 0; e < kQK_K; ++e) {
+        // Element e = 128n + 32j + l (quant.h).
+        const int low = (block.qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+        const int high = (block.hmask[e % 32] >> (e / 32)) & 1;
+        const int q = low | high << 2;
+        const int v = (e % 32) / 4;  // column quad v of the pair: quad v % 4 of group 2(e / 32) + v / 4
+        uint8_t* at = super + 160 + 96 * (e / 32) + 4 * r + e % 4;
+        if (v < 6) {
+          at[32 * (v / 2)] |= static_cast<uint8_t>(q << (3 * (v % 2)));
+        } else {
+          at[v == 6 ? 0 : 64] |= static_cast<uint8_t>((q & 3) << 6);
+          at[32] |= static_cast<uint8_t>((q >> 2) << v);
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 bool packing_available(DType type) {
@@ -144,6 +175,7 @@ bool packing_available(DType type) {
   switch (type) {
     case DType::Q8_0:
     case DType::Q4_0:
+    case DType::Q3_K:
     case DType::Q4_K:
     case DType::Q5_K:
     case DType::Q6_K:
@@ -164,6 +196,8 @@ size_t unpadded_group_bytes(DType type, int64_t n_cols) {
       return n_blocks * (kernels::kPackedQ8_0QuantBytes + kPackRows * sizeof(uint16_t));
     case DType::Q4_0:
       return n_blocks * (kernels::kPackedQ4_0QuantBytes + kPackRows * sizeof(uint16_t));
+    case DType::Q3_K:
+      return n_super * kernels::kPackedQ3_KSuperBytes;
     case DType::Q4_K:
       return n_super * kernels::kPackedQ4_KSuperBytes;
     case DType::Q5_K:
@@ -200,6 +234,9 @@ std::unique_ptr<PackedMatrix> pack_matrix(const MatrixView& w) {
         break;
       case DType::Q4_0:
         pack_group_q4_0(w, g * kPackRows, group);
+        break;
+      case DType::Q3_K:
+        pack_group_q3_k(w, g * kPackRows, group);
         break;
       case DType::Q4_K:
         pack_group_q4_k_q5_k<BlockQ4_K>(w, g * kPackRows, group);

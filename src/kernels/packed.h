@@ -34,12 +34,19 @@
 //                byte 4r + j: low nibble q's low 4 bits of quad 0, high nibble those of quad 1;
 //                byte 32 + 4r + j: the same for quads 2 and 3;
 //                byte 64 + 4r + j: bits 2k, 2k + 1 the top 2 bits of q of quad k.
-// The Q6_K offset of 32 is taken back with the activation's Σx per 16 columns (−32·bsums), the Q4_K and Q5_K mins
-// need the activation's Σx per 32 columns: both come from packed_activation_corrections too.
+// Q3_K, 928 bytes (116 per row, the original 110): q the unsigned 3-bit value, the reference's q in [-4, 3] plus 4.
+//   [0, 16)      d[8] fp16            [16, 144)  byte 8g + r: row r's scale of columns [16g, 16g + 16) minus 32, int8
+//   [144, 160)   zero
+//   [160 + 96P, 160 + 96(P+1))  columns [32P, 32P + 32) as column quads v (columns 32P + 4v + j, quad v % 4 of
+//                group 2P + v / 4), three bytes A, B, C at 4r + j, 32 + 4r + j, 64 + 4r + j holding row r's 8 values:
+//                A: v0 in bits 0-2, v1 in 3-5, the low 2 bits of v6 in 6-7;  B: v2, v3, the top bits of v6 and v7;
+//                C: v4, v5, the low 2 bits of v7. Six values take one or two instructions to extract, not five.
+// The Q6_K offset of 32 (Q3_K's of 4) is taken back with the activation's Σx per 16 columns (−32·bsums, −4·bsums), the
+// Q4_K and Q5_K mins need the activation's Σx per 32 columns: both come from packed_activation_corrections too.
 //
 // The mapped original stays the weight of record (the cache fingerprint hashes it, other ISA levels read it); the
-// packed copy is extra anonymous memory of about the size of the original matrix (3% more for Q4_K, 2% for Q5_K,
-// 1% for Q6_K).
+// packed copy is extra anonymous memory of about the size of the original matrix (5% more for Q3_K, 3% for Q4_K,
+// 2% for Q5_K, 1% for Q6_K).
 
 #include <cstddef>
 #include <cstdint>

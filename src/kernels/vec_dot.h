@@ -64,6 +64,7 @@ TileKernel avx2_kquant_more_tile_kernel(DType weight_type);  // Q2_K, Q3_K, IQ4_
 // (scales and quants) per 256-column super-block of a group.
 inline constexpr size_t kPackedQ8_0QuantBytes = 256;
 inline constexpr size_t kPackedQ4_0QuantBytes = 128;
+inline constexpr size_t kPackedQ3_KSuperBytes = 928;
 inline constexpr size_t kPackedQ4_KSuperBytes = 1184;
 inline constexpr size_t kPackedQ5_KSuperBytes = 1440;
 inline constexpr size_t kPackedQ6_KSuperBytes = 1696;
@@ -71,7 +72,7 @@ inline constexpr size_t kPackedQ6_KSuperBytes = 1696;
 // The AVX-VNNI tile for packed weights of this type (8 rows × up to 4 tokens); fn == nullptr when there is none or
 // the build is not x86-64. Bitwise the scalar reference (vec_dot_reference) for every output.
 TileKernel vnni_packed_tile_kernel(DType weight_type);
-TileKernel vnni_kquant_packed_tile_kernel(DType weight_type);  // Q4_K, Q5_K, Q6_K (vec_dot_vnni_kquant.cpp)
+TileKernel vnni_kquant_packed_tile_kernel(DType weight_type);  // Q3_K, Q4_K, Q5_K, Q6_K (vec_dot_vnni_kquant.cpp)
 
 // How many int32s packed_activation_corrections writes for one activation row of n_cols.
 int64_t packed_correction_count(DType weight_type, int64_t n_cols);
@@ -82,7 +83,8 @@ int64_t packed_correction_count(DType weight_type, int64_t n_cols);
 //   Q4_K, Q5_K: per super-block 4 int16 pairs (bs[2k], bs[2k+1]) as int32 (low half first), bs[s] = Σx of the
 //   32-element
 //         sub-block s, the operand of the per-row Σ m[s]·bs[s];
-//   Q6_K: per super-block 16 values -32·Σx of each 16 elements, cancelling the 6-bit weights' offset of 32.
+//   Q6_K: per super-block 16 values -32·Σx of each 16 elements, cancelling the 6-bit weights' offset of 32;
+//   Q3_K: per super-block 16 values -4·Σx of each 16 elements, cancelling the offset of 4 that makes q unsigned.
 void packed_activation_corrections(DType weight_type, const uint8_t* x, int64_t n_cols, int32_t* out);
 
 // Converts one fp32 row to the activation type of `weight_type` (see matmul_activation_type).

@@ -146,6 +146,7 @@ int64_t packed_correction_count(DType weight_type, int64_t n_cols) {
     case DType::Q4_K:
     case DType::Q5_K:
       return n_cols / kQK_K * 4;
+    case DType::Q3_K:
     case DType::Q6_K:
       return n_cols / kQK_K * 16;
     default:
@@ -154,12 +155,14 @@ int64_t packed_correction_count(DType weight_type, int64_t n_cols) {
 }
 
 void packed_activation_corrections(DType weight_type, const uint8_t* x, int64_t n_cols, int32_t* out) {
-  if (weight_type == DType::Q4_K || weight_type == DType::Q5_K || weight_type == DType::Q6_K) {
+  if (weight_type == DType::Q3_K || weight_type == DType::Q4_K || weight_type == DType::Q5_K ||
+      weight_type == DType::Q6_K) {
     const auto* blocks = reinterpret_cast<const BlockQ8_K*>(x);
     for (int64_t b = 0; b < n_cols / kQK_K; ++b) {
       const int16_t* bsums = blocks[b].bsums;
-      if (weight_type == DType::Q6_K) {
-        for (int g = 0; g < 16; ++g) out[16 * b + g] = -32 * bsums[g];
+      if (weight_type == DType::Q6_K || weight_type == DType::Q3_K) {
+        const int32_t offset = weight_type == DType::Q6_K ? 32 : 4;
+        for (int g = 0; g < 16; ++g) out[16 * b + g] = -offset * bsums[g];
         continue;
       }
       for (int k = 0; k < 4; ++k) {

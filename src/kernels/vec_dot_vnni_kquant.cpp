@@ -1,11 +1,11 @@
-// AVX-VNNI tiles for packed Q4_K, Q5_K and Q6_K weights (packed.h) times Q8_K activations.
+// AVX-VNNI tiles for packed Q3_K, Q4_K, Q5_K and Q6_K weights (packed.h) times Q8_K activations.
 //
 // As for Q8_0 (vec_dot_vnni.cpp), a tile is one group of 8 rows × up to 4 tokens and lane r of every vector is row
 // r: one vpdpbusd multiplies four columns of the 8 rows by four broadcast activation bytes. Per super-block the
 // integer sums are exact (any order of additions gives the same int32), and then each output takes the scalar
 // reference's fp32 step, lane-wise, in the reference's order:
 //   Q4_K, Q5_K: sum = sum + ((d_w·d_x)·float(sumi) − (dmin_w·d_x)·float(summ))   (dot_q4_k, dot_q5_k_reference)
-//   Q6_K: sum = sum + (d_w·d_x)·float(sumi)                                 (dot_q6_k)
+//   Q6_K, Q3_K: sum = sum + (d_w·d_x)·float(sumi)                          (dot_q6_k, dot_q3_k_reference)
 // so every output is bitwise vec_dot_reference's, whatever the tile shape or batch.
 
 #include "kernels/vec_dot.h"
@@ -26,12 +26,17 @@ HEARTH_VNNI inline __m256 load_fp16x8(const uint8_t* p) {
   return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
-// The bit at position `from` of every byte of v moved to position 4, every other bit cleared. The 16-bit shifts
-// (|from − 4| <= 4) carry bits across bytes only into positions the mask clears.
-HEARTH_VNNI inline __m256i bit_to_4(__m256i v, int from) {
-  const __m256i mask = _mm256_set1_epi8(0x10);
-  if (from < 4) return _mm256_and_si256(_mm256_slli_epi16(v, 4 - from), mask);
-  if (from > 4) return _mm256_and_si256(_mm256_srli_epi16(v, from - 4), mask);
+// Eight signed byte scales, one per row, as int32 lanes.
+HEARTH_VNNI inline __m256i load_scales8(const uint8_t* p) {
+  return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+}
+
+// The bit at position `from` of every byte of v moved to position `to` of that byte, every other bit cleared. The
+// bit stays inside its byte, so what the 16-bit shifts carry across bytes lands only where the mask clears.
+HEARTH_VNNI inline __m256i move_bit(__m256i v, int from, int to) {
+  const __m256i mask = _mm256_set1_epi8(static_cast<char>(1 << to));
+  if (from < to) return _mm256_and_si256(_mm256_slli_epi16(v, to - from), mask);
+  if (from > to) return _mm256_and_si256(_mm256_srli_epi16(v, from - to), mask);
   return _mm256_and_si256(v, mask);
 }
 
@@ -72,8 +77,8 @@ struct PackedQ4_KQ5_K {
           // Bits 2k and 2k + 1 of the fifth-bit vector belong to lo and hi of quant vector 4·(c / 4) + k.
           const int k = c % 4;
           if (k == 0) fifth = _mm256_load_si256(reinterpret_cast<const __m256i*>(w + 1184 + 64 * p + 32 * (c / 4)));
-          lo = _mm256_or_si256(lo, bit_to_4(fifth, 2 * k));
-          hi = _mm256_or_si256(hi, bit_to_4(fifth, 2 * k + 1));
+          lo = _mm256_or_si256(lo, move_bit(fifth, 2 * k, 4));
+          hi = _mm256_or_si256(hi, move_bit(fifth, 2 * k + 1, 4));
         }
         for (int t = 0; t < T; ++t) {
           __m256i& a0 = chain[t][0][c % K];
@@ -115,8 +120,39 @@ struct PackedQ4_KQ5_K {
   }
 };
 
-// Q6_K, per super-block: sumi = Σ_g sc[g]·(Σ q·x − 32·Σx) over each 16 columns g, q the unsigned 6-bit value; the
-// −32·Σx (x_sums) starts each group's chain, so the offset costs no instruction.
+// One 16-column group g of the Q6_K and Q3_K layouts: its four column-quad vectors v (the reference's q plus the
+// type's offset o, unsigned) and its signed scales sc; adds sc·(Σ v·x − o·Σx) to each token's sumi. The −o·Σx
+// (x_sums) starts the group's chain, so the offset costs no instruction.
+template <int T>
+HEARTH_VNNI inline void add_group16(const __m256i (&v)[4], __m256i sc, int g, const BlockQ8_K* const (&x)[T],
+                                    const int32_t* const (&sums)[T], __m256i (&sumi)[T]) {
+  // Four vpdpbusd per group and token: two chains of two are enough for one token, where groups overlap anyway.
+  constexpr int K = T == 1 ? 2 : 1;
+  for (int t = 0; t < T; ++t) {
+    __m256i chain[K];
+    chain[0] = _mm256_set1_epi32(sums[t][g]);
+    for (int k = 1; k < K; ++k) chain[k] = _mm256_setzero_si256();
+    for (int k = 0; k < 4; ++k) {
+      chain[k % K] = _mm256_dpbusd_avx_epi32(chain[k % K], v[k], broadcast4(x[t]->qs + 16 * g + 4 * k));
+    }
+    __m256i s = chain[0];
+    for (int k = 1; k < K; ++k) s = _mm256_add_epi32(s, chain[k]);
+    sumi[t] = _mm256_add_epi32(sumi[t], _mm256_mullo_epi32(s, sc));
+  }
+}
+
+// The fp32 step of dot_q6_k and dot_q3_k_reference: sum = sum + (d_w·d_x)·float(sumi).
+template <int T>
+HEARTH_VNNI inline void add_scaled(const uint8_t* w, const BlockQ8_K* const (&x)[T], const __m256i (&sumi)[T],
+                                   __m256 (&acc)[T]) {
+  const __m256 wd = load_fp16x8(w);
+  for (int t = 0; t < T; ++t) {
+    const __m256 d = _mm256_mul_ps(wd, _mm256_set1_ps(x[t]->d));
+    acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(d, _mm256_cvtepi32_ps(sumi[t])));
+  }
+}
+
+// Q6_K, per super-block: sumi = Σ_g sc[g]·(Σ q·x − 32·Σx) over each 16 columns g, q the unsigned 6-bit value.
 struct PackedQ6_K {
   static constexpr size_t kSuperBytes = kPackedQ6_KSuperBytes;
   static constexpr int kSums = 16;
@@ -124,8 +160,6 @@ struct PackedQ6_K {
   template <int T>
   HEARTH_VNNI static void super_block(const uint8_t* w, const BlockQ8_K* const (&x)[T], const int32_t* const (&sums)[T],
                                       __m256 (&acc)[T]) {
-    // Four vpdpbusd per group and token: two chains of two are enough for one token, where groups overlap anyway.
-    constexpr int K = T == 1 ? 2 : 1;
     const __m256i low_mask = _mm256_set1_epi8(0x0F);
     const __m256i high_mask = _mm256_set1_epi8(0x30);
     __m256i sumi[T];
@@ -145,27 +179,45 @@ struct PackedQ6_K {
       v[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b, 4), low_mask),
                              _mm256_and_si256(_mm256_srli_epi16(h, 2), high_mask));
       const __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + 16 + 8 * g)));
-      for (int t = 0; t < T; ++t) {
-        __m256i chain[K];
-        chain[0] = _mm256_set1_epi32(sums[t][g]);
-        for (int k = 1; k < K; ++k) chain[k] = _mm256_setzero_si256();
-        for (int k = 0; k < 4; ++k) {
-          chain[k % K] = _mm256_dpbusd_avx_epi32(chain[k % K], v[k], broadcast4(x[t]->qs + 16 * g + 4 * k));
-        }
-        __m256i s = chain[0];
-        for (int k = 1; k < K; ++k) s = _mm256_add_epi32(s, chain[k]);
-        sumi[t] = _mm256_add_epi32(sumi[t], _mm256_mullo_epi32(s, sc));
-      }
+      add_group16<T>(v, sc, g, x, sums, sumi);
     }
-    const __m256 wd = load_fp16x8(w);
-    for (int t = 0; t < T; ++t) {
-      const __m256 d = _mm256_mul_ps(wd, _mm256_set1_ps(x[t]->d));
-      acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(d, _mm256_cvtepi32_ps(sumi[t])));
-    }
+    add_scaled<T>(w, x, sumi, acc);
   }
 };
 
-// The K-quant tiles read a super-block (1184 or 1696 bytes) per step, and 12 KiB ahead serves them better than
+// Q3_K, per super-block: sumi = Σ_g (sc[g] − 32)·(Σ q'·x − 4·Σx) over each 16 columns g, q' = q + 4 in [0, 7] the
+// reference's q made unsigned (low 2 bits | high bit << 2), sc − 32 stored signed. Two groups per step, 8 value
+// vectors out of three loads.
+struct PackedQ3_K {
+  static constexpr size_t kSuperBytes = kPackedQ3_KSuperBytes;
+  static constexpr int kSums = 16;
+
+  template <int T>
+  HEARTH_VNNI static void super_block(const uint8_t* w, const BlockQ8_K* const (&x)[T], const int32_t* const (&sums)[T],
+                                      __m256 (&acc)[T]) {
+    const __m256i mask3 = _mm256_set1_epi8(0x07);
+    const __m256i mask2 = _mm256_set1_epi8(0x03);
+    __m256i sumi[T];
+    for (int t = 0; t < T; ++t) sumi[t] = _mm256_setzero_si256();
+    for (int pair = 0; pair < 8; ++pair) {
+      const uint8_t* q = w + 160 + 96 * pair;
+      const __m256i a = _mm256_load_si256(reinterpret_cast<const __m256i*>(q));
+      const __m256i b = _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32));
+      const __m256i c = _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 64));
+      // What the 16-bit shifts carry across bytes lands only in bits the masks clear.
+      const __m256i v0[4] = {_mm256_and_si256(a, mask3), _mm256_and_si256(_mm256_srli_epi16(a, 3), mask3),
+                             _mm256_and_si256(b, mask3), _mm256_and_si256(_mm256_srli_epi16(b, 3), mask3)};
+      const __m256i v1[4] = {_mm256_and_si256(c, mask3), _mm256_and_si256(_mm256_srli_epi16(c, 3), mask3),
+                             _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 6), mask2), move_bit(b, 6, 2)),
+                             _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(c, 6), mask2), move_bit(b, 7, 2))};
+      add_group16<T>(v0, load_scales8(w + 16 + 16 * pair), 2 * pair, x, sums, sumi);
+      add_group16<T>(v1, load_scales8(w + 24 + 16 * pair), 2 * pair + 1, x, sums, sumi);
+    }
+    add_scaled<T>(w, x, sumi, acc);
+  }
+};
+
+// The K-quant tiles read a super-block (928 to 1696 bytes) per step, and 12 KiB ahead serves them better than
 // vnni::kPrefetchBytes: `hearth-bench-matmul-cpu 8192 4096 1`, one thread, three alternating runs, Q4_K 51-54 GB/s
 // against 49-51 at 8 KiB (4 KiB: 49, 16 KiB: 53), Q6_K 49-51 against 45-48 (4 KiB: 43, 16 KiB: 51).
 constexpr int64_t kKQuantPrefetchBytes = 12288;
@@ -202,6 +254,8 @@ struct PackedKQuantKernel {
 
 TileKernel vnni_kquant_packed_tile_kernel(DType weight_type) {
   switch (weight_type) {
+    case DType::Q3_K:
+      return vnni::PackedTable<PackedKQuantKernel<PackedQ3_K>>::kernel();
     case DType::Q4_K:
       return vnni::PackedTable<PackedKQuantKernel<PackedQ4_KQ5_K<false>>>::kernel();
     case DType::Q5_K:
