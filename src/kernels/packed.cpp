@@ -168,6 +168,38 @@ void pack_group_q3_k(const MatrixView& w, int64_t row0, uint8_t* group) {
   }
 }
 
+// IQ4_XS super-block (packed.h): d, the signed scales sc − 32 [s][r], then the codebook indices in Q4_K's order: a
+// byte holds column i of sub-blocks 2p and 2p + 1 in its low and high nibble.
+void pack_group_iq4_xs(const MatrixView& w, int64_t row0, uint8_t* group) {
+  for (int64_t b = 0; b < w.n_cols / kQK_K; ++b) {
+    uint8_t* super = group + b * kernels::kPackedIQ4_XSSuperBytes;
+    auto* d = reinterpret_cast<uint16_t*>(super);
+    auto* scales = reinterpret_cast<int8_t*>(super + 16);
+    uint8_t* q = super + 96;
+    for (int r = 0; r < kPackRows && row0 + r < w.n_rows; ++r) {
+      const BlockIQ4_XS& block = reinterpret_cast<const BlockIQ4_XS*>(w.data + (row0 + r) * w.row_stride)[b];
+      d[r] = block.d;
+      // Sub-block s is one IQ4_NL block: qs[16s + i] holds its column i (low nibble) and 16 + i (high nibble).
+      uint8_t index[kQK_K];
+      for (int s = 0; s < 8; ++s) {
+        scales[8 * s + r] = static_cast<int8_t>(iq4_xs_scale(block, s) - 32);
+        for (int i = 0; i < 16; ++i) {
+          index[32 * s + i] = block.qs[16 * s + i] & 0x0F;
+          index[32 * s + 16 + i] = block.qs[16 * s + i] >> 4;
+        }
+      }
+      for (int p = 0; p < 4; ++p) {
+        for (int c = 0; c < 8; ++c) {
+          for (int j = 0; j < 4; ++j) {
+            const int i = 4 * c + j;
+            q[256 * p + 32 * c + 4 * r + j] = static_cast<uint8_t>(index[64 * p + i] | index[64 * p + 32 + i] << 4);
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 bool packing_available(DType type) {
@@ -179,6 +211,7 @@ bool packing_available(DType type) {
     case DType::Q4_K:
     case DType::Q5_K:
     case DType::Q6_K:
+    case DType::IQ4_XS:
       return true;
     default:
       return false;
@@ -204,6 +237,8 @@ size_t unpadded_group_bytes(DType type, int64_t n_cols) {
       return n_super * kernels::kPackedQ5_KSuperBytes;
     case DType::Q6_K:
       return n_super * kernels::kPackedQ6_KSuperBytes;
+    case DType::IQ4_XS:
+      return n_super * kernels::kPackedIQ4_XSSuperBytes;
     default:
       HEARTH_CHECK(false, "pack_matrix: no packed layout for {}", dtype_name(type));
   }
@@ -244,8 +279,11 @@ std::unique_ptr<PackedMatrix> pack_matrix(const MatrixView& w) {
       case DType::Q5_K:
         pack_group_q4_k_q5_k<BlockQ5_K>(w, g * kPackRows, group);
         break;
-      default:
+      case DType::Q6_K:
         pack_group_q6_k(w, g * kPackRows, group);
+        break;
+      default:
+        pack_group_iq4_xs(w, g * kPackRows, group);
         break;
     }
   }

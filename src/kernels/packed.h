@@ -41,12 +41,17 @@
 //                group 2P + v / 4), three bytes A, B, C at 4r + j, 32 + 4r + j, 64 + 4r + j holding row r's 8 values:
 //                A: v0 in bits 0-2, v1 in 3-5, the low 2 bits of v6 in 6-7;  B: v2, v3, the top bits of v6 and v7;
 //                C: v4, v5, the low 2 bits of v7. Six values take one or two instructions to extract, not five.
+// IQ4_XS, 1120 bytes (140 per row, the original 136): the 4-bit codebook indices, looked up by the tile.
+//   [0, 16)      d[8] fp16            [16, 80)  byte 8s + r: row r's scale of sub-block s minus 32, int8
+//   [80, 96)     zero
+//   [96, 1120)   byte 256p + 32c + 4r + j: low nibble the index of column 64p + 4c + j (sub-block 2p), high nibble
+//                that of column 64p + 32 + 4c + j (sub-block 2p + 1), Q4_K's order (not the original's).
 // The Q6_K offset of 32 (Q3_K's of 4) is taken back with the activation's Σx per 16 columns (−32·bsums, −4·bsums), the
 // Q4_K and Q5_K mins need the activation's Σx per 32 columns: both come from packed_activation_corrections too.
 //
 // The mapped original stays the weight of record (the cache fingerprint hashes it, other ISA levels read it); the
-// packed copy is extra anonymous memory of about the size of the original matrix (5% more for Q3_K, 3% for Q4_K,
-// 2% for Q5_K, 1% for Q6_K).
+// packed copy is extra anonymous memory of about the size of the original matrix (5% more for Q3_K, 3% for Q4_K and
+// IQ4_XS, 2% for Q5_K, 1% for Q6_K).
 
 #include <cstddef>
 #include <cstdint>

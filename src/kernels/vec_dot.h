@@ -68,11 +68,12 @@ inline constexpr size_t kPackedQ3_KSuperBytes = 928;
 inline constexpr size_t kPackedQ4_KSuperBytes = 1184;
 inline constexpr size_t kPackedQ5_KSuperBytes = 1440;
 inline constexpr size_t kPackedQ6_KSuperBytes = 1696;
+inline constexpr size_t kPackedIQ4_XSSuperBytes = 1120;
 
 // The AVX-VNNI tile for packed weights of this type (8 rows × up to 4 tokens); fn == nullptr when there is none or
 // the build is not x86-64. Bitwise the scalar reference (vec_dot_reference) for every output.
 TileKernel vnni_packed_tile_kernel(DType weight_type);
-TileKernel vnni_kquant_packed_tile_kernel(DType weight_type);  // Q3_K, Q4_K, Q5_K, Q6_K (vec_dot_vnni_kquant.cpp)
+TileKernel vnni_kquant_packed_tile_kernel(DType weight_type);  // Q3_K to Q6_K, IQ4_XS (vec_dot_vnni_kquant.cpp)
 
 // How many int32s packed_activation_corrections writes for one activation row of n_cols.
 int64_t packed_correction_count(DType weight_type, int64_t n_cols);
@@ -84,7 +85,8 @@ int64_t packed_correction_count(DType weight_type, int64_t n_cols);
 //   32-element
 //         sub-block s, the operand of the per-row Σ m[s]·bs[s];
 //   Q6_K: per super-block 16 values -32·Σx of each 16 elements, cancelling the 6-bit weights' offset of 32;
-//   Q3_K: per super-block 16 values -4·Σx of each 16 elements, cancelling the offset of 4 that makes q unsigned.
+//   Q3_K: per super-block 16 values -4·Σx of each 16 elements, cancelling the offset of 4 that makes q unsigned;
+//   IQ4_XS: per super-block 8 values -128·Σx of each 32 elements, cancelling the offset of 128 on the codebook.
 void packed_activation_corrections(DType weight_type, const uint8_t* x, int64_t n_cols, int32_t* out);
 
 // Converts one fp32 row to the activation type of `weight_type` (see matmul_activation_type).

@@ -1,11 +1,11 @@
-// AVX-VNNI tiles for packed Q3_K, Q4_K, Q5_K and Q6_K weights (packed.h) times Q8_K activations.
+// AVX-VNNI tiles for packed Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS weights (packed.h) times Q8_K activations.
 //
 // As for Q8_0 (vec_dot_vnni.cpp), a tile is one group of 8 rows × up to 4 tokens and lane r of every vector is row
 // r: one vpdpbusd multiplies four columns of the 8 rows by four broadcast activation bytes. Per super-block the
 // integer sums are exact (any order of additions gives the same int32), and then each output takes the scalar
 // reference's fp32 step, lane-wise, in the reference's order:
 //   Q4_K, Q5_K: sum = sum + ((d_w·d_x)·float(sumi) − (dmin_w·d_x)·float(summ))   (dot_q4_k, dot_q5_k_reference)
-//   Q6_K, Q3_K: sum = sum + (d_w·d_x)·float(sumi)                          (dot_q6_k, dot_q3_k_reference)
+//   Q6_K, Q3_K, IQ4_XS: sum = sum + (d_w·d_x)·float(sumi)   (dot_q6_k, dot_q3_k_reference, dot_iq4_xs_reference)
 // so every output is bitwise vec_dot_reference's, whatever the tile shape or batch.
 
 #include "kernels/vec_dot.h"
@@ -141,7 +141,7 @@ HEARTH_VNNI inline void add_group16(const __m256i (&v)[4], __m256i sc, int g, co
   }
 }
 
-// The fp32 step of dot_q6_k and dot_q3_k_reference: sum = sum + (d_w·d_x)·float(sumi).
+// The fp32 step of dot_q6_k, dot_q3_k_reference and dot_iq4_xs_reference: sum = sum + (d_w·d_x)·float(sumi).
 template <int T>
 HEARTH_VNNI inline void add_scaled(const uint8_t* w, const BlockQ8_K* const (&x)[T], const __m256i (&sumi)[T],
                                    __m256 (&acc)[T]) {
@@ -217,6 +217,63 @@ struct PackedQ3_K {
   }
 };
 
+// IQ4_XS, per super-block: sumi = Σ_s (sc[s] − 32)·(Σ (v + 128)·x − 128·Σx) over each sub-block s of 32 columns,
+// v = kIq4NlValues[index] looked up 32 bytes at once (vpshufb) in the codebook plus 128, which makes it the unsigned
+// operand vpdpbusd needs (1 to 241); the −128·Σx (x_sums) starts each sub-block's chain.
+struct PackedIQ4_XS {
+  static constexpr size_t kSuperBytes = kPackedIQ4_XSSuperBytes;
+  static constexpr int kSums = 8;
+
+  template <int T>
+  HEARTH_VNNI static void super_block(const uint8_t* w, const BlockQ8_K* const (&x)[T], const int32_t* const (&sums)[T],
+                                      __m256 (&acc)[T]) {
+    constexpr int K = kChains<T>;
+    const uint8_t* quants = w + 96;
+    const __m256i low_mask = _mm256_set1_epi8(0x0F);
+    // v + 128 = v ^ 0x80 for an int8 v: the codebook in both 128-bit lanes, as vpshufb indexes each lane alone.
+    const __m256i codebook =
+        _mm256_xor_si256(_mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4NlValues))),
+                         _mm256_set1_epi8(static_cast<char>(0x80)));
+    __m256i sumi[T];
+    for (int t = 0; t < T; ++t) sumi[t] = _mm256_setzero_si256();
+    for (int p = 0; p < 4; ++p) {
+      // chain[t][h][k]: sub-block 2p + h of token t.
+      __m256i chain[T][2][K];
+      for (int t = 0; t < T; ++t) {
+        for (int h = 0; h < 2; ++h) {
+          chain[t][h][0] = _mm256_set1_epi32(sums[t][2 * p + h]);
+          for (int k = 1; k < K; ++k) chain[t][h][k] = _mm256_setzero_si256();
+        }
+      }
+      for (int c = 0; c < 8; ++c) {
+        const __m256i packed = _mm256_load_si256(reinterpret_cast<const __m256i*>(quants + 256 * p + 32 * c));
+        const __m256i lo = _mm256_shuffle_epi8(codebook, _mm256_and_si256(packed, low_mask));  // sub-block 2p
+        const __m256i hi =
+            _mm256_shuffle_epi8(codebook, _mm256_and_si256(_mm256_srli_epi16(packed, 4), low_mask));  // 2p + 1
+        for (int t = 0; t < T; ++t) {
+          __m256i& a0 = chain[t][0][c % K];
+          __m256i& a1 = chain[t][1][c % K];
+          a0 = _mm256_dpbusd_avx_epi32(a0, lo, broadcast4(x[t]->qs + 64 * p + 4 * c));
+          a1 = _mm256_dpbusd_avx_epi32(a1, hi, broadcast4(x[t]->qs + 64 * p + 32 + 4 * c));
+        }
+      }
+      const __m256i sc0 = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + 16 + 16 * p)));
+      const __m256i sc1 = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + 24 + 16 * p)));
+      for (int t = 0; t < T; ++t) {
+        __m256i s0 = chain[t][0][0];
+        __m256i s1 = chain[t][1][0];
+        for (int k = 1; k < K; ++k) {
+          s0 = _mm256_add_epi32(s0, chain[t][0][k]);
+          s1 = _mm256_add_epi32(s1, chain[t][1][k]);
+        }
+        sumi[t] = _mm256_add_epi32(sumi[t], _mm256_mullo_epi32(s0, sc0));
+        sumi[t] = _mm256_add_epi32(sumi[t], _mm256_mullo_epi32(s1, sc1));
+      }
+    }
+    add_scaled<T>(w, x, sumi, acc);
+  }
+};
+
 // The K-quant tiles read a super-block (928 to 1696 bytes) per step, and 12 KiB ahead serves them better than
 // vnni::kPrefetchBytes: `hearth-bench-matmul-cpu 8192 4096 1`, one thread, three alternating runs, Q4_K 51-54 GB/s
 // against 49-51 at 8 KiB (4 KiB: 49, 16 KiB: 53), Q6_K 49-51 against 45-48 (4 KiB: 43, 16 KiB: 51).
@@ -262,6 +319,8 @@ TileKernel vnni_kquant_packed_tile_kernel(DType weight_type) {
       return vnni::PackedTable<PackedKQuantKernel<PackedQ4_KQ5_K<true>>>::kernel();
     case DType::Q6_K:
       return vnni::PackedTable<PackedKQuantKernel<PackedQ6_K>>::kernel();
+    case DType::IQ4_XS:
+      return vnni::PackedTable<PackedKQuantKernel<PackedIQ4_XS>>::kernel();
     default:
       return {};
   }

@@ -112,14 +112,15 @@ TEST_P(PackedMatmulTest, LowerLevelsReadTheOriginal) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, PackedMatmulTest,
-                         testing::Values(DType::Q8_0, DType::Q4_0, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K),
+                         testing::Values(DType::Q8_0, DType::Q4_0, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,
+                                         DType::IQ4_XS),
                          [](const testing::TestParamInfo<DType>& info) { return std::string(dtype_name(info.param)); });
 
-// Every bit of the K-quant blocks random (scales and mins up to 63, Q6_K scales down to -128, all high bits set
-// somewhere), which the quantizer's output alone may not reach: still bitwise the reference.
+// Every bit of the K-quant and IQ4_XS blocks random (scales and mins up to 63, Q6_K scales down to -128, all high bits
+// set somewhere), which the quantizer's output alone may not reach: still bitwise the reference.
 TEST(PackedMatmul, KQuantRandomBitsAreExact) {
   LevelGuard guard;
-  for (DType type : {DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+  for (DType type : {DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS}) {
     if (!packing_available(type)) GTEST_SKIP() << "this CPU has no AVX-VNNI: no packed path to test";
     set_isa_level(IsaLevel::kAvxVnni);
     const int64_t n_rows = 13;
