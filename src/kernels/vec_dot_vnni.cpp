@@ -22,6 +22,15 @@ namespace {
 using vnni::broadcast4;
 using vnni::kChains;
 
+// Chain 0 of each token starts at its block correction, the others at 0.
+template <int T>
+HEARTH_VNNI inline void start_chains(const __m256i (&sum)[T], __m256i (&chain)[T][kChains<T>]) {
+  for (int t = 0; t < T; ++t) {
+    chain[t][0] = sum[t];
+    for (int k = 1; k < kChains<T>; ++k) chain[t][k] = _mm256_setzero_si256();
+  }
+}
+
 template <int T>
 HEARTH_VNNI inline void add_chains(__m256i (&chain)[T][kChains<T>], __m256i (&sum)[T]) {
   for (int t = 0; t < T; ++t) {
@@ -37,10 +46,7 @@ struct PackedQ8_0 {
   template <int T>
   HEARTH_VNNI static void block_sums(const uint8_t* q, const BlockQ8_0* const (&x)[T], __m256i (&sum)[T]) {
     __m256i chain[T][kChains<T>];
-    for (int t = 0; t < T; ++t) {
-      chain[t][0] = sum[t];
-      for (int k = 1; k < kChains<T>; ++k) chain[t][k] = _mm256_setzero_si256();
-    }
+    start_chains<T>(sum, chain);
     for (int c = 0; c < 8; ++c) {
       const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32 * c));
       for (int t = 0; t < T; ++t) {
@@ -57,10 +63,7 @@ struct PackedQ4_0 {
   template <int T>
   HEARTH_VNNI static void block_sums(const uint8_t* q, const BlockQ8_0* const (&x)[T], __m256i (&sum)[T]) {
     __m256i chain[T][kChains<T>];
-    for (int t = 0; t < T; ++t) {
-      chain[t][0] = sum[t];
-      for (int k = 1; k < kChains<T>; ++k) chain[t][k] = _mm256_setzero_si256();
-    }
+    start_chains<T>(sum, chain);
     const __m256i low_mask = _mm256_set1_epi8(0x0F);
     for (int c = 0; c < 4; ++c) {
       const __m256i packed = _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32 * c));

@@ -44,6 +44,22 @@ HEARTH_VNNI inline __m256i move_bit(__m256i v, int from, int to) {
 // summ = Σ_s m[s]·bs[s], one vpdpwssd per pair of sub-blocks with the activation's bs pairs (x_sums).
 // Q5_K (kQ5) is the same with q = nibble | fifth bit << 4, in [0, 31]: still unsigned, still no offset, and the same
 // scales, mins and fp32 step (dot_q5_k_reference), so it costs only the bits ORed into each quant vector.
+// Sub-blocks 2p and 2p + 1 of a super-block pair: their chains added up (exact integers), each times its 8 rows'
+// scales, into sumi (Q4_K, Q5_K and IQ4_XS share this step).
+template <int T, int K>
+HEARTH_VNNI inline void add_pair_scaled(const __m256i (&chain)[T][2][K], __m256i sc0, __m256i sc1, __m256i (&sumi)[T]) {
+  for (int t = 0; t < T; ++t) {
+    __m256i s0 = chain[t][0][0];
+    __m256i s1 = chain[t][1][0];
+    for (int k = 1; k < K; ++k) {
+      s0 = _mm256_add_epi32(s0, chain[t][0][k]);
+      s1 = _mm256_add_epi32(s1, chain[t][1][k]);
+    }
+    sumi[t] = _mm256_add_epi32(sumi[t], _mm256_mullo_epi32(s0, sc0));
+    sumi[t] = _mm256_add_epi32(sumi[t], _mm256_mullo_epi32(s1, sc1));
+  }
+}
+
 template <bool kQ5>
 struct PackedQ4_KQ5_K {
   static constexpr size_t kSuperBytes = kQ5 ? kPackedQ5_KSuperBytes : kPackedQ4_KSuperBytes;
@@ -89,16 +105,7 @@ struct PackedQ4_KQ5_K {
       }
       const __m256i sc0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + 32 + 16 * p)));
       const __m256i sc1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + 40 + 16 * p)));
-      for (int t = 0; t < T; ++t) {
-        __m256i s0 = chain[t][0][0];
-        __m256i s1 = chain[t][1][0];
-        for (int k = 1; k < K; ++k) {
-          s0 = _mm256_add_epi32(s0, chain[t][0][k]);
-          s1 = _mm256_add_epi32(s1, chain[t][1][k]);
-        }
-        sumi[t] = _mm256_add_epi32(sumi[t], _mm256_mullo_epi32(s0, sc0));
-        sumi[t] = _mm256_add_epi32(sumi[t], _mm256_mullo_epi32(s1, sc1));
-      }
+      add_pair_scaled<T, K>(chain, sc0, sc1, sumi);
     }
     __m256i summ[T];
     for (int t = 0; t < T; ++t) summ[t] = _mm256_setzero_si256();
@@ -259,16 +266,7 @@ struct PackedIQ4_XS {
       }
       const __m256i sc0 = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + 16 + 16 * p)));
       const __m256i sc1 = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + 24 + 16 * p)));
-      for (int t = 0; t < T; ++t) {
-        __m256i s0 = chain[t][0][0];
-        __m256i s1 = chain[t][1][0];
-        for (int k = 1; k < K; ++k) {
-          s0 = _mm256_add_epi32(s0, chain[t][0][k]);
-          s1 = _mm256_add_epi32(s1, chain[t][1][k]);
-        }
-        sumi[t] = _mm256_add_epi32(sumi[t], _mm256_mullo_epi32(s0, sc0));
-        sumi[t] = _mm256_add_epi32(sumi[t], _mm256_mullo_epi32(s1, sc1));
-      }
+      add_pair_scaled<T, K>(chain, sc0, sc1, sumi);
     }
     add_scaled<T>(w, x, sumi, acc);
   }
