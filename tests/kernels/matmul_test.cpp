@@ -80,7 +80,7 @@ std::vector<double> to_double(const std::vector<float>& v) {
 }
 
 bool bitwise_equal(const float* a, const float* b, int64_t n) {
-  return std::memcmp(a, b, n * sizeof(float)) == 0;
+  return n == 0 || std::memcmp(a, b, n * sizeof(float)) == 0;  // memcmp may not see null, even for 0 bytes
 }
 
 struct TypeCase {
