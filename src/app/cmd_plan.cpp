@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "app/commands.h"
+#include "engine/engine.h"
 #include "gguf/gguf_file.h"
 #include "kv/kv_plan.h"
 #include "model/config.h"
@@ -26,27 +27,38 @@ struct PlanFlags {
   std::string kv_dtype_v;
   std::string memory;  // empty: no budget
   int32_t block_size = 16;
+  bool kv_full_window = false;
   bool json = false;
 };
 
-// Sliding-window models: how many layers are local, and what their KV would cost if those layers kept only their
-// window (a ring buffer) instead of the whole context, as Hearth does today (the window is a mask over full KV).
+// Sliding-window models: how many layers are local, what a user's KV costs with window slabs (Hearth's default:
+// those layers keep only the blocks the window reads) and with every layer's full KV (--kv-full-window).
 std::string describe_window_savings(const ModelConfig& c, const MemoryPlan& plan) {
   int32_t local = 0;
   for (int32_t il = 0; il < c.n_layers; ++il) local += c.is_local(il) ? 1 : 0;
-  if (local == 0) return {};
+  if (local == 0 || c.sliding_window <= 0) return {};
   const MemoryPlanRequest& r = plan.request;
   const MemoryPlanRow& row = plan.requested();
-  const int64_t per_layer_token = row.bytes_per_token / c.n_layers;
-  const int64_t windowed = std::min<int64_t>(r.context, c.sliding_window);
-  const int64_t full = row.bytes_per_token * r.context;
-  const int64_t ring = per_layer_token * ((c.n_layers - local) * r.context + local * windowed);
+  const int64_t blocks = (r.context + r.block_size - 1) / r.block_size;
+  const int64_t per_layer_block = row.bytes_per_token / c.n_layers * r.block_size;
+  const int64_t held = window_blocks_held(r.context, c.sliding_window, r.block_size);
+  const int64_t full = per_layer_block * c.n_layers * blocks;
+  const int64_t windowed = per_layer_block * ((c.n_layers - local) * blocks + local * held);
+  const double saved = 100.0 * static_cast<double>(full - windowed) / static_cast<double>(full);
+  if (r.window.n_window_layers > 0) {
+    return fmt::format(
+        "sliding window: {} of {} layers attend to the last {} tokens only, and Hearth keeps their K/V only for the "
+        "blocks the window reads ({} of {} blocks at {} tokens), so the table is what it allocates: {} per user, "
+        "where every layer's full KV would be {} ({:.0f}% less; --kv-full-window keeps it all).\n",
+        local, c.n_layers, format_thousands(c.sliding_window), held, blocks, format_thousands(r.context),
+        format_bytes(windowed), format_bytes(full), saved);
+  }
   return fmt::format(
-      "sliding window: {} of {} layers attend to the last {} tokens only. Hearth keeps every layer's full KV (the "
-      "window is a mask), so the table is what it allocates: {} per user at {} tokens. Keeping only the window on "
-      "those layers would need {} ({:.0f}% less); not implemented yet.\n",
+      "sliding window: {} of {} layers attend to the last {} tokens only. With --kv-full-window Hearth keeps every "
+      "layer's full KV (the window only masks), so the table is what it allocates: {} per user at {} tokens; "
+      "without it those layers keep only their window: {} ({:.0f}% less).\n",
       local, c.n_layers, format_thousands(c.sliding_window), format_bytes(full), format_thousands(r.context),
-      format_bytes(ring), 100.0 * static_cast<double>(full - ring) / static_cast<double>(full));
+      format_bytes(windowed), saved);
 }
 
 struct ModelPlan {
@@ -70,6 +82,10 @@ Result<ModelPlan> plan_model(const PlanFlags& f, const std::string& path) {
   request.users = f.users;
   request.costs = kv_dtype_costs(request.shape, *format);
   request.dtype = format->name();
+  EngineConfig ec;  // what hearth serve gives the engine by default, for its window split
+  ec.block_size = f.block_size;
+  ec.kv_window_slabs = !f.kv_full_window;
+  request.window = kv_window_split(*config, ec);
   if (!f.memory.empty()) {
     auto memory = parse_bytes(f.memory);
     if (!memory) return make_error("--memory: {}", memory.error().message);
@@ -206,6 +222,8 @@ Command add_plan(CLI::App& app) {
   app.add_option("--memory", flags->memory,
                  "Memory budget, e.g. 8GiB: shows the longest context and most users that fit");
   app.add_option("--block-size", flags->block_size, "Tokens per KV block")->capture_default_str();
+  app.add_flag("--kv-full-window", flags->kv_full_window,
+               "Sliding-window models: plan for every layer's full KV (hearth serve --kv-full-window)");
   app.add_flag("--json", flags->json, "Print JSON for scripts");
   return [flags] { return run_plan(*flags); };
 }

@@ -220,6 +220,8 @@ int run_serve(ServeFlags f) {
   engine_config.kv_memory_bytes = *kv_bytes;
   engine_config.kv_format = *kv_format;
   engine_config.max_batch_tokens = f.max_batch_tokens;
+  engine_config.kv_window_slabs = !f.kv_full_window;
+  engine_config.kv_window_plan_context = f.kv_window_context;
   engine_config.max_running = f.max_running;
   engine_config.max_waiting = f.max_queue;
   engine_config.model_id = f.model_id.empty() ? default_model_id(f.model_path) : f.model_id;
@@ -308,6 +310,13 @@ Command add_serve(CLI::App& app) {
   app.add_option("--kv-dtype-k", flags->kv_dtype_k, "KV dtype of keys (overrides --kv-dtype)");
   app.add_option("--kv-dtype-v", flags->kv_dtype_v, "KV dtype of values (overrides --kv-dtype)");
   app.add_option("--block-size", flags->block_size, "Tokens per KV block")->capture_default_str();
+  app.add_flag("--kv-full-window", flags->kv_full_window,
+               "Sliding-window models: keep every layer's full KV (the window only masks) instead of window slabs");
+  app.add_option("--kv-window-context", flags->kv_window_context,
+                 "Sliding-window models: the context per user the KV pool's split between full-attention blocks and "
+                 "window slabs is sized for")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   app.add_option("-t,--threads", flags->threads, "Compute threads; 0 uses every core")->capture_default_str();
   app.add_option("--max-queue", flags->max_queue, "Waiting requests before 429")->capture_default_str();
   app.add_option("--max-running", flags->max_running, "Requests computed at once")->capture_default_str();

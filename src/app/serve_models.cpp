@@ -75,6 +75,8 @@ class LoadedModel : public server::ServedModel {
     ec.kv_memory_bytes = kv_bytes;
     ec.kv_format = *kv_format;
     ec.max_batch_tokens = f.max_batch_tokens;
+    ec.kv_window_slabs = !f.kv_full_window;
+    ec.kv_window_plan_context = f.kv_window_context;
     ec.max_running = f.max_running;
     ec.max_waiting = f.max_queue;
     ec.model_id = spec.id;
@@ -185,7 +187,12 @@ Result<server::ModelSpec> describe_model(const ServeFlags& f, const std::string&
   const KvShape shape{config->n_layers, config->n_kv_heads, config->head_dim};
   auto cost = kv_token_cost(shape, *format);
   if (!cost) return cost.error();
-  auto plan = plan_kv_pool(shape, *cost, f.block_size, kv_bytes);
+  EngineConfig ec;  // what the engine will be given, for its window split
+  ec.block_size = f.block_size;
+  ec.max_batch_tokens = f.max_batch_tokens;
+  ec.kv_window_slabs = !f.kv_full_window;
+  ec.kv_window_plan_context = f.kv_window_context;
+  auto plan = plan_kv_pool(shape, *cost, f.block_size, kv_bytes, kv_window_split(*config, ec));
   if (!plan) return make_error("{}: {}", path, plan.error().message);
   server::ModelSpec spec;
   spec.id = std::filesystem::path(path).stem().string();

@@ -173,6 +173,7 @@ json to_json(const Report& report) {
   if (m.available) {
     metrics = {{"kv_blocks_total", m.kv_blocks_total},
                {"kv_blocks_used_max", m.kv_blocks_used_max},
+               {"kv_bytes_used_max", m.kv_bytes_used_max},
                {"evictions", m.evictions},
                {"preemptions", m.preemptions},
                {"cache_hit_tokens", m.cache_hit_tokens},

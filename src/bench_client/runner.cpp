@@ -138,6 +138,9 @@ ServerMetrics metrics_delta(const PromSamples& before, const PromSamples& after,
   };
   m.kv_blocks_used_max = std::max(used(before), used(after));
   for (const PromSamples& s : samples) m.kv_blocks_used_max = std::max(m.kv_blocks_used_max, used(s));
+  auto used_bytes = [](const PromSamples& s) { return s.get("hearth_kv_bytes", "state=\"used\"").value_or(0); };
+  m.kv_bytes_used_max = std::max(used_bytes(before), used_bytes(after));
+  for (const PromSamples& s : samples) m.kv_bytes_used_max = std::max(m.kv_bytes_used_max, used_bytes(s));
   m.evictions = delta("hearth_kv_evictions_total");
   m.preemptions = delta("hearth_preemptions_total");
   m.cache_hit_tokens = delta("hearth_prefix_cache_hit_tokens_total");

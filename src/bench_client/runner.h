@@ -41,6 +41,7 @@ struct ServerMetrics {
   bool available = false;
   double kv_blocks_total = 0;
   double kv_blocks_used_max = 0;  // used + pinned, the largest seen while sampling
+  double kv_bytes_used_max = 0;   // hearth_kv_bytes{state="used"} (blocks and window slabs), the largest seen
   double evictions = 0;           // deltas over the run
   double preemptions = 0;
   double cache_hit_tokens = 0;

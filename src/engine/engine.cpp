@@ -78,6 +78,19 @@ std::string timed_fingerprint(const GgufFile& file) {
 
 }  // namespace
 
+KvWindowSplit kv_window_split(const ModelConfig& c, const EngineConfig& config) {
+  KvWindowSplit split;
+  if (!config.kv_window_slabs || c.sliding_window <= 0) return split;
+  for (int32_t il = 0; il < c.n_layers; ++il) split.n_window_layers += c.is_local(il) ? 1 : 0;
+  split.window_tokens = split.n_window_layers > 0 ? c.sliding_window : 0;
+  split.plan_context = config.kv_window_plan_context;
+  const int64_t bs = std::max(1, config.block_size);
+  // One request's window (ceil((W - 1) / bs) + 1 blocks), its batch chunk (one more when unaligned) and a copy source.
+  split.min_window_slabs = (split.window_tokens + bs - 2) / bs + 1 + (config.max_batch_tokens + bs - 1) / bs + 2;
+  if (split.n_window_layers == 0) split = {};
+  return split;
+}
+
 Result<std::unique_ptr<Engine>> Engine::create(Model& model, const Tokenizer& tokenizer, const EngineConfig& config,
                                                ThreadPool& pool) {
   const ModelConfig& c = model.config();
@@ -85,9 +98,13 @@ Result<std::unique_ptr<Engine>> Engine::create(Model& model, const Tokenizer& to
   const KvShape shape{c.n_layers, c.n_kv_heads, c.head_dim};
   auto cost = kv_token_cost(shape, config.kv_format);
   if (!cost) return cost.error();
-  auto plan = plan_kv_pool(shape, *cost, config.block_size, config.kv_memory_bytes);
+  const KvWindowSplit split = kv_window_split(c, config);
+  auto plan = plan_kv_pool(shape, *cost, config.block_size, config.kv_memory_bytes, split);
   if (!plan) return plan.error();
-  auto storage = KvStorage::create(shape, config.kv_format, config.block_size, static_cast<int32_t>(plan->num_blocks));
+  std::vector<bool> window_layers;
+  for (int32_t il = 0; il < c.n_layers && split.n_window_layers > 0; ++il) window_layers.push_back(c.is_local(il));
+  auto storage = KvStorage::create(shape, config.kv_format, config.block_size, static_cast<int32_t>(plan->num_blocks),
+                                   std::move(window_layers), static_cast<int32_t>(plan->num_window_slabs));
   if (!storage) return storage.error();
   HEARTH_CHECK(static_cast<int64_t>((*storage)->bytes_total()) == plan->pool_bytes,
                "KV storage holds {} bytes but the plan says {}", (*storage)->bytes_total(), plan->pool_bytes);
@@ -123,7 +140,8 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineConfig& con
   const auto num_blocks = static_cast<int32_t>(info_.kv_plan.num_blocks);
   kv_ = std::make_unique<KvCacheManager>(KvCacheConfig{num_blocks, config.block_size,
                                                        static_cast<int32_t>(num_blocks * config.max_pinned_fraction),
-                                                       config.retention_clock});
+                                                       config.retention_clock, info_.kv_plan.window.window_tokens,
+                                                       static_cast<int32_t>(info_.kv_plan.num_window_slabs)});
   spdlog::info("{} ({} blocks of {}; the model's full context is {} tokens)", describe_kv_plan(info_.kv_plan),
                num_blocks, config.block_size, info_.n_ctx);
   scheduler_ = std::make_unique<Scheduler>(
@@ -215,6 +233,10 @@ EngineStats Engine::stats() const {
   s.num_blocks_free = pool.num_blocks_free();
   s.num_blocks_cached_free = pool.num_blocks_cached_free();
   s.num_evictions = pool.num_evictions();
+  s.num_window_slabs_total = pool.num_window_slabs_total();
+  s.num_window_slabs_in_use = pool.num_window_slabs_in_use();
+  s.num_window_slabs_idle = pool.num_window_slabs_idle();
+  s.num_window_slab_evictions = pool.num_window_slab_evictions();
   for (int32_t p = 0; p <= kMaxRetentionPriority; ++p) {
     s.num_blocks_evictable_by_band[std::min(p / 25, 3)] += pool.num_blocks_evictable_at(p);
   }
@@ -264,7 +286,9 @@ void Engine::mark_scheduled(const SchedulerOutput& plan) {
 }
 
 void Engine::apply_block_copies() {
-  for (const BlockCopy& copy : kv_->pending_copies()) storage_->copy_slots(copy.dst, copy.src, copy.n_slots);
+  for (const BlockCopy& copy : kv_->pending_copies()) {
+    storage_->copy_slots(copy.dst, copy.src, copy.n_slots, copy.dst_slab, copy.src_slab);
+  }
   kv_->complete_copies();
 }
 
@@ -279,6 +303,7 @@ std::span<const float> Engine::run_batch(const SchedulerOutput& plan) {
     seq.n_tokens = chunk.num_tokens;
     seq.pos_begin = chunk.pos_begin;
     seq.block_table = kv_->block_table(r.id);
+    seq.window_table = kv_->window_table(r.id);
     seq.want_logits = chunk.needs_logits;
     batch_tokens_.insert(batch_tokens_.end(), r.tokens.begin() + chunk.pos_begin,
                          r.tokens.begin() + chunk.pos_begin + chunk.num_tokens);
@@ -382,6 +407,12 @@ void Engine::check_invariants() const {
     HEARTH_CHECK(kv_->pool().num_blocks_in_use() == kv_->num_blocks_pinned(),
                  "idle engine has {} blocks in use but only {} pinned", kv_->pool().num_blocks_in_use(),
                  kv_->num_blocks_pinned());
+    int32_t pinned_slabs = 0;
+    for (int32_t i = 0; i < kv_->pool().num_blocks_total(); ++i) {
+      pinned_slabs += kv_->pool().window_slab_ref_cnt(BlockId{i}) > 0 ? 1 : 0;
+    }
+    HEARTH_CHECK(pinned_slabs <= kv_->num_blocks_pinned(), "idle engine holds {} window slabs beyond its pins",
+                 pinned_slabs);
   }
 }
 

@@ -20,6 +20,7 @@
 #include "engine/kv_tiers.h"
 #include "engine/output_processor.h"
 #include "kv/kv_cache_manager.h"
+#include "kv/kv_plan.h"
 #include "sched/scheduler.h"
 #include "tensor/kv_dtype.h"
 
@@ -27,6 +28,7 @@ namespace hearth {
 
 class DiskTier;
 class KvStorage;
+struct ModelConfig;
 class Model;
 class ThreadPool;
 class Tokenizer;
@@ -47,7 +49,16 @@ struct EngineConfig {
   // Load blocks the tier holds when the measured costs say loading is faster (kMeasured), or always (tests).
   TierLoadPolicy tier_load_policy = TierLoadPolicy::kMeasured;
   RetentionClock retention_clock = unix_time_ms;  // retention TTLs are measured against it (tests inject one)
+  // Sliding-window models: keep the sliding-window layers' K/V only for the blocks a window reads (window slabs,
+  // kv/kv_cache_manager.h), the pool split for users at kv_window_plan_context tokens. Off: every layer keeps its
+  // full KV and the window is only a mask.
+  bool kv_window_slabs = true;
+  int64_t kv_window_plan_context = 4096;
 };
+
+// How a model's KV pool is split under `config` (kv/kv_plan.h): its sliding-window layers when they are kept in
+// window slabs, with the slabs one request's window and batch need at least; n_window_layers 0 otherwise.
+KvWindowSplit kv_window_split(const ModelConfig& model, const EngineConfig& config);
 
 struct EngineCounters {
   uint64_t num_steps = 0;

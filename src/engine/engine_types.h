@@ -196,6 +196,11 @@ struct EngineStats {
   // [75,100]. Pinned and running blocks are not evictable and not counted.
   std::array<int64_t, 4> num_blocks_evictable_by_band{};
   uint64_t num_evictions = 0;
+  // Window slabs (sliding-window layers' K/V, kv/block_pool.h); all 0 without them.
+  int64_t num_window_slabs_total = 0;
+  int64_t num_window_slabs_in_use = 0;  // held by running requests, pins and copies
+  int64_t num_window_slabs_idle = 0;    // unreferenced, still attached to a cached block
+  uint64_t num_window_slab_evictions = 0;
   uint64_t num_preemptions = 0;
   int32_t num_running = 0;
   int32_t num_waiting = 0;

@@ -27,6 +27,7 @@ ReuseExplanation describe_reuse(const Tokenizer& tokenizer, const PrefixExplanat
       out.cached_text = token_excerpt(tokenizer, e.cached_continuation, 0, kExcerptTokens);
       [[fallthrough]];
     case ReuseStop::kEvicted:
+    case ReuseStop::kWindowEvicted:
     case ReuseStop::kDifferentSalt:
     case ReuseStop::kEndOfCachedPrefix:
       out.context_text = token_excerpt(tokenizer, prompt, e.reuse_stopped_at - kExcerptTokens, e.reuse_stopped_at);

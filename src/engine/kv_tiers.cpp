@@ -109,8 +109,11 @@ void KvTiers::persist_new_blocks() {
     header.written_at_ms = now;
     header.payload_bytes = storage_.bytes_per_block();
     header.layout = layout_;
+    // With window slabs a tier entry is a whole block: it needs the block's slab (held until the next step).
+    const std::optional<BlockId> slab = kv_.pool().window_slab(b.block);
+    if (storage_.num_window_slabs() > 0 && !slab) continue;
     std::vector<uint8_t> payload(storage_.bytes_per_block());
-    storage_.read_block(b.block, payload);
+    storage_.read_block(b.block, payload, slab.value_or(BlockId{-1}));
     if (disk_->write(std::move(header), std::move(payload))) counters_.num_blocks_persisted++;
   }
 }
@@ -139,7 +142,7 @@ void KvTiers::apply_loads(Scheduler& scheduler) {
           !std::equal(expected.begin(), expected.end(), loaded.header.tokens.begin(), loaded.header.tokens.end())) {
         return false;
       }
-      storage_.write_block(block, loaded.payload);
+      storage_.write_block(block, loaded.payload, kv_.pool().window_slab(block).value_or(BlockId{-1}));
       // Pins stay pins only in the pool; on disk they were the highest priority, which they keep.
       *priority = loaded.header.retention.priority;
       if (loaded.header.retention.expires_at_ms != 0) *expires_at = loaded.header.retention.expires_at_ms;

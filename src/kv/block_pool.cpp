@@ -12,13 +12,16 @@ int64_t unix_time_ms() {
   return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
 }
 
-BlockPool::BlockPool(int32_t num_blocks, int32_t block_size, RetentionClock clock)
+BlockPool::BlockPool(int32_t num_blocks, int32_t block_size, RetentionClock clock, int32_t num_window_slabs)
     : block_size_(block_size),
       blocks_(num_blocks),
       queue_(std::make_unique<RetentionQueue>(num_blocks)),
-      clock_now_(std::move(clock)) {
+      clock_now_(std::move(clock)),
+      slabs_(std::max(0, num_window_slabs)) {
   HEARTH_CHECK(num_blocks > 0 && block_size > 0, "BlockPool needs blocks ({}) and a block size ({})", num_blocks,
                block_size);
+  for (int32_t s = num_window_slabs - 1; s >= 0; --s) free_slabs_.push_back(s);  // slab 0 is taken first
+  num_slabs_unreferenced_ = std::max(0, num_window_slabs);
   // Keyless blocks join the front, so pushing the ids in reverse leaves block 0 first.
   for (int32_t i = num_blocks - 1; i >= 0; --i) queue_push(i);
 }
@@ -48,6 +51,7 @@ void BlockPool::expire() {
 
 void BlockPool::evict(int32_t i) {
   BlockMeta& b = blocks_[i];
+  if (b.window_slab >= 0) detach_slab(b.window_slab);
   index_.erase(b.key, b.parent_key, BlockId{i});
   recently_evicted_.insert(b.key);
   b.has_key = false;
@@ -119,6 +123,81 @@ bool BlockPool::cache(BlockId id, const BlockHash& key, const BlockHash& parent_
   return true;
 }
 
+void BlockPool::slab_lru_remove(int32_t s) {
+  Slab& slab = slabs_[s];
+  HEARTH_CHECK(slab.idle, "window slab {} is not idle", s);
+  (slab.prev >= 0 ? slabs_[slab.prev].next : lru_head_) = slab.next;
+  (slab.next >= 0 ? slabs_[slab.next].prev : lru_tail_) = slab.prev;
+  slab.prev = slab.next = -1;
+  slab.idle = false;
+  --num_slabs_idle_;
+}
+
+void BlockPool::detach_slab(int32_t s) {
+  Slab& slab = slabs_[s];
+  HEARTH_CHECK(slab.ref_cnt == 0 && slab.block >= 0, "detaching window slab {} (ref {}, block {})", s, slab.ref_cnt,
+               slab.block);
+  if (slab.idle) slab_lru_remove(s);
+  blocks_[slab.block].window_slab = -1;
+  slab.block = -1;
+  free_slabs_.push_back(s);
+}
+
+bool BlockPool::attach_window_slab(BlockId id) {
+  BlockMeta& b = blocks_[id.value];
+  HEARTH_CHECK(b.ref_cnt > 0 && b.window_slab < 0, "attach_window_slab() to block {} (ref {}, slab {})", id.value,
+               b.ref_cnt, b.window_slab);
+  if (free_slabs_.empty()) {
+    if (lru_head_ < 0) return false;
+    detach_slab(lru_head_);
+    ++num_slab_evictions_;
+  }
+  const int32_t s = free_slabs_.back();
+  free_slabs_.pop_back();
+  slabs_[s].block = id.value;
+  slabs_[s].ref_cnt = 1;
+  b.window_slab = s;
+  --num_slabs_unreferenced_;
+  return true;
+}
+
+void BlockPool::touch_window_slab(BlockId id) {
+  const int32_t s = blocks_[id.value].window_slab;
+  HEARTH_CHECK(s >= 0, "touch_window_slab() of block {}, which has no slab", id.value);
+  Slab& slab = slabs_[s];
+  if (slab.ref_cnt++ > 0) return;
+  slab_lru_remove(s);
+  --num_slabs_unreferenced_;
+}
+
+void BlockPool::release_window_slab(BlockId id) {
+  const int32_t s = blocks_[id.value].window_slab;
+  HEARTH_CHECK(s >= 0 && slabs_[s].ref_cnt > 0, "release_window_slab() of block {} (slab {})", id.value, s);
+  Slab& slab = slabs_[s];
+  if (--slab.ref_cnt > 0) return;
+  ++num_slabs_unreferenced_;
+  if (!blocks_[id.value].has_key) {
+    detach_slab(s);
+    return;
+  }
+  slab.idle = true;
+  slab.prev = lru_tail_;
+  slab.next = -1;
+  (lru_tail_ >= 0 ? slabs_[lru_tail_].next : lru_head_) = s;
+  lru_tail_ = s;
+  ++num_slabs_idle_;
+}
+
+void BlockPool::move_window_slab(BlockId from, BlockId to) {
+  const int32_t s = blocks_[from.value].window_slab;
+  HEARTH_CHECK(s >= 0 && slabs_[s].ref_cnt > 0 && blocks_[to.value].window_slab < 0 && blocks_[to.value].ref_cnt > 0,
+               "move_window_slab() from block {} (slab {}) to block {} (slab {})", from.value, s, to.value,
+               blocks_[to.value].window_slab);
+  blocks_[from.value].window_slab = -1;
+  blocks_[to.value].window_slab = s;
+  slabs_[s].block = to.value;
+}
+
 std::optional<BlockId> BlockPool::lookup(const BlockHash& key, std::span<const TokenId> tokens) const {
   const auto found = index_.find(key);
   if (!found) return std::nullopt;
@@ -183,6 +262,44 @@ void BlockPool::check_invariants() const {
   HEARTH_CHECK(num_keyed_free == num_cached_free_, "{} cached blocks are unreferenced, counter says {}", num_keyed_free,
                num_cached_free_);
   HEARTH_CHECK(num_in_use + num_free_ == n, "in use {} + free {} != total {}", num_in_use, num_free_, n);
+  check_slab_invariants();
+}
+
+void BlockPool::check_slab_invariants() const {
+  const auto n = static_cast<int32_t>(slabs_.size());
+  int32_t idle = 0;
+  int32_t prev = -1;
+  for (int32_t s = lru_head_; s >= 0; prev = s, s = slabs_[s].next) {
+    HEARTH_CHECK(s < n && slabs_[s].idle && slabs_[s].prev == prev && ++idle <= n, "window slab LRU broken at {}", s);
+  }
+  HEARTH_CHECK(prev == lru_tail_ && idle == num_slabs_idle_, "window slab LRU ends at {} with {} slabs, expected {} and {}",
+               prev, idle, lru_tail_, num_slabs_idle_);
+  std::vector<bool> is_free(n, false);
+  for (int32_t s : free_slabs_) {
+    HEARTH_CHECK(!is_free[s] && slabs_[s].block < 0 && slabs_[s].ref_cnt == 0, "free window slab {} is in use", s);
+    is_free[s] = true;
+  }
+  int32_t unreferenced = 0;
+  for (int32_t s = 0; s < n; ++s) {
+    const Slab& slab = slabs_[s];
+    unreferenced += slab.ref_cnt == 0 ? 1 : 0;
+    if (slab.block < 0) {
+      HEARTH_CHECK(is_free[s], "unattached window slab {} is not on the free list", s);
+      continue;
+    }
+    const BlockMeta& b = blocks_[slab.block];
+    HEARTH_CHECK(b.window_slab == s, "window slab {} names block {}, which names slab {}", s, slab.block,
+                 b.window_slab);
+    HEARTH_CHECK(slab.ref_cnt > 0 ? b.ref_cnt > 0 && !slab.idle : slab.idle && b.has_key,
+                 "window slab {} (ref {}, idle {}) on block {} (ref {}, cached {})", s, slab.ref_cnt, slab.idle,
+                 slab.block, b.ref_cnt, b.has_key);
+  }
+  HEARTH_CHECK(unreferenced == num_slabs_unreferenced_, "{} window slabs unreferenced, counter says {}", unreferenced,
+               num_slabs_unreferenced_);
+  for (int32_t i = 0; i < num_blocks_total(); ++i) {
+    const int32_t s = blocks_[i].window_slab;
+    HEARTH_CHECK(s < 0 || (s < n && slabs_[s].block == i), "block {} names window slab {}, not attached to it", i, s);
+  }
 }
 
 }  // namespace hearth

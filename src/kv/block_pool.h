@@ -18,6 +18,13 @@
 // blocks), so a parent's priority is at least its child's, unless an expiry demoted the parent first; a child
 // that outlives its parent is not lost: the parent's key is content-derived, so recomputing the parent makes the
 // child reachable again.
+//
+// Window slabs (models with sliding-window layers, when the pool is built with some): a block's K/V for the
+// sliding-window layers lives in a slab of its own, which the block holds only while it is needed. A slab is free
+// or attached to one block; an attached slab is referenced (a running sequence's window, a pin, a copy source) or
+// idle in an LRU list. Taking a slab when none is free evicts the least recently idled one: its block loses its
+// sliding-window K/V and stays cached for the full-attention layers. Evicting a block frees its slab. So:
+//   slab referenced => its block is referenced;   slab idle => its block is cached (has a key).
 
 #include <cstdint>
 #include <functional>
@@ -49,6 +56,7 @@ struct BlockMeta {
   // a disk tier can persist it across restarts); kNoExpiry never expires. Past it, the block counts as priority 0.
   uint8_t priority = kDefaultRetentionPriority;
   int64_t expires_at = kNoExpiry;
+  int32_t window_slab = -1;  // the attached window slab, -1: none
 };
 
 // The time retention expiries are measured in. The default reads the system clock in unix milliseconds; tests
@@ -58,7 +66,8 @@ using RetentionClock = std::function<int64_t()>;
 
 class BlockPool {
  public:
-  BlockPool(int32_t num_blocks, int32_t block_size, RetentionClock clock = unix_time_ms);
+  // `num_window_slabs` > 0 gives the pool window slabs (see above); 0: none.
+  BlockPool(int32_t num_blocks, int32_t block_size, RetentionClock clock = unix_time_ms, int32_t num_window_slabs = 0);
 
   int32_t block_size() const { return block_size_; }
   int32_t num_blocks_total() const { return static_cast<int32_t>(blocks_.size()); }
@@ -111,6 +120,31 @@ class BlockPool {
   // Unreferenced cached blocks whose effective priority (0 once expired) is `priority`.
   int32_t num_blocks_evictable_at(int32_t priority) const { return queue_->num_queued_at(priority); }
 
+  // Window slabs. The slab attached to `id`, if any.
+  std::optional<BlockId> window_slab(BlockId id) const {
+    const int32_t s = blocks_[id.value].window_slab;
+    return s < 0 ? std::nullopt : std::optional<BlockId>(BlockId{s});
+  }
+  int32_t window_slab_ref_cnt(BlockId id) const {
+    const int32_t s = blocks_[id.value].window_slab;
+    return s < 0 ? 0 : slabs_[s].ref_cnt;
+  }
+  int32_t num_window_slabs_total() const { return static_cast<int32_t>(slabs_.size()); }
+  int32_t num_window_slabs_free() const { return num_slabs_unreferenced_; }  // free + idle
+  int32_t num_window_slabs_in_use() const { return num_window_slabs_total() - num_slabs_unreferenced_; }
+  int32_t num_window_slabs_idle() const { return num_slabs_idle_; }
+  uint64_t num_window_slab_evictions() const { return num_slab_evictions_; }
+  // Attaches a slab to referenced block `id` (which has none), with one reference: a free one, else the least
+  // recently idled one, detached from its block. False when every slab is referenced.
+  [[nodiscard]] bool attach_window_slab(BlockId id);
+  // Adds a reference to `id`'s slab (an idle one leaves the LRU list). Requires one attached.
+  void touch_window_slab(BlockId id);
+  // Drops a reference to `id`'s slab. At zero it idles when the block is cached, else it is freed (it holds
+  // nothing a prefix hit could find).
+  void release_window_slab(BlockId id);
+  // Moves `from`'s slab, with its references, to `to` (which has none): `to` holds the same tokens' K/V.
+  void move_window_slab(BlockId from, BlockId to);
+
   // The cached block holding `key` whose stored tokens equal `tokens`, if any.
   std::optional<BlockId> lookup(const BlockHash& key, std::span<const TokenId> tokens) const;
 
@@ -131,6 +165,9 @@ class BlockPool {
   void queue_push(int32_t i);
   void queue_remove(int32_t i);
   void evict(int32_t i);
+  void detach_slab(int32_t slab);
+  void slab_lru_remove(int32_t slab);
+  void check_slab_invariants() const;
 
   int32_t block_size_;
   std::vector<BlockMeta> blocks_;
@@ -142,6 +179,20 @@ class BlockPool {
   uint64_t num_evictions_ = 0;
   PrefixIndex index_;
   RecentKeys recently_evicted_{kRecentEvictions};
+  struct Slab {
+    int32_t block = -1;  // attached to, -1: free
+    int32_t ref_cnt = 0;
+    int32_t prev = -1;   // LRU links, while idle
+    int32_t next = -1;
+    bool idle = false;
+  };
+  std::vector<Slab> slabs_;
+  std::vector<int32_t> free_slabs_;  // unattached
+  int32_t lru_head_ = -1;            // least recently idled
+  int32_t lru_tail_ = -1;
+  int32_t num_slabs_unreferenced_ = 0;
+  int32_t num_slabs_idle_ = 0;
+  uint64_t num_slab_evictions_ = 0;
 };
 
 }  // namespace hearth

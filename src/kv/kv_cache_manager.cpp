@@ -11,7 +11,12 @@ int32_t ceil_div(int32_t a, int32_t b) { return (a + b - 1) / b; }
 }  // namespace
 
 KvCacheManager::KvCacheManager(const KvCacheConfig& config)
-    : pool_(config.num_blocks, config.block_size, config.clock), max_pinned_blocks_(config.max_pinned_blocks) {}
+    : pool_(config.num_blocks, config.block_size, config.clock, config.window_tokens > 0 ? config.num_window_slabs : 0),
+      window_tokens_(config.window_tokens),
+      max_pinned_blocks_(config.max_pinned_blocks) {
+  HEARTH_CHECK(config.window_tokens >= 0 && (config.window_tokens == 0 || config.num_window_slabs > 0),
+               "a {}-token window needs window slabs ({})", config.window_tokens, config.num_window_slabs);
+}
 
 void KvCacheManager::apply_retention(const Sequence& seq, int32_t index, BlockId block, bool fresh) {
   const int64_t block_start = static_cast<int64_t>(index) * pool_.block_size();
@@ -52,6 +57,33 @@ std::optional<BlockId> KvCacheManager::best_partial(const BlockHash& parent, std
 
 PrefixMatch KvCacheManager::find_longest_prefix(const BlockHash& ns, std::span<const TokenId> tokens,
                                                 int32_t max_tokens) const {
+  PrefixMatch match = find_cached_prefix(ns, tokens, max_tokens);
+  fit_to_window(match);
+  return match;
+}
+
+void KvCacheManager::fit_to_window(PrefixMatch& match) const {
+  if (window_tokens_ == 0) return;
+  while (match.num_tokens() > 0) {
+    const auto n_blocks = static_cast<int32_t>(match.blocks.size());
+    int32_t missing = -1;  // the last block the hit reads whose slab is gone
+    if (match.partial_block && !pool_.window_slab(*match.partial_block)) {
+      missing = n_blocks;
+    } else {
+      for (int32_t i = n_blocks - 1; i >= first_window_block(match.num_tokens()) && missing < 0; --i) {
+        if (!pool_.window_slab(match.blocks[i])) missing = i;
+      }
+    }
+    if (missing < 0) return;
+    match.partial_block.reset();
+    match.partial_tokens = 0;
+    match.blocks.resize(missing);
+    match.keys.resize(missing);
+  }
+}
+
+PrefixMatch KvCacheManager::find_cached_prefix(const BlockHash& ns, std::span<const TokenId> tokens,
+                                               int32_t max_tokens) const {
   const int32_t bs = pool_.block_size();
   max_tokens = std::min(max_tokens, static_cast<int32_t>(tokens.size()));
   PrefixMatch match;
@@ -83,7 +115,8 @@ int32_t KvCacheManager::num_unreferenced_among(const PrefixMatch& match) const {
 
 std::optional<AdmitResult> KvCacheManager::admit(RequestId id, const BlockHash& ns, std::span<const TokenId> tokens,
                                                  int32_t num_tokens_to_cover, bool use_cache,
-                                                 std::span<const RetentionSpan> retention) {
+                                                 std::span<const RetentionSpan> retention,
+                                                 int32_t first_chunk_tokens) {
   HEARTH_CHECK(!seqs_.contains(id), "request {} admitted twice", id.value);
   HEARTH_CHECK(!tokens.empty() && num_tokens_to_cover <= static_cast<int32_t>(tokens.size()),
                "admit of {} tokens covering {}", tokens.size(), num_tokens_to_cover);
@@ -92,10 +125,26 @@ std::optional<AdmitResult> KvCacheManager::admit(RequestId id, const BlockHash& 
   match.block_size = bs;
   if (use_cache) match = find_longest_prefix(ns, tokens, static_cast<int32_t>(tokens.size()) - 1);
   const int32_t cover = std::max(num_tokens_to_cover, match.num_tokens());
-  const int32_t need = ceil_div(cover, bs) - static_cast<int32_t>(match.blocks.size());
+  const auto n_hit = static_cast<int32_t>(match.blocks.size());
+  const int32_t need = ceil_div(cover, bs) - n_hit;
   if (pool_.num_blocks_free() - num_unreferenced_among(match) < need) return std::nullopt;
+  // Window slabs: the hit's blocks the first chunk reads keep theirs; the blocks it writes get new ones.
+  const int32_t hit = match.num_tokens();
+  const int32_t window_begin = first_window_block(hit);
+  const int32_t window_end =
+      window_tokens_ > 0
+          ? std::max(ceil_div(static_cast<int32_t>(std::min<int64_t>(cover, int64_t{hit} + first_chunk_tokens)), bs),
+                     n_hit)
+          : 0;
+  if (window_tokens_ > 0) {
+    int32_t idle = 0;
+    for (int32_t i = window_begin; i < n_hit; ++i) idle += pool_.window_slab_ref_cnt(match.blocks[i]) == 0 ? 1 : 0;
+    if (match.partial_block && pool_.window_slab_ref_cnt(*match.partial_block) == 0) ++idle;
+    if (pool_.num_window_slabs_free() - idle < window_end - n_hit) return std::nullopt;
+  }
 
   Sequence seq{ns, use_cache, {}, match.keys, {retention.begin(), retention.end()}};
+  seq.num_computed = hit;
   for (BlockId b : match.blocks) pool_.touch(b);
   for (size_t i = 0; i < match.blocks.size(); ++i)
     apply_retention(seq, static_cast<int32_t>(i), match.blocks[i], false);
@@ -106,8 +155,25 @@ std::optional<AdmitResult> KvCacheManager::admit(RequestId id, const BlockHash& 
     HEARTH_CHECK(block.has_value(), "pool ran out of blocks it reported free");
     seq.table.push_back(*block);
   }
+  if (window_tokens_ > 0) {
+    seq.window_slabs.assign(seq.table.size(), BlockId{-1});
+    for (int32_t i = window_begin; i < n_hit; ++i) {
+      pool_.touch_window_slab(seq.table[i]);
+      seq.window_slabs[i] = *pool_.window_slab(seq.table[i]);
+    }
+    // The copy source's slab is held before new slabs are attached, which may take idle ones.
+    if (match.partial_block) pool_.touch_window_slab(*match.partial_block);
+    seq.window_begin = std::min(window_begin, n_hit);
+    seq.window_end = n_hit;
+    extend_window(seq, window_end);
+  }
   if (match.partial_block) {
-    pending_copies_.push_back({*match.partial_block, seq.table[match.blocks.size()], match.partial_tokens});
+    BlockCopy copy{*match.partial_block, seq.table[match.blocks.size()], match.partial_tokens};
+    if (window_tokens_ > 0) {
+      copy.src_slab = *pool_.window_slab(copy.src);
+      copy.dst_slab = seq.window_slabs[match.blocks.size()];
+    }
+    pending_copies_.push_back(copy);
   }
   seqs_.emplace(id, std::move(seq));
   if (use_cache) {
@@ -138,14 +204,47 @@ int32_t KvCacheManager::num_blocks_needed(RequestId id, int32_t num_total_tokens
 
 bool KvCacheManager::allocate_slots(RequestId id, int32_t num_total_tokens) {
   const int32_t need = num_blocks_needed(id, num_total_tokens);
-  if (need > pool_.num_blocks_free()) return false;
   Sequence& seq = sequence(id);
+  if (window_tokens_ > 0) drop_window_before(seq, first_window_block(seq.num_computed));
+  const int32_t window_end = window_tokens_ > 0 ? ceil_div(num_total_tokens, pool_.block_size()) : 0;
+  if (need > pool_.num_blocks_free() ||
+      std::max(0, window_end - seq.window_end) > pool_.num_window_slabs_free()) {
+    return false;
+  }
   for (int32_t i = 0; i < need; ++i) seq.table.push_back(*pool_.allocate());
+  if (window_tokens_ > 0) {
+    seq.window_slabs.resize(seq.table.size(), BlockId{-1});
+    extend_window(seq, window_end);
+  }
   return true;
+}
+
+void KvCacheManager::extend_window(Sequence& seq, int32_t to) {
+  to = std::min(to, static_cast<int32_t>(seq.table.size()));
+  for (int32_t i = seq.window_end; i < to; ++i) {
+    HEARTH_CHECK(pool_.attach_window_slab(seq.table[i]), "pool ran out of window slabs it reported free");
+    seq.window_slabs[i] = *pool_.window_slab(seq.table[i]);
+  }
+  seq.window_end = std::max(seq.window_end, to);
+}
+
+void KvCacheManager::drop_window_before(Sequence& seq, int32_t block) {
+  for (int32_t i = seq.window_begin; i < std::min(block, seq.window_end); ++i) {
+    pool_.release_window_slab(seq.table[i]);
+    seq.window_slabs[i] = BlockId{-1};
+  }
+  seq.window_begin = std::max(seq.window_begin, std::min(block, seq.window_end));
+}
+
+void KvCacheManager::release_window(Sequence& seq) {
+  for (int32_t i = seq.window_end - 1; i >= seq.window_begin; --i) pool_.release_window_slab(seq.table[i]);
+  seq.window_begin = seq.window_end = 0;
+  seq.window_slabs.clear();
 }
 
 void KvCacheManager::cache_full_blocks(RequestId id, std::span<const TokenId> tokens, int32_t num_computed) {
   Sequence& seq = sequence(id);
+  seq.num_computed = std::max(seq.num_computed, num_computed);
   if (!seq.use_cache) return;
   const int32_t bs = pool_.block_size();
   const int32_t n_full = std::min(num_computed, static_cast<int32_t>(tokens.size())) / bs;
@@ -162,6 +261,16 @@ void KvCacheManager::cache_full_blocks(RequestId id, std::span<const TokenId> to
       const auto existing = pool_.lookup(key, block_tokens);
       if (!existing) return;  // a SHA-256 collision with different tokens: leave the rest uncached
       pool_.touch(*existing);
+      if (i >= seq.window_begin && i < seq.window_end) {
+        // The sequence's slab holds the same K/V too: keep the cached block's, or give it ours.
+        if (pool_.window_slab(*existing)) {
+          pool_.touch_window_slab(*existing);
+          pool_.release_window_slab(seq.table[i]);
+        } else {
+          pool_.move_window_slab(seq.table[i], *existing);
+        }
+        seq.window_slabs[i] = *pool_.window_slab(*existing);
+      }
       pool_.release(seq.table[i]);
       seq.table[i] = *existing;
       apply_retention(seq, i, *existing, false);
@@ -175,8 +284,11 @@ int32_t KvCacheManager::insert_chain(const BlockHash& ns, std::span<const TokenI
   const int32_t bs = pool_.block_size();
   n_blocks = std::min(n_blocks, static_cast<int32_t>(tokens.size()) / bs);
   std::vector<BlockId> held;  // the chain, referenced while it grows so no allocation evicts it
+  std::vector<BlockId> held_slabs;  // blocks whose window slab is referenced for the same reason
   BlockHash parent = ns;
   int32_t inserted = 0;
+  // With window slabs, the blocks a hit at the chain's end reads on the sliding-window layers get slabs.
+  const int32_t window_from = first_window_block(n_blocks * bs);
   for (int32_t i = 0; i < n_blocks; ++i) {
     const auto block_tokens = tokens.subspan(static_cast<size_t>(i) * bs, bs);
     const BlockHash key = hash_block(parent, ns, block_tokens);
@@ -186,12 +298,15 @@ int32_t KvCacheManager::insert_chain(const BlockHash& ns, std::span<const TokenI
     } else {
       auto block = pool_.allocate();
       if (!block) break;
+      const bool slab = window_tokens_ > 0 && i >= window_from && pool_.attach_window_slab(*block);
       uint8_t priority = kDefaultRetentionPriority;
       int64_t expires_at = kNoExpiry;
       if (!fill(i, *block, &priority, &expires_at) || !pool_.cache(*block, key, parent, block_tokens)) {
+        if (slab) pool_.release_window_slab(*block);
         pool_.release(*block);
         break;
       }
+      if (slab) held_slabs.push_back(*block);
       if (priority != kDefaultRetentionPriority || expires_at != kNoExpiry) {
         pool_.set_retention(*block, std::min<uint8_t>(priority, kMaxRetentionPriority), expires_at);
       }
@@ -200,12 +315,16 @@ int32_t KvCacheManager::insert_chain(const BlockHash& ns, std::span<const TokenI
     }
     parent = key;
   }
+  for (auto b = held_slabs.rbegin(); b != held_slabs.rend(); ++b) pool_.release_window_slab(*b);
   for (auto b = held.rbegin(); b != held.rend(); ++b) pool_.release(*b);
   return inserted;
 }
 
 void KvCacheManager::complete_copies() {
-  for (const BlockCopy& copy : pending_copies_) pool_.release(copy.src);
+  for (const BlockCopy& copy : pending_copies_) {
+    if (copy.src_slab.value >= 0) pool_.release_window_slab(copy.src);
+    pool_.release(copy.src);
+  }
   pending_copies_.clear();
 }
 
@@ -229,10 +348,13 @@ void KvCacheManager::release(RequestId id, std::span<const TokenId> tokens, int3
   auto it = seqs_.find(id);
   if (it == seqs_.end()) return;
   if (!tokens.empty()) cache_partial_tail(it->second, tokens, num_computed);
+  release_window(it->second);
   const auto& table = it->second.table;
   for (auto b = table.rbegin(); b != table.rend(); ++b) pool_.release(*b);
   seqs_.erase(it);
 }
+
+std::span<const BlockId> KvCacheManager::window_table(RequestId id) const { return sequence(id).window_slabs; }
 
 std::span<const BlockId> KvCacheManager::block_table(RequestId id) const {
   auto it = seqs_.find(id);
@@ -241,7 +363,10 @@ std::span<const BlockId> KvCacheManager::block_table(RequestId id) const {
 }
 
 Result<PinInfo> KvCacheManager::pin_prefix(const BlockHash& ns, std::span<const TokenId> tokens) {
-  const PrefixMatch match = find_longest_prefix(ns, tokens, static_cast<int32_t>(tokens.size()));
+  PrefixMatch match = find_longest_prefix(ns, tokens, static_cast<int32_t>(tokens.size()));
+  match.partial_block.reset();  // only full blocks are pinned
+  match.partial_tokens = 0;
+  fit_to_window(match);
   const int32_t bs = pool_.block_size();
   if (match.blocks.empty()) {
     return make_error("nothing to pin: no full block of this {}-token prefix is cached yet (block size {})",
@@ -255,14 +380,22 @@ Result<PinInfo> KvCacheManager::pin_prefix(const BlockHash& ns, std::span<const 
                       n * bs, num_blocks_pinned_, max_pinned_blocks_);
   }
   for (BlockId b : match.blocks) pool_.touch(b);
+  Pin pin{match.blocks, {}};
+  if (window_tokens_ > 0) {
+    for (int32_t i = first_window_block(n * bs); i < n; ++i) {
+      pool_.touch_window_slab(match.blocks[i]);
+      pin.window_blocks.push_back(match.blocks[i]);
+    }
+  }
   num_blocks_pinned_ += n;
-  pins_.emplace(key, Pin{match.blocks});
+  pins_.emplace(key, std::move(pin));
   return PinInfo{key, n * bs};
 }
 
 bool KvCacheManager::unpin(const BlockHash& key) {
   auto it = pins_.find(key);
   if (it == pins_.end()) return false;
+  for (BlockId b : it->second.window_blocks) pool_.release_window_slab(b);
   const auto& blocks = it->second.blocks;
   for (auto b = blocks.rbegin(); b != blocks.rend(); ++b) pool_.release(*b);
   num_blocks_pinned_ -= static_cast<int32_t>(blocks.size());
@@ -279,8 +412,31 @@ std::vector<PinInfo> KvCacheManager::pins() const {
 void KvCacheManager::check_invariants() const {
   pool_.check_invariants();
   std::vector<int32_t> refs(pool_.num_blocks_total(), 0);
+  std::vector<int32_t> slab_refs(pool_.num_blocks_total(), 0);  // by block
   for (const auto& [id, seq] : seqs_) {
     for (BlockId b : seq.table) refs[b.value]++;
+    if (window_tokens_ > 0) {
+      HEARTH_CHECK(seq.window_slabs.size() == seq.table.size() && 0 <= seq.window_begin &&
+                       seq.window_begin <= seq.window_end && seq.window_end <= static_cast<int32_t>(seq.table.size()),
+                   "request {} holds window slabs [{}, {}) of {} blocks", id.value, seq.window_begin, seq.window_end,
+                   seq.table.size());
+      for (int32_t i = 0; i < static_cast<int32_t>(seq.table.size()); ++i) {
+        const bool held = i >= seq.window_begin && i < seq.window_end;
+        const auto slab = pool_.window_slab(seq.table[i]);
+        HEARTH_CHECK(held ? slab && *slab == seq.window_slabs[i] : seq.window_slabs[i].value < 0,
+                     "request {} block {}: window slab {} recorded, {} attached", id.value, i,
+                     seq.window_slabs[i].value, slab ? slab->value : -1);
+        if (held) slab_refs[seq.table[i].value]++;
+      }
+      // What the next token reads on the sliding-window layers is held.
+      const int32_t read_end = std::min(ceil_div(seq.num_computed, pool_.block_size()),
+                                        static_cast<int32_t>(seq.table.size()));
+      for (int32_t i = first_window_block(seq.num_computed); i < read_end; ++i) {
+        HEARTH_CHECK(i >= seq.window_begin && i < seq.window_end,
+                     "request {} at {} computed tokens does not hold the window slab of block {}", id.value,
+                     seq.num_computed, i);
+      }
+    }
     HEARTH_CHECK(seq.keys.size() <= seq.table.size(), "request {} has more keys than blocks", id.value);
     for (size_t i = 0; i < seq.keys.size(); ++i) {
       const BlockMeta& m = pool_.meta(seq.table[i]);
@@ -290,10 +446,18 @@ void KvCacheManager::check_invariants() const {
   int32_t pinned = 0;
   for (const auto& [key, pin] : pins_) {
     for (BlockId b : pin.blocks) refs[b.value]++;
+    for (BlockId b : pin.window_blocks) slab_refs[b.value]++;
     pinned += static_cast<int32_t>(pin.blocks.size());
   }
   HEARTH_CHECK(pinned == num_blocks_pinned_, "pins hold {} blocks, counter says {}", pinned, num_blocks_pinned_);
-  for (const BlockCopy& c : pending_copies_) refs[c.src.value]++;
+  for (const BlockCopy& c : pending_copies_) {
+    refs[c.src.value]++;
+    if (c.src_slab.value >= 0) slab_refs[c.src.value]++;
+  }
+  for (int32_t i = 0; i < pool_.num_blocks_total(); ++i) {
+    HEARTH_CHECK(slab_refs[i] == pool_.window_slab_ref_cnt(BlockId{i}), "block {}'s window slab has ref {} but {} holders",
+                 i, pool_.window_slab_ref_cnt(BlockId{i}), slab_refs[i]);
+  }
   for (int32_t i = 0; i < pool_.num_blocks_total(); ++i) {
     HEARTH_CHECK(refs[i] == pool_.meta(BlockId{i}).ref_cnt, "block {} has ref {} but {} holders", i,
                  pool_.meta(BlockId{i}).ref_cnt, refs[i]);

@@ -11,7 +11,14 @@
 //   table:    [ A (shared)]   [ C: b0 b1 copied from B, x y z.. computed ]
 //
 // The last prompt token is always computed (never reused), so there are logits to sample from.
+//
+// Sliding-window layers (window_tokens W > 0, with window slabs in the pool, block_pool.h): a token at position p
+// reads, on those layers, only the keys [p - W + 1, p]. A sequence holds the window slabs of the blocks its next
+// tokens read or write, from first_window_block(p) on, and lets go of older ones as it advances (they idle, still
+// findable). A prefix hit of P tokens needs the slabs of blocks first_window_block(P) .. the block of P - 1, so the
+// longest prefix is cut back to the end of the last block before one whose slab was evicted.
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -33,6 +40,8 @@ struct KvCacheConfig {
   int32_t block_size = 16;
   int32_t max_pinned_blocks = 0;  // cap on blocks held by pins
   RetentionClock clock = unix_time_ms;  // what retention expiries are measured against
+  int32_t window_tokens = 0;     // W of the sliding-window layers; 0: no window slabs
+  int32_t num_window_slabs = 0;  // slabs for their K/V (required > 0 with window_tokens)
 };
 
 // Where the engine must copy the first n_slots token slots of src into dst before computing dst's rest.
@@ -40,6 +49,9 @@ struct BlockCopy {
   BlockId src;
   BlockId dst;
   int32_t n_slots = 0;
+  // With window slabs: the sliding-window layers' slots are copied from src_slab into dst_slab too.
+  BlockId src_slab{-1};
+  BlockId dst_slab{-1};
 };
 
 // The longest cached prefix of a token sequence.
@@ -118,11 +130,17 @@ class KvCacheManager {
   explicit KvCacheManager(const KvCacheConfig& config);
 
   int32_t block_size() const { return pool_.block_size(); }
+  int32_t window_tokens() const { return window_tokens_; }
+  // The first block a token at position `pos` reads on the sliding-window layers (0 without them).
+  int32_t first_window_block(int32_t pos) const {
+    return window_tokens_ > 0 ? std::max(0, pos - window_tokens_ + 1) / pool_.block_size() : 0;
+  }
   const BlockPool& pool() const { return pool_; }
   const CacheCounters& counters() const { return counters_; }
   int32_t num_blocks_pinned() const { return num_blocks_pinned_; }
 
-  // Longest cached prefix of tokens[0, max_tokens). Read-only.
+  // Longest cached prefix of tokens[0, max_tokens) that can be reused: with window slabs, cut back so that every
+  // block the next token reads on the sliding-window layers still has its slab. Read-only.
   PrefixMatch find_longest_prefix(const BlockHash& ns, std::span<const TokenId> tokens, int32_t max_tokens) const;
 
   // Why reuse of tokens[0, max_tokens) stops where it does (see prefix_explain.h). `other_namespaces` are
@@ -138,12 +156,16 @@ class KvCacheManager {
   // every span's priority <= kMaxRetentionPriority.
   // `retention`: the retention of the sequence's leading blocks (see apply_retention): the shared blocks get it
   // now (a hit refreshes a TTL), the blocks it caches later when they are registered.
+  // With window slabs, the sequence gets the slabs its first `first_chunk_tokens` computed tokens read and write.
   [[nodiscard]] std::optional<AdmitResult> admit(RequestId id, const BlockHash& ns, std::span<const TokenId> tokens,
                                                  int32_t num_tokens_to_cover, bool use_cache,
-                                                 std::span<const RetentionSpan> retention = {});
+                                                 std::span<const RetentionSpan> retention = {},
+                                                 int32_t first_chunk_tokens = INT32_MAX);
 
   // Grows `id`'s block table to cover num_total_tokens. All or nothing: false (no change) when the pool
-  // has too few unreferenced blocks. Requires id active.
+  // has too few unreferenced blocks. Requires id active. With window slabs it first lets go of the slabs the
+  // sequence's next token no longer reads (it computed what cache_full_blocks was last told), then takes those up
+  // to num_total_tokens; too few slabs is false too.
   [[nodiscard]] bool allocate_slots(RequestId id, int32_t num_total_tokens);
 
   // Blocks `id` needs from the pool to cover num_total_tokens (0 when already covered).
@@ -182,6 +204,9 @@ class KvCacheManager {
 
   bool is_active(RequestId id) const { return seqs_.contains(id); }
   std::span<const BlockId> block_table(RequestId id) const;
+  // With window slabs: the slab of each block of block_table(id), BlockId{-1} where the sequence holds none (a
+  // block its next tokens never read on the sliding-window layers). Empty without window slabs.
+  std::span<const BlockId> window_table(RequestId id) const;
 
   // The cached prefixes of namespace `ns` only (never another namespace's: tenant isolation), as a tree bounded by
   // `limits`. Read-only; costs O(blocks walked).
@@ -209,10 +234,28 @@ class KvCacheManager {
     std::vector<BlockId> table;
     std::vector<BlockHash> keys;  // keys of the leading full blocks known to be cached
     std::vector<RetentionSpan> retention;
+    // Window slabs: the sequence holds those of blocks [window_begin, window_end); window_slabs[i] is block i's
+    // (BlockId{-1} outside that range), sized like table.
+    int32_t num_computed = 0;
+    int32_t window_begin = 0;
+    int32_t window_end = 0;
+    std::vector<BlockId> window_slabs;
   };
   struct Pin {
     std::vector<BlockId> blocks;
+    std::vector<BlockId> window_blocks;  // blocks whose window slab the pin holds
   };
+
+  // The longest prefix by keys alone (no window check).
+  PrefixMatch find_cached_prefix(const BlockHash& ns, std::span<const TokenId> tokens, int32_t max_tokens) const;
+  // Cuts `match` back until every block a hit at its end reads on the sliding-window layers has a slab.
+  void fit_to_window(PrefixMatch& match) const;
+  // Attaches slabs to `seq`'s blocks [window_end, to) (fresh blocks; the caller checked there are enough).
+  void extend_window(Sequence& seq, int32_t to);
+  // Lets go of `seq`'s slabs of blocks before `block`.
+  void drop_window_before(Sequence& seq, int32_t block);
+  // Lets go of all of `seq`'s slabs, tail first.
+  void release_window(Sequence& seq);
 
   std::optional<BlockId> best_partial(const BlockHash& parent, std::span<const TokenId> next, int32_t* n_match) const;
   // The request's sequence; aborts with a message when the manager does not hold it.
@@ -230,6 +273,7 @@ class KvCacheManager {
   std::vector<TokenId> cached_continuation(BlockId first, int32_t offset) const;
 
   BlockPool pool_;
+  int32_t window_tokens_;
   int32_t max_pinned_blocks_;
   int32_t num_blocks_pinned_ = 0;
   std::unordered_map<RequestId, Sequence> seqs_;

@@ -19,10 +19,19 @@ std::optional<int64_t> checked_product(int64_t a, int64_t b, int64_t c) {
 
 }  // namespace
 
+int64_t window_blocks_held(int64_t context, int32_t window, int32_t block_size) {
+  if (context <= 0 || block_size <= 0) return 0;
+  const int64_t first = window > 0 ? std::max<int64_t>(0, context - window + 1) / block_size : 0;
+  return (context + block_size - 1) / block_size - first;
+}
+
 int64_t KvPlan::users_at(int64_t context) const {
   if (context <= 0 || block_size <= 0) return 0;
   const int64_t blocks_per_user = (context + block_size - 1) / block_size;
-  return num_blocks / blocks_per_user;
+  if (window.n_window_layers == 0) return num_blocks / blocks_per_user;
+  const int64_t slabs_per_user = window_blocks_held(context, window.window_tokens, block_size);
+  return std::min(window.n_window_layers < shape.n_layers ? num_blocks / blocks_per_user : INT64_MAX,
+                  num_window_slabs / std::max<int64_t>(1, slabs_per_user));
 }
 
 Result<KvPlan> plan_kv_pool(const KvShape& shape, const KvTokenCost& cost, int32_t block_size, int64_t budget_bytes) {
@@ -52,6 +61,49 @@ Result<KvPlan> plan_kv_pool(const KvShape& shape, const KvTokenCost& cost, int32
   return p;
 }
 
+Result<KvPlan> plan_kv_pool(const KvShape& shape, const KvTokenCost& cost, int32_t block_size, int64_t budget_bytes,
+                            const KvWindowSplit& split) {
+  auto plain = plan_kv_pool(shape, cost, block_size, budget_bytes);
+  if (!plain || split.n_window_layers == 0) return plain;
+  if (split.n_window_layers < 0 || split.n_window_layers > shape.n_layers || split.window_tokens < 1 ||
+      split.plan_context < 1 || split.plan_context > kMaxPlanContext || split.min_window_slabs < 0 ||
+      cost.bytes_per_token % shape.n_layers != 0) {
+    return make_error("window slabs: {} of {} layers, a {}-token window, planned at {} tokens", split.n_window_layers,
+                      shape.n_layers, split.window_tokens, split.plan_context);
+  }
+  KvPlan p = *plain;
+  p.window = split;
+  const int64_t per_layer = cost.bytes_per_token / shape.n_layers;
+  const int64_t full_block = per_layer * (shape.n_layers - split.n_window_layers) * block_size;  // may be 0
+  const int64_t slab = per_layer * split.n_window_layers * block_size;
+  const int64_t blocks_per_user = (split.plan_context + block_size - 1) / block_size;
+  const int64_t slabs_per_user = window_blocks_held(split.plan_context, split.window_tokens, block_size);
+  // Users at plan_context that fit, each with its blocks and slabs; the rest of the budget fills more blocks.
+  const __int128 per_user = static_cast<__int128>(full_block) * blocks_per_user + static_cast<__int128>(slab) * slabs_per_user;
+  const auto users = static_cast<int64_t>(static_cast<__int128>(budget_bytes) / per_user);
+  int64_t slabs = std::max<int64_t>(split.min_window_slabs, std::max<int64_t>(1, users) * slabs_per_user);
+  if (static_cast<__int128>(slabs) * slab > budget_bytes) {
+    return make_error("KV memory of {} bytes holds no working set: the sliding-window layers alone need {} slabs of {} "
+                      "bytes ({} bytes)",
+                      budget_bytes, slabs, slab, static_cast<int64_t>(static_cast<__int128>(slabs) * slab));
+  }
+  const int64_t rest = budget_bytes - slabs * slab;
+  int64_t blocks = full_block > 0 ? rest / full_block : std::max<int64_t>(1, users) * blocks_per_user;
+  if (full_block == 0) slabs = budget_bytes / slab;  // every layer is windowed: the blocks only index
+  blocks = std::min<int64_t>(blocks, int64_t{1} << 30);
+  if (blocks < 1) {
+    return make_error("KV memory of {} bytes holds no block besides {} window slabs ({} bytes each, {} per block)",
+                      budget_bytes, slabs, slab, full_block);
+  }
+  p.num_blocks = blocks;
+  p.num_window_slabs = std::min<int64_t>(slabs, int64_t{1} << 30);
+  p.bytes_per_block = full_block;
+  p.bytes_per_window_slab = slab;
+  p.capacity_tokens = blocks * block_size;
+  p.pool_bytes = blocks * full_block + p.num_window_slabs * slab;
+  return p;
+}
+
 namespace {
 
 std::string context_label(int64_t ctx) {
@@ -61,10 +113,16 @@ std::string context_label(int64_t ctx) {
 }  // namespace
 
 std::string describe_kv_plan(const KvPlan& p) {
-  return fmt::format("KV pool {}, {}, {}/token, {} tokens, {} users at {} context or {} at {}",
-                     format_bytes(p.pool_bytes), p.cost.dtype, format_bytes(p.bytes_per_token),
-                     format_thousands(p.capacity_tokens), format_thousands(p.users_at(16384)), context_label(16384),
-                     format_thousands(p.users_at(4096)), context_label(4096));
+  std::string out = fmt::format("KV pool {}, {}, {}/token, {} tokens, {} users at {} context or {} at {}",
+                                format_bytes(p.pool_bytes), p.cost.dtype, format_bytes(p.bytes_per_token),
+                                format_thousands(p.capacity_tokens), format_thousands(p.users_at(16384)),
+                                context_label(16384), format_thousands(p.users_at(4096)), context_label(4096));
+  if (p.window.n_window_layers > 0) {
+    out += fmt::format("; {} sliding-window layers keep their last {} tokens only, in {} window slabs of {}",
+                       p.window.n_window_layers, format_thousands(p.window.window_tokens),
+                       format_thousands(p.num_window_slabs), format_bytes(p.bytes_per_window_slab));
+  }
+  return out;
 }
 
 const MemoryPlanRow& MemoryPlan::requested() const {
@@ -104,24 +162,64 @@ Result<MemoryPlan> plan_memory(const MemoryPlanRequest& r) {
                       r.dtype, r.shape.n_layers, r.shape.n_kv_heads, r.shape.head_dim);
   }
   const int64_t blocks_per_user = (r.context + r.block_size - 1) / r.block_size;
+  const int32_t n_window = std::clamp(r.window.n_window_layers, 0, r.shape.n_layers);
+  // The most blocks a window spans (ceil((W - 1) / bs) + 1, when it straddles block edges).
+  const int64_t window_blocks_max =
+      n_window > 0 ? (std::max(1, r.window.window_tokens) - 1 + r.block_size - 1) / r.block_size + 1 : 0;
   for (const KvTokenCost& cost : r.costs) {
     MemoryPlanRow row;
     row.dtype = cost.dtype;
     row.bytes_per_token = cost.bytes_per_token;
     row.scale_bytes_per_token = cost.scale_bytes_per_token;
     const int64_t bytes_per_block = row.bytes_per_token * r.block_size;
-    const std::optional<int64_t> kv_bytes = checked_product(r.users, blocks_per_user, bytes_per_block);
+    // With window slabs, a user's blocks cost the other layers' share, and only the window's carry those layers.
+    const int64_t window_share = n_window > 0 ? row.bytes_per_token / r.shape.n_layers * n_window * r.block_size : 0;
+    const int64_t user_bytes_per_block = bytes_per_block - window_share;
+    auto user_bytes = [&](int64_t context) -> std::optional<int64_t> {
+      const int64_t blocks = (context + r.block_size - 1) / r.block_size;
+      const int64_t held = n_window > 0 ? std::min(blocks, window_blocks_max) : 0;
+      const auto a = checked_product(1, blocks, user_bytes_per_block);
+      const auto b = checked_product(1, held, window_share);
+      if (!a || !b || *a > std::numeric_limits<int64_t>::max() - *b) return std::nullopt;
+      return *a + *b;
+    };
+    std::optional<int64_t> per_user = checked_product(1, blocks_per_user, n_window > 0 ? user_bytes_per_block : bytes_per_block);
+    if (per_user && n_window > 0) {
+      const auto window = checked_product(1, window_blocks_held(r.context, r.window.window_tokens, r.block_size),
+                                          window_share);
+      per_user = window && *per_user <= std::numeric_limits<int64_t>::max() - *window
+                     ? std::optional<int64_t>(*per_user + *window)
+                     : std::nullopt;
+    }
+    const std::optional<int64_t> kv_bytes = per_user ? checked_product(1, r.users, *per_user) : std::nullopt;
     if (!kv_bytes || *kv_bytes > std::numeric_limits<int64_t>::max() - r.weights_bytes) {
       return make_error("{} users × {} tokens at {} ({} bytes per token) is more bytes than a 64-bit count holds",
                         r.users, r.context, cost.dtype, row.bytes_per_token);
     }
     row.kv_bytes = *kv_bytes;
     row.total_bytes = r.weights_bytes + row.kv_bytes;
-    if (r.memory_bytes > 0) {
+    if (r.memory_bytes > 0 && n_window == 0) {
       const int64_t kv_budget = std::max<int64_t>(0, r.memory_bytes - r.weights_bytes);
       const int64_t blocks = kv_budget / bytes_per_block;
       row.max_context = blocks / r.users * r.block_size;
       row.max_users = blocks / blocks_per_user;
+    } else if (r.memory_bytes > 0) {
+      const int64_t kv_budget = std::max<int64_t>(0, r.memory_bytes - r.weights_bytes);
+      row.max_users = *per_user > 0 ? kv_budget / *per_user : 0;
+      // The longest whole-block context every user can hold: user_bytes grows with the context (the window's
+      // blocks counted at their most), so a bisection finds it.
+      int64_t lo = 0;
+      int64_t hi = kMaxPlanContext / r.block_size;
+      while (lo < hi) {
+        const int64_t mid = (lo + hi + 1) / 2;
+        const auto bytes = user_bytes(mid * r.block_size);
+        if (bytes && *bytes <= kv_budget / r.users) {
+          lo = mid;
+        } else {
+          hi = mid - 1;
+        }
+      }
+      row.max_context = lo * r.block_size;
     }
     plan.rows.push_back(row);
   }

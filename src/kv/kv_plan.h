@@ -18,6 +18,19 @@
 
 namespace hearth {
 
+// Sliding-window layers whose K/V live in window slabs (kv_cache_manager.h): a user at context C holds C tokens on
+// the other layers but only the blocks the next token reads on these (window_blocks_held).
+struct KvWindowSplit {
+  int32_t n_window_layers = 0;  // of the shape's layers; 0: a plain pool
+  int32_t window_tokens = 0;    // W
+  int64_t plan_context = 4096;  // the context per user the pool's split between blocks and slabs is sized for
+  int64_t min_window_slabs = 0;  // at least this many slabs (what one sequence's window and batch need)
+};
+
+// Blocks a user who has computed `context` tokens holds on the sliding-window layers: those the next token reads,
+// ceil(context / bs) - floor(max(0, context - W + 1) / bs); at most ceil((W - 1) / bs) + 1.
+int64_t window_blocks_held(int64_t context, int32_t window, int32_t block_size);
+
 struct KvPlan {
   KvShape shape;
   KvTokenCost cost;  // the pool's KV format by name and bytes
@@ -28,7 +41,12 @@ struct KvPlan {
   int64_t bytes_per_block = 0;
   int64_t num_blocks = 0;
   int64_t capacity_tokens = 0;  // num_blocks × block_size
-  int64_t pool_bytes = 0;       // num_blocks × bytes_per_block ≤ budget_bytes
+  int64_t pool_bytes = 0;       // num_blocks × bytes_per_block (+ the window slabs) ≤ budget_bytes
+  // With window slabs, bytes_per_block counts the other layers only; the sliding-window layers' K/V of a block is
+  // a slab of bytes_per_window_slab.
+  KvWindowSplit window;
+  int64_t num_window_slabs = 0;
+  int64_t bytes_per_window_slab = 0;
 
   // Users that fit at once when each holds `context` tokens (whole blocks each, nothing shared).
   int64_t users_at(int64_t context) const;
@@ -37,6 +55,10 @@ struct KvPlan {
 // The pool a budget holds at `cost` per token (tensor/kv_dtype.h: kv_token_cost). Error when the cost is not
 // positive, the block size is outside [1, 1024], or the budget holds no block (the message has the numbers).
 Result<KvPlan> plan_kv_pool(const KvShape& shape, const KvTokenCost& cost, int32_t block_size, int64_t budget_bytes);
+// With window slabs (split.n_window_layers > 0): the budget is split so that a user at split.plan_context gets
+// whole blocks for it and slabs for window_blocks_held of it, with at least split.min_window_slabs slabs.
+Result<KvPlan> plan_kv_pool(const KvShape& shape, const KvTokenCost& cost, int32_t block_size, int64_t budget_bytes,
+                            const KvWindowSplit& split);
 
 // One line for logs: "KV pool 2.00 GiB, q8_0, 34.0 KiB/token, 61,680 tokens, 3 users at 16k context or 15 at 4k".
 std::string describe_kv_plan(const KvPlan& plan);
@@ -55,13 +77,14 @@ struct MemoryPlanRequest {
   std::vector<KvTokenCost> costs;  // one row each (tensor/kv_dtype.h: kv_dtype_costs)
   std::string dtype = "f16";       // the row the totals are for: one of the costs' dtype names
   int64_t memory_bytes = 0;        // 0: no budget given
+  KvWindowSplit window;            // sliding-window layers kept in window slabs (plan_context unused here)
 };
 
 struct MemoryPlanRow {
   std::string dtype;
   int64_t bytes_per_token = 0;
   int64_t scale_bytes_per_token = 0;
-  int64_t kv_bytes = 0;     // users × whole blocks of `context` tokens
+  int64_t kv_bytes = 0;     // users × whole blocks of `context` tokens (window layers: window_blocks_held)
   int64_t total_bytes = 0;  // weights + kv
   // With a budget: the longest context each of `users` users can hold, and how many users fit at `context`.
   int64_t max_context = 0;

@@ -23,6 +23,8 @@ const char* reuse_stop_name(ReuseStop reason) {
       return "no_cached_prefix";
     case ReuseStop::kCacheDisabled:
       return "cache_disabled";
+    case ReuseStop::kWindowEvicted:
+      return "window_evicted";
   }
   return "unknown";
 }
@@ -62,6 +64,11 @@ PrefixExplanation KvCacheManager::explain_prefix(const BlockHash& ns, std::span<
     return e;
   }
   const int32_t bs = pool_.block_size();
+  if (window_tokens_ > 0 && find_cached_prefix(ns, tokens, max_tokens).num_tokens() > e.reuse_stopped_at) {
+    e.reason = ReuseStop::kWindowEvicted;
+    e.evicted_block = e.num_cached_blocks;
+    return e;
+  }
   const int32_t block_begin = e.num_cached_blocks * bs;
   const BlockHash parent = match.keys.empty() ? ns : match.keys.back();
   if (block_begin + bs <= static_cast<int32_t>(tokens.size()) &&

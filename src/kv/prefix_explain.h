@@ -5,6 +5,8 @@
 //   cached:  [ shared block ][ shared block ][ s s s c c c ] → ...  cached_continuation = c c c ...
 //
 // Reasons, checked in this order once reuse stopped short of max_tokens:
+//   window_evicted   the prompt's blocks are cached further, but the sliding-window layers' K/V of a block a hit
+//                    there would read was evicted (evicted_block: the first block not reused)
 //   evicted          the prompt's next full block was cached earlier and has been evicted since
 //   different_salt   the same tokens are cached further under another namespace (another cache_salt)
 //   diverged         a cached prefix continues differently from reuse_stopped_at on
@@ -30,10 +32,11 @@ enum class ReuseStop {
   kEndOfCachedPrefix,
   kNoCachedPrefix,
   kCacheDisabled,
+  kWindowEvicted,
 };
 
 // "end_of_prompt", "diverged", "evicted", "different_salt", "end_of_cached_prefix", "no_cached_prefix",
-// "cache_disabled".
+// "cache_disabled", "window_evicted".
 const char* reuse_stop_name(ReuseStop reason);
 
 struct PrefixExplanation {
@@ -44,7 +47,7 @@ struct PrefixExplanation {
   int32_t num_copied_tokens = 0;  // tokens reusable by copying from a partially matching block
   // kDiverged: the nearest cached prefix's tokens from reuse_stopped_at on (at most kMaxContinuation).
   std::vector<TokenId> cached_continuation;
-  // kEvicted: index of the prompt's block that was evicted.
+  // kEvicted: index of the prompt's block that was evicted; kWindowEvicted: the first block not reused.
   int32_t evicted_block = -1;
   // kDifferentSalt: the namespace holding more of the prompt, and how many tokens it could reuse there.
   BlockHash other_namespace;

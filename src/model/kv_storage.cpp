@@ -8,15 +8,22 @@
 namespace hearth {
 
 Result<std::unique_ptr<KvStorage>> KvStorage::create(const KvShape& shape, const KvFormat& format, int32_t block_size,
-                                                     int32_t num_blocks) {
+                                                     int32_t num_blocks, std::vector<bool> window_layers,
+                                                     int32_t num_window_slabs) {
   if (shape.n_layers < 1 || shape.n_kv_heads < 1 || shape.head_dim < 1 || block_size < 1 || num_blocks < 1) {
     return make_error("bad KV shape: {} layers, {} KV heads, head size {}, {} blocks of {}", shape.n_layers,
                       shape.n_kv_heads, shape.head_dim, num_blocks, block_size);
   }
+  if (!window_layers.empty() &&
+      (static_cast<int32_t>(window_layers.size()) != shape.n_layers || num_window_slabs < 1)) {
+    return make_error("window slabs: {} layer flags for {} layers, {} slabs", window_layers.size(), shape.n_layers,
+                      num_window_slabs);
+  }
   HEARTH_TRY(kv_group_size(format.k, shape.head_dim));
   HEARTH_TRY(kv_group_size(format.v, shape.head_dim));
   try {
-    return std::unique_ptr<KvStorage>(new KvStorage(shape, format, block_size, num_blocks));
+    return std::unique_ptr<KvStorage>(
+        new KvStorage(shape, format, block_size, num_blocks, std::move(window_layers), num_window_slabs));
   } catch (const std::bad_alloc&) {
     const size_t bytes = static_cast<size_t>(shape.n_layers) * shape.n_kv_heads *
                          (kv_head_bytes(format.k, shape.head_dim) + kv_head_bytes(format.v, shape.head_dim)) *
@@ -26,27 +33,37 @@ Result<std::unique_ptr<KvStorage>> KvStorage::create(const KvShape& shape, const
 }
 
 KvStorage::KvStorage(int32_t n_layers, int32_t n_kv_heads, int32_t head_dim, int32_t block_size, int32_t num_blocks)
-    : KvStorage(KvShape{n_layers, n_kv_heads, head_dim}, KvFormat{}, block_size, num_blocks) {}
+    : KvStorage(KvShape{n_layers, n_kv_heads, head_dim}, KvFormat{}, block_size, num_blocks, {}, 0) {}
 
-KvStorage::KvStorage(const KvShape& shape, const KvFormat& format, int32_t block_size, int32_t num_blocks)
-    : shape_(shape), format_(format), block_size_(block_size), num_blocks_(num_blocks) {
-  HEARTH_CHECK(shape.n_layers > 0 && shape.n_kv_heads > 0 && shape.head_dim > 0 && block_size > 0 && num_blocks > 0,
+KvStorage::KvStorage(const KvShape& shape, const KvFormat& format, int32_t block_size, int32_t num_blocks,
+                     std::vector<bool> window_layers, int32_t num_window_slabs)
+    : shape_(shape),
+      format_(format),
+      block_size_(block_size),
+      num_blocks_(num_blocks),
+      window_layers_(std::move(window_layers)),
+      num_window_slabs_(window_layers_.empty() ? 0 : num_window_slabs) {
+  HEARTH_CHECK(shape.n_layers > 0 && shape.n_kv_heads > 0 && shape.head_dim > 0 && block_size > 0 && num_blocks > 0 &&
+                   (window_layers_.empty() ||
+                    (static_cast<int32_t>(window_layers_.size()) == shape.n_layers && num_window_slabs_ > 0)),
                "bad KvStorage shape");
   k_row_bytes_ = kv_head_bytes(format.k, shape.head_dim) * shape.n_kv_heads;
   v_row_bytes_ = kv_head_bytes(format.v, shape.head_dim) * shape.n_kv_heads;
+  for (int32_t layer = 0; layer < shape.n_layers; ++layer) {
+    layer_offsets_.push_back(bytes_total_);
+    bytes_total_ += (k_row_bytes_ + v_row_bytes_) * block_size_ * static_cast<size_t>(plane_blocks(layer));
+  }
   // Not value-initialized: the pages stay uncommitted until a block is written, and only written slots are read.
-  data_ = std::make_unique_for_overwrite<uint8_t[]>(bytes_total());
+  data_ = std::make_unique_for_overwrite<uint8_t[]>(bytes_total_);
 }
 
 size_t KvStorage::plane_offset(int32_t layer, int kv) const {
-  const size_t k_plane = k_row_bytes_ * block_size_ * num_blocks_;
-  const size_t v_plane = v_row_bytes_ * block_size_ * num_blocks_;
-  return static_cast<size_t>(layer) * (k_plane + v_plane) + (kv == 0 ? 0 : k_plane);
+  return layer_offsets_[layer] + (kv == 0 ? 0 : k_row_bytes_ * block_size_ * static_cast<size_t>(plane_blocks(layer)));
 }
 
 size_t KvStorage::offset(int32_t layer, int kv, BlockId block, int32_t slot) const {
-  HEARTH_CHECK(layer >= 0 && layer < shape_.n_layers && block.value >= 0 && block.value < num_blocks_ && slot >= 0 &&
-                   slot < block_size_,
+  HEARTH_CHECK(layer >= 0 && layer < shape_.n_layers && block.value >= 0 && block.value < plane_blocks(layer) &&
+                   slot >= 0 && slot < block_size_,
                "KV access out of range: layer {} block {} slot {}", layer, block.value, slot);
   const size_t rb = row_bytes(kv);
   return plane_offset(layer, kv) + (static_cast<size_t>(block.value) * block_size_ + slot) * rb;
@@ -72,38 +89,46 @@ PagedKvView KvStorage::layer_view(int32_t layer, int kv, std::span<const BlockId
                      kv_head_bytes(type, shape_.head_dim)};
 }
 
-void KvStorage::copy_slots(BlockId dst, BlockId src, int32_t n_slots) {
+void KvStorage::copy_slots(BlockId dst, BlockId src, int32_t n_slots, BlockId dst_slab, BlockId src_slab) {
   HEARTH_CHECK(n_slots >= 0 && n_slots <= block_size_, "copy_slots: {} slots", n_slots);
   if (n_slots == 0) return;
   for (int32_t layer = 0; layer < shape_.n_layers; ++layer) {
+    const BlockId to = windowed(layer) ? dst_slab : dst;
+    const BlockId from = windowed(layer) ? src_slab : src;
     for (int kv = 0; kv < 2; ++kv) {
-      std::memcpy(data_.get() + offset(layer, kv, dst, 0), data_.get() + offset(layer, kv, src, 0),
+      std::memcpy(data_.get() + offset(layer, kv, to, 0), data_.get() + offset(layer, kv, from, 0),
                   static_cast<size_t>(n_slots) * row_bytes(kv));
     }
   }
 }
 
-void KvStorage::read_block(BlockId block, std::span<uint8_t> out) const {
+void KvStorage::read_block(BlockId block, std::span<uint8_t> out, BlockId slab) const {
   HEARTH_CHECK(out.size() == bytes_per_block(), "read_block into {} bytes, a block is {}", out.size(),
                bytes_per_block());
   uint8_t* dst = out.data();
   for (int32_t layer = 0; layer < shape_.n_layers; ++layer) {
+    const BlockId from = windowed(layer) ? slab : block;
     for (int kv = 0; kv < 2; ++kv) {
       const size_t n = static_cast<size_t>(block_size_) * row_bytes(kv);
-      std::memcpy(dst, data_.get() + offset(layer, kv, block, 0), n);
+      std::memcpy(dst, data_.get() + offset(layer, kv, from, 0), n);
       dst += n;
     }
   }
 }
 
-void KvStorage::write_block(BlockId block, std::span<const uint8_t> bytes) {
+void KvStorage::write_block(BlockId block, std::span<const uint8_t> bytes, BlockId slab) {
   HEARTH_CHECK(bytes.size() == bytes_per_block(), "write_block of {} bytes, a block is {}", bytes.size(),
                bytes_per_block());
   const uint8_t* src = bytes.data();
   for (int32_t layer = 0; layer < shape_.n_layers; ++layer) {
+    const BlockId to = windowed(layer) ? slab : block;
     for (int kv = 0; kv < 2; ++kv) {
       const size_t n = static_cast<size_t>(block_size_) * row_bytes(kv);
-      std::memcpy(data_.get() + offset(layer, kv, block, 0), src, n);
+      if (to.value < 0) {  // a windowed layer without a slab: not kept
+        src += n;
+        continue;
+      }
+      std::memcpy(data_.get() + offset(layer, kv, to, 0), src, n);
       src += n;
     }
   }

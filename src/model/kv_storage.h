@@ -4,6 +4,8 @@
 //
 // Layout, per layer and per K/V:  [block][slot][kv head][head slice in the K or V dtype]
 // so one token's K for all heads is one contiguous row, quantized straight from the K projection output.
+// With window slabs (a model's sliding-window layers, kv/block_pool.h), those layers' planes hold num_window_slabs
+// slabs instead of num_blocks blocks, and are addressed by slab id: the caller passes a block's slab for them.
 // The pool is one allocation of exactly bytes_total() bytes, scales included; its pages are committed by the
 // OS as blocks are first written, so a process's memory grows with the KV it really holds, up to the budget.
 
@@ -12,6 +14,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "kernels/attention.h"
 #include "tensor/kv_dtype.h"
@@ -24,51 +27,68 @@ namespace hearth {
 class KvStorage {
  public:
   // Error when a dtype cannot hold this head size, or the shape is not positive.
+  // `window_layers` (empty, or one flag per layer) marks the layers held in `num_window_slabs` slabs.
   static Result<std::unique_ptr<KvStorage>> create(const KvShape& shape, const KvFormat& format, int32_t block_size,
-                                                   int32_t num_blocks);
+                                                   int32_t num_blocks, std::vector<bool> window_layers = {},
+                                                   int32_t num_window_slabs = 0);
   // f32 K and V; aborts on a bad shape (tests and single-sequence generation).
   KvStorage(int32_t n_layers, int32_t n_kv_heads, int32_t head_dim, int32_t block_size, int32_t num_blocks);
 
   int32_t block_size() const { return block_size_; }
   int32_t num_blocks() const { return num_blocks_; }
+  int32_t num_window_slabs() const { return num_window_slabs_; }
+  // Whether `layer` lives in window slabs (its rows are addressed by a block's slab).
+  bool windowed(int32_t layer) const { return !window_layers_.empty() && window_layers_[layer]; }
   const KvShape& shape() const { return shape_; }
   const KvFormat& format() const { return format_; }
   int32_t kv_dim() const { return shape_.n_kv_heads * shape_.head_dim; }
   size_t row_bytes(int kv) const { return kv == 0 ? k_row_bytes_ : v_row_bytes_; }
+  // Every layer's K and V of one token / one block (what a lower tier stores per block).
   size_t bytes_per_token() const { return static_cast<size_t>(shape_.n_layers) * (k_row_bytes_ + v_row_bytes_); }
   size_t bytes_per_block() const { return bytes_per_token() * block_size_; }
-  size_t bytes_total() const { return bytes_per_block() * num_blocks_; }
+  size_t bytes_total() const { return bytes_total_; }
 
-  // Stores one token's K (kv == 0) or V (kv == 1) row of kv_dim floats, converted to the storage dtype.
+  // Stores one token's K (kv == 0) or V (kv == 1) row of kv_dim floats, converted to the storage dtype. `block` is
+  // a slab id on a windowed layer (so below).
   void store_row(int32_t layer, int kv, BlockId block, int32_t slot, const float* row);
-  // The stored bytes of one token's row. Requires block < num_blocks(), slot < block_size().
+  // The stored bytes of one token's row. Requires block < the layer's plane (num_blocks() or num_window_slabs()),
+  // slot < block_size().
   const uint8_t* row(int32_t layer, int kv, BlockId block, int32_t slot) const;
 
   // The K (kv == 0) or V (kv == 1) rows of `layer` as a paged view through `block_table`.
   PagedKvView layer_view(int32_t layer, int kv, std::span<const BlockId> block_table) const;
 
-  // Copies the first `n_slots` token slots of `src` into `dst`, in every layer (copy-on-partial-reuse).
-  void copy_slots(BlockId dst, BlockId src, int32_t n_slots);
+  // Copies the first `n_slots` token slots of `src` into `dst`, in every layer (copy-on-partial-reuse); the
+  // windowed layers' from `src_slab` into `dst_slab` (required with window slabs).
+  void copy_slots(BlockId dst, BlockId src, int32_t n_slots, BlockId dst_slab = BlockId{-1},
+                  BlockId src_slab = BlockId{-1});
 
   // One block's K/V as bytes_per_block() bytes, layer by layer, K rows then V rows (what a lower tier stores), and
-  // back. `out`/`bytes` must be exactly bytes_per_block() long.
-  void read_block(BlockId block, std::span<uint8_t> out) const;
-  void write_block(BlockId block, std::span<const uint8_t> bytes);
+  // back. `out`/`bytes` must be exactly bytes_per_block() long. The windowed layers are read from `slab` (required
+  // with window slabs) and written to it (skipped when it is -1: the block then holds the other layers only).
+  void read_block(BlockId block, std::span<uint8_t> out, BlockId slab = BlockId{-1}) const;
+  void write_block(BlockId block, std::span<const uint8_t> bytes, BlockId slab = BlockId{-1});
   // How read_block lays a block out, as text a tier entry carries: blocks are interchangeable only when it is equal.
   std::string block_layout() const;
 
  private:
-  KvStorage(const KvShape& shape, const KvFormat& format, int32_t block_size, int32_t num_blocks);
+  KvStorage(const KvShape& shape, const KvFormat& format, int32_t block_size, int32_t num_blocks,
+            std::vector<bool> window_layers, int32_t num_window_slabs);
   size_t offset(int32_t layer, int kv, BlockId block, int32_t slot) const;
   size_t plane_offset(int32_t layer, int kv) const;
+  int32_t plane_blocks(int32_t layer) const { return windowed(layer) ? num_window_slabs_ : num_blocks_; }
 
   KvShape shape_;
   KvFormat format_;
   int32_t block_size_;
   int32_t num_blocks_;
+  std::vector<bool> window_layers_;
+  int32_t num_window_slabs_;
   size_t k_row_bytes_;
   size_t v_row_bytes_;
-  std::unique_ptr<uint8_t[]> data_;  // [layer][k|v][block][slot][row bytes]
+  std::vector<size_t> layer_offsets_;  // where each layer's K plane starts; its V plane follows
+  size_t bytes_total_ = 0;
+  std::unique_ptr<uint8_t[]> data_;  // [layer][k|v][block or slab][slot][row bytes]
 };
 
 }  // namespace hearth

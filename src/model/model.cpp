@@ -135,8 +135,10 @@ void Model::store_kv(int layer, const BatchInput& batch, KvStorage& kv) {
   for (int64_t row = 0; row < static_cast<int64_t>(batch.tokens.size()); ++row) {
     const BatchSequence& seq = batch.seqs[s_.row_seq[row]];
     const int32_t pos = s_.row_pos[row];
-    HEARTH_CHECK(pos / bs < static_cast<int32_t>(seq.block_table.size()), "block table too short for position {}", pos);
-    const BlockId block = seq.block_table[pos / bs];
+    const std::span<const BlockId> table = kv.windowed(layer) ? seq.window_table : seq.block_table;
+    HEARTH_CHECK(pos / bs < static_cast<int32_t>(table.size()) && table[pos / bs].value >= 0,
+                 "block table too short for position {} (layer {})", pos, layer);
+    const BlockId block = table[pos / bs];
     kv.store_row(layer, 0, block, pos % bs, s_.k.data() + row * c.kv_dim());
     kv.store_row(layer, 1, block, pos % bs, s_.v.data() + row * c.kv_dim());
   }
@@ -169,7 +171,8 @@ void Model::attend(int layer, const BatchInput& batch, const KvStorage& kv, Thre
                                c.attn_scale,
                                window,
                                c.attn_softcap};
-      attention_tile(tile, kv.layer_view(layer, 0, seq.block_table), kv.layer_view(layer, 1, seq.block_table), scratch);
+      const std::span<const BlockId> table = kv.windowed(layer) ? seq.window_table : seq.block_table;
+      attention_tile(tile, kv.layer_view(layer, 0, table), kv.layer_view(layer, 1, table), scratch);
     }
   });
 }

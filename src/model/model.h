@@ -27,6 +27,9 @@ struct BatchSequence {
   int32_t pos_begin = 0;
   std::span<const BlockId> block_table;  // must cover positions [0, pos_begin + n_tokens)
   bool want_logits = false;              // produce logits for the last token
+  // With window slabs (KvStorage::windowed layers): each block's slab, BlockId{-1} where none is held; it must
+  // hold every position those layers read or write this step. Empty otherwise.
+  std::span<const BlockId> window_table;
 };
 
 struct BatchInput {

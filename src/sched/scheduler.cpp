@@ -84,12 +84,13 @@ void Scheduler::stop_by_kv_pool(Request& r, SchedulerOutput& out) {
   out.stopped_by_kv_pool.push_back(r.id);
 }
 
-bool Scheduler::admit(Request& r) {
+bool Scheduler::admit(Request& r, int32_t first_chunk) {
   // Explained before admission changes the pool (it may evict), with the same limit as admit(): the last prompt
   // token is always computed.
   std::optional<PrefixExplanation> explanation;
   if (r.num_cached_tokens < 0) explanation = explain(r);
-  auto admitted = kv_.admit(r.id, r.cache_namespace, r.tokens, r.num_tokens(), r.use_cache, r.retention);
+  auto admitted =
+      kv_.admit(r.id, r.cache_namespace, r.tokens, r.num_tokens(), r.use_cache, r.retention, first_chunk);
   if (!admitted) return false;
   r.num_computed_tokens = admitted->num_cached_tokens;
   if (r.num_cached_tokens < 0) {
@@ -148,7 +149,7 @@ void Scheduler::schedule_waiting(SchedulerOutput& out, int32_t& budget) {
     // In arrival order: a request at the head that must wait (for blocks, or for a shared prefix another request
     // is computing) holds back those behind it, so large requests are never starved by smaller ones.
     if (r.tier.waiting || waits_for_shared_prefix(r)) break;  // its blocks are coming back from a lower tier
-    if (!admit(r)) {
+    if (!admit(r, budget)) {
       // Nothing runs, so only pins hold blocks: r would wait for ever. The caller finishes it.
       if (running_.empty()) stop_by_kv_pool(r, out);
       break;

@@ -91,7 +91,8 @@ class Scheduler {
  private:
   void schedule_running(SchedulerOutput& out, int32_t& budget);
   void schedule_waiting(SchedulerOutput& out, int32_t& budget);
-  bool admit(Request& r);
+  // Admits r with the KV for its first chunk of at most `first_chunk` tokens (window slabs, kv_cache_manager.h).
+  bool admit(Request& r, int32_t first_chunk);
   PrefixExplanation explain(const Request& r) const;
   // True while a running request is still prefilling prompt blocks that `r` shares and could reuse once they
   // are computed: requests that arrive together with the same prefix compute it once, not once each.

@@ -34,7 +34,14 @@ json kv_state_json(const EngineStats& s, const KvPlan& plan) {
           {"blocks_indexed", s.num_blocks_cached},
           {"budget_bytes", plan.budget_bytes},
           {"block_size", plan.block_size},
-          {"bytes_per_block", plan.bytes_per_block}};
+          {"bytes_per_block", plan.bytes_per_block},
+          // Sliding-window models: the slabs of their sliding-window layers' K/V (bytes_per_block excludes them).
+          {"window_slabs",
+           {{"total", s.num_window_slabs_total},
+            {"used", s.num_window_slabs_in_use},
+            {"idle", s.num_window_slabs_idle},
+            {"evictions", s.num_window_slab_evictions},
+            {"bytes_per_slab", plan.bytes_per_window_slab}}}};
 }
 
 json counters_json(const EngineStats& s, const ServerCounts& c) {

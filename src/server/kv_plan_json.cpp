@@ -19,6 +19,11 @@ nlohmann::json kv_pool_json(const KvPlan& p) {
           {"capacity_tokens", p.capacity_tokens},
           {"users_at_4k", p.users_at(4096)},
           {"users_at_16k", p.users_at(16384)},
+          {"window_layers", p.window.n_window_layers},
+          {"window_tokens", p.window.window_tokens},
+          {"num_window_slabs", p.num_window_slabs},
+          {"bytes_per_window_slab", p.bytes_per_window_slab},
+          {"window_plan_context", p.window.n_window_layers > 0 ? nlohmann::json(p.window.plan_context) : nlohmann::json()},
           {"summary", describe_kv_plan(p)}};
 }
 
@@ -45,6 +50,8 @@ nlohmann::json memory_plan_json(const MemoryPlan& plan) {
                         {"context", r.context},
                         {"users", r.users},
                         {"block_size", r.block_size},
+                        {"window_layers", r.window.n_window_layers},
+                        {"window_tokens", r.window.window_tokens},
                         {"kv_dtype", r.dtype},
                         {"dtypes", rows},
                         {"requested", rows.empty() ? nlohmann::json() : nlohmann::json()}};

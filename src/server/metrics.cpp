@@ -113,8 +113,18 @@ void Metrics::render_engine(const EngineStats& e, const KvPlan& plan, std::strin
   gauge(out, "hearth_kv_blocks_total", "KV blocks in the pool.", e.num_blocks_total);
   gauge(out, "hearth_kv_block_size_tokens", "Tokens per KV block.", plan.block_size);
   header(out, "hearth_kv_bytes", "gauge", "KV memory in bytes: total pool and the part held by requests and pins.");
-  out += fmt::format("hearth_kv_bytes{{state=\"total\"}} {}\n", e.num_blocks_total * plan.bytes_per_block);
-  out += fmt::format("hearth_kv_bytes{{state=\"used\"}} {}\n", e.num_blocks_in_use * plan.bytes_per_block);
+  out += fmt::format("hearth_kv_bytes{{state=\"total\"}} {}\n",
+                     e.num_blocks_total * plan.bytes_per_block + e.num_window_slabs_total * plan.bytes_per_window_slab);
+  out += fmt::format("hearth_kv_bytes{{state=\"used\"}} {}\n",
+                     e.num_blocks_in_use * plan.bytes_per_block + e.num_window_slabs_in_use * plan.bytes_per_window_slab);
+  header(out, "hearth_kv_window_slabs", "gauge",
+         "Sliding-window models: slabs holding the sliding-window layers' K/V of one block each (0 without them); "
+         "used = held by requests and pins, idle = still cached, evicted first when a slab is needed.");
+  out += fmt::format("hearth_kv_window_slabs{{state=\"total\"}} {}\n", e.num_window_slabs_total);
+  out += fmt::format("hearth_kv_window_slabs{{state=\"used\"}} {}\n", e.num_window_slabs_in_use);
+  out += fmt::format("hearth_kv_window_slabs{{state=\"idle\"}} {}\n", e.num_window_slabs_idle);
+  counter(out, "hearth_kv_window_slab_evictions_total", "Idle window slabs taken for another block.",
+          e.num_window_slab_evictions);
 
   header(out, "hearth_kv_bytes_per_token", "gauge", "KV bytes one token costs over all layers, block scales included.");
   out += fmt::format("hearth_kv_bytes_per_token{{kv_dtype=\"{}\"}} {}\n", plan.cost.dtype, plan.bytes_per_token);

@@ -19,6 +19,7 @@ nlohmann::json reuse_stop_detail_json(const ReuseExplanation& r) {
       detail["cached_text"] = r.cached_text;
       break;
     case ReuseStop::kEvicted:
+    case ReuseStop::kWindowEvicted:
       with_text();
       detail["evicted_block"] = r.evicted_block;
       break;

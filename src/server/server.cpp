@@ -208,6 +208,7 @@ HttpResponse HttpServer::handle_kv_plan(const HttpRequest& req) {
   request.context = info.n_ctx;
   request.costs = info.kv_dtype_costs;
   request.dtype = pool.cost.dtype;
+  request.window = pool.window;  // what the pool keeps of sliding-window layers
   std::optional<ApiError> error;
   auto read_count = [&](const char* name, int64_t max, int64_t& out) {
     const auto text = req.param(name);

@@ -11,6 +11,7 @@
 #include "kv/disk_tier.h"
 #include "model/fingerprint.h"
 #include "model/kv_storage.h"
+#include "model/synth.h"
 #include "util/thread_pool.h"
 
 namespace hearth {
@@ -118,6 +119,56 @@ TEST_F(TierEngineTest, AfterARestartThePrefixLoadsFromDiskBitIdenticalToACold) {
   ASSERT_TRUE(stats.disk.has_value());
   EXPECT_EQ(stats.tier_link.num_load_decisions, 1u);
   EXPECT_EQ(stats.tier_link.num_loaded_tokens, 96u);
+  (*engine)->check_invariants();
+}
+
+// A sliding-window model with window slabs (a synthetic gemma3: 5 local layers with an 8-key window, 1 global): a
+// tier entry is a whole block, the global layer's K/V from the block and the local layers' from its slab, so after
+// a restart the loaded prefix (whose end gets slabs again) is bit-identical to a cold run.
+TEST(TierEngineWindow, WindowSlabBlocksRoundTripThroughTheDisk) {
+  SynthConfig c;
+  c.out_path = (fresh_dir("gemma3-model") / "gemma3.gguf").string();
+  c.vocab_from = testing::kStories;
+  c.architecture = "gemma3";
+  c.dim = 64;
+  c.n_layers = 6;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.ffn_dim = 128;
+  c.context_length = 512;
+  c.sliding_window = 8;
+  c.weight_type = DType::F32;
+  c.weight_sd = 0.1f;
+  c.num_threads = 2;
+  ASSERT_TRUE(write_synthetic_model(c).ok());
+  auto loaded = load_model_file(c.out_path);
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message;
+  LoadedModel& m = *loaded;
+  ThreadPool pool(2);
+  const auto prefix = story_tokens(*m.tokenizer, 100, "Once upon a time");
+  auto prompt = prefix;
+  for (TokenId t : story_tokens(*m.tokenizer, 12, "The cat sat on the mat.")) prompt.push_back(t);
+  const fs::path dir = fresh_dir("gemma3");
+  {
+    auto tier = open_tier(dir);
+    auto engine = Engine::create(*m.model, *m.tokenizer, tier_config(tier.get()), pool);
+    ASSERT_TRUE(engine.ok()) << engine.error().message;
+    ASSERT_GT((*engine)->kv_plan().num_window_slabs, 0);
+    serve(**engine, prefix, 1);
+    tier->flush();
+    EXPECT_EQ(tier->stats().num_entries, 6);
+  }
+  auto tier = open_tier(dir);
+  auto engine = Engine::create(*m.model, *m.tokenizer, tier_config(tier.get()), pool);
+  const Served warm = serve(**engine, prompt);
+  auto cold_engine = Engine::create(*m.model, *m.tokenizer, tier_config(nullptr), pool);
+  const Served reference = serve(**cold_engine, prompt);
+  EXPECT_EQ(warm.usage.cached_tokens, 96);
+  EXPECT_EQ(warm.usage.tier.loaded_tokens, 96);
+  EXPECT_EQ(reference.usage.cached_tokens, 0);
+  ASSERT_EQ(warm.logits.size(), reference.logits.size());
+  EXPECT_EQ(0, std::memcmp(warm.logits.data(), reference.logits.data(), warm.logits.size() * sizeof(float)));
+  EXPECT_EQ(warm.tokens, reference.tokens);
   (*engine)->check_invariants();
 }
 

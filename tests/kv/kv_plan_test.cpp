@@ -169,5 +169,63 @@ TEST(KvPlan, ParsesSizes) {
   EXPECT_EQ(format_bytes(34816), "34.0 KiB");
 }
 
+// Window slabs, the gemma3 shape of bench/sliding-window-household (6 layers, 2 KV heads of 64, f16: 512 bytes per
+// layer and token), 5 local layers with a 256-token window, planned at 4,096 tokens per user: a user holds 256
+// blocks of the global layer (256 × 8 KiB) and 16 slabs of the local ones (16 × 40 KiB), 2.62 MiB against 12 MiB
+// with every layer's full KV.
+TEST(KvPlan, WindowSlabsSplitTheBudgetForUsersAtThePlanContext) {
+  constexpr KvShape kGemma3{6, 2, 64};
+  const KvTokenCost c = cost(kGemma3, kF16);
+  ASSERT_EQ(c.bytes_per_token, 6 * 512);
+  const KvWindowSplit split{.n_window_layers = 5, .window_tokens = 256, .plan_context = 4096, .min_window_slabs = 50};
+  EXPECT_EQ(window_blocks_held(4096, 256, 16), 16);
+  const int64_t per_user = 256 * 8192 + 16 * 40960;
+  const int64_t budget = 256ll << 20;
+  const auto plan = plan_kv_pool(kGemma3, c, 16, budget, split);
+  ASSERT_TRUE(plan.ok()) << plan.error().message;
+  EXPECT_EQ(plan->bytes_per_block, 8192);
+  EXPECT_EQ(plan->bytes_per_window_slab, 40960);
+  const int64_t users = budget / per_user;  // 97
+  EXPECT_EQ(plan->num_window_slabs, users * 16);
+  EXPECT_EQ(plan->num_blocks, (budget - users * 16 * 40960) / 8192);
+  EXPECT_LE(plan->pool_bytes, budget);
+  EXPECT_GT(plan->pool_bytes, budget - 8192);
+  EXPECT_EQ(plan->users_at(4096), users);
+  // The plain pool holds 12 MiB per user at 4,096 tokens: 4.6x fewer.
+  const auto plain = plan_kv_pool(kGemma3, c, 16, budget);
+  EXPECT_EQ(plain->users_at(4096), budget / (256 * 16 * 6 * 512));
+  EXPECT_GT(plan->users_at(4096), 4 * plain->users_at(4096));
+  // At least the slabs one request needs, even where the plan context would give fewer.
+  const auto tight = plan_kv_pool(kGemma3, c, 16, 8 << 20, split);
+  ASSERT_TRUE(tight.ok()) << tight.error().message;
+  EXPECT_EQ(tight->num_window_slabs, 50);
+  // A budget below those slabs is refused with the numbers.
+  const auto none = plan_kv_pool(kGemma3, c, 16, 1 << 20, split);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.error().message.find("50 slabs"), std::string::npos) << none.error().message;
+}
+
+// hearth plan's rows with window slabs: what HeldSlabsMatchThePlanPerUser measures per user, times users; the
+// longest context and the users that fit.
+TEST(KvPlan, MemoryPlanCountsTheWindowOnly) {
+  MemoryPlanRequest r;
+  r.shape = {6, 2, 64};
+  r.block_size = 16;
+  r.context = 4096;
+  r.users = 8;
+  r.costs = kv_dtype_costs(r.shape, kF16);
+  r.dtype = "f16";
+  r.window = {.n_window_layers = 5, .window_tokens = 256};
+  r.memory_bytes = 64ll << 20;
+  const auto plan = plan_memory(r);
+  ASSERT_TRUE(plan.ok()) << plan.error().message;
+  const int64_t per_user = 256 * 8192 + 16 * 40960;
+  EXPECT_EQ(plan->requested().kv_bytes, 8 * per_user);
+  EXPECT_EQ(plan->requested().max_users, (64ll << 20) / per_user);
+  // 8 users in 64 MiB: 8 MiB each, of which at most 17 slabs (680 KiB); the rest buys global blocks.
+  const int64_t ctx = plan->requested().max_context;
+  EXPECT_EQ(ctx, ((8ll << 20) - 17 * 40960) / 8192 * 16);
+}
+
 }  // namespace
 }  // namespace hearth

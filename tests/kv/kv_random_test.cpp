@@ -1,5 +1,7 @@
 // Thousands of random operations against a reference model of the cache. A fake K/V store records which
-// (token, position) each slot holds, so any reuse of wrong data is caught, not just bad bookkeeping.
+// (token, position) each slot holds, so any reuse of wrong data is caught, not just bad bookkeeping. With window
+// slabs a second fake store stands for the sliding-window layers: every written position must have a slab, and
+// what a reused prefix's next token reads there must be the right data too.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +15,7 @@ namespace hearth {
 namespace {
 
 constexpr int32_t kBlockSize = 4;
+constexpr int32_t kWindow = 6;  // with window slabs
 
 struct SlotValue {
   int32_t token = -1;
@@ -28,12 +31,15 @@ struct Live {
 
 class RandomCacheTest {
  public:
-  RandomCacheTest(int32_t num_blocks, uint32_t seed)
+  RandomCacheTest(int32_t num_blocks, uint32_t seed, int32_t num_window_slabs = 0)
       : kv_({.num_blocks = num_blocks,
              .block_size = kBlockSize,
              .max_pinned_blocks = num_blocks / 4,
-             .clock = [this] { return now_ms_; }}),
+             .clock = [this] { return now_ms_; },
+             .window_tokens = num_window_slabs > 0 ? kWindow : 0,
+             .num_window_slabs = num_window_slabs}),
         store_(num_blocks, std::vector<SlotValue>(kBlockSize)),
+        slab_store_(num_window_slabs, std::vector<SlotValue>(kBlockSize)),
         rng_(seed),
         big_pool_(num_blocks >= 8192) {
     for (int s = 0; s < 2; ++s) ns_.push_back(CacheNamespace{.model_fingerprint = "m", .cache_salt = s ? "x" : ""}.digest());
@@ -62,6 +68,7 @@ class RandomCacheTest {
     pins_.clear();
     kv_.check_invariants();
     ASSERT_EQ(kv_.pool().num_blocks_free(), kv_.pool().num_blocks_total()) << "leaked blocks";
+    ASSERT_EQ(kv_.pool().num_window_slabs_in_use(), 0) << "leaked window slabs";
   }
 
  private:
@@ -88,8 +95,12 @@ class RandomCacheTest {
 
   void compute(uint64_t id, Live& live, int32_t upto) {
     auto table = kv_.block_table(RequestId{id});
+    const auto slabs = kv_.window_table(RequestId{id});
     for (int32_t p = live.num_computed; p < upto; ++p) {
       store_[table[p / kBlockSize].value][p % kBlockSize] = {live.tokens[p].value, p};
+      if (slab_store_.empty()) continue;
+      ASSERT_GE(slabs[p / kBlockSize].value, 0) << "request " << id << " writes position " << p << " without a slab";
+      slab_store_[slabs[p / kBlockSize].value][p % kBlockSize] = {live.tokens[p].value, p};
     }
     live.num_computed = upto;
     kv_.cache_full_blocks(RequestId{id}, live.tokens, upto);
@@ -101,6 +112,13 @@ class RandomCacheTest {
     for (int32_t p = 0; p < n; ++p) {
       ASSERT_EQ(store_[table[p / kBlockSize].value][p % kBlockSize], (SlotValue{live.tokens[p].value, p}))
           << "request " << id << " reused wrong K/V at position " << p;
+    }
+    if (slab_store_.empty()) return;
+    const auto slabs = kv_.window_table(RequestId{id});
+    for (int32_t p = std::max(0, n - kWindow + 1); p < n; ++p) {  // what the next token reads on those layers
+      ASSERT_GE(slabs[p / kBlockSize].value, 0) << "request " << id << " holds no slab for position " << p;
+      ASSERT_EQ(slab_store_[slabs[p / kBlockSize].value][p % kBlockSize], (SlotValue{live.tokens[p].value, p}))
+          << "request " << id << " reused wrong window K/V at position " << p;
     }
   }
 
@@ -124,6 +142,9 @@ class RandomCacheTest {
     ASSERT_LE(admitted->num_cached_tokens, expected);
     for (const BlockCopy& c : kv_.pending_copies()) {
       std::copy_n(store_[c.src.value].begin(), c.n_slots, store_[c.dst.value].begin());
+      if (slab_store_.empty()) continue;
+      ASSERT_TRUE(c.src_slab.value >= 0 && c.dst_slab.value >= 0) << "a copy without window slabs";
+      std::copy_n(slab_store_[c.src_slab.value].begin(), c.n_slots, slab_store_[c.dst_slab.value].begin());
     }
     kv_.complete_copies();
     live.num_computed = admitted->num_cached_tokens;
@@ -165,6 +186,7 @@ class RandomCacheTest {
   int64_t now_ms_ = 0;
   KvCacheManager kv_;
   std::vector<std::vector<SlotValue>> store_;
+  std::vector<std::vector<SlotValue>> slab_store_;  // by window slab id
   std::mt19937 rng_;
   bool big_pool_;
   std::vector<BlockHash> ns_;
@@ -177,6 +199,11 @@ class RandomCacheTest {
 
 TEST(KvRandom, TightPoolUnderEvictionPressure) {
   for (uint32_t seed = 1; seed <= 4; ++seed) RandomCacheTest(24, seed).run(3000);
+}
+
+// 10 window slabs for 24 blocks: slabs are evicted far more often than blocks, so hits are cut back at windows.
+TEST(KvRandom, WindowSlabsUnderEvictionPressure) {
+  for (uint32_t seed = 1; seed <= 4; ++seed) RandomCacheTest(24, seed, 10).run(3000);
 }
 
 TEST(KvRandom, BigPoolReusesExactlyTheLongestComputedPrefix) {

@@ -299,6 +299,101 @@ TEST(ArchPrefixCacheHit, Gemma3BitIdenticalToCold) {
   expect_hit_matches_cold("gemma3", kGemmaTokens);
 }
 
+// Every logits row `engine` samples from for `prompt` and 12 greedy tokens.
+std::vector<std::vector<float>> all_logits(Engine& engine, const std::vector<int32_t>& prompt) {
+  std::vector<std::vector<float>> rows;
+  engine.set_logits_observer([&](RequestId, std::span<const float> row) { rows.emplace_back(row.begin(), row.end()); });
+  RequestSpec spec;
+  for (int32_t t : prompt) spec.prompt.push_back(TokenId{t});
+  spec.sampling.temperature = 0.0f;
+  spec.max_tokens = 12;
+  spec.ignore_eos = true;
+  EXPECT_TRUE(engine.add_request(std::move(spec)).ok());
+  for (int step = 0; engine.has_unfinished() && step < 1000; ++step) {
+    engine.step();
+    engine.check_invariants();
+  }
+  return rows;
+}
+
+std::vector<int32_t> gemma_prompt(int32_t n, int32_t salt, int32_t n_vocab) {
+  std::vector<int32_t> out;
+  for (int32_t i = 0; i < n; ++i) out.push_back((kGemmaTokens[(i + salt) % kGemmaTokens.size()] + i / 16 + salt) % n_vocab);
+  return out;
+}
+
+// Window slabs (the sliding-window layers keep only the blocks their 8-key window reads, and let go of the rest
+// as the prompt's chunks and the decode advance) compute exactly what every layer's full KV does.
+TEST(ArchWindowSlabs, Gemma3LogitsEqualFullKv) {
+  const auto file = open_file(synthetic_model("gemma3"));
+  auto model = Model::load(file);
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  auto tokenizer = Tokenizer::from_gguf(*file);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.error().message;
+  ThreadPool pool(2);
+  EngineConfig config;
+  config.kv_memory_bytes = 8 << 20;
+  config.max_batch_tokens = 24;
+  const auto prompt = gemma_prompt(60, 0, (*model)->config().n_vocab);
+  auto slabs = Engine::create(**model, *tokenizer, config, pool);
+  ASSERT_TRUE(slabs.ok()) << slabs.error().message;
+  ASSERT_GT((*slabs)->kv_plan().num_window_slabs, 0);
+  config.kv_window_slabs = false;
+  auto full = Engine::create(**model, *tokenizer, config, pool);
+  ASSERT_TRUE(full.ok()) << full.error().message;
+  EXPECT_EQ((*full)->kv_plan().num_window_slabs, 0);
+  const auto a = all_logits(**slabs, prompt);
+  const auto b = all_logits(**full, prompt);
+  ASSERT_EQ(a.size(), 12u);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)), 0) << "row " << i;
+  }
+}
+
+// With the fewest slabs the engine allows, other requests evict the idle slabs of a cached prompt: a later hit on
+// it is cut back (its blocks are cached, the sliding-window layers' K/V is not), said as window_evicted, and is
+// still the cold run's logits bit for bit.
+TEST(ArchWindowSlabs, Gemma3HitCutBackByEvictedSlabsIsBitIdentical) {
+  const auto file = open_file(synthetic_model("gemma3"));
+  auto model = Model::load(file);
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  auto tokenizer = Tokenizer::from_gguf(*file);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.error().message;
+  ThreadPool pool(2);
+  EngineConfig config;
+  config.kv_memory_bytes = 8 << 20;
+  config.max_batch_tokens = 24;
+  config.kv_window_plan_context = int64_t{1} << 24;  // slabs for one request's window and chunk only
+  const int32_t n_vocab = (*model)->config().n_vocab;
+  const auto base = gemma_prompt(60, 0, n_vocab);
+  auto prompt = base;
+  for (size_t i = 37; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(100 + i);
+  auto warm = Engine::create(**model, *tokenizer, config, pool);
+  ASSERT_TRUE(warm.ok()) << warm.error().message;
+  const int64_t slabs = (*warm)->kv_plan().num_window_slabs;
+  EXPECT_EQ(slabs, 6);  // a 1-block window + 1, 2 blocks of batch, 2 more
+  int32_t cached = -1;
+  first_logits(**warm, base, &cached);
+  first_logits(**warm, gemma_prompt(60, 5, n_vocab), &cached);
+  first_logits(**warm, gemma_prompt(60, 9, n_vocab), &cached);
+  EXPECT_GT((*warm)->stats().num_window_slab_evictions, 0u);
+  std::vector<TokenId> prompt_ids;
+  for (int32_t t : prompt) prompt_ids.push_back(TokenId{t});
+  const CacheReport report = (*warm)->explain_prompt(prompt_ids, "");
+  EXPECT_EQ(report.explanation.reason, ReuseStop::kWindowEvicted);
+  const auto hit = first_logits(**warm, prompt, &cached);
+  EXPECT_LT(cached, 37);
+  auto cold_engine = Engine::create(**model, *tokenizer, config, pool);
+  ASSERT_TRUE(cold_engine.ok()) << cold_engine.error().message;
+  int32_t cold_cached = -1;
+  const auto cold = first_logits(**cold_engine, prompt, &cold_cached);
+  EXPECT_EQ(cold_cached, 0);
+  ASSERT_EQ(hit.size(), cold.size());
+  ASSERT_FALSE(hit.empty());
+  EXPECT_EQ(std::memcmp(hit.data(), cold.data(), hit.size() * sizeof(float)), 0) << "cut-back hit differs from cold";
+}
+
 // Runs `command`, returns its stdout.
 std::string run_command(const std::string& command) {
   std::string out;
