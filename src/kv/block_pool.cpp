@@ -272,8 +272,8 @@ void BlockPool::check_slab_invariants() const {
   for (int32_t s = lru_head_; s >= 0; prev = s, s = slabs_[s].next) {
     HEARTH_CHECK(s < n && slabs_[s].idle && slabs_[s].prev == prev && ++idle <= n, "window slab LRU broken at {}", s);
   }
-  HEARTH_CHECK(prev == lru_tail_ && idle == num_slabs_idle_, "window slab LRU ends at {} with {} slabs, expected {} and {}",
-               prev, idle, lru_tail_, num_slabs_idle_);
+  HEARTH_CHECK(prev == lru_tail_ && idle == num_slabs_idle_,
+               "window slab LRU ends at {} with {} slabs, expected {} and {}", prev, idle, lru_tail_, num_slabs_idle_);
   std::vector<bool> is_free(n, false);
   for (int32_t s : free_slabs_) {
     HEARTH_CHECK(!is_free[s] && slabs_[s].block < 0 && slabs_[s].ref_cnt == 0, "free window slab {} is in use", s);

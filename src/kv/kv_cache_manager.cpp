@@ -455,8 +455,9 @@ void KvCacheManager::check_invariants() const {
     if (c.src_slab.value >= 0) slab_refs[c.src.value]++;
   }
   for (int32_t i = 0; i < pool_.num_blocks_total(); ++i) {
-    HEARTH_CHECK(slab_refs[i] == pool_.window_slab_ref_cnt(BlockId{i}), "block {}'s window slab has ref {} but {} holders",
-                 i, pool_.window_slab_ref_cnt(BlockId{i}), slab_refs[i]);
+    HEARTH_CHECK(slab_refs[i] == pool_.window_slab_ref_cnt(BlockId{i}),
+                 "block {}'s window slab has ref {} but {} holders", i, pool_.window_slab_ref_cnt(BlockId{i}),
+                 slab_refs[i]);
   }
   for (int32_t i = 0; i < pool_.num_blocks_total(); ++i) {
     HEARTH_CHECK(refs[i] == pool_.meta(BlockId{i}).ref_cnt, "block {} has ref {} but {} holders", i,

@@ -79,7 +79,8 @@ Result<KvPlan> plan_kv_pool(const KvShape& shape, const KvTokenCost& cost, int32
   const int64_t blocks_per_user = (split.plan_context + block_size - 1) / block_size;
   const int64_t slabs_per_user = window_blocks_held(split.plan_context, split.window_tokens, block_size);
   // Users at plan_context that fit, each with its blocks and slabs; the rest of the budget fills more blocks.
-  const __int128 per_user = static_cast<__int128>(full_block) * blocks_per_user + static_cast<__int128>(slab) * slabs_per_user;
+  const __int128 per_user =
+      static_cast<__int128>(full_block) * blocks_per_user + static_cast<__int128>(slab) * slabs_per_user;
   const auto users = static_cast<int64_t>(static_cast<__int128>(budget_bytes) / per_user);
   int64_t slabs = std::max<int64_t>(split.min_window_slabs, std::max<int64_t>(1, users) * slabs_per_user);
   if (static_cast<__int128>(slabs) * slab > budget_bytes) {
@@ -183,7 +184,8 @@ Result<MemoryPlan> plan_memory(const MemoryPlanRequest& r) {
       if (!a || !b || *a > std::numeric_limits<int64_t>::max() - *b) return std::nullopt;
       return *a + *b;
     };
-    std::optional<int64_t> per_user = checked_product(1, blocks_per_user, n_window > 0 ? user_bytes_per_block : bytes_per_block);
+    std::optional<int64_t> per_user =
+        checked_product(1, blocks_per_user, n_window > 0 ? user_bytes_per_block : bytes_per_block);
     if (per_user && n_window > 0) {
       const auto window = checked_product(1, window_blocks_held(r.context, r.window.window_tokens, r.block_size),
                                           window_share);

@@ -93,7 +93,8 @@ Result<void> read_rope_scaling(const GgufFile& file, const std::string& p, Model
 }
 
 // phi3's attention.sliding_window: as llama.cpp b4748's build_phi3, every layer masks keys older than the window
-// (absent: no window, as Phi-4). The full KV is kept, so the context is not capped.
+// (absent: no window, as Phi-4). Window slabs keep what the window reads (kv/kv_cache_manager.h); the context is
+// not capped.
 Result<void> read_sliding_window(const GgufFile& file, const std::string& p, ModelConfig& c) {
   if (c.architecture != "phi3") return {};
   auto window = read_positive(file, p + "attention.sliding_window", 0);  // 0: absent

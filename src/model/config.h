@@ -15,7 +15,7 @@
 //                           applied as stored (Gemma's converter already adds its +1); tied output; the query scale
 //                           is 1/sqrt(key_length), or 1/sqrt(dim / head_count) for the 27B shapes (46 or 62
 //                           layers), as llama.cpp picks Gemma's query_pre_attn_scalar; local layers attend to the
-//                           last attention.sliding_window keys only (the full KV is kept: a mask, not a ring)
+//                           last attention.sliding_window keys only (kept in window slabs by the engine)
 //     gemma2                even layers local (window default 4096); attention scores soft-capped
 //                           (attn_logit_softcapping, default 50) and final logits (final_logit_softcapping, 30)
 //     gemma3                5 local : 1 global ((il + 1) % 6 == 0 is global); q/k per-head RMSNorm before RoPE;

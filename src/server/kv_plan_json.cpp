@@ -23,7 +23,8 @@ nlohmann::json kv_pool_json(const KvPlan& p) {
           {"window_tokens", p.window.window_tokens},
           {"num_window_slabs", p.num_window_slabs},
           {"bytes_per_window_slab", p.bytes_per_window_slab},
-          {"window_plan_context", p.window.n_window_layers > 0 ? nlohmann::json(p.window.plan_context) : nlohmann::json()},
+          {"window_plan_context",
+           p.window.n_window_layers > 0 ? nlohmann::json(p.window.plan_context) : nlohmann::json()},
           {"summary", describe_kv_plan(p)}};
 }
 

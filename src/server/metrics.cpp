@@ -115,8 +115,9 @@ void Metrics::render_engine(const EngineStats& e, const KvPlan& plan, std::strin
   header(out, "hearth_kv_bytes", "gauge", "KV memory in bytes: total pool and the part held by requests and pins.");
   out += fmt::format("hearth_kv_bytes{{state=\"total\"}} {}\n",
                      e.num_blocks_total * plan.bytes_per_block + e.num_window_slabs_total * plan.bytes_per_window_slab);
-  out += fmt::format("hearth_kv_bytes{{state=\"used\"}} {}\n",
-                     e.num_blocks_in_use * plan.bytes_per_block + e.num_window_slabs_in_use * plan.bytes_per_window_slab);
+  out += fmt::format(
+      "hearth_kv_bytes{{state=\"used\"}} {}\n",
+      e.num_blocks_in_use * plan.bytes_per_block + e.num_window_slabs_in_use * plan.bytes_per_window_slab);
   header(out, "hearth_kv_window_slabs", "gauge",
          "Sliding-window models: slabs holding the sliding-window layers' K/V of one block each (0 without them); "
          "used = held by requests and pins, idle = still cached, evicted first when a slab is needed.");

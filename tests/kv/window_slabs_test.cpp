@@ -34,7 +34,9 @@ class WindowSlabsTest : public ::testing::Test {
     bool first = true;
     while (done < n) {
       const int32_t step = std::min(chunk, n - done);
-      if (!first) EXPECT_TRUE(kv_.allocate_slots(RequestId{id}, done + step));
+      if (!first) {
+        EXPECT_TRUE(kv_.allocate_slots(RequestId{id}, done + step));
+      }
       first = false;
       done += step;
       kv_.cache_full_blocks(RequestId{id}, tokens, done);

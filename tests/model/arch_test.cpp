@@ -318,7 +318,9 @@ std::vector<std::vector<float>> all_logits(Engine& engine, const std::vector<int
 
 std::vector<int32_t> gemma_prompt(int32_t n, int32_t salt, int32_t n_vocab) {
   std::vector<int32_t> out;
-  for (int32_t i = 0; i < n; ++i) out.push_back((kGemmaTokens[(i + salt) % kGemmaTokens.size()] + i / 16 + salt) % n_vocab);
+  for (int32_t i = 0; i < n; ++i) {
+    out.push_back((kGemmaTokens[(i + salt) % kGemmaTokens.size()] + i / 16 + salt) % n_vocab);
+  }
   return out;
 }
 
