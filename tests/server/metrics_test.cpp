@@ -113,6 +113,36 @@ TEST(Metrics, RendersEngineSnapshotAndServerSeries) {
 namespace hearth::server {
 namespace {
 
+// Sliding-window models: the window slabs are counted in hearth_kv_bytes and shown by state.
+TEST(Metrics, CountsWindowSlabs) {
+  Metrics m;
+  EngineStats e;
+  e.num_blocks_total = 100;
+  e.num_blocks_in_use = 12;
+  e.num_window_slabs_total = 20;
+  e.num_window_slabs_in_use = 3;
+  e.num_window_slabs_idle = 15;
+  e.num_window_slab_evictions = 7;
+  KvPlan plan;
+  plan.block_size = 16;
+  plan.bytes_per_block = 1024;
+  plan.bytes_per_window_slab = 5120;
+  plan.cost.dtype = "f16";
+  const std::string text = m.render(e, plan);
+  for (const char* line : {
+           "hearth_kv_bytes{state=\"total\"} 204800",  // 100 × 1024 + 20 × 5120
+           "hearth_kv_bytes{state=\"used\"} 27648",    // 12 × 1024 + 3 × 5120
+           "# TYPE hearth_kv_window_slabs gauge",
+           "hearth_kv_window_slabs{state=\"total\"} 20",
+           "hearth_kv_window_slabs{state=\"used\"} 3",
+           "hearth_kv_window_slabs{state=\"idle\"} 15",
+           "# TYPE hearth_kv_window_slab_evictions_total counter",
+           "hearth_kv_window_slab_evictions_total 7",
+       }) {
+    EXPECT_NE(text.find(std::string(line) + "\n"), std::string::npos) << "missing line: " << line << "\n" << text;
+  }
+}
+
 TEST(Metrics, RendersReuseStopsAndVolatilePrefixSeries) {
   Metrics m;
   m.record_reuse_stop("diverged");
