@@ -35,7 +35,7 @@ struct ServeFlags {
   std::string kv_dtype_v;
   int32_t block_size = 16;
   bool kv_full_window = false;        // sliding-window models: keep every layer's full KV
-  int64_t kv_window_context = 4096;  // the context per user the window slabs are planned for
+  int64_t kv_window_context = 1024;  // the context per user the window slabs are planned for
   int threads = 0;
   int32_t max_queue = 256;
   int32_t max_running = 64;

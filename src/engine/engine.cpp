@@ -86,7 +86,8 @@ KvWindowSplit kv_window_split(const ModelConfig& c, const EngineConfig& config) 
   split.plan_context = config.kv_window_plan_context;
   const int64_t bs = std::max(1, config.block_size);
   // One request's window (ceil((W - 1) / bs) + 1 blocks), its batch chunk (one more when unaligned) and a copy source.
-  split.min_window_slabs = (split.window_tokens + bs - 2) / bs + 1 + (config.max_batch_tokens + bs - 1) / bs + 2;
+  split.batch_slabs = (config.max_batch_tokens + bs - 1) / bs + 1;  // a step's chunks, one more when unaligned
+  split.min_window_slabs = (split.window_tokens + bs - 2) / bs + 1 + split.batch_slabs + 1;
   if (split.n_window_layers == 0) split = {};
   return split;
 }

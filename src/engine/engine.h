@@ -53,7 +53,7 @@ struct EngineConfig {
   // kv/kv_cache_manager.h), the pool split for users at kv_window_plan_context tokens. Off: every layer keeps its
   // full KV and the window is only a mask.
   bool kv_window_slabs = true;
-  int64_t kv_window_plan_context = 4096;
+  int64_t kv_window_plan_context = 1024;
 };
 
 // How a model's KV pool is split under `config` (kv/kv_plan.h): its sliding-window layers when they are kept in

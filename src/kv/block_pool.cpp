@@ -126,8 +126,8 @@ bool BlockPool::cache(BlockId id, const BlockHash& key, const BlockHash& parent_
 void BlockPool::slab_lru_remove(int32_t s) {
   Slab& slab = slabs_[s];
   HEARTH_CHECK(slab.idle, "window slab {} is not idle", s);
-  (slab.prev >= 0 ? slabs_[slab.prev].next : lru_head_) = slab.next;
-  (slab.next >= 0 ? slabs_[slab.next].prev : lru_tail_) = slab.prev;
+  (slab.prev >= 0 ? slabs_[slab.prev].next : lru_head_[slab.list]) = slab.next;
+  (slab.next >= 0 ? slabs_[slab.next].prev : lru_tail_[slab.list]) = slab.prev;
   slab.prev = slab.next = -1;
   slab.idle = false;
   --num_slabs_idle_;
@@ -148,8 +148,9 @@ bool BlockPool::attach_window_slab(BlockId id) {
   HEARTH_CHECK(b.ref_cnt > 0 && b.window_slab < 0, "attach_window_slab() to block {} (ref {}, slab {})", id.value,
                b.ref_cnt, b.window_slab);
   if (free_slabs_.empty()) {
-    if (lru_head_ < 0) return false;
-    detach_slab(lru_head_);
+    const int32_t victim = lru_head_[0] >= 0 ? lru_head_[0] : lru_head_[1];
+    if (victim < 0) return false;
+    detach_slab(victim);
     ++num_slab_evictions_;
   }
   const int32_t s = free_slabs_.back();
@@ -170,7 +171,7 @@ void BlockPool::touch_window_slab(BlockId id) {
   --num_slabs_unreferenced_;
 }
 
-void BlockPool::release_window_slab(BlockId id) {
+void BlockPool::release_window_slab(BlockId id, bool keep) {
   const int32_t s = blocks_[id.value].window_slab;
   HEARTH_CHECK(s >= 0 && slabs_[s].ref_cnt > 0, "release_window_slab() of block {} (slab {})", id.value, s);
   Slab& slab = slabs_[s];
@@ -180,11 +181,13 @@ void BlockPool::release_window_slab(BlockId id) {
     detach_slab(s);
     return;
   }
+  const int8_t list = keep ? 1 : 0;
   slab.idle = true;
-  slab.prev = lru_tail_;
+  slab.list = list;
+  slab.prev = lru_tail_[list];
   slab.next = -1;
-  (lru_tail_ >= 0 ? slabs_[lru_tail_].next : lru_head_) = s;
-  lru_tail_ = s;
+  (lru_tail_[list] >= 0 ? slabs_[lru_tail_[list]].next : lru_head_[list]) = s;
+  lru_tail_[list] = s;
   ++num_slabs_idle_;
 }
 
@@ -268,12 +271,15 @@ void BlockPool::check_invariants() const {
 void BlockPool::check_slab_invariants() const {
   const auto n = static_cast<int32_t>(slabs_.size());
   int32_t idle = 0;
-  int32_t prev = -1;
-  for (int32_t s = lru_head_; s >= 0; prev = s, s = slabs_[s].next) {
-    HEARTH_CHECK(s < n && slabs_[s].idle && slabs_[s].prev == prev && ++idle <= n, "window slab LRU broken at {}", s);
+  for (int8_t list = 0; list < 2; ++list) {
+    int32_t prev = -1;
+    for (int32_t s = lru_head_[list]; s >= 0; prev = s, s = slabs_[s].next) {
+      HEARTH_CHECK(s < n && slabs_[s].idle && slabs_[s].list == list && slabs_[s].prev == prev && ++idle <= n,
+                   "window slab LRU {} broken at {}", list, s);
+    }
+    HEARTH_CHECK(prev == lru_tail_[list], "window slab LRU {} ends at {}, expected {}", list, prev, lru_tail_[list]);
   }
-  HEARTH_CHECK(prev == lru_tail_ && idle == num_slabs_idle_,
-               "window slab LRU ends at {} with {} slabs, expected {} and {}", prev, idle, lru_tail_, num_slabs_idle_);
+  HEARTH_CHECK(idle == num_slabs_idle_, "window slab LRUs hold {} slabs, counter says {}", idle, num_slabs_idle_);
   std::vector<bool> is_free(n, false);
   for (int32_t s : free_slabs_) {
     HEARTH_CHECK(!is_free[s] && slabs_[s].block < 0 && slabs_[s].ref_cnt == 0, "free window slab {} is in use", s);

@@ -22,8 +22,10 @@
 // Window slabs (models with sliding-window layers, when the pool is built with some): a block's K/V for the
 // sliding-window layers lives in a slab of its own, which the block holds only while it is needed. A slab is free
 // or attached to one block; an attached slab is referenced (a running sequence's window, a pin, a copy source) or
-// idle in an LRU list. Taking a slab when none is free evicts the least recently idled one: its block loses its
-// sliding-window K/V and stays cached for the full-attention layers. Evicting a block frees its slab. So:
+// idle in one of two LRU lists: passed over (a running sequence moved past it) or kept (the window at a sequence's
+// end, a prefix hit's, a pin's: where the next hit is likely). Taking a slab when none is free evicts the least
+// recently idled passed-over one, else the least recently idled kept one: its block loses its sliding-window K/V
+// and stays cached for the full-attention layers. Evicting a block frees its slab. So:
 //   slab referenced => its block is referenced;   slab idle => its block is cached (has a key).
 
 #include <cstdint>
@@ -139,9 +141,9 @@ class BlockPool {
   [[nodiscard]] bool attach_window_slab(BlockId id);
   // Adds a reference to `id`'s slab (an idle one leaves the LRU list). Requires one attached.
   void touch_window_slab(BlockId id);
-  // Drops a reference to `id`'s slab. At zero it idles when the block is cached, else it is freed (it holds
-  // nothing a prefix hit could find).
-  void release_window_slab(BlockId id);
+  // Drops a reference to `id`'s slab. At zero it idles when the block is cached (in the kept list with `keep`,
+  // else the passed-over one), else it is freed (it holds nothing a prefix hit could find).
+  void release_window_slab(BlockId id, bool keep = true);
   // Moves `from`'s slab, with its references, to `to` (which has none): `to` holds the same tokens' K/V.
   void move_window_slab(BlockId from, BlockId to);
 
@@ -185,11 +187,12 @@ class BlockPool {
     int32_t prev = -1;   // LRU links, while idle
     int32_t next = -1;
     bool idle = false;
+    int8_t list = 0;  // while idle: 0 passed over, 1 kept
   };
   std::vector<Slab> slabs_;
   std::vector<int32_t> free_slabs_;  // unattached
-  int32_t lru_head_ = -1;            // least recently idled
-  int32_t lru_tail_ = -1;
+  int32_t lru_head_[2] = {-1, -1};   // least recently idled, per list (passed over, kept)
+  int32_t lru_tail_[2] = {-1, -1};
   int32_t num_slabs_unreferenced_ = 0;
   int32_t num_slabs_idle_ = 0;
   uint64_t num_slab_evictions_ = 0;

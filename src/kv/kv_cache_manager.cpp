@@ -165,6 +165,7 @@ std::optional<AdmitResult> KvCacheManager::admit(RequestId id, const BlockHash& 
     if (match.partial_block) pool_.touch_window_slab(*match.partial_block);
     seq.window_begin = std::min(window_begin, n_hit);
     seq.window_end = n_hit;
+    seq.hit_window_end = hit > 0 ? ceil_div(hit, bs) : 0;
     extend_window(seq, window_end);
   }
   if (match.partial_block) {
@@ -230,7 +231,8 @@ void KvCacheManager::extend_window(Sequence& seq, int32_t to) {
 
 void KvCacheManager::drop_window_before(Sequence& seq, int32_t block) {
   for (int32_t i = seq.window_begin; i < std::min(block, seq.window_end); ++i) {
-    pool_.release_window_slab(seq.table[i]);
+    // Kept when a hit of this sequence read it (a shared prefix's end); passed over otherwise.
+    pool_.release_window_slab(seq.table[i], i < seq.hit_window_end);
     seq.window_slabs[i] = BlockId{-1};
   }
   seq.window_begin = std::max(seq.window_begin, std::min(block, seq.window_end));

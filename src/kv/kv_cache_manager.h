@@ -239,6 +239,7 @@ class KvCacheManager {
     int32_t num_computed = 0;
     int32_t window_begin = 0;
     int32_t window_end = 0;
+    int32_t hit_window_end = 0;  // blocks before it that the admission's hit read: their slabs are kept
     std::vector<BlockId> window_slabs;
   };
   struct Pin {

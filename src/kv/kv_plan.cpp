@@ -82,15 +82,23 @@ Result<KvPlan> plan_kv_pool(const KvShape& shape, const KvTokenCost& cost, int32
   const __int128 per_user =
       static_cast<__int128>(full_block) * blocks_per_user + static_cast<__int128>(slab) * slabs_per_user;
   const auto users = static_cast<int64_t>(static_cast<__int128>(budget_bytes) / per_user);
-  int64_t slabs = std::max<int64_t>(split.min_window_slabs, std::max<int64_t>(1, users) * slabs_per_user);
+  int64_t slabs =
+      std::max<int64_t>(split.min_window_slabs, std::max<int64_t>(1, users) * slabs_per_user + split.batch_slabs);
+  // Every layer windowed (phi3): the slabs take the whole budget and the blocks, which then cost nothing, only
+  // index them, as many as the slabs' users hold.
+  if (full_block == 0) slabs = std::max(split.min_window_slabs, budget_bytes / slab);
   if (static_cast<__int128>(slabs) * slab > budget_bytes) {
     return make_error("KV memory of {} bytes holds no working set: the sliding-window layers alone need {} slabs of {} "
                       "bytes ({} bytes)",
                       budget_bytes, slabs, slab, static_cast<int64_t>(static_cast<__int128>(slabs) * slab));
   }
   const int64_t rest = budget_bytes - slabs * slab;
-  int64_t blocks = full_block > 0 ? rest / full_block : std::max<int64_t>(1, users) * blocks_per_user;
-  if (full_block == 0) slabs = budget_bytes / slab;  // every layer is windowed: the blocks only index
+  // (Their metadata is not free: at most 2^20 of them then.)
+  int64_t blocks = full_block > 0 ? rest / full_block
+                                  : static_cast<int64_t>(std::min<__int128>(static_cast<__int128>(slabs) *
+                                                                                blocks_per_user /
+                                                                                std::max<int64_t>(1, slabs_per_user),
+                                                                            int64_t{1} << 20));
   blocks = std::min<int64_t>(blocks, int64_t{1} << 30);
   if (blocks < 1) {
     return make_error("KV memory of {} bytes holds no block besides {} window slabs ({} bytes each, {} per block)",

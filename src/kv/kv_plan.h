@@ -23,8 +23,9 @@ namespace hearth {
 struct KvWindowSplit {
   int32_t n_window_layers = 0;  // of the shape's layers; 0: a plain pool
   int32_t window_tokens = 0;    // W
-  int64_t plan_context = 4096;  // the context per user the pool's split between blocks and slabs is sized for
+  int64_t plan_context = 1024;  // the context per user the pool's split between blocks and slabs is sized for
   int64_t min_window_slabs = 0;  // at least this many slabs (what one sequence's window and batch need)
+  int64_t batch_slabs = 0;       // slabs on top of the users' windows, for one step's prompt chunks
 };
 
 // Blocks a user who has computed `context` tokens holds on the sliding-window layers: those the next token reads,
@@ -56,7 +57,8 @@ struct KvPlan {
 // positive, the block size is outside [1, 1024], or the budget holds no block (the message has the numbers).
 Result<KvPlan> plan_kv_pool(const KvShape& shape, const KvTokenCost& cost, int32_t block_size, int64_t budget_bytes);
 // With window slabs (split.n_window_layers > 0): the budget is split so that a user at split.plan_context gets
-// whole blocks for it and slabs for window_blocks_held of it, with at least split.min_window_slabs slabs.
+// whole blocks for it and slabs for window_blocks_held of it, plus split.batch_slabs for the prompt chunks a step
+// computes, and at least split.min_window_slabs slabs.
 Result<KvPlan> plan_kv_pool(const KvShape& shape, const KvTokenCost& cost, int32_t block_size, int64_t budget_bytes,
                             const KvWindowSplit& split);
 

@@ -205,6 +205,27 @@ TEST(KvPlan, WindowSlabsSplitTheBudgetForUsersAtThePlanContext) {
   EXPECT_NE(none.error().message.find("50 slabs"), std::string::npos) << none.error().message;
 }
 
+// The engine's split adds one step's prompt chunks to the users' windows; with every layer windowed (phi3) the slabs
+// take the whole budget and the blocks, which then cost nothing, only index them.
+TEST(KvPlan, WindowSlabsForTheBatchAndForAllWindowedLayers) {
+  constexpr KvShape kGemma3{6, 2, 64};
+  const KvTokenCost c = cost(kGemma3, kF16);
+  const int64_t budget = 256ll << 20;
+  const auto plan = plan_kv_pool(kGemma3, c, 16, budget,
+                                 {.n_window_layers = 5, .window_tokens = 256, .plan_context = 4096, .batch_slabs = 33});
+  ASSERT_TRUE(plan.ok()) << plan.error().message;
+  EXPECT_EQ(plan->num_window_slabs, 97 * 16 + 33);
+  EXPECT_EQ(plan->num_blocks, (budget - (97 * 16 + 33) * 40960) / 8192);
+  const auto all = plan_kv_pool(kGemma3, c, 16, 8 << 20,
+                                {.n_window_layers = 6, .window_tokens = 256, .plan_context = 1024, .batch_slabs = 33});
+  ASSERT_TRUE(all.ok()) << all.error().message;
+  EXPECT_EQ(all->bytes_per_block, 0);
+  EXPECT_EQ(all->bytes_per_window_slab, 6 * 512 * 16);
+  EXPECT_EQ(all->num_window_slabs, (8 << 20) / (6 * 512 * 16));  // 170
+  EXPECT_EQ(all->num_blocks, 170 * 64 / 16);                      // 64 blocks per 16 slabs at 1,024 tokens
+  EXPECT_EQ(all->pool_bytes, 170 * 6 * 512 * 16);
+}
+
 // hearth plan's rows with window slabs: what HeldSlabsMatchThePlanPerUser measures per user, times users; the
 // longest context and the users that fit.
 TEST(KvPlan, MemoryPlanCountsTheWindowOnly) {

@@ -131,8 +131,9 @@ TEST_F(WindowSlabsTest, AHitIsCutBackWhereAWindowSlabWasEvicted) {
   const auto first = seq(100, 24);
   run(1, first, 4);
   kv_.release(RequestId{1}, first, 24);
-  // 8 slabs: another long run takes them all, evicting every idle one of the first chain.
-  run(2, seq(500, 36), 4);
+  // 8 slabs: another request whose first chunk needs all of them evicts every idle one of the first chain, the
+  // passed-over ones first, then the window kept at its end.
+  run(2, seq(500, 32), 32);
   kv_.release(RequestId{2});
   EXPECT_GT(kv_.pool().num_window_slab_evictions(), 0u);
   // The first chain's blocks are all still cached (32 blocks), but none has its slab: nothing can be reused.
@@ -148,6 +149,19 @@ TEST_F(WindowSlabsTest, AHitIsCutBackWhereAWindowSlabWasEvicted) {
   auto longer = seq(100, 20);
   longer.push_back(TokenId{7});
   EXPECT_EQ(run(4, longer, 4), 20);
+}
+
+TEST_F(WindowSlabsTest, PassedOverSlabsAreEvictedBeforeAnEndWindow) {
+  // The first chain's end window (where its next turn hits) outlives the slabs a later long run passes over.
+  const auto first = seq(100, 24);
+  run(1, first, 4);
+  kv_.release(RequestId{1}, first, 24);
+  run(2, seq(500, 60), 4);  // 15 blocks one after the other: it recycles passed-over slabs, its own included
+  kv_.release(RequestId{2});
+  auto next = seq(100, 24);
+  next.push_back(TokenId{1});
+  EXPECT_EQ(run(3, next, 4), 24);
+  kv_.release(RequestId{3});
 }
 
 TEST_F(WindowSlabsTest, AHitNeedsOnlyTheLastWindow) {
