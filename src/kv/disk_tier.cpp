@@ -254,7 +254,6 @@ bool DiskTier::write(TierEntryHeader header, std::vector<uint8_t> payload) {
   }
   queued_write_bytes_ += bytes;
   writes_.push_back({std::move(header), std::move(payload)});
-  stats_.num_queued_writes = static_cast<int64_t>(writes_.size());
   work_.notify_one();
   return true;
 }
@@ -324,7 +323,7 @@ DiskTierStats DiskTier::stats() const {
   std::lock_guard lock(mutex_);
   DiskTierStats s = stats_;
   s.bytes_used += reserved_bytes_;
-  s.num_queued_writes = static_cast<int64_t>(writes_.size());
+  s.num_queued_writes = static_cast<int64_t>(writes_.size() + num_writes_in_flight_);
   return s;
 }
 
@@ -386,9 +385,11 @@ void DiskTier::writer_main() {
       writes_.pop_front();
     }
     writing_ = true;
+    num_writes_in_flight_ = batch.size();
     lock.unlock();
     write_batch(std::move(batch));
     lock.lock();
+    num_writes_in_flight_ = 0;
     if (writes_.empty() && retention_updates_.empty()) {
       writing_ = false;
       done_.notify_all();

@@ -48,7 +48,7 @@ struct DiskTierStats {
   int64_t capacity_bytes = 0;
   int64_t bytes_used = 0;  // entries on disk plus writes in progress
   int64_t num_entries = 0;
-  int64_t num_queued_writes = 0;
+  int64_t num_queued_writes = 0;  // waiting or being written: 0 only when every accepted write is durable
   uint64_t num_loaded_blocks = 0;  // hits: blocks read back and verified
   uint64_t num_loaded_bytes = 0;
   double load_seconds = 0;  // time spent reading and verifying entries
@@ -189,6 +189,7 @@ class DiskTier {
   std::vector<std::pair<uint64_t, TierLoadDone>> loaded_;  // (owner, result)
   int64_t queued_write_bytes_ = 0;
   int64_t reserved_bytes_ = 0;  // a write in progress
+  size_t num_writes_in_flight_ = 0;  // the writer's current batch
   bool writing_ = false;
   bool stopping_ = false;
   uint64_t next_job_ = 1;
