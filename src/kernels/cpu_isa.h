@@ -12,7 +12,7 @@ namespace hearth {
 enum class IsaLevel {
   kScalar,
   kAvx2,     // AVX2 + FMA + F16C
-  kAvxVnni,  // kAvx2 + AVX-VNNI (vpdpbusd on 256-bit vectors): the packed Q8_0/Q4_0 tiles (kernels/packed.h)
+  kAvxVnni,  // kAvx2 + AVX-VNNI (vpdpbusd on 256-bit vectors) for the packed tiles (kernels/packed.h)
 };
 
 const char* isa_level_name(IsaLevel level);

@@ -177,8 +177,14 @@ struct Part {
   int64_t n_row_blocks;
 };
 
+// The same packed layout serves both levels: vpdpbusd where the CPU has AVX-VNNI, its AVX2 emulation elsewhere.
+kernels::TileKernel packed_tile_kernel(DType type) {
+  return isa_at_least(IsaLevel::kAvxVnni) ? kernels::vnni_packed_tile_kernel(type)
+                                          : kernels::avx2_packed_tile_kernel(type);
+}
+
 bool reads_packed(const MatrixView& w) {
-  if (w.packed == nullptr || !isa_at_least(IsaLevel::kAvxVnni)) return false;
+  if (w.packed == nullptr || !isa_at_least(IsaLevel::kAvx2)) return false;
   HEARTH_CHECK(w.packed->type == w.type && w.packed->n_rows == w.n_rows && w.packed->n_cols == w.n_cols,
                "matmul: the packed matrix is not this view's");
   return true;
@@ -186,7 +192,7 @@ bool reads_packed(const MatrixView& w) {
 
 Part resolve(const MatrixView& w, float* y) {
   const bool packed = reads_packed(w);
-  Part p{&w, y, packed ? kernels::vnni_packed_tile_kernel(w.type) : select_kernel(w.type, active_isa_level()),
+  Part p{&w, y, packed ? packed_tile_kernel(w.type) : select_kernel(w.type, active_isa_level()),
          packed ? WeightRows{w.packed->data, kPackRows, w.packed->group_bytes} : WeightRows{w.data, 1, w.row_stride},
          0};
   p.n_row_blocks = (w.n_rows + p.kernel.max_rows - 1) / p.kernel.max_rows;

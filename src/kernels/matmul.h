@@ -25,8 +25,8 @@ namespace hearth {
 // row_bytes(type, n_cols) bytes. n_cols must be a multiple of the type's block size.
 struct PackedMatrix;  // kernels/packed.h
 
-// `packed`, when set, is the same rows repacked for the VNNI tiles (pack_matrix); matmul reads it at
-// IsaLevel::kAvxVnni and `data` at every other level.
+// `packed`, when set, is the same rows repacked for the packed tiles (pack_matrix); matmul reads it at
+// IsaLevel::kAvx2 and above (AVX2 or AVX-VNNI tiles) and `data` at kScalar.
 struct MatrixView {
   DType type = DType::F32;
   int64_t n_rows = 0;

@@ -203,7 +203,7 @@ void pack_group_iq4_xs(const MatrixView& w, int64_t row0, uint8_t* group) {
 }  // namespace
 
 bool packing_available(DType type) {
-  if (detected_isa_level() < IsaLevel::kAvxVnni) return false;
+  if (detected_isa_level() < IsaLevel::kAvx2) return false;
   switch (type) {
     case DType::Q8_0:
     case DType::Q4_0:
@@ -291,3 +291,65 @@ std::unique_ptr<PackedMatrix> pack_matrix(const MatrixView& w) {
 }
 
 }  // namespace hearth
+
+namespace hearth::kernels {
+
+int64_t packed_correction_count(DType weight_type, int64_t n_cols) {
+  switch (weight_type) {
+    case DType::Q8_0:
+    case DType::Q4_0:
+      return n_cols / kQK8_0;
+    case DType::Q4_K:
+    case DType::Q5_K:
+      return n_cols / kQK_K * 4;
+    case DType::Q3_K:
+    case DType::Q6_K:
+      return n_cols / kQK_K * 16;
+    case DType::IQ4_XS:
+      return n_cols / kQK_K * 8;
+    default:
+      return 0;
+  }
+}
+
+void packed_activation_corrections(DType weight_type, const uint8_t* x, int64_t n_cols, int32_t* out) {
+  if (weight_type == DType::Q8_0 || weight_type == DType::Q4_0) {
+    const auto* blocks = reinterpret_cast<const BlockQ8_0*>(x);
+    const int32_t offset = weight_type == DType::Q8_0 ? 128 : 8;
+    for (int64_t b = 0; b < n_cols / kQK8_0; ++b) {
+      int32_t sum = 0;
+      for (int i = 0; i < kQK8_0; ++i) sum += blocks[b].qs[i];
+      out[b] = -offset * sum;
+    }
+    return;
+  }
+  const auto* blocks = reinterpret_cast<const BlockQ8_K*>(x);
+  for (int64_t b = 0; b < n_cols / kQK_K; ++b) {
+    const int16_t* bsums = blocks[b].bsums;
+    switch (weight_type) {
+      case DType::Q4_K:
+      case DType::Q5_K:
+        for (int k = 0; k < 4; ++k) {
+          // |bs| <= 32·127: each fits an int16.
+          const int lo = bsums[4 * k] + bsums[4 * k + 1];
+          const int hi = bsums[4 * k + 2] + bsums[4 * k + 3];
+          out[4 * b + k] = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(lo)) |
+                                                (static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16));
+        }
+        break;
+      case DType::Q3_K:
+      case DType::Q6_K: {
+        const int32_t offset = weight_type == DType::Q6_K ? 32 : 4;
+        for (int g = 0; g < 16; ++g) out[16 * b + g] = -offset * bsums[g];
+        break;
+      }
+      case DType::IQ4_XS:
+        for (int s = 0; s < 8; ++s) out[8 * b + s] = -128 * (bsums[2 * s] + bsums[2 * s + 1]);
+        break;
+      default:
+        return;
+    }
+  }
+}
+
+}  // namespace hearth::kernels

@@ -1,9 +1,9 @@
 #pragma once
-// Weight matrices repacked at load for the AVX-VNNI tiles (IsaLevel::kAvxVnni, vec_dot_vnni.cpp and
-// vec_dot_vnni_kquant.cpp).
+// Weight matrices repacked at load for the packed tiles (packed_tiles.inc): AVX-VNNI ones (IsaLevel::kAvxVnni,
+// vec_dot_vnni.cpp) and AVX2 ones with the same layout (IsaLevel::kAvx2, vec_dot_avx2_packed.cpp).
 //
 // The row-major GGUF layout makes every output one horizontal reduction per block (8 int32 lanes of one row to one
-// sum), and on AVX2 those reductions and the sign tricks around maddubs cost more than the products. A packed matrix
+// sum), and those reductions and the float step per block and row cost more than the products. A packed matrix
 // interleaves 8 rows four columns at a time, so one vpdpbusd multiplies four columns of 8 rows by the same four
 // activation bytes and leaves each row's block sum in its own lane: no horizontal work at all.
 //
@@ -76,7 +76,7 @@ struct PackedMatrix {
   size_t bytes() const { return group_bytes * static_cast<size_t>(n_groups()); }
 };
 
-// True when weights of this type have a packed layout and this CPU has the ISA its tiles need.
+// True when weights of this type have a packed layout and this CPU has the ISA its tiles need (AVX2).
 bool packing_available(DType type);
 
 // The packed copy of `w` (requires packing_available(w.type)), for MatrixView::packed of a view of the same rows.

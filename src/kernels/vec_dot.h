@@ -70,10 +70,11 @@ inline constexpr size_t kPackedQ5_KSuperBytes = 1440;
 inline constexpr size_t kPackedQ6_KSuperBytes = 1696;
 inline constexpr size_t kPackedIQ4_XSSuperBytes = 1120;
 
-// The AVX-VNNI tile for packed weights of this type (8 rows × up to 4 tokens); fn == nullptr when there is none or
-// the build is not x86-64. Bitwise the scalar reference (vec_dot_reference) for every output.
+// The tile for packed weights of this type (8 rows × up to 4 tokens), AVX-VNNI (vec_dot_vnni.cpp) or AVX2
+// (vec_dot_avx2_packed.cpp, the same source with the products emulated); fn == nullptr when there is none or the
+// build is not x86-64. Both are bitwise the scalar reference (vec_dot_reference) for every output.
 TileKernel vnni_packed_tile_kernel(DType weight_type);
-TileKernel vnni_kquant_packed_tile_kernel(DType weight_type);  // Q3_K to Q6_K, IQ4_XS (vec_dot_vnni_kquant.cpp)
+TileKernel avx2_packed_tile_kernel(DType weight_type);
 
 // How many int32s packed_activation_corrections writes for one activation row of n_cols.
 int64_t packed_correction_count(DType weight_type, int64_t n_cols);

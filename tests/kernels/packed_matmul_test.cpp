@@ -1,10 +1,13 @@
-// Packed weights (kernels/packed.h) with the AVX-VNNI tiles: every output bitwise the scalar reference, whatever the
-// rows, tokens, tile cuts and threads; levels below kAvxVnni ignore the packed copy. Skipped, saying so, on CPUs
-// without AVX-VNNI (the packed path never runs there).
+// Packed weights (kernels/packed.h) with the AVX2 and the AVX-VNNI tiles: every output bitwise the scalar reference,
+// whatever the rows, tokens, tile cuts, threads and level; kScalar ignores the packed copy. Each level is tested
+// where the CPU has it (HEARTH_MAX_ISA caps it too) and skipped, saying so, elsewhere.
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <utility>
 #include <random>
 #include <vector>
 
@@ -53,19 +56,38 @@ class LevelGuard {
   IsaLevel saved_;
 };
 
+// The levels that read packed weights and that this CPU (and HEARTH_MAX_ISA) allows.
+std::vector<IsaLevel> packed_levels() {
+  std::vector<IsaLevel> levels;
+  for (IsaLevel level : {IsaLevel::kAvx2, IsaLevel::kAvxVnni}) {
+    if (static_cast<int>(level) <= static_cast<int>(active_isa_level())) levels.push_back(level);
+  }
+  return levels;
+}
+
+const char* const kNoPackedLevel = "this CPU has no AVX2: no packed path to test";
+
 class PackedMatmulTest : public testing::TestWithParam<DType> {
  protected:
   void SetUp() override {
-    if (!packing_available(GetParam())) GTEST_SKIP() << "this CPU has no AVX-VNNI: no packed path to test";
+    if (!packing_available(GetParam()) || packed_levels().empty()) GTEST_SKIP() << kNoPackedLevel;
   }
 };
+
+void expect_bitwise_reference(DType type);
 
 // 1..70 rows (full and partial groups of 8), 1..9 and 513 tokens (every token-tile width and a partial chunk),
 // 1 and 2 threads: bitwise the scalar reference.
 TEST_P(PackedMatmulTest, BitwiseTheScalarReference) {
   LevelGuard guard;
-  set_isa_level(IsaLevel::kAvxVnni);
-  const DType type = GetParam();
+  for (IsaLevel level : packed_levels()) {
+    set_isa_level(level);
+    SCOPED_TRACE(isa_level_name(level));
+    expect_bitwise_reference(GetParam());
+  }
+}
+
+void expect_bitwise_reference(DType type) {
   const int64_t n_cols = test_cols(type);
   ThreadPool one(1);
   ThreadPool two(2);
@@ -90,10 +112,10 @@ TEST_P(PackedMatmulTest, BitwiseTheScalarReference) {
   }
 }
 
-// Below kAvxVnni the packed copy is not read: the result is the AVX2 tile's, packed or not.
-TEST_P(PackedMatmulTest, LowerLevelsReadTheOriginal) {
+// At kScalar the packed copy is not read: the result is the scalar tile's, packed or not.
+TEST_P(PackedMatmulTest, ScalarReadsTheOriginal) {
   LevelGuard guard;
-  set_isa_level(IsaLevel::kAvx2);
+  set_isa_level(IsaLevel::kScalar);
   const DType type = GetParam();
   const int64_t n_rows = 24;
   const int64_t n_cols = test_cols(type);
@@ -116,13 +138,22 @@ INSTANTIATE_TEST_SUITE_P(Types, PackedMatmulTest,
                                          DType::IQ4_XS),
                          [](const testing::TestParamInfo<DType>& info) { return std::string(dtype_name(info.param)); });
 
+// Every (type, packed level) pair.
+std::vector<std::pair<DType, IsaLevel>> all_pairs(std::initializer_list<DType> types) {
+  std::vector<std::pair<DType, IsaLevel>> pairs;
+  for (DType type : types) {
+    for (IsaLevel level : packed_levels()) pairs.emplace_back(type, level);
+  }
+  return pairs;
+}
+
 // Every bit of the K-quant and IQ4_XS blocks random (scales and mins up to 63, Q6_K scales down to -128, all high bits
 // set somewhere), which the quantizer's output alone may not reach: still bitwise the reference.
 TEST(PackedMatmul, KQuantRandomBitsAreExact) {
   LevelGuard guard;
-  for (DType type : {DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS}) {
-    if (!packing_available(type)) GTEST_SKIP() << "this CPU has no AVX-VNNI: no packed path to test";
-    set_isa_level(IsaLevel::kAvxVnni);
+  if (packed_levels().empty()) GTEST_SKIP() << kNoPackedLevel;
+  for (auto [type, level] : all_pairs({DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS})) {
+    set_isa_level(level);
     const int64_t n_rows = 13;
     const int64_t n_cols = 4 * kQK_K;
     std::vector<uint8_t> bytes(row_bytes(type, n_cols) * n_rows);
@@ -140,16 +171,15 @@ TEST(PackedMatmul, KQuantRandomBitsAreExact) {
       matmul(w, x.data(), n_tokens, got.data(), pool, scratch);
       w.packed = nullptr;
       EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
-          << dtype_name(type) << " tokens " << n_tokens;
+          << dtype_name(type) << " at " << isa_level_name(level) << " tokens " << n_tokens;
     }
   }
 }
 
 // A Q8_0 weight of -128 becomes the unsigned byte 0 in the packed layout; products stay exact.
 TEST(PackedMatmul, Q8_0MinusOneTwentyEightIsExact) {
-  if (!packing_available(DType::Q8_0)) GTEST_SKIP() << "this CPU has no AVX-VNNI: no packed path to test";
+  if (packed_levels().empty()) GTEST_SKIP() << kNoPackedLevel;
   LevelGuard guard;
-  set_isa_level(IsaLevel::kAvxVnni);
   const int64_t n_rows = 9;
   const int64_t n_cols = 64;
   std::vector<BlockQ8_0> blocks(static_cast<size_t>(n_rows * n_cols / kQK8_0));
@@ -168,8 +198,12 @@ TEST(PackedMatmul, Q8_0MinusOneTwentyEightIsExact) {
   w.packed = packed.get();
   ThreadPool pool(1);
   MatmulScratch scratch;
-  matmul(w, x.data(), 3, got.data(), pool, scratch);
-  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
+  for (IsaLevel level : packed_levels()) {
+    set_isa_level(level);
+    std::fill(got.begin(), got.end(), -1.0f);
+    matmul(w, x.data(), 3, got.data(), pool, scratch);
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0) << isa_level_name(level);
+  }
 }
 
 }  // namespace

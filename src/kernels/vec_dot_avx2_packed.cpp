@@ -1,0 +1,79 @@
+// AVX2 tiles for packed weights (packed.h): packed_tiles.inc with vpdpbusd and vpdpwssd emulated, for CPUs without
+// AVX-VNNI. The packed layout is the same (one packing serves both levels); what differs is the product step:
+//   dpbusd: vpmaddubsw (u·s pairs to int16) then vpmaddwd by 1 (pairs to int32) then vpaddd. Exact while a pair
+//           of products fits an int16: u ≤ 128 and |s| ≤ 127 give at most 2·128·127 = 32,512. Q4_0, Q3_K to Q6_K
+//           store u ≤ 63.
+//   wide (Q8_0 and IQ4_XS, u = w + 128 up to 255): w = u ^ 0x80 back to the signed weight, then |w| (at most 128,
+//           once per weight vector) times the activation with w's sign (vpsignb, per token): Σ w·s exactly, with
+//           no offset, so those tiles start at 0 instead of the activation's −128·Σx correction.
+// The integer sums equal the VNNI tiles' exactly, and the fp32 steps are the same, so every output is bitwise
+// vec_dot_reference's, as at every level.
+
+#include "kernels/vec_dot.h"
+#include "tensor/dtype.h"
+
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/packed.h"
+#include "tensor/fp16.h"
+#include "tensor/quant.h"
+
+#define HEARTH_PACKED __attribute__((target("avx2,fma,f16c")))
+
+namespace hearth::kernels {
+namespace {
+
+HEARTH_PACKED inline __m256i dpbusd(__m256i acc, __m256i u, __m256i s) {
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+}
+
+// Both products in int16 before one vpmaddwd: with u ≤ 64 four products are at most 4·64·127 = 32,512.
+HEARTH_PACKED inline __m256i dpbusd_pair(__m256i acc, __m256i u0, __m256i s0, __m256i u1, __m256i s1) {
+  const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(u0, s0), _mm256_maddubs_epi16(u1, s1));
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+}
+
+HEARTH_PACKED inline __m256i dpwssd(__m256i acc, __m256i a, __m256i b) {
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
+}
+
+struct Wide {
+  __m256i magnitude;  // |w| as unsigned bytes (−128 gives 128)
+  __m256i sign;       // w itself: vpsignb takes its sign
+};
+
+HEARTH_PACKED inline Wide wide_weights(__m256i u) {
+  const __m256i w = _mm256_xor_si256(u, _mm256_set1_epi8(static_cast<char>(0x80)));
+  return {_mm256_abs_epi8(w), w};
+}
+
+HEARTH_PACKED inline __m256i dpbusd_wide(__m256i acc, Wide w, __m256i s) {
+  return dpbusd(acc, w.magnitude, _mm256_sign_epi8(s, w.sign));
+}
+
+inline constexpr bool kWideOffsetInSum = false;
+
+#include "kernels/packed_tiles.inc"
+
+}  // namespace
+
+TileKernel avx2_packed_tile_kernel(DType weight_type) {
+  return packed_tile_kernel(weight_type);
+}
+
+}  // namespace hearth::kernels
+
+#else
+
+namespace hearth::kernels {
+TileKernel avx2_packed_tile_kernel(DType) {
+  return {};
+}
+}  // namespace hearth::kernels
+
+#endif
