@@ -13,6 +13,7 @@ struct SynthFlags {
   std::string type = "q8_0";
   SynthConfig overrides;
   bool rope_freqs = false;
+  int64_t longrope_original = 0;  // phi3: LongRoPE factors for this original context (0: none)
   float rope_base = 0.0f;  // 0: the architecture's default
   bool has_dim = false, has_layers = false, has_heads = false, has_kv_heads = false, has_ffn = false, has_ctx = false;
 };
@@ -39,6 +40,8 @@ int run_synth(const SynthFlags& f) {
   c.llama3_rope_freqs = f.rope_freqs;
   if (f.rope_freqs) c.rope_freq_base = 500000.0f;  // Llama 3's
   if (f.rope_base > 0) c.rope_freq_base = f.rope_base;
+  c.phi3_longrope = f.longrope_original > 0;
+  if (c.phi3_longrope) c.rope_original_context = f.longrope_original;
   if (f.has_dim) c.dim = o.dim;
   if (f.has_layers) c.n_layers = o.n_layers;
   if (f.has_heads) c.n_heads = o.n_heads;
@@ -73,6 +76,9 @@ Command add_synth(CLI::App& app) {
   app.add_flag("--rope-freqs", f->rope_freqs,
                "llama: Llama 3.1 RoPE scaling (rope_freqs.weight from factor 8, low 1, high 4, original context "
                "8192) and base 500000");
+  app.add_option("--longrope", f->longrope_original,
+                 "phi3: LongRoPE for this original context (rope_factors_long/short.weight, long factors up to 8, "
+                 "rope.scaling.attn_factor and original_context_length; the long ones rotate when --ctx exceeds it)");
   app.add_option("--rope-base", f->rope_base, "RoPE frequency base (default 10000, 500000 with --rope-freqs)");
   app.add_option("--preset", f->preset, "Shape: tiny, 110m, 1b, 3b, 8b")->capture_default_str();
   app.add_option("--type", f->type, "Weight type")

@@ -67,9 +67,12 @@ Result<void> read_rope_scaling(const GgufFile& file, const std::string& p, Model
   auto type = file.get_string(p + "rope.scaling.type");
   if (!type) return type.error();
   const std::string kind = type->value_or("linear");
-  if (kind != "none" && kind != "linear") {
-    return make_error("{}: metadata '{}rope.scaling.type' = '{}' is not supported (Hearth implements none and linear)",
-                      file.name(), p, kind);
+  const bool longrope = c.architecture == "phi3" && kind == "longrope";
+  if (kind != "none" && kind != "linear" && !longrope) {
+    return make_error(
+        "{}: metadata '{}rope.scaling.type' = '{}' is not supported (Hearth implements none and linear, and "
+        "longrope for phi3)",
+        file.name(), p, kind);
   }
   auto legacy = read_float(file, p + "rope.scale_linear", 1.0f, 1e-6, 1e6);
   if (!legacy) return legacy.error();
@@ -84,11 +87,19 @@ Result<void> read_rope_scaling(const GgufFile& file, const std::string& p, Model
   }
   auto attn_factor = read_float(file, p + "rope.scaling.attn_factor", 1.0f, 0.0, 1e6);
   if (!attn_factor) return attn_factor.error();
-  if (*attn_factor != 1.0f) {
-    return make_error("{}: metadata '{}rope.scaling.attn_factor' = {} is not supported (only 1)", file.name(), p,
+  if (*attn_factor != 1.0f && c.architecture != "phi3") {
+    return make_error("{}: metadata '{}rope.scaling.attn_factor' = {} is not supported (only 1, or phi3's LongRoPE)",
+                      file.name(), p, *attn_factor);
+  }
+  if (!(*attn_factor > 0.0f)) {
+    return make_error("{}: metadata '{}rope.scaling.attn_factor' = {} is not a positive number", file.name(), p,
                       *attn_factor);
   }
+  auto original = read_positive(file, p + "rope.scaling.original_context_length", c.n_ctx_train);
+  if (!original) return original.error();
   c.rope_freq_scale = 1.0f / *factor;
+  c.rope_attn_factor = *attn_factor;
+  c.rope_original_context = *original;
   return {};
 }
 
@@ -212,6 +223,7 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
   c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   c.fused_qkv_ffn = a == "phi3";
   c.rope_freqs_allowed = a == "llama" || a == "mistral" || a == "smollm";
+  c.rope_factors_allowed = a == "phi3";
   HEARTH_TRY(read_rope_scaling(file, p, c));
   HEARTH_TRY(read_sliding_window(file, p, c));
   HEARTH_TRY(read_gemma(file, p, c));

@@ -8,8 +8,8 @@
 //                           (blk.N.attn_q_norm.weight, blk.N.attn_k_norm.weight, [head_dim]); head_dim
 //                           (attention.key_length) need not be embedding_length / head_count
 //   phi3                    neox RoPE; fused blk.N.attn_qkv.weight (rows q, k, v) and fused blk.N.ffn_up.weight
-//                           (rows gate, then up); LongRoPE factors (rope_factors_long/short) are refused; every
-//                           layer attends to the last attention.sliding_window keys (llama.cpp's phi3 mask)
+//                           (rows gate, then up); every layer attends to the last attention.sliding_window keys
+//                           (llama.cpp's phi3 mask); LongRoPE (Phi-3 128k, Phi-3.5, Phi-4-mini): see below
 //   gemma2, gemma3          neox RoPE; embeddings × sqrt(dim); GELU(tanh)-gated FFN; RMSNorms after attention and
 //                           after the FFN too (blk.N.post_attention_norm, blk.N.post_ffw_norm), every norm weight
 //                           applied as stored (Gemma's converter already adds its +1); tied output; the query scale
@@ -22,9 +22,13 @@
 //                           local layers rotate with base 10000 and no scaling, global ones with rope.freq_base
 //                           and rope.scaling
 //
-// RoPE scaling (llama family only): a rope_freqs.weight tensor (Llama 3.1/3.2) divides each pair's frequency
+// RoPE scaling: a rope_freqs.weight tensor (Llama 3.1/3.2, llama family) divides each pair's frequency
 // (weights.h); rope.scaling.type linear (or absent) with rope.scaling.factor F multiplies every angle by 1/F;
-// any other scaling type is refused naming the key.
+// phi3's LongRoPE (rope.scaling.type longrope or absent) divides each pair's frequency by rope_factors_long.weight
+// when the context Hearth serves (n_ctx_train) exceeds rope.scaling.original_context_length, else by
+// rope_factors_short.weight, and multiplies cos and sin by rope.scaling.attn_factor, as llama.cpp does with the
+// context it runs at: one choice per model, so every cached block was rotated alike. Any other scaling type, and
+// an attn_factor other than 1 outside phi3, is refused naming the key.
 
 #include <cstdint>
 #include <string>
@@ -52,12 +56,15 @@ struct ModelConfig {
   int32_t rope_dim = 0;  // leading dimensions of each head that RoPE rotates
   float rope_freq_base = 10000.0f;
   float rope_freq_scale = 1.0f;  // linear RoPE scaling: every angle × 1 / rope.scaling.factor
+  float rope_attn_factor = 1.0f;      // phi3 LongRoPE: cos and sin × rope.scaling.attn_factor
+  int32_t rope_original_context = 0;  // rope.scaling.original_context_length (LongRoPE's long/short choice)
   float rms_eps = 1e-5f;
   RopeStyle rope_style = RopeStyle::kNormal;
   bool qkv_bias_required = false;     // qwen2: attn_{q,k,v}.bias must be present
   bool qk_norm = false;               // qwen3: per-head RMSNorm of q and k before RoPE
   bool fused_qkv_ffn = false;         // phi3: attn_qkv.weight and a gate+up ffn_up.weight instead of separate ones
   bool rope_freqs_allowed = false;    // llama family: an optional rope_freqs.weight (Llama 3 RoPE scaling)
+  bool rope_factors_allowed = false;  // phi3: optional LongRoPE rope_factors_long/short.weight
   int32_t sliding_window = 0;         // attention.sliding_window as stored (0: none)
   bool gemma = false;                 // gemma2/3: √dim embeddings, GELU FFN, post-attention and post-FFN norms
   float attn_scale = 0.0f;            // scores are (q · k) × attn_scale
@@ -65,6 +72,9 @@ struct ModelConfig {
   float final_softcap = 0.0f;         // gemma2: logits → cap × tanh(logit / cap); 0: none
   int32_t swa_period = 0;             // 0: no local layers; 1: all local (phi3); N > 1: global when (il + 1) % N == 0
   float rope_freq_base_local = 0.0f;  // gemma3: local layers' RoPE base, unscaled; 0: every layer uses the global
+
+  // phi3 LongRoPE: the long factors when the served context exceeds the original one.
+  bool rope_uses_long_factors() const { return n_ctx_train > rope_original_context; }
 
   int32_t q_dim() const { return n_heads * head_dim; }
   int32_t kv_dim() const { return n_kv_heads * head_dim; }

@@ -34,12 +34,13 @@ void for_rows(ThreadPool& pool, int64_t n_rows, F&& fn) {
   });
 }
 
-// The cos/sin table of one position. With Llama 3's rope_freqs or linear scaling, pair i turns by
-// pos × freq_scale × base^(-2i / rope_dim) / rope_freqs[i], as ggml's rope does with freq_factors and no YaRN
-// (ext_factor 0, attn_factor 1); without them this is exactly the kernel's table.
+// The cos/sin table of one position. With rope_freqs (Llama 3's, or phi3's LongRoPE factors) or linear scaling,
+// pair i turns by pos × freq_scale × base^(-2i / rope_dim) / rope_freqs[i], and cos and sin are multiplied by
+// attn_factor (LongRoPE's), as ggml's rope does with freq_factors and no YaRN (ext_factor 0, mscale attn_factor);
+// without them this is exactly the kernel's table.
 void fill_rope_cos_sin(int32_t pos, const ModelConfig& c, float base, float freq_scale,
-                       const std::vector<float>& rope_freqs, float* cos_sin) {
-  if (rope_freqs.empty() && freq_scale == 1.0f) {
+                       const std::vector<float>& rope_freqs, float attn_factor, float* cos_sin) {
+  if (rope_freqs.empty() && freq_scale == 1.0f && attn_factor == 1.0f) {
     rope_fill_cos_sin(pos, c.rope_dim, base, cos_sin);
     return;
   }
@@ -47,8 +48,8 @@ void fill_rope_cos_sin(int32_t pos, const ModelConfig& c, float base, float freq
     double freq = std::pow(static_cast<double>(base), -2.0 * i / c.rope_dim) * freq_scale;
     if (!rope_freqs.empty()) freq /= rope_freqs[i];
     const double angle = pos * freq;
-    cos_sin[2 * i] = static_cast<float>(std::cos(angle));
-    cos_sin[2 * i + 1] = static_cast<float>(std::sin(angle));
+    cos_sin[2 * i] = static_cast<float>(std::cos(angle)) * attn_factor;
+    cos_sin[2 * i + 1] = static_cast<float>(std::sin(angle)) * attn_factor;
   }
 }
 
@@ -121,10 +122,10 @@ void Model::embed(const BatchInput& batch, ThreadPool& pool) {
       for (int32_t i = 0; i < c.dim; ++i) x[i] *= embd_scale;
     }
     const int32_t pos = s_.row_pos[row];
-    fill_rope_cos_sin(pos, c, c.rope_freq_base, c.rope_freq_scale, weights_.rope_freqs,
+    fill_rope_cos_sin(pos, c, c.rope_freq_base, c.rope_freq_scale, weights_.rope_freqs, c.rope_attn_factor,
                       s_.cos_sin.data() + row * c.rope_dim);
     if (c.rope_freq_base_local > 0.0f) {
-      fill_rope_cos_sin(pos, c, c.rope_freq_base_local, 1.0f, {}, s_.cos_sin_local.data() + row * c.rope_dim);
+      fill_rope_cos_sin(pos, c, c.rope_freq_base_local, 1.0f, {}, 1.0f, s_.cos_sin_local.data() + row * c.rope_dim);
     }
   });
 }

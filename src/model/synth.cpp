@@ -131,6 +131,13 @@ std::vector<TensorPlan> plan_tensors(const SynthConfig& c, int64_t n_vocab) {
     std::vector<float> freqs = llama3_rope_freqs(c);
     plan.push_back({"rope_freqs.weight", {static_cast<int64_t>(freqs.size())}, DType::F32, 0.0f, 0.0f, freqs});
   }
+  if (c.phi3_longrope) {
+    for (bool long_factors : {true, false}) {
+      std::vector<float> f = phi3_rope_factors(c, long_factors);
+      plan.push_back({long_factors ? "rope_factors_long.weight" : "rope_factors_short.weight",
+                      {static_cast<int64_t>(f.size())}, DType::F32, 0.0f, 0.0f, f});
+    }
+  }
   return plan;
 }
 
@@ -208,6 +215,10 @@ void add_metadata(GgufWriter& w, const SynthConfig& c, const GgufFile& vocab, in
   w.add(a + ".rope.dimension_count", u32(c.dim / c.n_heads));
   if (a == "phi3")
     w.add(a + ".attention.sliding_window", u32(c.sliding_window > 0 ? c.sliding_window : c.context_length));
+  if (c.phi3_longrope) {
+    w.add(a + ".rope.scaling.attn_factor", gguf_f32(phi3_rope_attn_factor(c)));
+    w.add(a + ".rope.scaling.original_context_length", u32(c.rope_original_context));
+  }
   const bool gemma = a == "gemma2" || a == "gemma3";
   if (gemma) w.add(a + ".attention.sliding_window", u32(c.sliding_window > 0 ? c.sliding_window : 4096));
   if (a == "gemma2") {
@@ -244,6 +255,20 @@ std::vector<float> llama3_rope_freqs(const SynthConfig& c) {
     freqs.push_back(static_cast<float>(f));
   }
   return freqs;
+}
+
+std::vector<float> phi3_rope_factors(const SynthConfig& c, bool long_factors) {
+  const int64_t n = c.dim / c.n_heads / 2;
+  const double top = long_factors ? c.rope_factor - 1.0 : 0.25;
+  std::vector<float> f;
+  for (int64_t i = 0; i < n; ++i) f.push_back(static_cast<float>(1.0 + top * i / std::max<int64_t>(n - 1, 1)));
+  return f;
+}
+
+float phi3_rope_attn_factor(const SynthConfig& c) {
+  const double scale = static_cast<double>(c.context_length) / c.rope_original_context;
+  if (scale <= 1.0) return 1.0f;
+  return static_cast<float>(std::sqrt(1.0 + std::log(scale) / std::log(static_cast<double>(c.rope_original_context))));
 }
 
 std::optional<SynthConfig> synth_preset(std::string_view name) {
@@ -285,6 +310,10 @@ Result<void> validate_synth_config(const SynthConfig& c) {
   if (c.llama3_rope_freqs && (!(c.rope_factor >= 1) || !(c.rope_high_freq_factor > c.rope_low_freq_factor) ||
                               !(c.rope_low_freq_factor > 0) || c.rope_original_context <= 0)) {
     return bad("Llama 3 RoPE scaling needs factor >= 1, 0 < low_freq_factor < high_freq_factor, original context > 0");
+  }
+  if (c.phi3_longrope && a != "phi3") return bad("LongRoPE factors are for architecture phi3 only");
+  if (c.phi3_longrope && (!(c.rope_factor >= 1) || c.rope_original_context <= 1)) {
+    return bad("LongRoPE needs factor >= 1 and an original context > 1");
   }
   if (c.sliding_window < 0) return bad("sliding_window must not be negative");
   for (auto [name, v] : {std::pair{"dim", c.dim},

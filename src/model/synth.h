@@ -24,6 +24,7 @@
 //   output_norm.weight       [dim]                F32, all ones
 //   output.weight            [dim, n_vocab]
 //   rope_freqs.weight        [head_dim / 2]       llama with llama3_rope_freqs: F32, Llama 3's formula (below)
+//   rope_factors_long.weight, rope_factors_short.weight  [head_dim / 2]  phi3 with phi3_longrope: F32 (below)
 // phi3 instead fuses blk.N.attn_qkv.weight [dim, dim + 2 kv_dim] (rows q, k, v) and blk.N.ffn_up.weight
 // [dim, 2 ffn_dim] (rows gate, then up) and has no ffn_gate; it writes phi3.attention.sliding_window.
 // gemma2 and gemma3 add blk.N.post_attention_norm.weight and blk.N.post_ffw_norm.weight ([dim], F32,
@@ -72,6 +73,11 @@ struct SynthConfig {
   float rope_low_freq_factor = 1.0f;
   float rope_high_freq_factor = 4.0f;
   int64_t rope_original_context = 8192;
+  // phi3's LongRoPE (phi3 only): rope_factors_long.weight and rope_factors_short.weight (long_i = 1 + (rope_factor
+  // − 1)·i / (n − 1), short_i = 1 + 0.25·i / (n − 1) over the n = head_dim / 2 pairs), rope.scaling.attn_factor
+  // √(1 + ln(context / original) / ln(original)) as Phi-3's config gives it, and
+  // rope.scaling.original_context_length = rope_original_context.
+  bool phi3_longrope = false;
   int64_t sliding_window = 0;   // phi3's attention.sliding_window (0: the context length); gemma's (0: 4096)
   float attn_softcap = 50.0f;   // gemma2's attn_logit_softcapping
   float final_softcap = 30.0f;  // gemma2's final_logit_softcapping
@@ -85,6 +91,10 @@ std::optional<SynthConfig> synth_preset(std::string_view name);
 
 // Llama 3's rope_freqs for head size `head_dim` (head_dim / 2 values), from the config's rope_* fields.
 std::vector<float> llama3_rope_freqs(const SynthConfig& config);
+
+// phi3 LongRoPE's factors (head_dim / 2 values each) and attn_factor, from the config's rope_* fields.
+std::vector<float> phi3_rope_factors(const SynthConfig& config, bool long_factors);
+float phi3_rope_attn_factor(const SynthConfig& config);
 
 // Checks shapes against each other and the weight type's block size; the error says which numbers disagree.
 [[nodiscard]] Result<void> validate_synth_config(const SynthConfig& config);

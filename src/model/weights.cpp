@@ -203,26 +203,42 @@ Result<LayerWeights> bind_layer(Binder& b, const ModelConfig& c, int il) {
   return l;
 }
 
-// Llama 3.1/3.2's rope_freqs.weight: one divisor per rotated pair, as ggml's rope applies its freq_factors
-// (theta_i / freq_factors[i]). Only the llama family has it; phi3's LongRoPE factors are refused by name.
-Result<void> bind_rope_freqs(Binder& b, const ModelConfig& c, ModelWeights& w) {
-  for (const char* name : {"rope_factors_long.weight", "rope_factors_short.weight"}) {
-    if (b.has(name)) {
-      return make_error(
-          "{}: tensor '{}': LongRoPE (Phi-3 128k context) is not implemented, so this file is refused rather "
-          "than computed wrong",
-          b.file_name(), name);
-    }
-  }
-  if (!c.rope_freqs_allowed || !b.has("rope_freqs.weight")) return {};
-  auto freqs = b.vector("rope_freqs.weight", c.rope_dim / 2);
+// One divisor per rotated pair, as ggml's rope applies its freq_factors (theta_i / freq_factors[i]): Llama
+// 3.1/3.2's rope_freqs.weight, or phi3's LongRoPE factors, long or short by the context (config.h).
+Result<std::vector<float>> bind_divisors(Binder& b, const ModelConfig& c, const char* name) {
+  auto freqs = b.vector(name, c.rope_dim / 2);
   if (!freqs) return freqs.error();
   for (size_t i = 0; i < freqs->size(); ++i) {
     const float f = (*freqs)[i];
     if (!(f > 0.0f) || !std::isfinite(f)) {
-      return make_error("{}: rope_freqs.weight[{}] = {} is not a positive number", b.file_name(), i, f);
+      return make_error("{}: {}[{}] = {} is not a positive number", b.file_name(), name, i, f);
     }
   }
+  return freqs;
+}
+
+Result<void> bind_rope_freqs(Binder& b, const ModelConfig& c, ModelWeights& w) {
+  const char* const long_name = "rope_factors_long.weight";
+  const char* const short_name = "rope_factors_short.weight";
+  if (c.rope_factors_allowed && (b.has(long_name) || b.has(short_name))) {
+    // Both or neither: with one alone the other context range would silently rotate without factors.
+    for (const char* name : {long_name, short_name}) {
+      if (!b.has(name)) {
+        return make_error("{}: LongRoPE needs both rope_factors_long.weight and rope_factors_short.weight; '{}' is "
+                          "missing",
+                          b.file_name(), name);
+      }
+    }
+    auto longs = bind_divisors(b, c, long_name);
+    auto shorts = bind_divisors(b, c, short_name);  // bound either way, so both are checked and neither is unknown
+    if (!longs) return longs.error();
+    if (!shorts) return shorts.error();
+    w.rope_freqs = c.rope_uses_long_factors() ? std::move(*longs) : std::move(*shorts);
+    return {};
+  }
+  if (!c.rope_freqs_allowed || !b.has("rope_freqs.weight")) return {};
+  auto freqs = bind_divisors(b, c, "rope_freqs.weight");
+  if (!freqs) return freqs.error();
   w.rope_freqs = std::move(*freqs);
   return {};
 }
@@ -238,7 +254,7 @@ void release_pages(const uint8_t* data, size_t bytes) {
 }  // namespace
 
 size_t ModelWeights::pack_matrices() {
-  if (!isa_at_least(IsaLevel::kAvxVnni)) return 0;
+  if (!isa_at_least(IsaLevel::kAvx2)) return 0;
   size_t bytes = 0;
   auto pack = [&](MatrixView& m) {
     if (m.packed != nullptr || !packing_available(m.type)) return;

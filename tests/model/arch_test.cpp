@@ -86,10 +86,18 @@ SynthConfig tiny_config(const std::string& variant) {
     c.llama3_rope_freqs = true;
     c.rope_original_context = 64;
   }
-  if (variant == "phi3") {
+  if (variant.starts_with("phi3")) {
+    c.architecture = "phi3";
     c.vocab_from = kPhi3Vocab;
     c.rope_freq_base = 10000.0f;
     c.sliding_window = 8;  // a mask on every layer, visible within the tests' positions
+  }
+  if (variant.starts_with("phi3_longrope")) {
+    // LongRoPE for an original context of 64: the 256-token model rotates with the long factors (up to 8) and
+    // an attn_factor of √(1 + ln 4 / ln 64) = 1.155; "_short" serves 64 tokens, so the short ones and 1.
+    c.phi3_longrope = true;
+    c.rope_original_context = 64;
+    if (variant == "phi3_longrope_short") c.context_length = 64;
   }
   if (variant == "gemma2" || variant == "gemma3") configure_gemma(c);
   return c;
@@ -230,6 +238,22 @@ TEST(ArchReference, Phi3MatchesScalarReference) {
   expect_each_feature_has_teeth(synthetic_model("phi3"), kPhi3Tokens, {{"sliding window", {.skip_window = true}}});
 }
 
+// LongRoPE: the long factors and the attn_factor beyond the original context, each with teeth; the short factors
+// within it. The files hold both factor tensors, so the choice is what is tested.
+TEST(ArchReference, Phi3LongRopeMatchesScalarReference) {
+  const SynthConfig c = tiny_config("phi3_longrope");
+  EXPECT_NEAR(phi3_rope_attn_factor(c), std::sqrt(1.0 + std::log(4.0) / std::log(64.0)), 1e-6);
+  const std::string& path = synthetic_model("phi3_longrope");
+  expect_engine_matches_reference(path, kPhi3Tokens, {.skip_rope_freqs = true});
+  expect_each_feature_has_teeth(path, kPhi3Tokens, {{"attn_factor", {.skip_rope_mscale = true}}});
+  const std::string& short_path = synthetic_model("phi3_longrope_short");
+  expect_engine_matches_reference(short_path, kPhi3Tokens, {.skip_rope_freqs = true});
+  auto model = Model::load(open_file(short_path));
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  EXPECT_FALSE((*model)->config().rope_uses_long_factors());
+  EXPECT_EQ((*model)->config().rope_attn_factor, 1.0f);
+}
+
 // The logits the engine samples the first token of `prompt` from (greedy, default f16 KV, 16-token blocks), and how
 // many prompt tokens it reused from the prefix cache.
 std::vector<float> first_logits(Engine& engine, const std::vector<int32_t>& prompt, int32_t* cached_tokens) {
@@ -290,6 +314,9 @@ TEST(ArchPrefixCacheHit, Llama3RopeFreqsBitIdenticalToCold) {
 }
 TEST(ArchPrefixCacheHit, Phi3BitIdenticalToCold) {
   expect_hit_matches_cold("phi3", kPhi3Tokens);
+}
+TEST(ArchPrefixCacheHit, Phi3LongRopeBitIdenticalToCold) {
+  expect_hit_matches_cold("phi3_longrope", kPhi3Tokens);
 }
 // Sliding windows of 8 keys across 16-token blocks, and soft-capping: still bit for bit.
 TEST(ArchPrefixCacheHit, Gemma2BitIdenticalToCold) {
@@ -473,6 +500,11 @@ TEST(ArchPeer, Llama3RopeFreqsGreedyTextMatchesLlamaCpp) {
 
 TEST(ArchPeer, Phi3GreedyTextMatchesLlamaCpp) {
   expect_greedy_text_matches_peer("phi3", {"llama.cpp-b4748", "-no-cnv", "\n\n"});
+}
+
+// -c 256 beyond the original 64: b4748 takes the long factors too (llama_context's build_rope_factors).
+TEST(ArchPeer, Phi3LongRopeGreedyTextMatchesLlamaCpp) {
+  expect_greedy_text_matches_peer("phi3_longrope", {"llama.cpp-b4748", "-no-cnv", "\n\n"});
 }
 
 TEST(ArchPeer, Gemma2GreedyTextMatchesLlamaCpp) {

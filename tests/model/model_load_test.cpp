@@ -226,14 +226,29 @@ TEST(ModelLoadErrors, RopeFreqsOfTheWrongShapeAreNamed) {
   EXPECT_TRUE(contains(shape, "tensor 'rope_freqs.weight' has shape [16, 1, 1, 1], expected [8, 1]")) << shape;
 }
 
-TEST(ModelLoadErrors, Phi3LongRopeFactorsAreRefused) {
-  for (const std::string name : {"rope_factors_long.weight", "rope_factors_short.weight"}) {
-    const std::string message = load_error({.arch = "phi3", .extra = {{name, {8}}}}, "phi3");
-    EXPECT_TRUE(contains(message, "edited.gguf: tensor '" + name +
-                                      "': LongRoPE (Phi-3 128k context) is not "
-                                      "implemented"))
+// LongRoPE's two factor tensors come together, each of rope_dim / 2 positive values; longrope as a scaling type is
+// phi3's only.
+TEST(ModelLoadErrors, Phi3LongRopeFactorsAreChecked) {
+  const std::string long_name = "rope_factors_long.weight";
+  const std::string short_name = "rope_factors_short.weight";
+  for (const auto& [present, missing] : {std::pair{long_name, short_name}, std::pair{short_name, long_name}}) {
+    const std::string message = load_error({.arch = "phi3", .extra = {{present, {8}}}}, "phi3");
+    EXPECT_TRUE(contains(message, "LongRoPE needs both rope_factors_long.weight and rope_factors_short.weight; '" +
+                                      missing + "' is missing"))
         << message;
   }
+  const std::string shape = load_error({.arch = "phi3", .extra = {{long_name, {8}}, {short_name, {16}}}}, "phi3");
+  EXPECT_TRUE(contains(shape, "tensor 'rope_factors_short.weight' has shape [16, 1, 1, 1], expected [8, 1]")) << shape;
+  const auto both = edited(small_model("phi3"),
+                           {.arch = "phi3",
+                            .extra = {{long_name, {8}}, {short_name, {8}}},
+                            .metadata = {{"phi3.rope.scaling.type", gguf_string("longrope")},
+                                         {"phi3.rope.scaling.attn_factor", gguf_f32(1.25f)},
+                                         {"phi3.rope.scaling.original_context_length", gguf_u32(32)}}});
+  auto model = Model::load(both->file);
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  EXPECT_TRUE((*model)->config().rope_uses_long_factors());  // 128 > 32
+  EXPECT_EQ((*model)->config().rope_attn_factor, 1.25f);
 }
 
 // phi3's window is a mask on every layer (llama.cpp's build_phi3), so it no longer caps the context.

@@ -16,6 +16,8 @@ struct Hparams {
   std::string arch;
   int64_t dim = 0, n_layers = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, ffn = 0, n_vocab = 0;
   double eps = 1e-5, rope_base = 10000.0, rope_scale = 1.0;
+  int64_t n_ctx = 0, rope_original_context = 0;  // phi3 LongRoPE: long factors when n_ctx exceeds the original
+  double rope_mscale = 1.0;                       // phi3 LongRoPE: cos and sin × rope.scaling.attn_factor
   bool gemma = false, gemma2 = false;
   int64_t window = 0;  // gemma's sliding window
   double attn_cap = 0, final_cap = 0, query_scale = 0;
@@ -52,6 +54,9 @@ Hparams read_hparams(const GgufFile& f) {
   h.eps = meta_float(f, p + "attention.layer_norm_rms_epsilon", 1e-5);
   h.rope_base = meta_float(f, p + "rope.freq_base", 10000.0);
   h.rope_scale = 1.0 / meta_float(f, p + "rope.scaling.factor", 1.0);
+  h.n_ctx = meta_int(f, p + "context_length", 0);
+  h.rope_original_context = meta_int(f, p + "rope.scaling.original_context_length", h.n_ctx);
+  h.rope_mscale = meta_float(f, p + "rope.scaling.attn_factor", 1.0);
   h.n_vocab = f.find_tensor("token_embd.weight")->ne[1];
   h.gemma = h.arch == "gemma2" || h.arch == "gemma3";
   h.gemma2 = h.arch == "gemma2";
@@ -101,6 +106,7 @@ void rms_norm_in_place(Vec& x, size_t offset, size_t n, const std::vector<float>
 // Pair i's frequency is scaled by `scale` and divided by freqs[i] (when freqs is not empty).
 struct RopeParams {
   double base, scale;
+  double mscale = 1.0;  // LongRoPE: both rotated values × mscale
 };
 void rope(Vec& x, int64_t n_heads, int64_t head_dim, int64_t pos, RopeParams rp, const std::vector<float>& freqs,
           bool neox) {
@@ -112,8 +118,8 @@ void rope(Vec& x, int64_t n_heads, int64_t head_dim, int64_t pos, RopeParams rp,
       const size_t a = h * head_dim + (neox ? i : 2 * i);
       const size_t b = h * head_dim + (neox ? i + head_dim / 2 : 2 * i + 1);
       const double x0 = x[a], x1 = x[b];
-      x[a] = x0 * std::cos(angle) - x1 * std::sin(angle);
-      x[b] = x0 * std::sin(angle) + x1 * std::cos(angle);
+      x[a] = (x0 * std::cos(angle) - x1 * std::sin(angle)) * rp.mscale;
+      x[b] = (x0 * std::sin(angle) + x1 * std::cos(angle)) * rp.mscale;
     }
   }
 }
@@ -203,7 +209,9 @@ void layer_forward(const Hparams& hp, Weights& w, int64_t l, size_t pos, const R
       rms_norm_in_place(k, h * hp.head_dim, hp.head_dim, w[p + "attn_k_norm.weight"], hp.eps);
   }
   const bool local_base = hp.arch == "gemma3" && is_sliding_layer(hp, l) && !options.global_rope_base_everywhere;
-  const RopeParams rp = local_base ? RopeParams{10000.0, 1.0} : RopeParams{hp.rope_base, hp.rope_scale};
+  const RopeParams rp =
+      local_base ? RopeParams{10000.0, 1.0}
+                 : RopeParams{hp.rope_base, hp.rope_scale, options.skip_rope_mscale ? 1.0 : hp.rope_mscale};
   rope(q, hp.n_heads, hp.head_dim, static_cast<int64_t>(pos), rp, freqs, neox);
   rope(k, hp.n_kv_heads, hp.head_dim, static_cast<int64_t>(pos), rp, freqs, neox);
   cache.keys.push_back(k);
@@ -234,7 +242,12 @@ std::vector<std::vector<float>> reference_logits(const GgufFile& f, const std::v
   Weights w;
   for (const GgufTensor& t : f.tensors()) w[t.name] = load(f, t.name);
   split_fused(w, hp, options.swap_gate_up);
-  const std::vector<float> freqs = options.skip_rope_freqs ? std::vector<float>{} : w["rope_freqs.weight"];
+  // Phi-3's LongRoPE (HF's Phi3LongRoPEScaledRotaryEmbedding, with the context fixed at the model's): the long
+  // factors beyond the original context, the short ones within it.
+  const char* longrope = hp.n_ctx > hp.rope_original_context ? "rope_factors_long.weight" : "rope_factors_short.weight";
+  const std::vector<float> freqs = options.skip_rope_freqs ? std::vector<float>{}
+                                   : w.contains(longrope)  ? w[longrope]
+                                                           : w["rope_freqs.weight"];
   const auto& output = w.contains("output.weight") ? w["output.weight"] : w["token_embd.weight"];
   std::vector<LayerCache> caches(hp.n_layers);
   std::vector<std::vector<float>> logits;

@@ -7,7 +7,9 @@
 // Architectures: llama (normal RoPE, optional q/k/v biases), qwen2 (neox RoPE, q/k/v biases), qwen3 (neox RoPE,
 // per-head RMSNorm of q and k before RoPE), phi3 (neox RoPE; attn_qkv.weight split into q, k, v rows; ffn_up.weight
 // split into gate rows then up rows). RoPE: pair i of a head turns by pos / rope.scaling.factor ×
-// base^(-2i / head_dim) / rope_freqs[i] (rope_freqs.weight of Llama 3.1, else 1).
+// base^(-2i / head_dim) / rope_freqs[i] (rope_freqs.weight of Llama 3.1, phi3's rope_factors_long.weight when
+// context_length exceeds rope.scaling.original_context_length or rope_factors_short.weight otherwise, else 1),
+// and phi3's LongRoPE multiplies both rotated values by rope.scaling.attn_factor.
 // gemma2/gemma3 (from Google's gemma_pytorch and HF's modeling_gemma2/3): neox RoPE; embeddings × sqrt(dim);
 // post-attention and post-FFN RMSNorms (GGUF's norm weights already hold Gemma's 1 + w); GELU(tanh) gate;
 // scores × query_pre_attn_scalar^-1/2 (head size; dim / heads for the 27B layer counts); sliding-window layers
@@ -25,7 +27,8 @@ namespace hearth::test {
 struct ReferenceOptions {
   bool skip_qkv_bias = false;                // compute as if the file had no q/k/v biases (shows a test would catch it)
   bool skip_qk_norm = false;                 // compute as if the file had no q/k norms
-  bool skip_rope_freqs = false;              // compute as if the file had no rope_freqs.weight
+  bool skip_rope_freqs = false;              // compute as if the file had no rope_freqs.weight (or LongRoPE factors)
+  bool skip_rope_mscale = false;             // phi3 LongRoPE: compute as if rope.scaling.attn_factor were 1
   bool swap_gate_up = false;                 // phi3: take the fused ffn_up's second half as the gate
   bool skip_window = false;                  // gemma: every layer global
   bool skip_softcap = false;                 // gemma2: no soft-capping
