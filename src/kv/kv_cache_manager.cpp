@@ -247,7 +247,15 @@ void KvCacheManager::release_window(Sequence& seq) {
 void KvCacheManager::cache_full_blocks(RequestId id, std::span<const TokenId> tokens, int32_t num_computed) {
   Sequence& seq = sequence(id);
   seq.num_computed = std::max(seq.num_computed, num_computed);
-  if (!seq.use_cache) return;
+  if (seq.use_cache) register_full_blocks(seq, tokens, num_computed);
+  // The slabs the next token no longer reads idle now, not at the next allocate_slots: between steps a sequence
+  // holds what the memory plan charges a user at num_computed tokens. After the registration, so a block that
+  // just filled keeps its slab attached (idle, findable) until another block needs one, and the caller can still
+  // copy this step's blocks out whole.
+  if (window_tokens_ > 0) drop_window_before(seq, first_window_block(seq.num_computed));
+}
+
+void KvCacheManager::register_full_blocks(Sequence& seq, std::span<const TokenId> tokens, int32_t num_computed) {
   const int32_t bs = pool_.block_size();
   const int32_t n_full = std::min(num_computed, static_cast<int32_t>(tokens.size())) / bs;
   HEARTH_CHECK(n_full <= static_cast<int32_t>(seq.table.size()), "computed tokens beyond the block table");

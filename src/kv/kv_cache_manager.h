@@ -173,7 +173,8 @@ class KvCacheManager {
 
   // Registers the full blocks among the first num_computed of `tokens` (the sequence's tokens so far, prompt
   // then generated). A block whose key is already cached elsewhere is swapped for the cached one (same data).
-  // No-op for sequences admitted without the cache.
+  // No-op for sequences admitted without the cache, but for this: with window slabs it lets go of the slabs the
+  // next token no longer reads (they idle, still attached to their blocks until the pool needs a slab).
   void cache_full_blocks(RequestId id, std::span<const TokenId> tokens, int32_t num_computed);
 
   // With tracking on (a lower tier is attached), the full blocks registered since the last call, in order; each is
@@ -253,6 +254,8 @@ class KvCacheManager {
   void fit_to_window(PrefixMatch& match) const;
   // Attaches slabs to `seq`'s blocks [window_end, to) (fresh blocks; the caller checked there are enough).
   void extend_window(Sequence& seq, int32_t to);
+  // cache_full_blocks' registration of seq's full blocks among the first num_computed of `tokens`.
+  void register_full_blocks(Sequence& seq, std::span<const TokenId> tokens, int32_t num_computed);
   // Lets go of `seq`'s slabs of blocks before `block`.
   void drop_window_before(Sequence& seq, int32_t block);
   // Lets go of all of `seq`'s slabs, tail first.

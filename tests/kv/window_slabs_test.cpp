@@ -124,7 +124,11 @@ TEST_F(WindowSlabsTest, AHitKeepsTheWindowItReads) {
   for (int32_t i = 0; i < 6; ++i) second.push_back(TokenId{900 + i});
   EXPECT_EQ(run(2, second, 24), 18);
   ASSERT_EQ(kv_.pending_copies().size(), 0u);  // done in run()
-  EXPECT_EQ(held(2), (std::vector<int32_t>{3, 4, 5}));
+  EXPECT_EQ(held(2), (std::vector<int32_t>{4, 5}));  // after all 24: the next token reads 19..24
+  // Block 3, which the hit read, idles with its slab still attached: a later hit on those 18 tokens finds it.
+  const BlockId block3 = kv_.block_table(RequestId{2})[3];
+  ASSERT_TRUE(kv_.pool().window_slab(block3).has_value());
+  EXPECT_EQ(kv_.pool().window_slab_ref_cnt(block3), 0);
 }
 
 TEST_F(WindowSlabsTest, AHitIsCutBackWhereAWindowSlabWasEvicted) {

@@ -18,6 +18,7 @@
 
 #include "engine/engine.h"
 #include "engine/generate.h"
+#include "kv/kv_plan.h"
 #include "model/model.h"
 #include "model/synth.h"
 #include "model/tokenizer.h"
@@ -378,6 +379,52 @@ TEST(ArchWindowSlabs, Gemma3LogitsEqualFullKv) {
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_EQ(std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)), 0) << "row " << i;
   }
+}
+
+// What one user of the served model holds, as it prefills and decodes, is what `hearth plan` (plan_memory, with the
+// pool's window split, as GET /v1/kv/plan builds it) charges a user at that context: the full-attention layers'
+// blocks for every token, the sliding-window layers' slabs for the blocks the window reads.
+TEST(ArchWindowSlabs, Gemma3UserHoldsWhatThePlanCharges) {
+  const auto file = open_file(synthetic_model("gemma3"));
+  auto model = Model::load(file);
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  auto tokenizer = Tokenizer::from_gguf(*file);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.error().message;
+  ThreadPool pool(2);
+  EngineConfig config;
+  config.kv_memory_bytes = 8 << 20;
+  config.max_batch_tokens = 24;  // the 60-token prompt in chunks of 24, 24, 12
+  auto engine = Engine::create(**model, *tokenizer, config, pool);
+  ASSERT_TRUE(engine.ok()) << engine.error().message;
+  const KvPlan& kv = (*engine)->kv_plan();
+  ASSERT_GT(kv.num_window_slabs, 0);
+  RequestSpec spec;
+  for (int32_t t : gemma_prompt(60, 0, (*model)->config().n_vocab)) spec.prompt.push_back(TokenId{t});
+  spec.sampling.temperature = 0.0f;
+  spec.max_tokens = 40;  // past the fifth block, so blocks and slabs both grow and the window moves on
+  spec.ignore_eos = true;
+  ASSERT_TRUE((*engine)->add_request(std::move(spec)).ok());
+  int checked = 0;
+  for (int step = 1; (*engine)->has_unfinished() && step < 1000; ++step) {
+    (*engine)->step();
+    if (step < 3 || !(*engine)->has_unfinished()) continue;  // checked while decoding, before it finishes
+    const int64_t computed = 60 + (step - 3);  // step 3 ends the prompt; each later step adds one token's K/V
+    const EngineStats stats = (*engine)->stats();
+    const int64_t held = stats.num_blocks_in_use * kv.bytes_per_block +
+                         stats.num_window_slabs_in_use * kv.bytes_per_window_slab;
+    MemoryPlanRequest request;
+    request.shape = kv.shape;
+    request.block_size = kv.block_size;
+    request.context = computed;
+    request.costs = (*engine)->info().kv_dtype_costs;
+    request.dtype = kv.cost.dtype;
+    request.window = kv.window;
+    const auto plan = plan_memory(request);
+    ASSERT_TRUE(plan.ok()) << plan.error().message;
+    EXPECT_EQ(held, plan->requested().kv_bytes) << computed << " tokens computed";
+    ++checked;
+  }
+  EXPECT_GT(checked, 30);
 }
 
 // With the fewest slabs the engine allows, other requests evict the idle slabs of a cached prompt: a later hit on
