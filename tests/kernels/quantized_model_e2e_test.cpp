@@ -1,6 +1,7 @@
 // End to end on real quantization mixes: llama-quantize (the peer) turns synth-tiny-f16.gguf into each mix at test
 // time; Hearth loads it, prefills with finite logits that do not change by one bit with chunk size or thread
-// count (the prefix-cache contract), and generates greedy tokens. Skips, saying why, when the peer is absent.
+// count, serves a prefix-cache hit whose logits are the cold run's bit for bit (the prefix-cache contract), and
+// generates greedy tokens. Skips, saying why, when the peer is absent.
 // It lives with the kernel tests because what it proves is the weight formats; it links the model and engine.
 
 #include <gtest/gtest.h>
@@ -12,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "../engine/first_logits.h"
+#include "engine/engine.h"
 #include "engine/generate.h"
 #include "model/kv_storage.h"
 #include "model/model.h"
@@ -35,6 +38,33 @@ std::vector<float> prefill_in_chunks(Model& model, std::span<const TokenId> toke
     logits = model.forward({tokens.subspan(begin, len), {&seq, 1}}, kv, pool);
   }
   return {logits.begin(), logits.end()};
+}
+
+// Through the engine: a 60-token prompt, then one sharing its first 37 tokens (two full blocks and 5 tokens copied
+// from a third) reuses them, and its logits are bitwise those of a cold engine's run of the same prompt.
+void expect_hit_matches_cold(Model& model, const Tokenizer& tokenizer, ThreadPool& pool, const char* mix) {
+  EngineConfig config;
+  config.block_size = 16;
+  config.kv_memory_bytes = 8 << 20;
+  config.max_batch_tokens = 24;  // the cold prompt in three chunks
+  const int32_t n_vocab = model.config().n_vocab;
+  std::vector<int32_t> base, prompt;
+  for (int32_t i = 0; i < 60; ++i) base.push_back((7 + 37 * i) % n_vocab);
+  prompt = base;
+  for (size_t i = 37; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((100 + 11 * i) % n_vocab);
+  auto warm = Engine::create(model, tokenizer, config, pool);
+  ASSERT_TRUE(warm.ok()) << warm.error().message;
+  int32_t cached = -1;
+  test::first_logits(**warm, base, &cached);
+  const std::vector<float> hit = test::first_logits(**warm, prompt, &cached);
+  EXPECT_EQ(cached, 37) << mix;
+  auto cold_engine = Engine::create(model, tokenizer, config, pool);
+  ASSERT_TRUE(cold_engine.ok()) << cold_engine.error().message;
+  const std::vector<float> cold = test::first_logits(**cold_engine, prompt, &cached);
+  EXPECT_EQ(cached, 0);
+  ASSERT_FALSE(hit.empty());
+  ASSERT_EQ(hit.size(), cold.size());
+  EXPECT_EQ(std::memcmp(hit.data(), cold.data(), hit.size() * sizeof(float)), 0) << mix << ": hit differs from cold";
 }
 
 class QuantizedModelTest : public testing::TestWithParam<const char*> {};
@@ -62,6 +92,8 @@ TEST_P(QuantizedModelTest, LoadsPrefillsDeterministicallyAndGenerates) {
     EXPECT_EQ(std::memcmp(chunked.data(), whole.data(), whole.size() * sizeof(float)), 0) << "chunk " << chunk;
   }
 
+  expect_hit_matches_cold(**model, *tokenizer, two, GetParam());
+
   GenerateOptions options;
   options.max_tokens = 8;
   options.sampling.temperature = 0.0f;
@@ -78,7 +110,7 @@ TEST_P(QuantizedModelTest, LoadsPrefillsDeterministicallyAndGenerates) {
 
 INSTANTIATE_TEST_SUITE_P(PeerMixes, QuantizedModelTest,
                          testing::Values("Q4_K_M", "Q5_K_M", "Q3_K_M", "IQ4_XS", "Q5_0", "Q5_1", "Q4_1", "IQ4_NL",
-                                         "Q2_K"),
+                                         "Q2_K", "Q8_0", "Q4_0", "Q6_K", "BF16"),
                          [](const testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include "model/model.h"
 #include "model/synth.h"
 #include "model/tokenizer.h"
+#include "../engine/first_logits.h"
 #include "reference_forward.h"
 
 namespace hearth {
@@ -255,26 +256,7 @@ TEST(ArchReference, Phi3LongRopeMatchesScalarReference) {
   EXPECT_EQ((*model)->config().rope_attn_factor, 1.0f);
 }
 
-// The logits the engine samples the first token of `prompt` from (greedy, default f16 KV, 16-token blocks), and how
-// many prompt tokens it reused from the prefix cache.
-std::vector<float> first_logits(Engine& engine, const std::vector<int32_t>& prompt, int32_t* cached_tokens) {
-  std::vector<float> logits;
-  engine.set_logits_observer([&](RequestId, std::span<const float> row) { logits.assign(row.begin(), row.end()); });
-  RequestSpec spec;
-  for (int32_t t : prompt) spec.prompt.push_back(TokenId{t});
-  spec.sampling.temperature = 0.0f;
-  spec.max_tokens = 1;
-  spec.ignore_eos = true;
-  auto id = engine.add_request(std::move(spec));
-  EXPECT_TRUE(id.ok()) << (id.ok() ? "" : id.error().message);
-  for (int step = 0; engine.has_unfinished() && step < 1000; ++step) {
-    for (const RequestOutput& out : engine.step()) {
-      if (out.finished) *cached_tokens = out.usage.cached_tokens;
-    }
-  }
-  engine.check_invariants();
-  return logits;
-}
+using test::first_logits;
 
 // A prefix-cache hit (37 shared tokens: two full blocks and 5 copied from a third) gives the cold run's logits bit
 // for bit, with rope_freqs (llama3) and fused matrices (phi3) as with any other architecture.
