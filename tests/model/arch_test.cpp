@@ -15,14 +15,15 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <optional>
 
+#include "../engine/first_logits.h"
 #include "engine/engine.h"
 #include "engine/generate.h"
 #include "kv/kv_plan.h"
 #include "model/model.h"
 #include "model/synth.h"
 #include "model/tokenizer.h"
-#include "../engine/first_logits.h"
 #include "reference_forward.h"
 
 namespace hearth {
@@ -326,6 +327,25 @@ std::vector<std::vector<float>> all_logits(Engine& engine, const std::vector<int
   return rows;
 }
 
+// A synthetic model and its tokenizer, loaded for engine tests.
+struct Served {
+  std::unique_ptr<Model> model;
+  std::optional<Tokenizer> tokenizer;
+};
+
+// Loads `variant` (synthetic_model) into `out`; false, with the reason as a test failure, when it does not load.
+bool load_served(const std::string& variant, Served& out) {
+  const auto file = open_file(synthetic_model(variant));
+  auto model = Model::load(file);
+  EXPECT_TRUE(model.ok()) << (model.ok() ? "" : model.error().message);
+  auto tokenizer = Tokenizer::from_gguf(*file);
+  EXPECT_TRUE(tokenizer.ok()) << (tokenizer.ok() ? "" : tokenizer.error().message);
+  if (!model.ok() || !tokenizer.ok()) return false;
+  out.model = std::move(*model);
+  out.tokenizer.emplace(std::move(*tokenizer));
+  return true;
+}
+
 std::vector<int32_t> gemma_prompt(int32_t n, int32_t salt, int32_t n_vocab) {
   std::vector<int32_t> out;
   for (int32_t i = 0; i < n; ++i) {
@@ -337,21 +357,20 @@ std::vector<int32_t> gemma_prompt(int32_t n, int32_t salt, int32_t n_vocab) {
 // Window slabs (the sliding-window layers keep only the blocks their 8-key window reads, and let go of the rest
 // as the prompt's chunks and the decode advance) compute exactly what every layer's full KV does.
 TEST(ArchWindowSlabs, Gemma3LogitsEqualFullKv) {
-  const auto file = open_file(synthetic_model("gemma3"));
-  auto model = Model::load(file);
-  ASSERT_TRUE(model.ok()) << model.error().message;
-  auto tokenizer = Tokenizer::from_gguf(*file);
-  ASSERT_TRUE(tokenizer.ok()) << tokenizer.error().message;
+  Served served;
+  ASSERT_TRUE(load_served("gemma3", served));
+  Model& model = *served.model;
+  const Tokenizer& tokenizer = *served.tokenizer;
   ThreadPool pool(2);
   EngineConfig config;
   config.kv_memory_bytes = 8 << 20;
   config.max_batch_tokens = 24;
-  const auto prompt = gemma_prompt(60, 0, (*model)->config().n_vocab);
-  auto slabs = Engine::create(**model, *tokenizer, config, pool);
+  const auto prompt = gemma_prompt(60, 0, model.config().n_vocab);
+  auto slabs = Engine::create(model, tokenizer, config, pool);
   ASSERT_TRUE(slabs.ok()) << slabs.error().message;
   ASSERT_GT((*slabs)->kv_plan().num_window_slabs, 0);
   config.kv_window_slabs = false;
-  auto full = Engine::create(**model, *tokenizer, config, pool);
+  auto full = Engine::create(model, tokenizer, config, pool);
   ASSERT_TRUE(full.ok()) << full.error().message;
   EXPECT_EQ((*full)->kv_plan().num_window_slabs, 0);
   const auto a = all_logits(**slabs, prompt);
@@ -367,21 +386,20 @@ TEST(ArchWindowSlabs, Gemma3LogitsEqualFullKv) {
 // pool's window split, as GET /v1/kv/plan builds it) charges a user at that context: the full-attention layers'
 // blocks for every token, the sliding-window layers' slabs for the blocks the window reads.
 TEST(ArchWindowSlabs, Gemma3UserHoldsWhatThePlanCharges) {
-  const auto file = open_file(synthetic_model("gemma3"));
-  auto model = Model::load(file);
-  ASSERT_TRUE(model.ok()) << model.error().message;
-  auto tokenizer = Tokenizer::from_gguf(*file);
-  ASSERT_TRUE(tokenizer.ok()) << tokenizer.error().message;
+  Served served;
+  ASSERT_TRUE(load_served("gemma3", served));
+  Model& model = *served.model;
+  const Tokenizer& tokenizer = *served.tokenizer;
   ThreadPool pool(2);
   EngineConfig config;
   config.kv_memory_bytes = 8 << 20;
   config.max_batch_tokens = 24;  // the 60-token prompt in chunks of 24, 24, 12
-  auto engine = Engine::create(**model, *tokenizer, config, pool);
+  auto engine = Engine::create(model, tokenizer, config, pool);
   ASSERT_TRUE(engine.ok()) << engine.error().message;
   const KvPlan& kv = (*engine)->kv_plan();
   ASSERT_GT(kv.num_window_slabs, 0);
   RequestSpec spec;
-  for (int32_t t : gemma_prompt(60, 0, (*model)->config().n_vocab)) spec.prompt.push_back(TokenId{t});
+  for (int32_t t : gemma_prompt(60, 0, model.config().n_vocab)) spec.prompt.push_back(TokenId{t});
   spec.sampling.temperature = 0.0f;
   spec.max_tokens = 40;  // past the fifth block, so blocks and slabs both grow and the window moves on
   spec.ignore_eos = true;
@@ -392,8 +410,8 @@ TEST(ArchWindowSlabs, Gemma3UserHoldsWhatThePlanCharges) {
     if (step < 3 || !(*engine)->has_unfinished()) continue;  // checked while decoding, before it finishes
     const int64_t computed = 60 + (step - 3);  // step 3 ends the prompt; each later step adds one token's K/V
     const EngineStats stats = (*engine)->stats();
-    const int64_t held = stats.num_blocks_in_use * kv.bytes_per_block +
-                         stats.num_window_slabs_in_use * kv.bytes_per_window_slab;
+    const int64_t held =
+        stats.num_blocks_in_use * kv.bytes_per_block + stats.num_window_slabs_in_use * kv.bytes_per_window_slab;
     MemoryPlanRequest request;
     request.shape = kv.shape;
     request.block_size = kv.block_size;
@@ -413,21 +431,20 @@ TEST(ArchWindowSlabs, Gemma3UserHoldsWhatThePlanCharges) {
 // it is cut back (its blocks are cached, the sliding-window layers' K/V is not), said as window_evicted, and is
 // still the cold run's logits bit for bit.
 TEST(ArchWindowSlabs, Gemma3HitCutBackByEvictedSlabsIsBitIdentical) {
-  const auto file = open_file(synthetic_model("gemma3"));
-  auto model = Model::load(file);
-  ASSERT_TRUE(model.ok()) << model.error().message;
-  auto tokenizer = Tokenizer::from_gguf(*file);
-  ASSERT_TRUE(tokenizer.ok()) << tokenizer.error().message;
+  Served served;
+  ASSERT_TRUE(load_served("gemma3", served));
+  Model& model = *served.model;
+  const Tokenizer& tokenizer = *served.tokenizer;
   ThreadPool pool(2);
   EngineConfig config;
   config.kv_memory_bytes = 8 << 20;
   config.max_batch_tokens = 24;
   config.kv_window_plan_context = int64_t{1} << 24;  // slabs for one request's window and chunk only
-  const int32_t n_vocab = (*model)->config().n_vocab;
+  const int32_t n_vocab = model.config().n_vocab;
   const auto base = gemma_prompt(60, 0, n_vocab);
   auto prompt = base;
   for (size_t i = 37; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(100 + i);
-  auto warm = Engine::create(**model, *tokenizer, config, pool);
+  auto warm = Engine::create(model, tokenizer, config, pool);
   ASSERT_TRUE(warm.ok()) << warm.error().message;
   const int64_t slabs = (*warm)->kv_plan().num_window_slabs;
   EXPECT_EQ(slabs, 6);  // a 1-block window + 1, 2 blocks of batch, 2 more
@@ -442,7 +459,7 @@ TEST(ArchWindowSlabs, Gemma3HitCutBackByEvictedSlabsIsBitIdentical) {
   EXPECT_EQ(report.explanation.reason, ReuseStop::kWindowEvicted);
   const auto hit = first_logits(**warm, prompt, &cached);
   EXPECT_LT(cached, 37);
-  auto cold_engine = Engine::create(**model, *tokenizer, config, pool);
+  auto cold_engine = Engine::create(model, tokenizer, config, pool);
   ASSERT_TRUE(cold_engine.ok()) << cold_engine.error().message;
   int32_t cold_cached = -1;
   const auto cold = first_logits(**cold_engine, prompt, &cold_cached);
