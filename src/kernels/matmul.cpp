@@ -106,10 +106,12 @@ void run_tiles(const WeightRows& w, int64_t n_rows_total, const TileKernel& kern
   args.x_sums_stride = act.sums_stride;
   args.y_stride = static_cast<size_t>(n_rows_total);
   args.n_cols = n_cols;
+  const int tile_rows =
+      tokens.end - tokens.begin > 1 && kernel.max_rows_many_tokens > 0 ? kernel.max_rows_many_tokens : kernel.max_rows;
   for (int64_t t0 = tokens.begin; t0 < tokens.end; t0 += chunk_tokens) {
     const int64_t t_end = std::min(t0 + chunk_tokens, tokens.end);
-    for (int64_t r = rows.begin; r < rows.end; r += kernel.max_rows) {
-      args.n_rows = static_cast<int>(std::min<int64_t>(kernel.max_rows, rows.end - r));
+    for (int64_t r = rows.begin; r < rows.end; r += tile_rows) {
+      args.n_rows = static_cast<int>(std::min<int64_t>(tile_rows, rows.end - r));
       args.w = w.at(r);
       for (int64_t t = t0; t < t_end; t += kernel.max_tokens) {
         args.n_tokens = static_cast<int>(std::min<int64_t>(kernel.max_tokens, t_end - t));

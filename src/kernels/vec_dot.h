@@ -37,6 +37,10 @@ struct TileKernel {
   TileFn fn = nullptr;
   int max_rows = 1;
   int max_tokens = 1;
+  // Rows per call when a call covers more than one token; 0: max_rows. A multiple of the weight unit's rows that
+  // divides max_rows (the packed tiles: one group for prefill, where a second group's weights would crowd the
+  // activations out of L1, two for decode, where two memory streams per thread read faster).
+  int max_rows_many_tokens = 0;
 };
 
 // Scalar reference dot product of one weight row with one activation row (already in the activation type).
