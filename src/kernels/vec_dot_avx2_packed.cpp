@@ -29,6 +29,7 @@
 namespace hearth::kernels {
 namespace {
 
+// acc + Σ of each lane's four u·s, exact for u ≤ 128 (the sign trick's |w|).
 HEARTH_PACKED inline __m256i dpbusd(__m256i acc, __m256i u, __m256i s) {
   return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
 }

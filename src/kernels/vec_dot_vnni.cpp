@@ -30,10 +30,6 @@
 namespace hearth::kernels {
 namespace {
 
-HEARTH_PACKED inline __m256i dpbusd(__m256i acc, __m256i u, __m256i s) {
-  return _mm256_dpbusd_avx_epi32(acc, u, s);
-}
-
 HEARTH_PACKED inline __m256i dpbusd_pair(__m256i acc, __m256i u0, __m256i s0, __m256i u1, __m256i s1) {
   return _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(acc, u0, s0), u1, s1);
 }
