@@ -57,7 +57,7 @@ int run(int argc, char** argv) {
   const size_t stride = static_cast<size_t>(group) * hd;
   std::vector<float> q(rows * stride), out(rows * stride);
   for (float& x : q) x = normal(rng);
-  std::vector<float> scratch(attention_scratch_floats(kBlock, hd, rows, group));
+  std::vector<float> scratch(attention_scratch_floats(hd, rows, group));
   const AttentionTile t{q.data(), stride, out.data(), stride, rows, depth, group, 0, hd, 0.125f, 0, 0.0f};
   double flop = 0;
   for (int32_t r = 0; r < rows; ++r) flop += 4.0 * hd * (depth + r + 1) * group;

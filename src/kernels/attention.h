@@ -1,11 +1,12 @@
 #pragma once
-// Causal attention over paged, possibly quantized K/V, flash style: keys are visited one KV block (a tile of
-// block_size keys) at a time with an online softmax, so no n×n score matrix is ever formed and each K/V tile is
-// dequantized once for every query that reads it.
+// Causal attention over paged, possibly quantized K/V, flash style: keys are visited one span (attention_span keys)
+// at a time with an online softmax, so no n×n score matrix is ever formed and each span's K/V is dequantized once
+// for every query that reads it.
 //
-// Per query, the arithmetic is a fixed function of its position alone: tiles are the absolute KV blocks, keys
-// within a tile go in order, and the running (max, sum, accumulator) is updated tile by tile. How many queries
-// share a call, which thread runs them, and how a prompt was chunked never change a result bit.
+// Per query, the arithmetic is a fixed function of its position and the head size alone: spans are absolute key
+// ranges, keys within a span go in order, and the running (max, sum, accumulator) is updated span by span. How
+// many queries share a call, which thread runs them, how a prompt was chunked and the KV block size never change a
+// result bit.
 
 #include <cstddef>
 #include <cstdint>
@@ -55,8 +56,12 @@ struct AttentionTile {
   float softcap = 0.0f;  // 0: none
 };
 
+// Keys per online-softmax step for a head size: 64 for head size 64, fewer for larger heads (32 at 128, 16 at 256)
+// so that a span's K and V as floats stay in L1 (2 × 16 KiB); always a multiple of 8 in [16, 64].
+int32_t attention_span(int32_t head_dim);
+
 // Floats of scratch attention_tile needs.
-size_t attention_scratch_floats(int32_t block_size, int32_t head_dim, int32_t n_rows, int32_t n_q_heads);
+size_t attention_scratch_floats(int32_t head_dim, int32_t n_rows, int32_t n_q_heads);
 
 void attention_tile(const AttentionTile& t, const PagedKvView& k, const PagedKvView& v, float* scratch);
 

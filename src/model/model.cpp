@@ -73,7 +73,7 @@ Result<std::unique_ptr<Model>> Model::load(std::shared_ptr<const GgufFile> file)
   return std::unique_ptr<Model>(new Model(std::move(file), std::move(*config), std::move(*weights)));
 }
 
-void Model::prepare_scratch(const BatchInput& batch, int32_t block_size, int n_threads) {
+void Model::prepare_scratch(const BatchInput& batch, int n_threads) {
   const auto& c = config_;
   const size_t t = batch.tokens.size();
   grow(s_.x, t * c.dim);
@@ -105,7 +105,7 @@ void Model::prepare_scratch(const BatchInput& batch, int32_t block_size, int n_t
       }
     }
   }
-  s_.attn_scratch_per_thread = attention_scratch_floats(block_size, c.head_dim, kAttnRows, c.n_heads / c.n_kv_heads);
+  s_.attn_scratch_per_thread = attention_scratch_floats(c.head_dim, kAttnRows, c.n_heads / c.n_kv_heads);
   grow(s_.attn_scratch, static_cast<size_t>(n_threads) * s_.attn_scratch_per_thread);
 }
 
@@ -277,7 +277,7 @@ std::span<const float> Model::forward(const BatchInput& batch, KvStorage& kv, Th
                "KvStorage shape ({} layers, {} KV heads of {}) does not match the model's ({}, {} of {})",
                kv.shape().n_layers, kv.shape().n_kv_heads, kv.shape().head_dim, config_.n_layers, config_.n_kv_heads,
                config_.head_dim);
-  prepare_scratch(batch, kv.block_size(), pool.num_threads());
+  prepare_scratch(batch, pool.num_threads());
   embed(batch, pool);
   const int64_t n = static_cast<int64_t>(batch.tokens.size());
   for (int layer = 0; layer < config_.n_layers; ++layer) {

@@ -81,7 +81,7 @@ class Model {
     std::vector<float> logits_in, logits;  // [n_logit_rows, dim | n_vocab]
     MatmulScratch matmul;
   };
-  void prepare_scratch(const BatchInput& batch, int32_t block_size, int n_threads);
+  void prepare_scratch(const BatchInput& batch, int n_threads);
   void embed(const BatchInput& batch, ThreadPool& pool);
   // attn_norm, then q/k/v projections with bias, q/k norm and RoPE as the architecture asks, into s_.q/k/v.
   void project_qkv(int layer, int64_t n_rows, ThreadPool& pool);

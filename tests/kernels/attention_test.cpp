@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "kernels/cpu_isa.h"
@@ -63,7 +64,7 @@ std::vector<float> run(const PagedKv& k, const PagedKv& v, const std::vector<flo
   if (reference) {
     attention_tile_reference(t, k.view(), v.view());
   } else {
-    std::vector<float> scratch(attention_scratch_floats(s.block_size, s.head_dim, n_rows, s.group));
+    std::vector<float> scratch(attention_scratch_floats(s.head_dim, n_rows, s.group));
     attention_tile(t, k.view(), v.view(), scratch.data());
   }
   return out;
@@ -142,14 +143,15 @@ TEST(Attention, OneKeyReturnsItsValue) {
 }
 
 TEST(Attention, RowResultDoesNotDependOnTheTileItIsIn) {
-  // Computing rows 9..25 together must give each row exactly what computing it alone gives.
+  // Computing rows 121..137 together (past two spans of every head size here) must give each row exactly what
+  // computing it alone gives, with two queries sharing loads or not.
   for (KvDtype type : all_kv_dtypes()) {
     for (Shape s : kShapes) {
-      PagedKv k(type, s.block_size, 2, s.head_dim, 40, 7), v(type, s.block_size, 2, s.head_dim, 40, 8);
-      const int32_t first = 9, n_rows = 17;
+      PagedKv k(type, s.block_size, 2, s.head_dim, 140, 7), v(type, s.block_size, 2, s.head_dim, 140, 8);
+      const int32_t first = 121, n_rows = 17;
       const size_t stride = static_cast<size_t>(s.group) * s.head_dim;
       const auto q = random_vector(n_rows * stride, 9);
-      for (auto [window, softcap] : {std::pair{0, 0.0f}, {7, 1.5f}}) {
+      for (auto [window, softcap] : {std::pair{0, 0.0f}, {7, 1.5f}, {70, 0.0f}}) {
         const auto together = run(k, v, q, s, first, n_rows, false, window, softcap);
         for (int32_t r = 0; r < n_rows; ++r) {
           const std::vector<float> q_row(q.begin() + r * stride, q.begin() + (r + 1) * stride);
@@ -165,19 +167,57 @@ TEST(Attention, RowResultDoesNotDependOnTheTileItIsIn) {
 }
 
 TEST(Attention, VectorAndScalarPathsAgreeBitForBit) {
-  // Same lane order, one rounding per fma in both, exact dequantization: the ISA level changes no bit.
+  // Same lane order, one rounding per fma in both, exact dequantization: the ISA level changes no bit, whether
+  // the rows fill a span (143..149 past two spans) or not, and with a window and a softcap too.
   if (active_isa_level() == IsaLevel::kScalar) GTEST_SKIP() << "this CPU has no vector path to compare";
   for (KvDtype type : all_kv_dtypes()) {
     for (Shape s : kShapes) {
-      PagedKv k(type, s.block_size, 2, s.head_dim, 50, 10), v(type, s.block_size, 2, s.head_dim, 50, 11);
-      const auto q = random_vector(static_cast<size_t>(7) * s.group * s.head_dim, 12);
-      const auto fast = run(k, v, q, s, 43, 7, false);
-      const IsaLevel level = active_isa_level();
-      set_isa_level(IsaLevel::kScalar);
-      const auto scalar = run(k, v, q, s, 43, 7, false);
-      set_isa_level(level);
-      EXPECT_EQ(fast, scalar) << kv_dtype_name(type) << " head_dim " << s.head_dim;
+      PagedKv k(type, s.block_size, 2, s.head_dim, 150, 10), v(type, s.block_size, 2, s.head_dim, 150, 11);
+      for (auto [first, n_rows, window, softcap] :
+           {std::tuple{43, 7, 0, 0.0f}, {143, 7, 0, 0.0f}, {100, 50, 30, 2.0f}, {149, 1, 0, 0.0f}}) {
+        const auto q = random_vector(static_cast<size_t>(n_rows) * s.group * s.head_dim, 12 + first);
+        const auto fast = run(k, v, q, s, first, n_rows, false, window, softcap);
+        const IsaLevel level = active_isa_level();
+        set_isa_level(IsaLevel::kScalar);
+        const auto scalar = run(k, v, q, s, first, n_rows, false, window, softcap);
+        set_isa_level(level);
+        EXPECT_EQ(fast, scalar) << kv_dtype_name(type) << " head_dim " << s.head_dim << " first " << first;
+      }
     }
+  }
+}
+
+TEST(Attention, ResultDoesNotDependOnTheKvBlockSize) {
+  // Spans are absolute key ranges of attention_span(head_dim) keys, whatever the pool's block size: the same keys
+  // stored in blocks of 1, 16 or 48 give the same bits.
+  for (KvDtype type : all_kv_dtypes()) {
+    for (Shape s : kShapes) {
+      std::vector<float> first;
+      for (int32_t bs : {1, 16, 48}) {
+        PagedKv k(type, bs, 2, s.head_dim, 131, 13), v(type, bs, 2, s.head_dim, 131, 14);  // 131 blocks of 1: 5 ⟂ 131
+        const auto q = random_vector(static_cast<size_t>(10) * s.group * s.head_dim, 15);
+        const auto out = run(k, v, q, {s.head_dim, s.group, bs}, 120, 10, false);
+        if (first.empty()) {
+          first = out;
+        } else {
+          EXPECT_EQ(out, first) << kv_dtype_name(type) << " head_dim " << s.head_dim << " block size " << bs;
+        }
+      }
+    }
+  }
+}
+
+TEST(Attention, SpanKeepsItsKeysInL1) {
+  EXPECT_EQ(attention_span(64), 64);
+  EXPECT_EQ(attention_span(128), 32);
+  EXPECT_EQ(attention_span(256), 16);
+  EXPECT_EQ(attention_span(80), 48);
+  EXPECT_EQ(attention_span(8), 64);
+  for (int32_t hd = 1; hd <= 512; ++hd) {
+    const int32_t span = attention_span(hd);
+    EXPECT_EQ(span % 8, 0) << hd;
+    EXPECT_GE(span, 16) << hd;
+    EXPECT_LE(span, 64) << hd;
   }
 }
 
