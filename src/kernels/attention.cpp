@@ -462,6 +462,17 @@ void head_rows(const PagedKvView& kv, int32_t kv_head, int32_t key0, int32_t n, 
   }
 }
 
+// Asks for the head slices of keys [key0, key0 + n) to be brought into cache: a head's slice is a few cache lines
+// a whole row (every head) apart, a stride the hardware prefetchers miss, so without this a decode step at depth
+// waits on memory for every key.
+void prefetch_span(const PagedKvView& kv, int32_t kv_head, int32_t key0, int32_t n) {
+  const uint8_t* rows[kMaxSpan];
+  head_rows(kv, kv_head, key0, n, rows);
+  for (int32_t j = 0; j < n; ++j) {
+    for (size_t off = 0; off < kv.head_bytes; off += 64) _mm_prefetch(reinterpret_cast<const char*>(rows[j] + off), _MM_HINT_T0);
+  }
+}
+
 // Points rows[j] at key (or value) key0 + j's head slice as floats: straight into storage for f32, otherwise
 // dequantized into `tile`.
 template <class Ops>
@@ -562,6 +573,10 @@ void attention_tile_impl(const AttentionTile& t, const PagedKvView& k, const Pag
   for (int32_t key0 = first_key / span * span; key0 <= last_pos; key0 += span) {
     const int32_t n_in = std::min(span, last_pos + 1 - key0);
     const int32_t skip_min = std::max(0, first_key - key0);
+    if (key0 + span <= last_pos) {
+      prefetch_span(k, t.kv_head, key0 + span, std::min(span, last_pos + 1 - key0 - span));
+      prefetch_span(v, t.kv_head, key0 + span, std::min(span, last_pos + 1 - key0 - span));
+    }
     if (fused) {
       head_rows(k, t.kv_head, key0 + skip_min, n_in - skip_min, k_raw + skip_min);
       head_rows(v, t.kv_head, key0 + skip_min, n_in - skip_min, v_raw + skip_min);
