@@ -497,16 +497,18 @@ struct OnlineState {
   float* p;
 };
 
-// One span of keys for every query of the tile that reads any of them. k[j] and v[j] are key key0 + j's rows
-// (floats, or f16 in place); keys before a query's window or after its position are skipped. Two queries with
-// the same keys go through together and share every K and V load; what each computes is what it computes alone.
+// One span of keys for every query of KV head kv_head + h of the tile that reads any of them. k[j] and v[j] are
+// key key0 + j's rows (floats, or f16 in place); keys before a query's window or after its position are skipped.
+// Two queries with the same keys go through together and share every K and V load; what each computes is what
+// it computes alone.
 template <class Ops, class Row>
-void attend_span(const AttentionTile& t, const Row* const* k, const Row* const* v, int32_t key0, int32_t n_in,
-                 int32_t span, const OnlineState& st) {
+void attend_span(const AttentionTile& t, int32_t h, const Row* const* k, const Row* const* v, int32_t key0,
+                 int32_t n_in, int32_t span, const OnlineState& st) {
   const int32_t hd = t.head_dim;
+  const int32_t per_row = t.n_q_heads * t.n_kv_heads;
   float* p0 = st.p;
   float* p1 = st.p + span;
-  auto query = [&](int32_t qi) { return t.q + (qi / t.n_q_heads) * t.q_stride + (qi % t.n_q_heads) * hd; };
+  auto query = [&](int32_t qi) { return t.q + (qi / per_row) * t.q_stride + (qi % per_row) * hd; };
   auto acc = [&](int32_t qi) { return st.acc + static_cast<size_t>(qi) * hd; };
   auto one = [&](int32_t qi, int32_t skip, int32_t nk) {
     Ops::scores(query(qi), k + skip, nk, hd, t.scale, p0);
@@ -530,7 +532,7 @@ void attend_span(const AttentionTile& t, const Row* const* k, const Row* const* 
     const int32_t nk = std::min(n_in, t.first_pos + r - key0 + 1) - skip;
     if (nk <= 0) continue;
     for (int32_t g = 0; g < t.n_q_heads; ++g) {
-      const int32_t qi = r * t.n_q_heads + g;
+      const int32_t qi = r * per_row + h * t.n_q_heads + g;
       if (pending >= 0 && pending_skip == skip && pending_nk == nk) {
         two(pending, qi, skip, nk);
         pending = -1;
@@ -549,8 +551,11 @@ template <class Ops>
 void attention_tile_impl(const AttentionTile& t, const PagedKvView& k, const PagedKvView& v, float* scratch) {
   const int32_t hd = t.head_dim;
   HEARTH_CHECK(k.block_size >= 1 && v.block_size == k.block_size, "attention: block size {}", k.block_size);
+  HEARTH_CHECK(t.n_kv_heads >= 1 && t.n_q_heads >= 1, "attention: {} KV heads of {} query heads", t.n_kv_heads,
+               t.n_q_heads);
   const int32_t span = attention_span(hd);
-  const int32_t n_queries = t.n_rows * t.n_q_heads;
+  const int32_t per_row = t.n_q_heads * t.n_kv_heads;
+  const int32_t n_queries = t.n_rows * per_row;
   const ScratchLayout lay(span, hd, n_queries);
   const OnlineState st{scratch + lay.m, scratch + lay.l, scratch + lay.acc, scratch + lay.p};
   std::fill(st.m, st.m + n_queries, -INFINITY);
@@ -573,25 +578,33 @@ void attention_tile_impl(const AttentionTile& t, const PagedKvView& k, const Pag
   for (int32_t key0 = first_key / span * span; key0 <= last_pos; key0 += span) {
     const int32_t n_in = std::min(span, last_pos + 1 - key0);
     const int32_t skip_min = std::max(0, first_key - key0);
-    if (key0 + span <= last_pos) {
-      prefetch_span(k, t.kv_head, key0 + span, std::min(span, last_pos + 1 - key0 - span));
-      prefetch_span(v, t.kv_head, key0 + span, std::min(span, last_pos + 1 - key0 - span));
-    }
-    if (fused) {
-      head_rows(k, t.kv_head, key0 + skip_min, n_in - skip_min, k_raw + skip_min);
-      head_rows(v, t.kv_head, key0 + skip_min, n_in - skip_min, v_raw + skip_min);
-      if constexpr (Ops::kFusedF16) attend_span<Ops>(t, k_raw, v_raw, key0, n_in, span, st);
-    } else {
-      load_tile<Ops>(k, t.kv_head, key0 + skip_min, n_in - skip_min, hd, scratch + lay.k_tile, k_rows + skip_min);
-      load_tile<Ops>(v, t.kv_head, key0 + skip_min, n_in - skip_min, hd, scratch + lay.v_tile, v_rows + skip_min);
-      attend_span<Ops>(t, k_rows, v_rows, key0, n_in, span, st);
+    for (int32_t h = 0; h < t.n_kv_heads; ++h) {
+      const int32_t kv_head = t.kv_head + h;
+      // The next (span, head) in this order, fetched while this one computes: one head-span ahead (16 KiB of f16
+      // K and V at head size 64), which the L1 holds beside the one in use.
+      if (h + 1 < t.n_kv_heads) {
+        prefetch_span(k, kv_head + 1, key0 + skip_min, n_in - skip_min);
+        prefetch_span(v, kv_head + 1, key0 + skip_min, n_in - skip_min);
+      } else if (key0 + span <= last_pos) {
+        prefetch_span(k, t.kv_head, key0 + span, std::min(span, last_pos + 1 - key0 - span));
+        prefetch_span(v, t.kv_head, key0 + span, std::min(span, last_pos + 1 - key0 - span));
+      }
+      if (fused) {
+        head_rows(k, kv_head, key0 + skip_min, n_in - skip_min, k_raw + skip_min);
+        head_rows(v, kv_head, key0 + skip_min, n_in - skip_min, v_raw + skip_min);
+        if constexpr (Ops::kFusedF16) attend_span<Ops>(t, h, k_raw, v_raw, key0, n_in, span, st);
+      } else {
+        load_tile<Ops>(k, kv_head, key0 + skip_min, n_in - skip_min, hd, scratch + lay.k_tile, k_rows + skip_min);
+        load_tile<Ops>(v, kv_head, key0 + skip_min, n_in - skip_min, hd, scratch + lay.v_tile, v_rows + skip_min);
+        attend_span<Ops>(t, h, k_rows, v_rows, key0, n_in, span, st);
+      }
     }
   }
   for (int32_t r = 0; r < t.n_rows; ++r) {
-    for (int32_t g = 0; g < t.n_q_heads; ++g) {
-      const int32_t qi = r * t.n_q_heads + g;
+    for (int32_t i = 0; i < per_row; ++i) {
+      const int32_t qi = r * per_row + i;
       const float inv = 1.0f / st.l[qi];
-      float* out = t.out + r * t.out_stride + static_cast<size_t>(g) * hd;
+      float* out = t.out + r * t.out_stride + static_cast<size_t>(i) * hd;
       for (int32_t d = 0; d < hd; ++d) out[d] = st.acc[static_cast<size_t>(qi) * hd + d] * inv;
     }
   }
@@ -603,8 +616,8 @@ int32_t attention_span(int32_t head_dim) {
   return std::clamp(4096 / std::max(head_dim, 1) / 8 * 8, 16, kMaxSpan);
 }
 
-size_t attention_scratch_floats(int32_t head_dim, int32_t n_rows, int32_t n_q_heads) {
-  return ScratchLayout(attention_span(head_dim), head_dim, n_rows * n_q_heads).total;
+size_t attention_scratch_floats(int32_t head_dim, int32_t n_rows, int32_t n_query_heads) {
+  return ScratchLayout(attention_span(head_dim), head_dim, n_rows * n_query_heads).total;
 }
 
 void attention_tile(const AttentionTile& t, const PagedKvView& k, const PagedKvView& v, float* scratch) {
@@ -645,12 +658,13 @@ void attention_tile_reference(const AttentionTile& t, const PagedKvView& k, cons
   for (int32_t r = 0; r < t.n_rows; ++r) {
     const int32_t j0 = first_key_of(t, t.first_pos + r);
     const int32_t n_keys = t.first_pos + r + 1 - j0;
-    for (int32_t g = 0; g < t.n_q_heads; ++g) {
-      const float* q = t.q + r * t.q_stride + static_cast<size_t>(g) * hd;
+    for (int32_t i = 0; i < t.n_q_heads * t.n_kv_heads; ++i) {
+      const int32_t kv_head = t.kv_head + i / t.n_q_heads;
+      const float* q = t.q + r * t.q_stride + static_cast<size_t>(i) * hd;
       std::vector<double> s(n_keys);
       double max_score = -INFINITY;
       for (int32_t j = 0; j < n_keys; ++j) {
-        kv_dequantize_head_reference(k.dtype, k.head(j0 + j, t.kv_head), kj.data(), hd);
+        kv_dequantize_head_reference(k.dtype, k.head(j0 + j, kv_head), kj.data(), hd);
         double dot = 0.0;
         for (int32_t d = 0; d < hd; ++d) dot += static_cast<double>(q[d]) * kj[d];
         s[j] = dot * t.scale;
@@ -661,10 +675,10 @@ void attention_tile_reference(const AttentionTile& t, const PagedKvView& k, cons
       for (double& x : s) sum += (x = std::exp(x - max_score));
       std::vector<double> out(hd, 0.0);
       for (int32_t j = 0; j < n_keys; ++j) {
-        kv_dequantize_head_reference(v.dtype, v.head(j0 + j, t.kv_head), vj.data(), hd);
+        kv_dequantize_head_reference(v.dtype, v.head(j0 + j, kv_head), vj.data(), hd);
         for (int32_t d = 0; d < hd; ++d) out[d] += s[j] / sum * vj[d];
       }
-      float* o = t.out + r * t.out_stride + static_cast<size_t>(g) * hd;
+      float* o = t.out + r * t.out_stride + static_cast<size_t>(i) * hd;
       for (int32_t d = 0; d < hd; ++d) o[d] = static_cast<float>(out[d]);
     }
   }

@@ -35,9 +35,12 @@ struct PagedKvView {
   }
 };
 
-// n_rows consecutive query rows of one sequence, at positions first_pos, first_pos + 1, ..., each with
-// n_q_heads query heads that read KV head kv_head (GQA group). Query head g of row r is
-//   q + r × q_stride + g × head_dim,    and its output goes to out + r × out_stride + g × head_dim.
+// n_rows consecutive query rows of one sequence, at positions first_pos, first_pos + 1, ..., for the n_kv_heads
+// KV heads kv_head, kv_head + 1, ..., each read by n_q_heads query heads (GQA group). Query head g of KV head
+// kv_head + h in row r is
+//   q + r × q_stride + (h × n_q_heads + g) × head_dim,  and its output goes to out + the same offset (out_stride).
+// Several KV heads in one tile are visited span by span together, so a decode step streams neighbouring heads'
+// slices of each K/V row instead of one head's slice a whole row apart.
 // Row r attends to keys [0, first_pos + r], or with a window W > 0 to the last W of them,
 // [max(0, first_pos + r - W + 1), first_pos + r] (sliding-window layers; older keys are skipped, never read).
 // Scores are (q · k) × scale, then, with softcap > 0, softcap × tanh(score / softcap) (Gemma 2).
@@ -54,14 +57,16 @@ struct AttentionTile {
   float scale = 1.0f;
   int32_t window = 0;    // 0: causal over every earlier key
   float softcap = 0.0f;  // 0: none
+  int32_t n_kv_heads = 1;
 };
 
 // Keys per online-softmax step for a head size: 64 for head size 64, fewer for larger heads (32 at 128, 16 at 256)
 // so that a span's K and V as floats stay in L1 (2 × 16 KiB); always a multiple of 8 in [16, 64].
 int32_t attention_span(int32_t head_dim);
 
-// Floats of scratch attention_tile needs.
-size_t attention_scratch_floats(int32_t head_dim, int32_t n_rows, int32_t n_q_heads);
+// Floats of scratch attention_tile needs for a tile of n_rows rows of n_query_heads query heads each (all its KV
+// heads together: n_q_heads × n_kv_heads).
+size_t attention_scratch_floats(int32_t head_dim, int32_t n_rows, int32_t n_query_heads);
 
 void attention_tile(const AttentionTile& t, const PagedKvView& k, const PagedKvView& v, float* scratch);
 

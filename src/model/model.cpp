@@ -13,6 +13,18 @@ namespace {
 
 // Query rows that share one pass over their sequence's K/V tiles.
 constexpr int32_t kAttnRows = 16;
+// A sequence with at most this many rows in a forward (decode) attends with several KV heads per work item.
+constexpr int32_t kStreamRows = 4;
+
+// KV heads per decode work item: the most that still leaves every thread an item (a divisor of n_kv_heads, at
+// least 1). A decode row's attention is a stream through memory, and one head's slice of a K/V row sits a whole
+// row from the next key's, a stride the hardware prefetchers follow poorly; an item of neighbouring heads reads
+// adjacent slices instead. Which item a head is in never changes its result.
+int32_t stream_heads(int32_t n_kv_heads, int n_threads) {
+  int32_t heads = std::max(1, n_kv_heads / std::max(n_threads, 1));
+  while (n_kv_heads % heads != 0) --heads;
+  return heads;
+}
 // Rows of element-wise work (norms, RoPE, residuals) below which for_rows runs them on the calling thread: a decode
 // step's one to three rows take a microsecond or two, less than one pool call costs.
 constexpr int64_t kInlineRows = 4;
@@ -99,13 +111,18 @@ void Model::prepare_scratch(const BatchInput& batch, int n_threads) {
       s_.row_seq[seq.first_row + i] = static_cast<int32_t>(si);
     }
     // Latest rows first: they read the most keys, and the pool takes items in order.
+    const int32_t heads = seq.n_tokens <= kStreamRows ? stream_heads(c.n_kv_heads, n_threads) : 1;
     for (int32_t row0 = ((seq.n_tokens - 1) / kAttnRows) * kAttnRows; row0 >= 0; row0 -= kAttnRows) {
-      for (int32_t h = 0; h < c.n_kv_heads; ++h) {
-        s_.attn_items.push_back({static_cast<int32_t>(si), h, row0, std::min(kAttnRows, seq.n_tokens - row0)});
+      for (int32_t h = 0; h < c.n_kv_heads; h += heads) {
+        s_.attn_items.push_back(
+            {static_cast<int32_t>(si), h, heads, row0, std::min(kAttnRows, seq.n_tokens - row0)});
       }
     }
   }
-  s_.attn_scratch_per_thread = attention_scratch_floats(c.head_dim, kAttnRows, c.n_heads / c.n_kv_heads);
+  const int32_t group = c.n_heads / c.n_kv_heads;
+  s_.attn_scratch_per_thread =
+      std::max(attention_scratch_floats(c.head_dim, kAttnRows, group),
+               attention_scratch_floats(c.head_dim, kStreamRows, group * stream_heads(c.n_kv_heads, n_threads)));
   grow(s_.attn_scratch, static_cast<size_t>(n_threads) * s_.attn_scratch_per_thread);
 }
 
@@ -171,7 +188,8 @@ void Model::attend(int layer, const BatchInput& batch, const KvStorage& kv, Thre
                                c.head_dim,
                                c.attn_scale,
                                window,
-                               c.attn_softcap};
+                               c.attn_softcap,
+                               item.n_kv_heads};
       const std::span<const BlockId> table = kv.windowed(layer) ? seq.window_table : seq.block_table;
       attention_tile(tile, kv.layer_view(layer, 0, table), kv.layer_view(layer, 1, table), scratch);
     }

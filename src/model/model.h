@@ -67,7 +67,7 @@ class Model {
 
   // One unit of attention work: rows [row0, row0 + n_rows) of sequence `seq` against KV head `kv_head`.
   struct AttnItem {
-    int32_t seq, kv_head, row0, n_rows;
+    int32_t seq, kv_head, n_kv_heads, row0, n_rows;
   };
   struct Scratch {
     std::vector<float> x, xn, q, k, v, attn, proj, gate, up;  // [n_tokens, width]

@@ -207,6 +207,37 @@ TEST(Attention, ResultDoesNotDependOnTheKvBlockSize) {
   }
 }
 
+TEST(Attention, SeveralKvHeadsInOneTileGiveEachHeadsOwnBits) {
+  // A decode item covers neighbouring KV heads: each head's queries must get exactly what a tile of that head
+  // alone gives them, and the reference twin must agree within its tolerance.
+  for (KvDtype type : all_kv_dtypes()) {
+    for (Shape s : kShapes) {
+      constexpr int32_t kHeads = 3;
+      PagedKv k(type, s.block_size, kHeads, s.head_dim, 150, 16), v(type, s.block_size, kHeads, s.head_dim, 150, 17);
+      const int32_t n_rows = 3, first = 140;
+      const size_t stride = static_cast<size_t>(kHeads) * s.group * s.head_dim;
+      const auto q = random_vector(n_rows * stride, 18);
+      std::vector<float> together(n_rows * stride, NAN), alone(n_rows * stride, NAN), ref(n_rows * stride, NAN);
+      AttentionTile t{q.data(), stride, together.data(), stride, n_rows,  first,
+                      s.group,  0,      s.head_dim,      0.2f,   0,       0.0f, kHeads};
+      std::vector<float> scratch(attention_scratch_floats(s.head_dim, n_rows, s.group * kHeads));
+      attention_tile(t, k.view(), v.view(), scratch.data());
+      t.out = ref.data();
+      attention_tile_reference(t, k.view(), v.view());
+      for (int32_t h = 0; h < kHeads; ++h) {
+        const size_t offset = static_cast<size_t>(h) * s.group * s.head_dim;
+        const AttentionTile one{q.data() + offset, stride, alone.data() + offset, stride, n_rows,  first,
+                                s.group,           h,      s.head_dim,            0.2f,   0,       0.0f};
+        attention_tile(one, k.view(), v.view(), scratch.data());
+      }
+      ASSERT_EQ(together, alone) << kv_dtype_name(type) << " head_dim " << s.head_dim;
+      for (size_t i = 0; i < ref.size(); ++i) {
+        ASSERT_NEAR(together[i], ref[i], 2e-5f) << kv_dtype_name(type) << " head_dim " << s.head_dim << " i " << i;
+      }
+    }
+  }
+}
+
 TEST(Attention, SpanKeepsItsKeysInL1) {
   EXPECT_EQ(attention_span(64), 64);
   EXPECT_EQ(attention_span(128), 32);
