@@ -469,7 +469,8 @@ void prefetch_span(const PagedKvView& kv, int32_t kv_head, int32_t key0, int32_t
   const uint8_t* rows[kMaxSpan];
   head_rows(kv, kv_head, key0, n, rows);
   for (int32_t j = 0; j < n; ++j) {
-    for (size_t off = 0; off < kv.head_bytes; off += 64) _mm_prefetch(reinterpret_cast<const char*>(rows[j] + off), _MM_HINT_T0);
+    for (size_t off = 0; off < kv.head_bytes; off += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(rows[j] + off), _MM_HINT_T0);
   }
 }
 

@@ -114,8 +114,7 @@ void Model::prepare_scratch(const BatchInput& batch, int n_threads) {
     const int32_t heads = seq.n_tokens <= kStreamRows ? stream_heads(c.n_kv_heads, n_threads) : 1;
     for (int32_t row0 = ((seq.n_tokens - 1) / kAttnRows) * kAttnRows; row0 >= 0; row0 -= kAttnRows) {
       for (int32_t h = 0; h < c.n_kv_heads; h += heads) {
-        s_.attn_items.push_back(
-            {static_cast<int32_t>(si), h, heads, row0, std::min(kAttnRows, seq.n_tokens - row0)});
+        s_.attn_items.push_back({static_cast<int32_t>(si), h, heads, row0, std::min(kAttnRows, seq.n_tokens - row0)});
       }
     }
   }

@@ -218,16 +218,19 @@ TEST(Attention, SeveralKvHeadsInOneTileGiveEachHeadsOwnBits) {
       const size_t stride = static_cast<size_t>(kHeads) * s.group * s.head_dim;
       const auto q = random_vector(n_rows * stride, 18);
       std::vector<float> together(n_rows * stride, NAN), alone(n_rows * stride, NAN), ref(n_rows * stride, NAN);
-      AttentionTile t{q.data(), stride, together.data(), stride, n_rows,  first,
-                      s.group,  0,      s.head_dim,      0.2f,   0,       0.0f, kHeads};
+      AttentionTile t{q.data(), stride, together.data(), stride, n_rows, first, s.group, 0, s.head_dim, 0.2f,
+                      0,        0.0f,   kHeads};
       std::vector<float> scratch(attention_scratch_floats(s.head_dim, n_rows, s.group * kHeads));
       attention_tile(t, k.view(), v.view(), scratch.data());
       t.out = ref.data();
       attention_tile_reference(t, k.view(), v.view());
       for (int32_t h = 0; h < kHeads; ++h) {
         const size_t offset = static_cast<size_t>(h) * s.group * s.head_dim;
-        const AttentionTile one{q.data() + offset, stride, alone.data() + offset, stride, n_rows,  first,
-                                s.group,           h,      s.head_dim,            0.2f,   0,       0.0f};
+        AttentionTile one = t;
+        one.q = q.data() + offset;
+        one.out = alone.data() + offset;
+        one.kv_head = h;
+        one.n_kv_heads = 1;
         attention_tile(one, k.view(), v.view(), scratch.data());
       }
       ASSERT_EQ(together, alone) << kv_dtype_name(type) << " head_dim " << s.head_dim;
