@@ -29,19 +29,28 @@
 namespace hearth::kernels {
 namespace {
 
+// The accumulator of an emulated vpdpbusd, kept a chain. Integer additions reassociate freely, and GCC turns a
+// tile's chains of vpaddd into trees of partial sums, one register each: for Q8_0's 4 tokens × 8 column groups
+// that spilled about twenty of them to the stack per block. The empty asm makes each sum an opaque value, so the
+// additions stay in the order written (the sums are exact either way; this is only about registers).
+HEARTH_PACKED inline __m256i chained(__m256i acc) {
+  asm("" : "+x"(acc));
+  return acc;
+}
+
 // acc + Σ of each lane's four u·s, exact for u ≤ 128 (the sign trick's |w|).
 HEARTH_PACKED inline __m256i dpbusd(__m256i acc, __m256i u, __m256i s) {
-  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+  return chained(_mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1))));
 }
 
 // Both products in int16 before one vpmaddwd: with u ≤ 64 four products are at most 4·64·127 = 32,512.
 HEARTH_PACKED inline __m256i dpbusd_pair(__m256i acc, __m256i u0, __m256i s0, __m256i u1, __m256i s1) {
   const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(u0, s0), _mm256_maddubs_epi16(u1, s1));
-  return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+  return chained(_mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1))));
 }
 
 HEARTH_PACKED inline __m256i dpwssd(__m256i acc, __m256i a, __m256i b) {
-  return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
+  return chained(_mm256_add_epi32(acc, _mm256_madd_epi16(a, b)));
 }
 
 struct Wide {
