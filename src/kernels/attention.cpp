@@ -10,8 +10,8 @@
 
 #include "kernels/cpu_isa.h"
 #include "kernels/dot_lanes.h"
+#include "kernels/kv_convert.h"
 #include "kernels/ops.h"
-#include "tensor/fp16.h"
 #include "util/result.h"
 
 namespace hearth {
@@ -108,16 +108,12 @@ struct ScalarOps {
     accumulate(acc0, corr0, p0, v, n, hd);
     accumulate(acc1, corr1, p1, v, n, hd);
   }
-  // Row j of dst (hd floats each) from src[j], j < n.
-  static void dequantize_rows(KvDtype type, const uint8_t* const* src, int32_t n, float* dst, int32_t hd) {
-    for (int32_t j = 0; j < n; ++j) kv_dequantize_head_reference(type, src[j], dst + static_cast<size_t>(j) * hd, hd);
-  }
   static float softmax_step(float* p, int32_t n, float& m, float& l) { return softmax_step_scalar(p, n, m, l); }
   static constexpr bool kFusedF16 = false;
 };
 
 // 8 consecutive elements of a key or value row as fp32: a float row as is, an f16 row (bytes) converted exactly
-// as dequantize_avx2 converts it.
+// as kv_dequantize_head converts it (F16C).
 HEARTH_AVX2_ATTN inline __m256 load8(const float* row, int32_t i) {
   return _mm256_loadu_ps(row + i);
 }
@@ -205,71 +201,6 @@ HEARTH_AVX2_ATTN void accumulate_rows2(float* acc0, float corr0, const float* p0
       acc0[d] = a;
       acc1[d] = b;
     }
-  }
-}
-
-uint16_t load_u16(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-
-HEARTH_AVX2_ATTN void dequantize_avx2(KvDtype type, const uint8_t* src, float* dst, int32_t hd) {
-  switch (type) {
-    case KvDtype::kF16:
-      if (hd % 8 != 0) break;
-      for (int32_t i = 0; i < hd; i += 8) {
-        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i))));
-      }
-      return;
-    case KvDtype::kBF16:
-      if (hd % 8 != 0) break;
-      for (int32_t i = 0; i < hd; i += 8) {
-        const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i)));
-        _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
-      }
-      return;
-    case KvDtype::kQ8_0: {
-      const int32_t g = *kv_group_size(type, hd);
-      if (g % 8 != 0) break;
-      for (int32_t i = 0; i < hd; i += g, src += 2 + g) {
-        const __m256 d = _mm256_set1_ps(fp16_to_fp32(load_u16(src)));
-        for (int32_t k = 0; k < g; k += 8) {
-          const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + 2 + k));
-          _mm256_storeu_ps(dst + i + k, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q))));
-        }
-      }
-      return;
-    }
-    case KvDtype::kQ4_0: {
-      const int32_t g = *kv_group_size(type, hd);
-      if (g % 16 != 0) break;
-      const __m128i low = _mm_set1_epi8(0x0F);
-      const __m256i eight = _mm256_set1_epi32(8);
-      for (int32_t i = 0; i < hd; i += g, src += 2 + g / 2) {
-        const __m256 d = _mm256_set1_ps(fp16_to_fp32(load_u16(src)));
-        for (int32_t k = 0; k < g; k += 16) {
-          const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + 2 + k / 2));
-          // Byte t holds values 2t (low nibble) and 2t+1 (high): interleave to restore their order.
-          const __m128i vals = _mm_unpacklo_epi8(_mm_and_si128(b, low), _mm_and_si128(_mm_srli_epi16(b, 4), low));
-          const __m256i lo = _mm256_sub_epi32(_mm256_cvtepu8_epi32(vals), eight);
-          const __m256i hi = _mm256_sub_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(vals, 8)), eight);
-          _mm256_storeu_ps(dst + i + k, _mm256_mul_ps(d, _mm256_cvtepi32_ps(lo)));
-          _mm256_storeu_ps(dst + i + k + 8, _mm256_mul_ps(d, _mm256_cvtepi32_ps(hi)));
-        }
-      }
-      return;
-    }
-    case KvDtype::kF32:
-      break;
-  }
-  kv_dequantize_head_reference(type, src, dst, hd);
-}
-
-// dequantize_avx2's f16 conversion for n rows at once (hd % 8 == 0).
-HEARTH_AVX2_ATTN void dequantize_f16_rows(const uint8_t* const* src, int32_t n, float* dst, int32_t hd) {
-  for (int32_t j = 0; j < n; ++j, dst += hd) {
-    for (int32_t i = 0; i < hd; i += 8) _mm256_storeu_ps(dst + i, load8(src[j], i));
   }
 }
 
@@ -403,15 +334,6 @@ HEARTH_AVX2_ATTN void scores_rows2(const float* q0, const float* q1, const Row* 
   scores_rows(q1, k + j, n - j, hd, scale, s1 + j);
 }
 
-// fp32 to f16 with F16C, round to nearest even: the bits of fp32_to_fp16 for every input, NaNs quieted with their
-// top payload bits as it keeps them (KvStore.F16VectorPathIsBytewiseTheScalarOne).
-HEARTH_AVX2_ATTN void store_f16_avx2(const float* src, uint8_t* dst, int32_t n) {
-  for (int32_t i = 0; i < n; i += 8) {
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2 * i),
-                     _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-  }
-}
-
 // Rows are floats, or f16 read in place (Row = uint8_t, head size a multiple of 8).
 struct Avx2Ops {
   template <class Row>
@@ -432,13 +354,6 @@ struct Avx2Ops {
   static void accumulate2(float* acc0, float corr0, const float* p0, float* acc1, float corr1, const float* p1,
                           const Row* const* v, int32_t n, int32_t hd) {
     accumulate_rows2(acc0, corr0, p0, acc1, corr1, p1, v, n, hd);
-  }
-  static void dequantize_rows(KvDtype type, const uint8_t* const* src, int32_t n, float* dst, int32_t hd) {
-    if (type == KvDtype::kF16 && hd % 8 == 0) {
-      dequantize_f16_rows(src, n, dst, hd);
-    } else {
-      for (int32_t j = 0; j < n; ++j) dequantize_avx2(type, src[j], dst + static_cast<size_t>(j) * hd, hd);
-    }
   }
   static constexpr bool kFusedF16 = true;
 };
@@ -476,7 +391,6 @@ void prefetch_span(const PagedKvView& kv, int32_t kv_head, int32_t key0, int32_t
 
 // Points rows[j] at key (or value) key0 + j's head slice as floats: straight into storage for f32, otherwise
 // dequantized into `tile`.
-template <class Ops>
 void load_tile(const PagedKvView& kv, int32_t kv_head, int32_t key0, int32_t n, int32_t hd, float* tile,
                const float** rows) {
   const uint8_t* src[kMaxSpan];
@@ -485,7 +399,7 @@ void load_tile(const PagedKvView& kv, int32_t kv_head, int32_t key0, int32_t n, 
     for (int32_t j = 0; j < n; ++j) rows[j] = reinterpret_cast<const float*>(src[j]);
     return;
   }
-  Ops::dequantize_rows(kv.dtype, src, n, tile, hd);
+  kv_dequantize_rows(kv.dtype, src, n, tile, hd);
   for (int32_t j = 0; j < n; ++j) rows[j] = tile + static_cast<size_t>(j) * hd;
 }
 
@@ -595,8 +509,8 @@ void attention_tile_impl(const AttentionTile& t, const PagedKvView& k, const Pag
         head_rows(v, kv_head, key0 + skip_min, n_in - skip_min, v_raw + skip_min);
         if constexpr (Ops::kFusedF16) attend_span<Ops>(t, h, k_raw, v_raw, key0, n_in, span, st);
       } else {
-        load_tile<Ops>(k, kv_head, key0 + skip_min, n_in - skip_min, hd, scratch + lay.k_tile, k_rows + skip_min);
-        load_tile<Ops>(v, kv_head, key0 + skip_min, n_in - skip_min, hd, scratch + lay.v_tile, v_rows + skip_min);
+        load_tile(k, kv_head, key0 + skip_min, n_in - skip_min, hd, scratch + lay.k_tile, k_rows + skip_min);
+        load_tile(v, kv_head, key0 + skip_min, n_in - skip_min, hd, scratch + lay.v_tile, v_rows + skip_min);
         attend_span<Ops>(t, h, k_rows, v_rows, key0, n_in, span, st);
       }
     }
@@ -635,22 +549,6 @@ void attention_exp(const float* x, float* y, int64_t n) {
     for (; i + 8 <= n; i += 8) exp8_store(x + i, y + i);
   }
   for (; i < n; ++i) y[i] = exp_scalar(x[i]);
-}
-
-void kv_store_head(KvDtype type, const float* src, uint8_t* dst, int32_t head_dim) {
-  if (type == KvDtype::kF16 && head_dim % 8 == 0 && isa_at_least(IsaLevel::kAvx2)) {
-    store_f16_avx2(src, dst, head_dim);
-  } else {
-    kv_quantize_head(type, src, dst, head_dim);
-  }
-}
-
-void kv_dequantize_head(KvDtype type, const uint8_t* src, float* dst, int32_t head_dim) {
-  if (isa_at_least(IsaLevel::kAvx2)) {
-    dequantize_avx2(type, src, dst, head_dim);
-  } else {
-    kv_dequantize_head_reference(type, src, dst, head_dim);
-  }
 }
 
 void attention_tile_reference(const AttentionTile& t, const PagedKvView& k, const PagedKvView& v) {

@@ -73,14 +73,6 @@ void attention_tile(const AttentionTile& t, const PagedKvView& k, const PagedKvV
 // Twin: two-pass softmax in double precision per query, K/V read through the reference dequantizer.
 void attention_tile_reference(const AttentionTile& t, const PagedKvView& k, const PagedKvView& v);
 
-// One head's slice of K or V to floats: the vector path where the CPU has one; equal to
-// kv_dequantize_head_reference bit for bit.
-void kv_dequantize_head(KvDtype type, const uint8_t* src, float* dst, int32_t head_dim);
-
-// One head's slice of K or V from floats into its KV dtype: the vector path where the CPU has one (f16: F16C's
-// round-to-nearest-even conversion); byte for byte kv_quantize_head.
-void kv_store_head(KvDtype type, const float* src, uint8_t* dst, int32_t head_dim);
-
 // The exp of attention's softmax on n values at the active ISA level (for tests): bitwise the same at every level,
 // within 2 ulp of std::exp on [-87, 0], 0 below -87.3.
 void attention_exp(const float* x, float* y, int64_t n);

@@ -1,6 +1,6 @@
 #include "model/kv_storage.h"
 
-#include "kernels/attention.h"
+#include "kernels/kv_convert.h"
 
 #include <cstring>
 #include <new>

@@ -1,6 +1,7 @@
 // Flash-style paged attention and the KV dtypes: against the double-precision twin, against f32 KV, across
 // ISA levels, and across query tilings (the bit-identical rule of the prefix cache).
 #include "kernels/attention.h"
+#include "kernels/kv_convert.h"
 
 #include <gtest/gtest.h>
 
