@@ -1,12 +1,12 @@
 // hearth-bench-matmul-cpu: single-thread matmul speed per weight type, the scalar twin, the AVX2 tile and, where
-// the CPU has AVX-VNNI and the type a packed layout (kernels/packed.h), the packed VNNI tile side by side, measured in
-// thread CPU time, not wall time, so figures stay comparable on a shared, loaded machine (CPU time excludes the time
+// the type has a packed layout (kernels/packed.h), the packed tiles at each level the CPU has, side by side, measured
+// in thread CPU time, not wall time, so figures stay comparable on a shared, loaded machine (CPU time excludes the time
 // other processes hold the core). Each repeat measures every type at both levels one after the other; the table gives
 // the best repeat of each (the run least disturbed by the neighbours).
 //
 //   hearth-bench-matmul-cpu [rows=2048] [cols=2048] [tokens=64] [min_seconds=0.5] [repeats=3]
 //
-// Columns, for the scalar level, AVX2 and the packed VNNI tiles: GFLOP/s (2·rows·cols·tokens per matmul), weight GB/s
+// Columns, for each level and layout: GFLOP/s (2·rows·cols·tokens per matmul), weight GB/s
 // (stored weight bytes per matmul; the figure for decode, tokens = 1) and ns per row-dot (one weight row times one
 // activation row, activation quantization included); then the ratio of the scalar time to the fastest. Types Hearth
 // only reads (no quantizer) get random blocks (tests/kernels/random_blocks.h); speed does not depend on the values.
@@ -106,46 +106,51 @@ int main(int argc, char** argv) {
               static_cast<long long>(rows), static_cast<long long>(cols), static_cast<long long>(tokens), repeats);
   std::vector<Problem> problems;
   for (DType type : types) problems.push_back(make_problem(type, rows, cols, tokens));
-  const bool has_avx2 = detected_isa_level() >= IsaLevel::kAvx2;
-  std::vector<double> best_scalar(kNumTypes, 1e30);
-  std::vector<double> best_avx2(kNumTypes, 1e30);
-  const bool has_vnni = detected_isa_level() >= IsaLevel::kAvxVnni;
-  std::vector<double> best_packed_avx2(kNumTypes, 1e30);
-  std::vector<double> best_packed(kNumTypes, 1e30);
+  // Columns: the scalar twin and the AVX2 tile on the GGUF layout, then the packed tiles at each level this CPU has.
+  struct Column {
+    const char* name;
+    IsaLevel level;
+    bool packed;
+  };
+  std::vector<Column> columns = {{"scalar", IsaLevel::kScalar, false}};
+  if (isa_supported(IsaLevel::kAvx2)) {
+    columns.push_back({"avx2", IsaLevel::kAvx2, false});
+    columns.push_back({"packed, avx2", IsaLevel::kAvx2, true});
+  }
+  if (isa_supported(IsaLevel::kAvxVnni)) columns.push_back({"packed, avx2+avxvnni", IsaLevel::kAvxVnni, true});
+  if (isa_supported(IsaLevel::kAvx512Vnni)) columns.push_back({"packed, avx512vnni", IsaLevel::kAvx512Vnni, true});
+  std::vector<std::vector<double>> best(columns.size(), std::vector<double>(kNumTypes, 1e30));
   for (int rep = 0; rep < repeats; ++rep) {
     for (int i = 0; i < kNumTypes; ++i) {
       Problem& p = problems[i];
-      best_scalar[i] = std::min(best_scalar[i], seconds_per_matmul(p, IsaLevel::kScalar, false, min_seconds));
-      if (has_avx2) best_avx2[i] = std::min(best_avx2[i], seconds_per_matmul(p, IsaLevel::kAvx2, false, min_seconds));
-      if (p.packed) {
-        best_packed_avx2[i] =
-            std::min(best_packed_avx2[i], seconds_per_matmul(p, IsaLevel::kAvx2, true, min_seconds));
-      }
-      if (p.packed && has_vnni) {
-        best_packed[i] = std::min(best_packed[i], seconds_per_matmul(p, IsaLevel::kAvxVnni, true, min_seconds));
+      for (size_t c = 0; c < columns.size(); ++c) {
+        if (columns[c].packed && !p.packed) continue;
+        best[c][i] = std::min(best[c][i], seconds_per_matmul(p, columns[c].level, columns[c].packed, min_seconds));
       }
     }
   }
   const double flops = 2.0 * static_cast<double>(rows * cols * tokens);
   const double dots = static_cast<double>(rows * tokens);
-  std::printf("%-6s | %-26s | %-26s | %-26s | %-26s | %7s\n", "", "scalar", "avx2", "packed, avx2",
-              "packed, avx2+avxvnni", "");
+  std::printf("%-6s", "");
+  for (const Column& c : columns) std::printf(" | %-26s", c.name);
+  std::printf(" | %7s\n", "");
   std::printf("%-6s", "type");
-  for (int column = 0; column < 4; ++column) std::printf(" | %8s %8s %8s", "GFLOP/s", "GB/s", "ns/dot");
+  for (size_t c = 0; c < columns.size(); ++c) std::printf(" | %8s %8s %8s", "GFLOP/s", "GB/s", "ns/dot");
   std::printf(" | %7s\n", "speedup");
   for (int i = 0; i < kNumTypes; ++i) {
     const double bytes = static_cast<double>(problems[i].weights.size());
     std::printf("%-6s", dtype_name(types[i]).data());
-    double best = best_scalar[i];
-    for (double seconds : {best_scalar[i], best_avx2[i], best_packed_avx2[i], best_packed[i]}) {
+    double fastest = best[0][i];
+    for (size_t c = 0; c < columns.size(); ++c) {
+      const double seconds = best[c][i];
       if (seconds >= 1e30) {
         std::printf(" | %8s %8s %8s", "-", "-", "-");
         continue;
       }
-      best = std::min(best, seconds);
+      fastest = std::min(fastest, seconds);
       std::printf(" | %8.2f %8.2f %8.1f", flops / seconds * 1e-9, bytes / seconds * 1e-9, seconds / dots * 1e9);
     }
-    std::printf(" | %6.1fx\n", best_scalar[i] / best);
+    std::printf(" | %6.1fx\n", best[0][i] / fastest);
     std::fflush(stdout);
   }
   return 0;

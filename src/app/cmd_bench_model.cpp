@@ -185,7 +185,7 @@ int run_bench_model(const BenchModelFlags& f) {
   std::printf("decode    %d steps after %d tokens: %.2f s (CPU %.2f s), %.2f tok/s = %.1f GB/s of weights\n",
               f.decode_tokens, decode_start_of(f), speed.decode_s, speed.decode_cpu_s, speed.decode_tok_s,
               weights.bytes_per_token * speed.decode_tok_s / 1e9);
-  std::printf("kernels   %s; %.1f MiB of weights packed for the VNNI tiles (resident beside the mapped file)\n",
+  std::printf("kernels   %s; %.1f MiB of weights packed for the packed tiles (resident beside the mapped file)\n",
               Model::kernel_isa(), model.packed_bytes() / 1048576.0);
   std::printf("peak RSS  %.1f MiB (model file %.1f MiB)%s\n", rss / 1048576.0, loaded->file->file_size() / 1048576.0,
               rss_reset ? "" : " (includes the bandwidth buffer: could not reset VmHWM)");

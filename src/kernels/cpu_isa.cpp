@@ -1,6 +1,5 @@
 #include "kernels/cpu_isa.h"
 
-#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -10,14 +9,36 @@
 namespace hearth {
 namespace {
 
-IsaLevel detect() {
+bool supports(IsaLevel level) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
-    return __builtin_cpu_supports("avxvnni") ? IsaLevel::kAvxVnni : IsaLevel::kAvx2;
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  switch (level) {
+    case IsaLevel::kScalar:
+      return true;
+    case IsaLevel::kAvx2:
+      return avx2;
+    case IsaLevel::kAvxVnni:
+      return avx2 && __builtin_cpu_supports("avxvnni");
+    case IsaLevel::kAvx512Vnni:
+      return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
   }
+  return false;
+#else
+  return level == IsaLevel::kScalar;
 #endif
-  return IsaLevel::kScalar;
+}
+
+constexpr IsaLevel kLevels[] = {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvxVnni, IsaLevel::kAvx512Vnni};
+
+// The best supported level at or below `level`.
+IsaLevel supported_at_most(IsaLevel level) {
+  IsaLevel best = IsaLevel::kScalar;
+  for (IsaLevel l : kLevels) {
+    if (static_cast<int>(l) <= static_cast<int>(level) && supports(l)) best = l;
+  }
+  return best;
 }
 
 IsaLevel initial_level() {
@@ -26,13 +47,13 @@ IsaLevel initial_level() {
   IsaLevel level = detected_isa_level();
   if (const char* cap = std::getenv("HEARTH_MAX_ISA"); cap != nullptr && cap[0] != '\0') {
     bool known = false;
-    for (IsaLevel l : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvxVnni}) {
+    for (IsaLevel l : kLevels) {
       if (std::strcmp(cap, isa_level_name(l)) == 0) {
         known = true;
-        level = std::min(level, l);
+        level = supported_at_most(l);
       }
     }
-    HEARTH_CHECK(known, "HEARTH_MAX_ISA={}: not one of scalar, avx2, avx2+avxvnni", cap);
+    HEARTH_CHECK(known, "HEARTH_MAX_ISA={}: not one of scalar, avx2, avx2+avxvnni, avx512vnni", cap);
   }
   return level;
 }
@@ -52,13 +73,19 @@ const char* isa_level_name(IsaLevel level) {
       return "avx2";
     case IsaLevel::kAvxVnni:
       return "avx2+avxvnni";
+    case IsaLevel::kAvx512Vnni:
+      return "avx512vnni";
   }
   return "unknown";
 }
 
 IsaLevel detected_isa_level() {
-  static const IsaLevel level = detect();
+  static const IsaLevel level = supported_at_most(IsaLevel::kAvx512Vnni);
   return level;
+}
+
+bool isa_supported(IsaLevel level) {
+  return supports(level);
 }
 
 IsaLevel active_isa_level() {
@@ -66,8 +93,7 @@ IsaLevel active_isa_level() {
 }
 
 void set_isa_level(IsaLevel level) {
-  if (static_cast<int>(level) > static_cast<int>(detected_isa_level())) level = detected_isa_level();
-  active_level().store(level, std::memory_order_relaxed);
+  active_level().store(supported_at_most(level), std::memory_order_relaxed);
 }
 
 }  // namespace hearth

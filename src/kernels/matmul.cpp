@@ -179,10 +179,17 @@ struct Part {
   int64_t n_row_blocks;
 };
 
-// The same packed layout serves both levels: vpdpbusd where the CPU has AVX-VNNI, its AVX2 emulation elsewhere.
+// The same packed layout serves every level: 16-row tiles on 512-bit vectors with AVX512-VNNI, vpdpbusd on 256-bit
+// vectors where the CPU has AVX-VNNI, its AVX2 emulation elsewhere.
 kernels::TileKernel packed_tile_kernel(DType type) {
-  return isa_at_least(IsaLevel::kAvxVnni) ? kernels::vnni_packed_tile_kernel(type)
-                                          : kernels::avx2_packed_tile_kernel(type);
+  switch (active_isa_level()) {
+    case IsaLevel::kAvx512Vnni:
+      return kernels::avx512_packed_tile_kernel(type);
+    case IsaLevel::kAvxVnni:
+      return kernels::vnni_packed_tile_kernel(type);
+    default:
+      return kernels::avx2_packed_tile_kernel(type);
+  }
 }
 
 bool reads_packed(const MatrixView& w) {

@@ -45,7 +45,7 @@ class Model {
   const ModelConfig& config() const { return config_; }
   const GgufFile& file() const { return *file_; }
 
-  // Bytes of the weight copies packed at load for the VNNI tiles (kernels/packed.h); 0 when none were made. They
+  // Bytes of the weight copies packed at load for the packed tiles (kernels/packed.h); 0 when none were made. They
   // are resident memory beyond the mapped file, whose pages of the packed matrices are handed back after packing.
   size_t packed_bytes() const { return packed_bytes_; }
 

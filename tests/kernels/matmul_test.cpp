@@ -250,6 +250,21 @@ TEST(MatmulTest, EveryTypeHasAnAvx2Tile) {
   }
 }
 
+// set_isa_level never leaves the kernels at a level whose instructions this CPU lacks: AVX512-VNNI does not imply
+// AVX-VNNI (Ice Lake has the one and not the other), so a level is clamped to the best supported one below it.
+TEST(MatmulTest, SetIsaLevelOnlyEverPicksASupportedLevel) {
+  IsaGuard guard;
+  for (IsaLevel level : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvxVnni, IsaLevel::kAvx512Vnni}) {
+    set_isa_level(level);
+    const IsaLevel got = active_isa_level();
+    EXPECT_TRUE(isa_supported(got)) << isa_level_name(level);
+    EXPECT_LE(static_cast<int>(got), static_cast<int>(level)) << isa_level_name(level);
+    if (isa_supported(level)) EXPECT_EQ(got, level) << isa_level_name(level);
+  }
+  EXPECT_TRUE(isa_supported(IsaLevel::kScalar));
+  EXPECT_TRUE(isa_supported(detected_isa_level()));
+}
+
 TEST(MatmulTest, ScratchGrowsOnlyWhenNeeded) {
   const Weights w = make_weights(DType::Q8_0, 8, 64, 51);
   const std::vector<float> x = gaussian(16 * 64, 52, 1.0f);

@@ -1,14 +1,14 @@
-// Packed weights (kernels/packed.h) with the AVX2 and the AVX-VNNI tiles: every output bitwise the scalar reference,
-// whatever the rows, tokens, tile cuts, threads and level; kScalar ignores the packed copy. Each level is tested
-// where the CPU has it (HEARTH_MAX_ISA caps it too) and skipped, saying so, elsewhere.
+// Packed weights (kernels/packed.h) with the AVX2, AVX-VNNI and AVX-512 tiles: every output bitwise the scalar
+// reference, whatever the rows, tokens, tile cuts, threads and level; kScalar ignores the packed copy. Each level is
+// tested where the CPU has it (HEARTH_MAX_ISA caps it too) and skipped, saying so, elsewhere.
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <utility>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu_isa.h"
@@ -59,8 +59,10 @@ class LevelGuard {
 // The levels that read packed weights and that this CPU (and HEARTH_MAX_ISA) allows.
 std::vector<IsaLevel> packed_levels() {
   std::vector<IsaLevel> levels;
-  for (IsaLevel level : {IsaLevel::kAvx2, IsaLevel::kAvxVnni}) {
-    if (static_cast<int>(level) <= static_cast<int>(active_isa_level())) levels.push_back(level);
+  for (IsaLevel level : {IsaLevel::kAvx2, IsaLevel::kAvxVnni, IsaLevel::kAvx512Vnni}) {
+    if (static_cast<int>(level) <= static_cast<int>(active_isa_level()) && isa_supported(level)) {
+      levels.push_back(level);
+    }
   }
   return levels;
 }
@@ -76,8 +78,8 @@ class PackedMatmulTest : public testing::TestWithParam<DType> {
 
 void expect_bitwise_reference(DType type);
 
-// 1..70 rows (full and partial groups of 8), 1..9 and 513 tokens (every token-tile width and a partial chunk),
-// 1 and 2 threads: bitwise the scalar reference.
+// 1..70 rows (full and partial groups of 8, one and two groups per tile), 1..13 and 513 tokens (every token-tile
+// width of every level, 8 + 4 + a rest, and a partial chunk), 1 and 2 threads: bitwise the scalar reference.
 TEST_P(PackedMatmulTest, BitwiseTheScalarReference) {
   LevelGuard guard;
   for (IsaLevel level : packed_levels()) {
@@ -96,7 +98,7 @@ void expect_bitwise_reference(DType type) {
     const std::vector<uint8_t> bytes = quantized(type, n_rows, n_cols, static_cast<uint32_t>(n_rows));
     MatrixView w{type, n_rows, n_cols, bytes.data(), row_bytes(type, n_cols)};
     const std::unique_ptr<PackedMatrix> packed = pack_matrix(w);
-    for (int64_t n_tokens : {1, 2, 3, 4, 5, 9, 513}) {
+    for (int64_t n_tokens : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 15, 513}) {
       const std::vector<float> x = gaussian(n_tokens * n_cols, 7 + static_cast<uint32_t>(n_tokens), 1.0f);
       std::vector<float> want(static_cast<size_t>(n_tokens * n_rows));
       matmul_reference(w, x.data(), n_tokens, want.data());

@@ -1,0 +1,392 @@
+// AVX-512 tiles for packed weights (packed.h), for CPUs with AVX-512 F/BW/VL and AVX512-VNNI.
+//
+// Prefill tiles take two groups (16 rows) × 4 or 8 tokens on 512-bit vectors: a weight vector is group 0's 32 bytes
+// in the low half and group 1's in the high half, so one vpdpbusd multiplies 16 rows by the token's four activation
+// bytes, broadcast from memory inside the instruction. Per product that is half the instructions of the 256-bit
+// tiles (one weight load and one activation broadcast serve twice the rows, and the fp32 step runs on 16 lanes), so
+// the tile is bound by vpdpbusd's own rate instead of by issuing everything around it. Each lane still ends as one
+// row's exact integer block sum, and the fp32 step per block is the 256-bit tiles' (packed_tiles.inc), so every
+// output is bitwise vec_dot_reference's.
+//
+// Everything else (one token, a partial group, 1 to 3 tokens left over) runs packed_tiles.inc's 8-row tiles,
+// compiled here with the EVEX vpdpbusd (AVX512-VNNI on 256-bit vectors, 32 registers), so this level needs no
+// AVX-VNNI: AVX-512 CPUs without it (Ice Lake, Cascade Lake) run it too.
+
+#include "kernels/vec_dot.h"
+#include "tensor/dtype.h"
+
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/packed.h"
+#include "tensor/fp16.h"
+#include "tensor/quant.h"
+
+#define HEARTH_PACKED __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+
+// GCC 12's AVX-512 intrinsics pass an undefined vector as the merge source of their unmasked forms
+// (_mm512_inserti64x4, _mm512_cvtph_ps, _mm512_cvtepi32_ps), which -Wmaybe-uninitialized reports at every inlined
+// use; no lane of it is ever read.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace hearth::kernels {
+namespace {
+
+HEARTH_PACKED inline __m256i dpbusd_pair(__m256i acc, __m256i u0, __m256i s0, __m256i u1, __m256i s1) {
+  return _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(acc, u0, s0), u1, s1);
+}
+
+HEARTH_PACKED inline __m256i dpwssd(__m256i acc, __m256i a, __m256i b) {
+  return _mm256_dpwssd_epi32(acc, a, b);
+}
+
+struct Wide {
+  __m256i u;
+};
+
+HEARTH_PACKED inline Wide wide_weights(__m256i u) {
+  return {u};
+}
+
+HEARTH_PACKED inline __m256i dpbusd_wide(__m256i acc, Wide w, __m256i s) {
+  return _mm256_dpbusd_epi32(acc, w.u, s);
+}
+
+inline constexpr bool kWideOffsetInSum = true;
+
+#include "kernels/packed_tiles.inc"
+
+// ---- 16-row tiles on 512-bit vectors ----
+
+inline constexpr int kWideRows = 2 * kPackRows;
+
+// Group 0's 32 bytes at p in the low half, group 1's (`stride` bytes on) in the high half.
+HEARTH_PACKED inline __m512i load_two_groups(const uint8_t* p, size_t stride) {
+  const __m256i lo = _mm256_load_si256(reinterpret_cast<const __m256i*>(p));
+  const __m256i hi = _mm256_load_si256(reinterpret_cast<const __m256i*>(p + stride));
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+// The 8 fp16 values at p (group 0) and at p + stride (group 1), as 16 fp32 lanes.
+HEARTH_PACKED inline __m512 load_fp16_two_groups(const uint8_t* p, size_t stride) {
+  const __m128i lo = _mm_load_si128(reinterpret_cast<const __m128i*>(p));
+  const __m128i hi = _mm_load_si128(reinterpret_cast<const __m128i*>(p + stride));
+  return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
+}
+
+// Four activation bytes on all 16 lanes; as vpdpbusd's memory operand this becomes its embedded broadcast.
+HEARTH_PACKED inline __m512i broadcast4_512(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return _mm512_set1_epi32(v);
+}
+
+// Exact, as broadcast_fp16.
+HEARTH_PACKED inline __m512 broadcast_fp16_512(uint16_t h) {
+  return _mm512_cvtph_ps(_mm256_set1_epi16(static_cast<int16_t>(h)));
+}
+
+// Independent vpdpbusd chains per token: 8 tokens give 8 chains, enough to cover vpdpbusd's latency; 4 take 2 each.
+template <int T>
+inline constexpr int kWideChains = T >= 8 ? 1 : 2;
+
+// Q8_0 and Q4_0 over two groups: the integer block sums of 16 rows for T tokens, each starting at sum[t].
+struct WideQ8_0 {
+  static constexpr size_t kQuantBytes = kPackedQ8_0QuantBytes;
+  template <int T>
+  HEARTH_PACKED static void block_sums(const uint8_t* q, size_t stride, const BlockQ8_0* const (&x)[T],
+                                       __m512i (&sum)[T]) {
+    constexpr int K = kWideChains<T>;
+    __m512i chain[T][K];
+    for (int t = 0; t < T; ++t) {
+      chain[t][0] = sum[t];
+      for (int k = 1; k < K; ++k) chain[t][k] = _mm512_setzero_si512();
+    }
+    for (int c = 0; c < 8; ++c) {
+      const __m512i w = load_two_groups(q + 32 * c, stride);
+      for (int t = 0; t < T; ++t) {
+        __m512i& acc = chain[t][c % K];
+        acc = _mm512_dpbusd_epi32(acc, w, broadcast4_512(x[t]->qs + 4 * c));
+      }
+    }
+    for (int t = 0; t < T; ++t) {
+      sum[t] = chain[t][0];
+      for (int k = 1; k < K; ++k) sum[t] = _mm512_add_epi32(sum[t], chain[t][k]);
+    }
+  }
+};
+
+struct WideQ4_0 {
+  static constexpr size_t kQuantBytes = kPackedQ4_0QuantBytes;
+  template <int T>
+  HEARTH_PACKED static void block_sums(const uint8_t* q, size_t stride, const BlockQ8_0* const (&x)[T],
+                                       __m512i (&sum)[T]) {
+    constexpr int K = kWideChains<T>;
+    __m512i chain[T][K];
+    for (int t = 0; t < T; ++t) {
+      chain[t][0] = sum[t];
+      for (int k = 1; k < K; ++k) chain[t][k] = _mm512_setzero_si512();
+    }
+    const __m512i low_mask = _mm512_set1_epi8(0x0F);
+    for (int c = 0; c < 4; ++c) {
+      const __m512i packed = load_two_groups(q + 32 * c, stride);
+      const __m512i lo = _mm512_and_si512(packed, low_mask);                        // columns 4c + j
+      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low_mask);  // columns 16 + 4c + j
+      for (int t = 0; t < T; ++t) {
+        __m512i& acc = chain[t][c % K];
+        acc = _mm512_dpbusd_epi32(acc, lo, broadcast4_512(x[t]->qs + 4 * c));
+        acc = _mm512_dpbusd_epi32(acc, hi, broadcast4_512(x[t]->qs + 16 + 4 * c));
+      }
+    }
+    for (int t = 0; t < T; ++t) {
+      sum[t] = chain[t][0];
+      for (int k = 1; k < K; ++k) sum[t] = _mm512_add_epi32(sum[t], chain[t][k]);
+    }
+  }
+};
+
+// Two full groups × T tokens of a Q8_0-style layout: per block, acc[t] += (d_w·d_x)·float(Σ w·x), lane r = row r
+// (rows 8..15 from group 1), the 256-bit tiles' fp32 step on 16 lanes.
+template <class Layout>
+struct WideKernel {
+  template <int T>
+  HEARTH_PACKED static void run(const TileArgs& a) {
+    const int64_t n_blocks = a.n_cols / kQK8_0;
+    const uint8_t* scales = a.w + n_blocks * Layout::kQuantBytes;
+    __m512 acc[T];
+    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      const uint8_t* quants = a.w + b * Layout::kQuantBytes;
+      prefetch_ahead(quants, Layout::kQuantBytes);
+      prefetch_ahead(quants + a.w_stride, Layout::kQuantBytes);
+      const BlockQ8_0* x[T];
+      __m512i sum[T];
+      for (int t = 0; t < T; ++t) {
+        x[t] = reinterpret_cast<const BlockQ8_0*>(a.x + t * a.x_stride) + b;
+        sum[t] = _mm512_set1_epi32(a.x_sums[t * a.x_sums_stride + b]);
+      }
+      Layout::template block_sums<T>(quants, a.w_stride, x, sum);
+      const __m512 wd = load_fp16_two_groups(scales + b * kPackRows * sizeof(uint16_t), a.w_stride);
+      for (int t = 0; t < T; ++t) {
+        const __m512 scale = _mm512_mul_ps(wd, broadcast_fp16_512(x[t]->d));
+        acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(scale, _mm512_cvtepi32_ps(sum[t])));
+      }
+    }
+    for (int t = 0; t < T; ++t) _mm512_storeu_ps(a.y + t * a.y_stride, acc[t]);
+  }
+};
+
+// The 8 bytes at p (group 0) and at p + stride (group 1), in one 128-bit vector.
+HEARTH_PACKED inline __m128i load8_two_groups(const uint8_t* p, size_t stride) {
+  return _mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)),
+                            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + stride)));
+}
+
+// move_bit on 512-bit vectors.
+HEARTH_PACKED inline __m512i move_bit_512(__m512i v, int from, int to) {
+  const __m512i mask = _mm512_set1_epi8(static_cast<char>(1 << to));
+  if (from < to) return _mm512_and_si512(_mm512_slli_epi16(v, to - from), mask);
+  if (from > to) return _mm512_and_si512(_mm512_srli_epi16(v, from - to), mask);
+  return _mm512_and_si512(v, mask);
+}
+
+// Q4_K and Q5_K over two groups: PackedQ4_KQ5_K's steps on 16 lanes.
+template <bool kQ5>
+struct WideQ4_KQ5_K {
+  static constexpr size_t kSuperBytes = kQ5 ? kPackedQ5_KSuperBytes : kPackedQ4_KSuperBytes;
+  static constexpr int kSums = 4;
+
+  template <int T>
+  HEARTH_PACKED static void super_block(const uint8_t* w, size_t stride, const BlockQ8_K* const (&x)[T],
+                                        const int32_t* const (&sums)[T], __m512 (&acc)[T]) {
+    const uint8_t* quants = w + 160;
+    const __m512i low_mask = _mm512_set1_epi8(0x0F);
+    __m512i sumi[T];
+    for (int t = 0; t < T; ++t) sumi[t] = _mm512_setzero_si512();
+    for (int p = 0; p < 4; ++p) {
+      __m512i chain[T][2];  // sub-block 2p + h of token t
+      for (int t = 0; t < T; ++t) chain[t][0] = chain[t][1] = _mm512_setzero_si512();
+      [[maybe_unused]] __m512i fifth = _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int c = 0; c < 8; ++c) {
+        const __m512i packed = load_two_groups(quants + 256 * p + 32 * c, stride);
+        __m512i lo = _mm512_and_si512(packed, low_mask);
+        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low_mask);
+        if constexpr (kQ5) {
+          const int k = c % 4;
+          if (k == 0) fifth = load_two_groups(w + 1184 + 64 * p + 32 * (c / 4), stride);
+          lo = _mm512_or_si512(lo, move_bit_512(fifth, 2 * k, 4));
+          hi = _mm512_or_si512(hi, move_bit_512(fifth, 2 * k + 1, 4));
+        }
+        for (int t = 0; t < T; ++t) {
+          const int8_t* xs = x[t]->qs + 64 * p + 4 * c;
+          chain[t][0] = _mm512_dpbusd_epi32(chain[t][0], lo, broadcast4_512(xs));
+          chain[t][1] = _mm512_dpbusd_epi32(chain[t][1], hi, broadcast4_512(xs + 32));
+        }
+      }
+      const __m512i sc0 = _mm512_cvtepu8_epi32(load8_two_groups(w + 32 + 16 * p, stride));
+      const __m512i sc1 = _mm512_cvtepu8_epi32(load8_two_groups(w + 40 + 16 * p, stride));
+      for (int t = 0; t < T; ++t) {
+        sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(chain[t][0], sc0));
+        sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(chain[t][1], sc1));
+      }
+    }
+    __m512i summ[T];
+    for (int t = 0; t < T; ++t) summ[t] = _mm512_setzero_si512();
+    for (int k = 0; k < 4; ++k) {
+      const __m128i m0 = _mm_load_si128(reinterpret_cast<const __m128i*>(w + 96 + 16 * k));
+      const __m128i m1 = _mm_load_si128(reinterpret_cast<const __m128i*>(w + stride + 96 + 16 * k));
+      const __m512i m = _mm512_cvtepu8_epi16(_mm256_inserti128_si256(_mm256_castsi128_si256(m0), m1, 1));
+      for (int t = 0; t < T; ++t) summ[t] = _mm512_dpwssd_epi32(summ[t], m, _mm512_set1_epi32(sums[t][k]));
+    }
+    const __m512 wd = load_fp16_two_groups(w, stride);
+    const __m512 wdmin = load_fp16_two_groups(w + 16, stride);
+    for (int t = 0; t < T; ++t) {
+      const __m512 xd = _mm512_set1_ps(x[t]->d);
+      const __m512 d = _mm512_mul_ps(wd, xd);
+      const __m512 dmin = _mm512_mul_ps(wdmin, xd);
+      const __m512 term = _mm512_sub_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(sumi[t])),
+                                        _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(summ[t])));
+      acc[t] = _mm512_add_ps(acc[t], term);
+    }
+  }
+};
+
+// Q6_K over two groups: PackedQ6_K's steps on 16 lanes.
+struct WideQ6_K {
+  static constexpr size_t kSuperBytes = kPackedQ6_KSuperBytes;
+  static constexpr int kSums = 16;
+
+  template <int T>
+  HEARTH_PACKED static void super_block(const uint8_t* w, size_t stride, const BlockQ8_K* const (&x)[T],
+                                        const int32_t* const (&sums)[T], __m512 (&acc)[T]) {
+    const __m512i low_mask = _mm512_set1_epi8(0x0F);
+    const __m512i high_mask = _mm512_set1_epi8(0x30);
+    __m512i sumi[T];
+    for (int t = 0; t < T; ++t) sumi[t] = _mm512_setzero_si512();
+    for (int g = 0; g < 16; ++g) {
+      const uint8_t* q = w + 160 + 96 * g;
+      const __m512i a = load_two_groups(q, stride);
+      const __m512i b = load_two_groups(q + 32, stride);
+      const __m512i h = load_two_groups(q + 64, stride);
+      __m512i v[4];
+      v[0] = _mm512_or_si512(_mm512_and_si512(a, low_mask), _mm512_and_si512(_mm512_slli_epi16(h, 4), high_mask));
+      v[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(a, 4), low_mask),
+                             _mm512_and_si512(_mm512_slli_epi16(h, 2), high_mask));
+      v[2] = _mm512_or_si512(_mm512_and_si512(b, low_mask), _mm512_and_si512(h, high_mask));
+      v[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(b, 4), low_mask),
+                             _mm512_and_si512(_mm512_srli_epi16(h, 2), high_mask));
+      const __m512i sc = _mm512_cvtepi8_epi32(load8_two_groups(w + 16 + 8 * g, stride));
+      for (int t = 0; t < T; ++t) {
+        const int8_t* xs = x[t]->qs + 16 * g;
+        __m512i s = _mm512_set1_epi32(sums[t][g]);
+        for (int k = 0; k < 4; ++k) s = _mm512_dpbusd_epi32(s, v[k], broadcast4_512(xs + 4 * k));
+        sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(s, sc));
+      }
+    }
+    const __m512 wd = load_fp16_two_groups(w, stride);
+    for (int t = 0; t < T; ++t) {
+      const __m512 d = _mm512_mul_ps(wd, _mm512_set1_ps(x[t]->d));
+      acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(d, _mm512_cvtepi32_ps(sumi[t])));
+    }
+  }
+};
+
+// Two full groups × T tokens of a K-quant layout, super-block by super-block.
+template <class Layout>
+struct WideKQuantKernel {
+  template <int T>
+  HEARTH_PACKED static void run(const TileArgs& a) {
+    __m512 acc[T];
+    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < a.n_cols / kQK_K; ++b) {
+      const uint8_t* w = a.w + b * Layout::kSuperBytes;
+      prefetch_ahead(w, Layout::kSuperBytes, kKQuantPrefetchBytes);
+      prefetch_ahead(w + a.w_stride, Layout::kSuperBytes, kKQuantPrefetchBytes);
+      const BlockQ8_K* x[T];
+      const int32_t* sums[T];
+      for (int t = 0; t < T; ++t) {
+        x[t] = reinterpret_cast<const BlockQ8_K*>(a.x + t * a.x_stride) + b;
+        sums[t] = a.x_sums + t * a.x_sums_stride + b * Layout::kSums;
+      }
+      Layout::template super_block<T>(w, a.w_stride, x, sums, acc);
+    }
+    for (int t = 0; t < T; ++t) _mm512_storeu_ps(a.y + t * a.y_stride, acc[t]);
+  }
+};
+
+// Tokens [t0, t0 + n) of tile a.
+inline TileArgs tokens_of(const TileArgs& a, int t0, int n) {
+  TileArgs s = a;
+  s.x = a.x + static_cast<size_t>(t0) * a.x_stride;
+  s.x_sums = a.x_sums + static_cast<size_t>(t0) * a.x_sums_stride;
+  s.y = a.y + static_cast<size_t>(t0) * a.y_stride;
+  s.n_tokens = n;
+  return s;
+}
+
+inline constexpr int kWideTokens = 8;
+
+// Up to 16 rows × 8 tokens: two full groups and at least 4 tokens take the 512-bit tiles, 8 then 4 tokens at a time;
+// the rest, and anything narrower, packed_tiles.inc's 8-row tiles (their table takes at most kPackedTokens tokens).
+template <class Wide, class Narrow>
+struct WideTable {
+  static void narrow(const TileArgs& a, int t0) {
+    for (int t = t0; t < a.n_tokens; t += kPackedTokens) {
+      Narrow::run(tokens_of(a, t, std::min(kPackedTokens, a.n_tokens - t)));
+    }
+  }
+  static void run(const TileArgs& a) {
+    if (a.n_rows != kWideRows || a.n_tokens < 4) return narrow(a, 0);
+    int t = 0;
+    for (; a.n_tokens - t >= 8; t += 8) Wide::template run<8>(tokens_of(a, t, 8));
+    if (a.n_tokens - t >= 4) {
+      Wide::template run<4>(tokens_of(a, t, 4));
+      t += 4;
+    }
+    narrow(a, t);
+  }
+  static TileKernel kernel() { return {&run, kWideRows, kWideTokens, kWideRows}; }
+};
+
+TileKernel wide_tile_kernel(DType weight_type) {
+  switch (weight_type) {
+    case DType::Q8_0:
+      return WideTable<WideKernel<WideQ8_0>, PackedTable<PackedKernel<PackedQ8_0>>>::kernel();
+    case DType::Q4_0:
+      return WideTable<WideKernel<WideQ4_0>, PackedTable<PackedKernel<PackedQ4_0>>>::kernel();
+    case DType::Q4_K:
+      return WideTable<WideKQuantKernel<WideQ4_KQ5_K<false>>,
+                       PackedTable<PackedKQuantKernel<PackedQ4_KQ5_K<false>>>>::kernel();
+    case DType::Q5_K:
+      return WideTable<WideKQuantKernel<WideQ4_KQ5_K<true>>,
+                       PackedTable<PackedKQuantKernel<PackedQ4_KQ5_K<true>>>>::kernel();
+    case DType::Q6_K:
+      return WideTable<WideKQuantKernel<WideQ6_K>, PackedTable<PackedKQuantKernel<PackedQ6_K>>>::kernel();
+    default:
+      return packed_tile_kernel(weight_type);
+  }
+}
+
+}  // namespace
+
+TileKernel avx512_packed_tile_kernel(DType weight_type) {
+  return wide_tile_kernel(weight_type);
+}
+
+}  // namespace hearth::kernels
+
+#else
+
+namespace hearth::kernels {
+TileKernel avx512_packed_tile_kernel(DType) {
+  return {};
+}
+}  // namespace hearth::kernels
+
+#endif
