@@ -1,12 +1,12 @@
 // AVX-512 tiles for packed weights (packed.h), for CPUs with AVX-512 F/BW/VL and AVX512-VNNI.
 //
-// Prefill tiles take two groups (16 rows) × 4 or 8 tokens on 512-bit vectors: a weight vector is group 0's 32 bytes
-// in the low half and group 1's in the high half, so one vpdpbusd multiplies 16 rows by the token's four activation
-// bytes, broadcast from memory inside the instruction. Per product that is half the instructions of the 256-bit
-// tiles (one weight load and one activation broadcast serve twice the rows, and the fp32 step runs on 16 lanes), so
-// the tile is bound by vpdpbusd's own rate instead of by issuing everything around it. Each lane still ends as one
-// row's exact integer block sum, and the fp32 step per block is the 256-bit tiles' (packed_tiles.inc), so every
-// output is bitwise vec_dot_reference's.
+// Prefill tiles, for every packed type, take two groups (16 rows) × 4 or 8 tokens on 512-bit vectors: a weight vector
+// is group 0's 32 bytes in the low half and group 1's in the high half, so one vpdpbusd multiplies 16 rows by the
+// token's four activation bytes, broadcast from memory inside the instruction. Per product that is half the
+// instructions of the 256-bit tiles (one weight load and one activation broadcast serve twice the rows, and the fp32
+// step runs on 16 lanes), so the tile is bound by vpdpbusd's own rate instead of by issuing everything around it. Each
+// lane still ends as one row's exact integer block sum, and the fp32 step per block is the 256-bit tiles'
+// (packed_tiles.inc), so every output is bitwise vec_dot_reference's.
 //
 // Everything else (one token, a partial group, 1 to 3 tokens left over) runs packed_tiles.inc's 8-row tiles,
 // compiled here with the EVEX vpdpbusd (AVX512-VNNI on 256-bit vectors, 32 registers), so this level needs no
@@ -257,6 +257,29 @@ struct WideQ4_KQ5_K {
   }
 };
 
+// add_group16 on 16 lanes: sumi[t] += sc·(Σ v·x − o·Σx) for the 16 columns of group g (the −o·Σx starts the chain).
+template <int T>
+HEARTH_PACKED inline void add_group16_512(const __m512i (&v)[4], __m512i sc, int g, const BlockQ8_K* const (&x)[T],
+                                          const int32_t* const (&sums)[T], __m512i (&sumi)[T]) {
+  for (int t = 0; t < T; ++t) {
+    const int8_t* xs = x[t]->qs + 16 * g;
+    __m512i s = _mm512_set1_epi32(sums[t][g]);
+    for (int k = 0; k < 4; ++k) s = _mm512_dpbusd_epi32(s, v[k], broadcast4_512(xs + 4 * k));
+    sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(s, sc));
+  }
+}
+
+// add_scaled on 16 lanes: acc[t] += (d_w·d_x)·float(sumi[t]).
+template <int T>
+HEARTH_PACKED inline void add_scaled_512(const uint8_t* w, size_t stride, const BlockQ8_K* const (&x)[T],
+                                         const __m512i (&sumi)[T], __m512 (&acc)[T]) {
+  const __m512 wd = load_fp16_two_groups(w, stride);
+  for (int t = 0; t < T; ++t) {
+    const __m512 d = _mm512_mul_ps(wd, _mm512_set1_ps(x[t]->d));
+    acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(d, _mm512_cvtepi32_ps(sumi[t])));
+  }
+}
+
 // Q6_K over two groups: PackedQ6_K's steps on 16 lanes.
 struct WideQ6_K {
   static constexpr size_t kSuperBytes = kPackedQ6_KSuperBytes;
@@ -281,19 +304,81 @@ struct WideQ6_K {
       v[2] = _mm512_or_si512(_mm512_and_si512(b, low_mask), _mm512_and_si512(h, high_mask));
       v[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(b, 4), low_mask),
                              _mm512_and_si512(_mm512_srli_epi16(h, 2), high_mask));
-      const __m512i sc = _mm512_cvtepi8_epi32(load8_two_groups(w + 16 + 8 * g, stride));
+      add_group16_512<T>(v, _mm512_cvtepi8_epi32(load8_two_groups(w + 16 + 8 * g, stride)), g, x, sums, sumi);
+    }
+    add_scaled_512<T>(w, stride, x, sumi, acc);
+  }
+};
+
+// Q3_K over two groups: PackedQ3_K's steps on 16 lanes.
+struct WideQ3_K {
+  static constexpr size_t kSuperBytes = kPackedQ3_KSuperBytes;
+  static constexpr int kSums = 16;
+
+  template <int T>
+  HEARTH_PACKED static void super_block(const uint8_t* w, size_t stride, const BlockQ8_K* const (&x)[T],
+                                        const int32_t* const (&sums)[T], __m512 (&acc)[T]) {
+    const __m512i mask3 = _mm512_set1_epi8(0x07);
+    const __m512i mask2 = _mm512_set1_epi8(0x03);
+    __m512i sumi[T];
+    for (int t = 0; t < T; ++t) sumi[t] = _mm512_setzero_si512();
+    for (int pair = 0; pair < 8; ++pair) {
+      const uint8_t* q = w + 160 + 96 * pair;
+      const __m512i a = load_two_groups(q, stride);
+      const __m512i b = load_two_groups(q + 32, stride);
+      const __m512i c = load_two_groups(q + 64, stride);
+      const __m512i v0[4] = {_mm512_and_si512(a, mask3), _mm512_and_si512(_mm512_srli_epi16(a, 3), mask3),
+                             _mm512_and_si512(b, mask3), _mm512_and_si512(_mm512_srli_epi16(b, 3), mask3)};
+      const __m512i v1[4] = {_mm512_and_si512(c, mask3), _mm512_and_si512(_mm512_srli_epi16(c, 3), mask3),
+                             _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(a, 6), mask2), move_bit_512(b, 6, 2)),
+                             _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(c, 6), mask2), move_bit_512(b, 7, 2))};
+      add_group16_512<T>(v0, _mm512_cvtepi8_epi32(load8_two_groups(w + 16 + 16 * pair, stride)), 2 * pair, x, sums,
+                         sumi);
+      add_group16_512<T>(v1, _mm512_cvtepi8_epi32(load8_two_groups(w + 24 + 16 * pair, stride)), 2 * pair + 1, x, sums,
+                         sumi);
+    }
+    add_scaled_512<T>(w, stride, x, sumi, acc);
+  }
+};
+
+// IQ4_XS over two groups: PackedIQ4_XS's steps on 16 lanes (vpshufb looks up within each 128-bit lane, so the
+// codebook is in all four).
+struct WideIQ4_XS {
+  static constexpr size_t kSuperBytes = kPackedIQ4_XSSuperBytes;
+  static constexpr int kSums = 8;
+
+  template <int T>
+  HEARTH_PACKED static void super_block(const uint8_t* w, size_t stride, const BlockQ8_K* const (&x)[T],
+                                        const int32_t* const (&sums)[T], __m512 (&acc)[T]) {
+    const uint8_t* quants = w + 96;
+    const __m512i low_mask = _mm512_set1_epi8(0x0F);
+    const __m512i codebook =
+        _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4NlValues))),
+                         _mm512_set1_epi8(static_cast<char>(0x80)));
+    __m512i sumi[T];
+    for (int t = 0; t < T; ++t) sumi[t] = _mm512_setzero_si512();
+    for (int p = 0; p < 4; ++p) {
+      __m512i chain[T][2];  // sub-block 2p + h of token t
       for (int t = 0; t < T; ++t) {
-        const int8_t* xs = x[t]->qs + 16 * g;
-        __m512i s = _mm512_set1_epi32(sums[t][g]);
-        for (int k = 0; k < 4; ++k) s = _mm512_dpbusd_epi32(s, v[k], broadcast4_512(xs + 4 * k));
-        sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(s, sc));
+        for (int h = 0; h < 2; ++h) chain[t][h] = _mm512_set1_epi32(sums[t][2 * p + h]);
+      }
+      for (int c = 0; c < 8; ++c) {
+        const __m512i packed = load_two_groups(quants + 256 * p + 32 * c, stride);
+        const __m512i lo = _mm512_shuffle_epi8(codebook, _mm512_and_si512(packed, low_mask));
+        const __m512i hi = _mm512_shuffle_epi8(codebook, _mm512_and_si512(_mm512_srli_epi16(packed, 4), low_mask));
+        for (int t = 0; t < T; ++t) {
+          chain[t][0] = _mm512_dpbusd_epi32(chain[t][0], lo, broadcast4_512(x[t]->qs + 64 * p + 4 * c));
+          chain[t][1] = _mm512_dpbusd_epi32(chain[t][1], hi, broadcast4_512(x[t]->qs + 64 * p + 32 + 4 * c));
+        }
+      }
+      const __m512i sc0 = _mm512_cvtepi8_epi32(load8_two_groups(w + 16 + 16 * p, stride));
+      const __m512i sc1 = _mm512_cvtepi8_epi32(load8_two_groups(w + 24 + 16 * p, stride));
+      for (int t = 0; t < T; ++t) {
+        sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(chain[t][0], sc0));
+        sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(chain[t][1], sc1));
       }
     }
-    const __m512 wd = load_fp16_two_groups(w, stride);
-    for (int t = 0; t < T; ++t) {
-      const __m512 d = _mm512_mul_ps(wd, _mm512_set1_ps(x[t]->d));
-      acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(d, _mm512_cvtepi32_ps(sumi[t])));
-    }
+    add_scaled_512<T>(w, stride, x, sumi, acc);
   }
 };
 
@@ -368,6 +453,10 @@ TileKernel wide_tile_kernel(DType weight_type) {
                        PackedTable<PackedKQuantKernel<PackedQ4_KQ5_K<true>>>>::kernel();
     case DType::Q6_K:
       return WideTable<WideKQuantKernel<WideQ6_K>, PackedTable<PackedKQuantKernel<PackedQ6_K>>>::kernel();
+    case DType::Q3_K:
+      return WideTable<WideKQuantKernel<WideQ3_K>, PackedTable<PackedKQuantKernel<PackedQ3_K>>>::kernel();
+    case DType::IQ4_XS:
+      return WideTable<WideKQuantKernel<WideIQ4_XS>, PackedTable<PackedKQuantKernel<PackedIQ4_XS>>>::kernel();
     default:
       return packed_tile_kernel(weight_type);
   }
