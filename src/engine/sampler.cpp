@@ -1,9 +1,46 @@
 #include "engine/sampler.h"
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cmath>
 
 namespace hearth {
+
+namespace {
+
+// Ascending keys are descending logits: the IEEE order made unsigned (negatives inverted, positives above them),
+// then inverted; -0 is taken as +0 first, since the two compare equal.
+uint32_t descending_key(float f) {
+  const uint32_t bits = std::bit_cast<uint32_t>(f == 0.0f ? 0.0f : f);
+  const uint32_t ascending = (bits & 0x80000000u) != 0 ? ~bits : (bits | 0x80000000u);
+  return ~ascending;
+}
+
+}  // namespace
+
+void sort_by_logit(std::span<const float> logits, std::vector<std::pair<float, int32_t>>& out,
+                   std::vector<LogitKey>& scratch) {
+  constexpr int kDigitBits = 11;  // three passes cover the 32-bit key
+  constexpr uint32_t kDigits = 1u << kDigitBits;
+  const size_t n = logits.size();
+  std::vector<LogitKey>& a = scratch;
+  a.resize(2 * n);
+  LogitKey* src = a.data();
+  LogitKey* dst = a.data() + n;
+  for (size_t i = 0; i < n; ++i) src[i] = {descending_key(logits[i]), static_cast<int32_t>(i)};
+  for (int shift = 0; shift < 32; shift += kDigitBits) {
+    std::array<uint32_t, kDigits> start{};
+    for (size_t i = 0; i < n; ++i) ++start[(src[i].key >> shift) & (kDigits - 1)];
+    uint32_t sum = 0;
+    for (uint32_t& c : start) sum += std::exchange(c, sum);
+    // Stable: equal digits keep their order, so equal keys stay in ascending id order.
+    for (size_t i = 0; i < n; ++i) dst[start[(src[i].key >> shift) & (kDigits - 1)]++] = src[i];
+    std::swap(src, dst);
+  }
+  out.resize(n);
+  for (size_t i = 0; i < n; ++i) out[i] = {logits[static_cast<size_t>(src[i].id)], src[i].id};
+}
 
 Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {}
 
@@ -42,18 +79,18 @@ TokenId Sampler::sample(std::span<const float> logits) {
 }
 
 TokenId Sampler::sample_stochastic(std::span<const float> logits) {
-  candidates_.resize(logits.size());
-  for (size_t i = 0; i < logits.size(); ++i) candidates_[i] = {logits[i], static_cast<int32_t>(i)};
   // Order by logit descending, id ascending on ties, so the result never depends on sort stability.
-  auto by_logit = [](const auto& a, const auto& b) {
-    return a.first > b.first || (a.first == b.first && a.second < b.second);
-  };
-  size_t n = candidates_.size();
+  size_t n = logits.size();
   if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < n) {
+    auto by_logit = [](const auto& a, const auto& b) {
+      return a.first > b.first || (a.first == b.first && a.second < b.second);
+    };
+    candidates_.resize(logits.size());
+    for (size_t i = 0; i < logits.size(); ++i) candidates_[i] = {logits[i], static_cast<int32_t>(i)};
     n = static_cast<size_t>(params_.top_k);
     std::partial_sort(candidates_.begin(), candidates_.begin() + n, candidates_.end(), by_logit);
   } else {
-    std::sort(candidates_.begin(), candidates_.end(), by_logit);
+    sort_by_logit(logits, candidates_, sort_scratch_);
   }
   const float max_logit = candidates_[0].first;
   double sum = 0.0;

@@ -17,6 +17,19 @@
 
 namespace hearth {
 
+// A logit's place in the sampler's order as an unsigned key (larger logit, smaller key), and its token.
+struct LogitKey {
+  uint32_t key;
+  int32_t id;
+};
+
+// Fills `out` with (logits[id], id) for every token, ordered by logit descending and id ascending on ties (-0 and
+// +0 tie, as they compare equal), the order a std::sort by that comparison gives, in O(n): a stable radix sort of
+// the logits' bits over the ids in ascending order. std::sort took 1.8 ms for a 32,000-token vocabulary and 10 ms
+// for 152,000, once per sampled token. `scratch` is reused storage.
+void sort_by_logit(std::span<const float> logits, std::vector<std::pair<float, int32_t>>& out,
+                   std::vector<LogitKey>& scratch);
+
 class Sampler {
  public:
   explicit Sampler(const SamplingParams& params);
@@ -33,6 +46,7 @@ class Sampler {
   SamplingParams params_;
   std::mt19937_64 rng_;
   std::vector<std::pair<float, int32_t>> candidates_;  // (logit or prob, token id), reused across calls
+  std::vector<LogitKey> sort_scratch_;
   std::vector<float> adjusted_;
   std::vector<std::pair<int32_t, int32_t>> counts_;  // (token id, times returned), with penalties only
 };

@@ -2,13 +2,51 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
+#include <random>
 #include <vector>
 
 namespace hearth {
 namespace {
 
 const std::vector<float> kLogits = {1.0f, 3.0f, 2.0f, 3.0f, -1.0f, 0.5f};
+
+// The radix sort gives exactly the comparison sort's order: logit descending, id ascending on ties, -0 tying +0,
+// infinities at the ends; with many ties (few distinct values) and with none, at vocabulary sizes.
+TEST(Sampler, SortByLogitIsTheComparisonSortsOrder) {
+  std::mt19937 rng(5);
+  for (int distinct : {3, 50, 0}) {
+    for (size_t n : {size_t{1}, size_t{7}, size_t{1000}, size_t{40000}}) {
+      std::vector<float> logits(n);
+      std::normal_distribution<float> gauss(0.0f, 4.0f);
+      for (float& x : logits) {
+        x = distinct > 0 ? static_cast<float>(static_cast<int>(rng() % distinct) - distinct / 2) * 0.5f : gauss(rng);
+      }
+      if (n >= 7) {
+        logits[1] = -0.0f;
+        logits[2] = 0.0f;
+        logits[3] = INFINITY;
+        logits[4] = -INFINITY;
+        logits[5] = -0.0f;
+      }
+      std::vector<std::pair<float, int32_t>> want(n);
+      for (size_t i = 0; i < n; ++i) want[i] = {logits[i], static_cast<int32_t>(i)};
+      std::sort(want.begin(), want.end(), [](const auto& a, const auto& b) {
+        return a.first > b.first || (a.first == b.first && a.second < b.second);
+      });
+      std::vector<std::pair<float, int32_t>> got;
+      std::vector<LogitKey> scratch;
+      sort_by_logit(logits, got, scratch);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(got[i].second, want[i].second) << "n " << n << " distinct " << distinct << " at " << i;
+        ASSERT_EQ(std::bit_cast<uint32_t>(got[i].first), std::bit_cast<uint32_t>(want[i].first));
+      }
+    }
+  }
+}
 
 TEST(Sampler, GreedyTakesArgmaxLowestIdOnTies) {
   Sampler s({.temperature = 0.0f});
