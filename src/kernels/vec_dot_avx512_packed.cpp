@@ -1,16 +1,16 @@
 // AVX-512 tiles for packed weights (packed.h), for CPUs with AVX-512 F/BW/VL and AVX512-VNNI.
 //
-// Prefill tiles, for every packed type, take two groups (16 rows) × 4 or 8 tokens on 512-bit vectors: a weight vector
-// is group 0's 32 bytes in the low half and group 1's in the high half, so one vpdpbusd multiplies 16 rows by the
-// token's four activation bytes, broadcast from memory inside the instruction. Per product that is half the
-// instructions of the 256-bit tiles (one weight load and one activation broadcast serve twice the rows, and the fp32
-// step runs on 16 lanes), so the tile is bound by vpdpbusd's own rate instead of by issuing everything around it. Each
-// lane still ends as one row's exact integer block sum, and the fp32 step per block is the 256-bit tiles'
+// Every tile of two full groups (16 rows), for every packed type, runs on 512-bit vectors, 8, 4 or the last 1 to 3
+// tokens at a time: a weight vector is group 0's 32 bytes in the low half and group 1's in the high half, so one
+// vpdpbusd multiplies 16 rows by the token's four activation bytes, broadcast from memory inside the instruction.
+// Per product that is half the instructions of the 256-bit tiles (one weight load and one activation broadcast
+// serve twice the rows, and the fp32 step runs on 16 lanes), so prefill is bound by vpdpbusd's own rate instead of
+// by issuing everything around it, and a decode step (one token) streams both groups from one instruction stream.
+// Each lane still ends as one row's exact integer block sum, and the fp32 step per block is the 256-bit tiles'
 // (packed_tiles.inc), so every output is bitwise vec_dot_reference's.
 //
-// Everything else (one token, a partial group, 1 to 3 tokens left over) runs packed_tiles.inc's 8-row tiles,
-// compiled here with the EVEX vpdpbusd (AVX512-VNNI on 256-bit vectors, 32 registers), so this level needs no
-// AVX-VNNI: AVX-512 CPUs without it (Ice Lake, Cascade Lake) run it too.
+// A partial last group runs packed_tiles.inc's 8-row tiles, compiled here with the EVEX vpdpbusd (AVX512-VNNI on
+// 256-bit vectors), so this level needs no AVX-VNNI: AVX-512 CPUs without it (Ice Lake, Cascade Lake) run it too.
 
 #include "kernels/vec_dot.h"
 #include "tensor/dtype.h"
@@ -91,9 +91,10 @@ HEARTH_PACKED inline __m512 broadcast_fp16_512(uint16_t h) {
   return _mm512_cvtph_ps(_mm256_set1_epi16(static_cast<int16_t>(h)));
 }
 
-// Independent vpdpbusd chains per token: 8 tokens give 8 chains, enough to cover vpdpbusd's latency; 4 take 2 each.
+// Independent vpdpbusd chains per token: 8 tokens give 8 chains, enough to cover vpdpbusd's latency; 2 to 4 take
+// 2 each, one token (decode) 4.
 template <int T>
-inline constexpr int kWideChains = T >= 8 ? 1 : 2;
+inline constexpr int kWideChains = T >= 8 ? 1 : (T == 1 ? 4 : 2);
 
 // Q8_0 and Q4_0 over two groups: the integer block sums of 16 rows for T tokens, each starting at sum[t].
 struct WideQ8_0 {
@@ -417,24 +418,33 @@ inline TileArgs tokens_of(const TileArgs& a, int t0, int n) {
 
 inline constexpr int kWideTokens = 8;
 
-// Up to 16 rows × 8 tokens: two full groups and at least 4 tokens take the 512-bit tiles, 8 then 4 tokens at a time;
-// the rest, and anything narrower, packed_tiles.inc's 8-row tiles (their table takes at most kPackedTokens tokens).
+// Up to 16 rows × 8 tokens: two full groups take the 512-bit tiles, 8 then 4 tokens at a time and the last 1 to 3
+// together; a partial group, packed_tiles.inc's 8-row tiles (their table takes at most kPackedTokens tokens).
 template <class Wide, class Narrow>
 struct WideTable {
-  static void narrow(const TileArgs& a, int t0) {
-    for (int t = t0; t < a.n_tokens; t += kPackedTokens) {
+  static void narrow(const TileArgs& a) {
+    for (int t = 0; t < a.n_tokens; t += kPackedTokens) {
       Narrow::run(tokens_of(a, t, std::min(kPackedTokens, a.n_tokens - t)));
     }
   }
   static void run(const TileArgs& a) {
-    if (a.n_rows != kWideRows || a.n_tokens < 4) return narrow(a, 0);
+    if (a.n_rows != kWideRows) return narrow(a);
     int t = 0;
     for (; a.n_tokens - t >= 8; t += 8) Wide::template run<8>(tokens_of(a, t, 8));
     if (a.n_tokens - t >= 4) {
       Wide::template run<4>(tokens_of(a, t, 4));
       t += 4;
     }
-    narrow(a, t);
+    switch (a.n_tokens - t) {
+      case 1:
+        return Wide::template run<1>(tokens_of(a, t, 1));
+      case 2:
+        return Wide::template run<2>(tokens_of(a, t, 2));
+      case 3:
+        return Wide::template run<3>(tokens_of(a, t, 3));
+      default:
+        return;
+    }
   }
   static TileKernel kernel() { return {&run, kWideRows, kWideTokens, kWideRows}; }
 };
