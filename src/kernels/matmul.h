@@ -64,6 +64,11 @@ DType matmul_activation_type(DType weight_type);
 // True when matmul handles weights of this type.
 bool matmul_supported(DType weight_type);
 
+// Bytes of activation rows a matmul keeps cache-resident while it sweeps a block of weight rows over them (half
+// the L2 this CPU reports, at least 192 KiB): a call over more tokens than fit runs in several token chunks, which
+// never changes a result. Tests size their token counts by it to cross a chunk boundary.
+size_t matmul_token_chunk_bytes();
+
 // y = x · Wᵀ with the active ISA level, rows split over `pool`.
 // x: [n_tokens, w.n_cols] fp32, contiguous.  y: [n_tokens, w.n_rows] fp32, contiguous; must not alias x.
 // Requires matmul_supported(w.type) and n_cols a multiple of the block size; aborts otherwise.

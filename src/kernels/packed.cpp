@@ -3,12 +3,14 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstdlib>
 #include <cstring>
 #include <type_traits>
 
 #include "kernels/cpu_isa.h"
 #include "kernels/vec_dot.h"
+#include "tensor/fp16.h"
 #include "tensor/quant.h"
 #include "util/result.h"
 
@@ -326,7 +328,7 @@ int64_t packed_correction_count(DType weight_type, int64_t n_cols) {
   switch (weight_type) {
     case DType::Q8_0:
     case DType::Q4_0:
-      return n_cols / kQK8_0;
+      return 2 * (n_cols / kQK8_0);
     case DType::Q4_K:
     case DType::Q5_K:
       return n_cols / kQK_K * 4;
@@ -347,7 +349,9 @@ void packed_activation_corrections(DType weight_type, const uint8_t* x, int64_t 
     for (int64_t b = 0; b < n_cols / kQK8_0; ++b) {
       int32_t sum = 0;
       for (int i = 0; i < kQK8_0; ++i) sum += blocks[b].qs[i];
-      out[b] = -offset * sum;
+      out[2 * b] = -offset * sum;
+      // The scale as fp32 (exact), so the tiles broadcast it with a load instead of converting it per row group.
+      out[2 * b + 1] = std::bit_cast<int32_t>(fp16_to_fp32(blocks[b].d));
     }
     return;
   }

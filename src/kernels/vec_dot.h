@@ -87,8 +87,8 @@ TileKernel avx2_packed_tile_kernel(DType weight_type);
 int64_t packed_correction_count(DType weight_type, int64_t n_cols);
 
 // For one activation row (in matmul_activation_type(weight_type)), the int32s the packed tile reads beside it:
-//   Q8_0, Q4_0: per block, the int32 that cancels the packed weights' unsigned offset, -128·Σx for Q8_0 weights and
-//               -8·Σx for Q4_0 weights;
+//   Q8_0, Q4_0: per block two: the int32 that cancels the packed weights' unsigned offset, -128·Σx for Q8_0 weights
+//               and -8·Σx for Q4_0 weights, then the block's scale d as fp32 bits;
 //   Q4_K, Q5_K: per super-block 4 int16 pairs (bs[2k], bs[2k+1]) as int32 (low half first), bs[s] = Σx of the
 //   32-element
 //         sub-block s, the operand of the per-row Σ m[s]·bs[s];

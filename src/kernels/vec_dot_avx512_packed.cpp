@@ -86,9 +86,11 @@ HEARTH_PACKED inline __m512i broadcast4_512(const int8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
-// Exact, as broadcast_fp16.
-HEARTH_PACKED inline __m512 broadcast_fp16_512(uint16_t h) {
-  return _mm512_cvtph_ps(_mm256_set1_epi16(static_cast<int16_t>(h)));
+// broadcast_f32_bits on 16 lanes.
+HEARTH_PACKED inline __m512 broadcast_f32_bits_512(const int32_t* p) {
+  float f;
+  std::memcpy(&f, p, sizeof(f));
+  return _mm512_set1_ps(f);
 }
 
 // Independent vpdpbusd chains per token: 8 tokens give 8 chains, enough to cover vpdpbusd's latency; 2 to 4 take
@@ -169,12 +171,12 @@ struct WideKernel {
       __m512i sum[T];
       for (int t = 0; t < T; ++t) {
         x[t] = reinterpret_cast<const BlockQ8_0*>(a.x + t * a.x_stride) + b;
-        sum[t] = _mm512_set1_epi32(a.x_sums[t * a.x_sums_stride + b]);
+        sum[t] = _mm512_set1_epi32(a.x_sums[t * a.x_sums_stride + 2 * b]);
       }
       Layout::template block_sums<T>(quants, a.w_stride, x, sum);
       const __m512 wd = load_fp16_two_groups(scales + b * kPackRows * sizeof(uint16_t), a.w_stride);
       for (int t = 0; t < T; ++t) {
-        const __m512 scale = _mm512_mul_ps(wd, broadcast_fp16_512(x[t]->d));
+        const __m512 scale = _mm512_mul_ps(wd, broadcast_f32_bits_512(a.x_sums + t * a.x_sums_stride + 2 * b + 1));
         acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(scale, _mm512_cvtepi32_ps(sum[t])));
       }
     }

@@ -193,11 +193,12 @@ TEST_P(MatmulTypeTest, BitwiseInvariantToBatchAndThreads) {
   }
 }
 
-// Odd shapes against the scalar twin: 13 rows (not a multiple of any row tile), 1, 3 and 513 tokens (513 is not a
-// multiple of any token tile and crosses a token-chunk boundary); the fp32-activation cases use K = 516, not a
+// Odd shapes against the scalar twin: 13 rows (not a multiple of any row tile), 1, 3 and `many` tokens (at least
+// 513, not a multiple of any token tile, and past one token chunk of matmul_token_chunk_bytes(), so the call runs
+// in two chunks); the fp32-activation cases use K = 516, not a
 // multiple of the 8-lane vectors, and Q4_1, Q5_0, Q5_1, IQ4_NL use K = 608 (19 blocks: two groups of 8 and a
 // tail of 3 in the AVX2 tiles). Then tile-vs-single-row identity: every row computed alone (a 1-row matrix) and
-// every token alone must equal its element of the 513-token, 13-row, 2-thread result bit for bit.
+// every token alone must equal its element of the `many`-token, 13-row, 2-thread result bit for bit.
 TEST_P(MatmulTypeTest, OddShapesMatchScalarTwinAndSingleRows) {
   const TypeCase c = GetParam();
   IsaGuard guard;
@@ -207,7 +208,10 @@ TEST_P(MatmulTypeTest, OddShapesMatchScalarTwinAndSingleRows) {
   ThreadPool two(2);
   ThreadPool one(1);
   MatmulScratch scratch;
-  for (int64_t n_tokens : {1, 3, 513}) {
+  const int64_t fit =
+      static_cast<int64_t>(matmul_token_chunk_bytes() / row_bytes(matmul_activation_type(c.type), c.n_cols));
+  const int64_t many = std::max<int64_t>(513, fit + 5) | 1;  // odd: not a multiple of any token tile
+  for (int64_t n_tokens : {int64_t{1}, int64_t{3}, many}) {
     const std::vector<float> x = gaussian(n_tokens * c.n_cols, 52 + static_cast<uint32_t>(n_tokens), 1.0f);
     std::vector<float> fast(static_cast<size_t>(n_tokens * n_rows));
     std::vector<float> reference(fast.size());
@@ -219,7 +223,7 @@ TEST_P(MatmulTypeTest, OddShapesMatchScalarTwinAndSingleRows) {
     } else {
       EXPECT_LT(nmse(fast, to_double(reference)), c.fast_vs_reference_nmse) << "n_tokens " << n_tokens;
     }
-    if (n_tokens != 513) continue;
+    if (n_tokens != many) continue;
     const size_t stride = row_bytes(c.type, c.n_cols);
     for (int64_t r = 0; r < n_rows; ++r) {
       const MatrixView row{c.type, 1, c.n_cols, w.bytes.data() + r * stride, stride};

@@ -78,8 +78,15 @@ class PackedMatmulTest : public testing::TestWithParam<DType> {
 
 void expect_bitwise_reference(DType type);
 
-// 1..70 rows (full and partial groups of 8, one and two groups per tile), 1..13 and 513 tokens (every token-tile
-// width of every level, 8 + 4 + a rest, and a partial chunk), 1 and 2 threads: bitwise the scalar reference.
+// More tokens than one token chunk of the matmul holds for this type's activation rows (at least 513), so a call
+// runs in two chunks, the second partial.
+int64_t tokens_past_a_chunk(DType type, int64_t n_cols) {
+  const size_t row = row_bytes(matmul_activation_type(type), n_cols);
+  return std::max<int64_t>(513, static_cast<int64_t>(matmul_token_chunk_bytes() / row) + 5);
+}
+
+// 1..70 rows (full and partial groups of 8, one and two groups per tile), 1..15 tokens (every token-tile width of
+// every level, 8 + 4 + a rest) and a count past one token chunk, 1 and 2 threads: bitwise the scalar reference.
 TEST_P(PackedMatmulTest, BitwiseTheScalarReference) {
   LevelGuard guard;
   for (IsaLevel level : packed_levels()) {
@@ -98,7 +105,9 @@ void expect_bitwise_reference(DType type) {
     const std::vector<uint8_t> bytes = quantized(type, n_rows, n_cols, static_cast<uint32_t>(n_rows));
     MatrixView w{type, n_rows, n_cols, bytes.data(), row_bytes(type, n_cols)};
     const std::unique_ptr<PackedMatrix> packed = pack_matrix(w);
-    for (int64_t n_tokens : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 15, 513}) {
+    for (int64_t n_tokens :
+         {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{5}, int64_t{6}, int64_t{7}, int64_t{8}, int64_t{9},
+          int64_t{12}, int64_t{13}, int64_t{15}, tokens_past_a_chunk(type, n_cols)}) {
       const std::vector<float> x = gaussian(n_tokens * n_cols, 7 + static_cast<uint32_t>(n_tokens), 1.0f);
       std::vector<float> want(static_cast<size_t>(n_tokens * n_rows));
       matmul_reference(w, x.data(), n_tokens, want.data());
