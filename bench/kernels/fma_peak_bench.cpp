@@ -42,8 +42,12 @@ __attribute__((target("avx2,fma"), noinline)) float run256() {
   for (__m256& a : acc) a = _mm256_set1_ps(0.0f);
   const __m256 x = _mm256_set1_ps(0.999f);
   const __m256 y = _mm256_set1_ps(1e-7f);
+#pragma GCC unroll 8
   for (long r = 0; r < kRounds; ++r) {
-    for (__m256& a : acc) a = _mm256_fmadd_ps(a, x, y);
+    for (__m256& a : acc) {
+      a = _mm256_fmadd_ps(a, x, y);
+      asm volatile("" : "+x"(a));  // keeps every FMA: the compiler may not fold or drop the chain
+    }
   }
   __m256 s = acc[0];
   for (int i = 1; i < kChains; ++i) s = _mm256_add_ps(s, acc[i]);
@@ -55,8 +59,12 @@ __attribute__((target("avx512f"), noinline)) float run512() {
   for (__m512& a : acc) a = _mm512_set1_ps(0.0f);
   const __m512 x = _mm512_set1_ps(0.999f);
   const __m512 y = _mm512_set1_ps(1e-7f);
+#pragma GCC unroll 8
   for (long r = 0; r < kRounds; ++r) {
-    for (__m512& a : acc) a = _mm512_fmadd_ps(a, x, y);
+    for (__m512& a : acc) {
+      a = _mm512_fmadd_ps(a, x, y);
+      asm volatile("" : "+v"(a));
+    }
   }
   return _mm512_reduce_add_ps(acc[0]) + _mm512_reduce_add_ps(acc[kChains - 1]);
 }
