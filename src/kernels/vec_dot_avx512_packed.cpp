@@ -98,6 +98,24 @@ HEARTH_PACKED inline __m512 broadcast_f32_bits_512(const int32_t* p) {
 template <int T>
 inline constexpr int kWideChains = T >= 8 ? 1 : (T == 1 ? 4 : 2);
 
+// Chain 0 of each token starts at its block's correction, the others at 0 (start_chains on 16 lanes).
+template <int T, int K>
+HEARTH_PACKED inline void start_wide_chains(const __m512i (&sum)[T], __m512i (&chain)[T][K]) {
+  for (int t = 0; t < T; ++t) {
+    chain[t][0] = sum[t];
+    for (int k = 1; k < K; ++k) chain[t][k] = _mm512_setzero_si512();
+  }
+}
+
+// Each token's chains added up (exact integers) into sum[t] (add_chains on 16 lanes).
+template <int T, int K>
+HEARTH_PACKED inline void add_wide_chains(const __m512i (&chain)[T][K], __m512i (&sum)[T]) {
+  for (int t = 0; t < T; ++t) {
+    sum[t] = chain[t][0];
+    for (int k = 1; k < K; ++k) sum[t] = _mm512_add_epi32(sum[t], chain[t][k]);
+  }
+}
+
 // Q8_0 and Q4_0 over two groups: the integer block sums of 16 rows for T tokens, each starting at sum[t].
 struct WideQ8_0 {
   static constexpr size_t kQuantBytes = kPackedQ8_0QuantBytes;
@@ -106,10 +124,7 @@ struct WideQ8_0 {
                                        __m512i (&sum)[T]) {
     constexpr int K = kWideChains<T>;
     __m512i chain[T][K];
-    for (int t = 0; t < T; ++t) {
-      chain[t][0] = sum[t];
-      for (int k = 1; k < K; ++k) chain[t][k] = _mm512_setzero_si512();
-    }
+    start_wide_chains<T, K>(sum, chain);
     for (int c = 0; c < 8; ++c) {
       const __m512i w = load_two_groups(q + 32 * c, stride);
       for (int t = 0; t < T; ++t) {
@@ -117,10 +132,7 @@ struct WideQ8_0 {
         acc = _mm512_dpbusd_epi32(acc, w, broadcast4_512(x[t]->qs + 4 * c));
       }
     }
-    for (int t = 0; t < T; ++t) {
-      sum[t] = chain[t][0];
-      for (int k = 1; k < K; ++k) sum[t] = _mm512_add_epi32(sum[t], chain[t][k]);
-    }
+    add_wide_chains<T, K>(chain, sum);
   }
 };
 
@@ -131,10 +143,7 @@ struct WideQ4_0 {
                                        __m512i (&sum)[T]) {
     constexpr int K = kWideChains<T>;
     __m512i chain[T][K];
-    for (int t = 0; t < T; ++t) {
-      chain[t][0] = sum[t];
-      for (int k = 1; k < K; ++k) chain[t][k] = _mm512_setzero_si512();
-    }
+    start_wide_chains<T, K>(sum, chain);
     const __m512i low_mask = _mm512_set1_epi8(0x0F);
     for (int c = 0; c < 4; ++c) {
       const __m512i packed = load_two_groups(q + 32 * c, stride);
@@ -146,10 +155,7 @@ struct WideQ4_0 {
         acc = _mm512_dpbusd_epi32(acc, hi, broadcast4_512(x[t]->qs + 16 + 4 * c));
       }
     }
-    for (int t = 0; t < T; ++t) {
-      sum[t] = chain[t][0];
-      for (int k = 1; k < K; ++k) sum[t] = _mm512_add_epi32(sum[t], chain[t][k]);
-    }
+    add_wide_chains<T, K>(chain, sum);
   }
 };
 
@@ -198,6 +204,17 @@ HEARTH_PACKED inline __m512i move_bit_512(__m512i v, int from, int to) {
   return _mm512_and_si512(v, mask);
 }
 
+// Sub-blocks 2p and 2p + 1 of each token (chain[t][0], chain[t][1]), each times its 16 rows' scales, into sumi
+// (add_pair_scaled on 16 lanes; Q4_K, Q5_K and IQ4_XS).
+template <int T>
+HEARTH_PACKED inline void add_pair_scaled_512(const __m512i (&chain)[T][2], __m512i sc0, __m512i sc1,
+                                              __m512i (&sumi)[T]) {
+  for (int t = 0; t < T; ++t) {
+    sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(chain[t][0], sc0));
+    sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(chain[t][1], sc1));
+  }
+}
+
 // Q4_K and Q5_K over two groups: PackedQ4_KQ5_K's steps on 16 lanes.
 template <bool kQ5>
 struct WideQ4_KQ5_K {
@@ -234,10 +251,7 @@ struct WideQ4_KQ5_K {
       }
       const __m512i sc0 = _mm512_cvtepu8_epi32(load8_two_groups(w + 32 + 16 * p, stride));
       const __m512i sc1 = _mm512_cvtepu8_epi32(load8_two_groups(w + 40 + 16 * p, stride));
-      for (int t = 0; t < T; ++t) {
-        sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(chain[t][0], sc0));
-        sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(chain[t][1], sc1));
-      }
+      add_pair_scaled_512<T>(chain, sc0, sc1, sumi);
     }
     __m512i summ[T];
     for (int t = 0; t < T; ++t) summ[t] = _mm512_setzero_si512();
@@ -376,10 +390,7 @@ struct WideIQ4_XS {
       }
       const __m512i sc0 = _mm512_cvtepi8_epi32(load8_two_groups(w + 16 + 16 * p, stride));
       const __m512i sc1 = _mm512_cvtepi8_epi32(load8_two_groups(w + 24 + 16 * p, stride));
-      for (int t = 0; t < T; ++t) {
-        sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(chain[t][0], sc0));
-        sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(chain[t][1], sc1));
-      }
+      add_pair_scaled_512<T>(chain, sc0, sc1, sumi);
     }
     add_scaled_512<T>(w, stride, x, sumi, acc);
   }
