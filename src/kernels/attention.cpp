@@ -8,6 +8,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/attention_rows.h"
+#include "kernels/attention_wide.h"
 #include "kernels/cpu_isa.h"
 #include "kernels/dot_lanes.h"
 #include "kernels/kv_convert.h"
@@ -17,11 +19,17 @@
 namespace hearth {
 namespace {
 
+using kernels::first_key_of;
+using kernels::head_rows;
+using kernels::kMaxSpan;
+using kernels::load_tile;
+using kernels::prefetch_span;
+
 #define HEARTH_AVX2_ATTN __attribute__((target("avx2,fma,f16c")))
 
 // Scratch layout of attention_tile, in floats.
 struct ScratchLayout {
-  size_t k_tile, v_tile, p, m, l, acc, total;
+  size_t k_tile, v_tile, p, m, l, acc, wide, total;
   ScratchLayout(int32_t span, int32_t head_dim, int32_t n_queries) {
     const size_t tile = static_cast<size_t>(span) * head_dim;
     k_tile = 0;
@@ -30,21 +38,21 @@ struct ScratchLayout {
     m = p + 2 * static_cast<size_t>(span);  // two queries' probabilities
     l = m + n_queries;
     acc = l + n_queries;
-    total = acc + static_cast<size_t>(n_queries) * head_dim;
+    wide = acc + static_cast<size_t>(n_queries) * head_dim;
+    total = wide + kernels::wide_scratch_floats(span, head_dim, n_queries);
   }
 };
 
-// exp(x) for the softmax, whose arguments are <= 0: Cephes' expf polynomial after a two-constant ln 2 reduction,
-// written once as scalar and once as AVX2 code with the same operations in the same order (every fma explicit, the
-// library builds with -ffp-contract=off), so both ISA levels give the same bits. Within 2 ulp of std::exp on
-// [-87, 0] (Attention.SoftmaxExpIsWithinTwoUlp); 0 below kExpMin (2^-126), +inf above kExpMax.
-constexpr float kExpMin = -87.3f;
-constexpr float kExpMax = 88.0f;
-constexpr float kLog2e = 1.44269504088896341f;
-constexpr float kLn2Hi = 0.693359375f;
-constexpr float kLn2Lo = -2.12194440e-4f;
-constexpr float kExpPoly[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
-                               4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
+// exp(x) for the softmax (constants in attention_wide.h), written once as scalar and once as AVX2 code with the
+// same operations in the same order (every fma explicit, the library builds with -ffp-contract=off), so every ISA
+// level gives the same bits. Within 2 ulp of std::exp on [-87, 0] (Attention.SoftmaxExpIsWithinTwoUlp); 0 below
+// kExpMin (2^-126), +inf above kExpMax.
+using kernels::kExpMax;
+using kernels::kExpMin;
+using kernels::kExpPoly;
+using kernels::kLn2Hi;
+using kernels::kLn2Lo;
+using kernels::kLog2e;
 
 float exp_scalar(float x) {
   if (std::isnan(x)) return x;
@@ -358,51 +366,6 @@ struct Avx2Ops {
   static constexpr bool kFusedF16 = true;
 };
 
-constexpr int32_t kMaxSpan = 64;
-
-// The first key a query at `pos` reads.
-int32_t first_key_of(const AttentionTile& t, int32_t pos) {
-  return t.window > 0 ? std::max(0, pos - t.window + 1) : 0;
-}
-
-// rows[j] = PagedKvView::head(key0 + j, kv_head) for j < n, one block-table lookup per block.
-void head_rows(const PagedKvView& kv, int32_t kv_head, int32_t key0, int32_t n, const uint8_t** rows) {
-  const int32_t bs = kv.block_size;
-  for (int32_t pos = key0, end = key0 + n; pos < end;) {
-    const int32_t slot = pos % bs;
-    const int32_t take = std::min(bs - slot, end - pos);
-    const uint8_t* row = kv.head(pos, kv_head);
-    for (int32_t i = 0; i < take; ++i, row += kv.slot_stride) rows[pos - key0 + i] = row;
-    pos += take;
-  }
-}
-
-// Asks for the head slices of keys [key0, key0 + n) to be brought into cache: a head's slice is a few cache lines
-// a whole row (every head) apart, a stride the hardware prefetchers miss, so without this a decode step at depth
-// waits on memory for every key.
-void prefetch_span(const PagedKvView& kv, int32_t kv_head, int32_t key0, int32_t n) {
-  const uint8_t* rows[kMaxSpan];
-  head_rows(kv, kv_head, key0, n, rows);
-  for (int32_t j = 0; j < n; ++j) {
-    for (size_t off = 0; off < kv.head_bytes; off += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(rows[j] + off), _MM_HINT_T0);
-  }
-}
-
-// Points rows[j] at key (or value) key0 + j's head slice as floats: straight into storage for f32, otherwise
-// dequantized into `tile`.
-void load_tile(const PagedKvView& kv, int32_t kv_head, int32_t key0, int32_t n, int32_t hd, float* tile,
-               const float** rows) {
-  const uint8_t* src[kMaxSpan];
-  head_rows(kv, kv_head, key0, n, src);
-  if (kv.dtype == KvDtype::kF32) {
-    for (int32_t j = 0; j < n; ++j) rows[j] = reinterpret_cast<const float*>(src[j]);
-    return;
-  }
-  kv_dequantize_rows(kv.dtype, src, n, tile, hd);
-  for (int32_t j = 0; j < n; ++j) rows[j] = tile + static_cast<size_t>(j) * hd;
-}
-
 // A tile's running softmax state: per query (row-major over rows, then heads) the max m, the sum l and the
 // unnormalized output acc; p holds two queries' scores, then probabilities, for one span.
 struct OnlineState {
@@ -490,7 +453,12 @@ void attention_tile_impl(const AttentionTile& t, const PagedKvView& k, const Pag
   // alone; a row skips the spans, and the keys of a span, that lie before its window.
   const int32_t last_pos = t.first_pos + t.n_rows - 1;
   const int32_t first_key = first_key_of(t, t.first_pos);
-  for (int32_t key0 = first_key / span * span; key0 <= last_pos; key0 += span) {
+  const int32_t wide_end =
+      std::is_same_v<Ops, Avx2Ops>
+          ? kernels::attend_prefix_wide(t, k, v, span, {scratch + lay.k_tile, scratch + lay.v_tile, scratch + lay.wide},
+                                        st.m, st.l, st.acc)
+          : 0;
+  for (int32_t key0 = std::max(first_key / span * span, wide_end); key0 <= last_pos; key0 += span) {
     const int32_t n_in = std::min(span, last_pos + 1 - key0);
     const int32_t skip_min = std::max(0, first_key - key0);
     for (int32_t h = 0; h < t.n_kv_heads; ++h) {

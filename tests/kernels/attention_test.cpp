@@ -188,6 +188,45 @@ TEST(Attention, VectorAndScalarPathsAgreeBitForBit) {
   }
 }
 
+TEST(Attention, WidePathGivesEachQueryItsPerQueryBits) {
+  // At the AVX-512 level a tile with 8 or more queries per KV head takes the spans all of them read whole on
+  // 16-query vectors: every query must still get, at every level, the bits the scalar path gives it, and the bits
+  // it gets alone in a one-row tile (the per-query path). Shapes cover one and several 16-query groups (17 and
+  // 160 queries), GQA, two KV heads in one tile, every KV dtype, a window that cuts no key and one that does.
+  if (!isa_supported(IsaLevel::kAvx512Vnni)) GTEST_SKIP() << "this CPU has no AVX-512 level";
+  const IsaLevel level = active_isa_level();
+  for (KvDtype type : all_kv_dtypes()) {
+    for (Shape s : {Shape{64, 1, 16}, Shape{64, 4, 16}, Shape{128, 2, 32}, Shape{16, 8, 4}}) {
+      constexpr int32_t kHeads = 2;
+      PagedKv k(type, s.block_size, kHeads, s.head_dim, 200, 21), v(type, s.block_size, kHeads, s.head_dim, 200, 22);
+      for (auto [first, n_rows, window] : {std::tuple{150, 17, 0}, {140, 40, 0}, {150, 17, 1000}, {150, 17, 100}}) {
+        const size_t stride = static_cast<size_t>(kHeads) * s.group * s.head_dim;
+        const auto q = random_vector(n_rows * stride, 23 + n_rows);
+        auto tile = [&](const float* qp, float* out, int32_t pos, int32_t rows) {
+          const AttentionTile t{qp, stride, out, stride, rows, pos, s.group, 0, s.head_dim, 0.2f, window, 0.0f, kHeads};
+          std::vector<float> scratch(attention_scratch_floats(s.head_dim, rows, s.group * kHeads));
+          attention_tile(t, k.view(), v.view(), scratch.data());
+        };
+        std::vector<float> scalar(n_rows * stride, NAN);
+        set_isa_level(IsaLevel::kScalar);
+        tile(q.data(), scalar.data(), first, n_rows);
+        for (IsaLevel l : {IsaLevel::kAvx2, IsaLevel::kAvxVnni, IsaLevel::kAvx512Vnni}) {
+          if (!isa_supported(l)) continue;
+          set_isa_level(l);
+          std::vector<float> together(n_rows * stride, NAN), alone(n_rows * stride, NAN);
+          tile(q.data(), together.data(), first, n_rows);
+          for (int32_t r = 0; r < n_rows; ++r) tile(q.data() + r * stride, alone.data() + r * stride, first + r, 1);
+          ASSERT_EQ(together, scalar) << kv_dtype_name(type) << " head_dim " << s.head_dim << " group " << s.group
+                                      << " rows " << n_rows << " window " << window << " level " << isa_level_name(l);
+          ASSERT_EQ(alone, scalar) << kv_dtype_name(type) << " head_dim " << s.head_dim << " level "
+                                   << isa_level_name(l);
+        }
+        set_isa_level(level);
+      }
+    }
+  }
+}
+
 TEST(Attention, ResultDoesNotDependOnTheKvBlockSize) {
   // Spans are absolute key ranges of attention_span(head_dim) keys, whatever the pool's block size: the same keys
   // stored in blocks of 1, 16 or 48 give the same bits.

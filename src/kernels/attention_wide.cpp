@@ -1,0 +1,137 @@
+// Attention's wide path, the tile side (attention_wide.h): which spans it takes, the queries and their running
+// state in transposed form, and the K/V rows of each span; the arithmetic is in attention_avx512.cpp.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/attention_rows.h"
+#include "kernels/attention_wide.h"
+#include "kernels/cpu_isa.h"
+
+namespace hearth::kernels {
+namespace {
+
+// Queries of one KV head below which the per-query path is faster than a wide group's 16 lanes.
+constexpr int32_t kWideMinQueries = 8;
+
+// One KV head's queries in transposed form (attention_wide.h), carved from the 64-byte aligned wide area: query i
+// of the head (row i / n_q_heads, query head i % n_q_heads) is lane i % 16 of group i / 16.
+struct HeadGroups {
+  int32_t groups, hd;
+  float *qt, *acct, *m, *l, *pt;
+
+  HeadGroups(float* area, int32_t n_queries, int32_t head_dim) : hd(head_dim) {
+    groups = (n_queries + kWideLanes - 1) / kWideLanes;
+    auto* base = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(area) + 63) & ~uintptr_t{63});
+    qt = base;
+    acct = qt + groups * floats();
+    m = acct + groups * floats();
+    l = m + static_cast<size_t>(groups) * kWideLanes;
+    pt = l + static_cast<size_t>(groups) * kWideLanes;
+  }
+  size_t floats() const { return static_cast<size_t>(hd) * kWideLanes; }
+  size_t lane(int32_t i) const { return static_cast<size_t>(i / kWideLanes) * kWideLanes + i % kWideLanes; }
+  float* at(float* base, int32_t i, int32_t d) const {
+    return base + (i / kWideLanes) * floats() + static_cast<size_t>(d) * kWideLanes + i % kWideLanes;
+  }
+  WideGroup group(int32_t g) const {
+    return {qt + g * floats(), acct + g * floats(), m + g * kWideLanes, l + g * kWideLanes};
+  }
+};
+
+// Index of query i of KV head h in the tile's per-query state (row-major over rows, then heads).
+int32_t query_index(const AttentionTile& t, int32_t h, int32_t i) {
+  return (i / t.n_q_heads) * t.n_q_heads * t.n_kv_heads + h * t.n_q_heads + i % t.n_q_heads;
+}
+
+// KV head h's queries into the groups, with the state a query starts from (m = -inf, l = 0, acc = 0).
+void load_queries(const AttentionTile& t, int32_t h, const HeadGroups& hg) {
+  const int32_t per_row = t.n_q_heads * t.n_kv_heads;
+  std::fill(hg.qt, hg.qt + hg.groups * hg.floats(), 0.0f);
+  std::fill(hg.acct, hg.acct + hg.groups * hg.floats(), 0.0f);
+  std::fill(hg.m, hg.m + hg.groups * kWideLanes, -INFINITY);
+  std::fill(hg.l, hg.l + hg.groups * kWideLanes, 0.0f);
+  for (int32_t i = 0; i < t.n_rows * t.n_q_heads; ++i) {
+    const int32_t qi = query_index(t, h, i);
+    const float* q = t.q + (qi / per_row) * t.q_stride + static_cast<size_t>(qi % per_row) * t.head_dim;
+    for (int32_t d = 0; d < t.head_dim; ++d) *hg.at(hg.qt, i, d) = q[d];
+  }
+}
+
+// KV head h's groups' state back into the per-query state.
+void store_state(const AttentionTile& t, int32_t h, const HeadGroups& hg, float* state_m, float* state_l,
+                 float* state_acc) {
+  for (int32_t i = 0; i < t.n_rows * t.n_q_heads; ++i) {
+    const int32_t qi = query_index(t, h, i);
+    state_m[qi] = hg.m[hg.lane(i)];
+    state_l[qi] = hg.l[hg.lane(i)];
+    for (int32_t d = 0; d < t.head_dim; ++d)
+      state_acc[static_cast<size_t>(qi) * t.head_dim + d] = *hg.at(hg.acct, i, d);
+  }
+}
+
+// Spans [0, end) of KV head h for every group; the next span of this head (or the first of the next head) is
+// fetched while one computes.
+void attend_spans(const AttentionTile& t, int32_t h, const PagedKvView& k, const PagedKvView& v, int32_t span,
+                  int32_t end, const WideScratch& scratch, const HeadGroups& hg) {
+  const int32_t kv_head = t.kv_head + h;
+  const bool f16 = k.dtype == KvDtype::kF16 && v.dtype == KvDtype::kF16;
+  const float* k_rows[kMaxSpan];
+  const float* v_rows[kMaxSpan];
+  const uint8_t* k_raw[kMaxSpan];
+  const uint8_t* v_raw[kMaxSpan];
+  const uint8_t* k_next[kMaxSpan];
+  const uint8_t* v_next[kMaxSpan];
+  for (int32_t key0 = 0; key0 < end; key0 += span) {
+    WideNext next;
+    if (key0 + span < end || h + 1 < t.n_kv_heads) {
+      const bool same_head = key0 + span < end;
+      head_rows(k, same_head ? kv_head : kv_head + 1, same_head ? key0 + span : 0, span, k_next);
+      head_rows(v, same_head ? kv_head : kv_head + 1, same_head ? key0 + span : 0, span, v_next);
+      next = {k_next, v_next, span, k.head_bytes};
+    }
+    if (f16) {
+      head_rows(k, kv_head, key0, span, k_raw);
+      head_rows(v, kv_head, key0, span, v_raw);
+    } else {
+      load_tile(k, kv_head, key0, span, t.head_dim, scratch.k_tile, k_rows);
+      load_tile(v, kv_head, key0, span, t.head_dim, scratch.v_tile, v_rows);
+    }
+    for (int32_t g = 0; g < hg.groups; ++g) {
+      const WideNext& fetch = g == 0 ? next : WideNext{};
+      if (f16) {
+        wide_attend_span_f16_avx512(hg.group(g), k_raw, v_raw, span, t.head_dim, t.scale, hg.pt, fetch);
+      } else {
+        wide_attend_span_avx512(hg.group(g), k_rows, v_rows, span, t.head_dim, t.scale, hg.pt, fetch);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+size_t wide_scratch_floats(int32_t span, int32_t head_dim, int32_t n_queries) {
+  const size_t groups = (static_cast<size_t>(n_queries) + kWideLanes - 1) / kWideLanes;
+  return kWideLanes * (groups * (2 * static_cast<size_t>(head_dim) + 2) + span + 1);
+}
+
+int32_t attend_prefix_wide(const AttentionTile& t, const PagedKvView& k, const PagedKvView& v, int32_t span,
+                           const WideScratch& scratch, float* state_m, float* state_l, float* state_acc) {
+  const int32_t hd = t.head_dim;
+  const int32_t per_head = t.n_rows * t.n_q_heads;
+  const int32_t end = (t.first_pos + 1) / span * span;
+  if (end == 0 || per_head < kWideMinQueries || hd % 16 != 0 || hd > kWideMaxHeadDim || t.softcap > 0.0f ||
+      first_key_of(t, t.first_pos + t.n_rows - 1) > 0 || !isa_at_least(IsaLevel::kAvx512Vnni)) {
+    return 0;
+  }
+  const HeadGroups hg(scratch.area, per_head, hd);
+  for (int32_t h = 0; h < t.n_kv_heads; ++h) {
+    load_queries(t, h, hg);
+    attend_spans(t, h, k, v, span, end, scratch, hg);
+    store_state(t, h, hg, state_m, state_l, state_acc);
+  }
+  return end;
+}
+
+}  // namespace hearth::kernels

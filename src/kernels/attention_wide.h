@@ -1,0 +1,78 @@
+#pragma once
+// Attention's wide path (internal to the kernels library): many queries of one KV head over the spans every one
+// of them reads whole, with the queries across the lanes of 512-bit vectors (16 per vector) instead of the head
+// dimensions. A score then needs no horizontal sum and each key element is one broadcast shared by 16 queries.
+//
+// Per query, every operation is the one attention.cpp's per-query steps perform, in the same order (the score's
+// 8 lanes over the dimensions and their combination, the softmax step's max, exp and 8-lane sum, one fma per key
+// in the value sum), so a query gets the same bits on either path.
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/attention.h"
+
+namespace hearth::kernels {
+
+// exp(x) for the softmax, whose arguments are <= 0: Cephes' expf polynomial after a two-constant ln 2 reduction.
+// Every ISA level computes it with these constants and the same operations in the same order.
+inline constexpr float kExpMin = -87.3f;
+inline constexpr float kExpMax = 88.0f;
+inline constexpr float kLog2e = 1.44269504088896341f;
+inline constexpr float kLn2Hi = 0.693359375f;
+inline constexpr float kLn2Lo = -2.12194440e-4f;
+inline constexpr float kExpPoly[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+                                      4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
+
+inline constexpr int32_t kWideLanes = 16;
+inline constexpr int32_t kWideMaxHeadDim = 256;
+inline constexpr int32_t kWideMaxSpan = 64;
+
+// Queries in transposed form, kWideLanes to a group: element (d, lane) of a group's q and acc at
+// [d × kWideLanes + lane]; m and l one per lane. Lanes past the last query hold zeros and are never read back.
+struct WideGroup {
+  const float* qt;  // head_dim × kWideLanes
+  float* acct;      // head_dim × kWideLanes, the unnormalized output
+  float* m;         // kWideLanes
+  float* l;         // kWideLanes
+};
+
+// The head slices of the span after this one (n rows of head_bytes, or k == nullptr), asked into cache a few
+// keys at a time while this span computes: spread out, the requests never queue ahead of the span's own loads.
+struct WideNext {
+  const uint8_t* const* k = nullptr;
+  const uint8_t* const* v = nullptr;
+  int32_t n = 0;
+  size_t head_bytes = 0;
+};
+
+// One span of n keys (n a multiple of 8, at most kWideMaxSpan) for a group whose every query reads all of them:
+// k[j] and v[j] are key j's head slices as floats, or as f16 (bytes, converted exactly as kv_dequantize_rows
+// converts them); pt is n × kWideLanes floats of scratch (64-byte aligned, like the group's arrays); head_dim is a
+// multiple of 16, at most kWideMaxHeadDim. Needs AVX-512 F.
+void wide_attend_span_avx512(const WideGroup& g, const float* const* k, const float* const* v, int32_t n,
+                             int32_t head_dim, float scale, float* pt, const WideNext& next);
+void wide_attend_span_f16_avx512(const WideGroup& g, const uint8_t* const* k, const uint8_t* const* v, int32_t n,
+                                 int32_t head_dim, float scale, float* pt, const WideNext& next);
+
+// Floats of scratch the wide path needs beside attention_tile's own for a tile of n_queries queries (at most that
+// many per KV head), 64-byte alignment included.
+size_t wide_scratch_floats(int32_t span, int32_t head_dim, int32_t n_queries);
+
+// Two float tiles of span × head_dim (K and V rows of dtypes other than f32 and f16, dequantized) and the area of
+// wide_scratch_floats.
+struct WideScratch {
+  float* k_tile;
+  float* v_tile;
+  float* area;
+};
+
+// The spans every query of the tile reads whole, keys [0, end) with end the last span boundary at or before the
+// first row's position + 1, through the wide path, when the AVX-512 level is active, no window cuts them, there is
+// no softcap and the tile has enough queries per KV head: leaves each query's (m, l, acc) in state_* (row-major
+// over rows, then heads, as attention_tile keeps them) as the per-query path would after those spans, and returns
+// end, the key the per-query path goes on from (0 when the wide path took nothing).
+int32_t attend_prefix_wide(const AttentionTile& t, const PagedKvView& k, const PagedKvView& v, int32_t span,
+                           const WideScratch& scratch, float* state_m, float* state_l, float* state_acc);
+
+}  // namespace hearth::kernels
