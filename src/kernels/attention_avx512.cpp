@@ -8,7 +8,6 @@
 
 #include <immintrin.h>
 
-#include <algorithm>
 #include <type_traits>
 
 #include "kernels/attention_wide.h"
@@ -144,25 +143,12 @@ HEARTH_WIDE_ATTN inline void accumulate(float* acct, __m512 corr, const float* p
   }
 }
 
-inline void prefetch_rows(const WideNext& next, int32_t j0, int32_t j1) {
-  for (int32_t j = j0; j < std::min(j1, next.n); ++j) {
-    for (size_t off = 0; off < next.head_bytes; off += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(next.k[j] + off), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(next.v[j] + off), _MM_HINT_T0);
-    }
-  }
-}
-
 template <class Row>
 HEARTH_WIDE_ATTN void attend_span(const WideGroup& g, const Row* const* k, const Row* const* v, int32_t n,
-                                  int32_t head_dim, float scale, float* pt, const WideNext& next) {
+                                  int32_t head_dim, float scale, float* pt) {
   const __m512 vscale = _mm512_set1_ps(scale);
   int32_t j = 0;
-  for (; j + 3 <= n; j += 3) {
-    scores_keys<3>(g.qt, k + j, head_dim, vscale, pt + j * kWideLanes);
-    if (next.k != nullptr) prefetch_rows(next, j, j + 3);
-  }
-  if (next.k != nullptr) prefetch_rows(next, j, n);
+  for (; j + 3 <= n; j += 3) scores_keys<3>(g.qt, k + j, head_dim, vscale, pt + j * kWideLanes);
   for (; j < n; ++j) scores_keys<1>(g.qt, k + j, head_dim, vscale, pt + j * kWideLanes);
   const __m512 corr = softmax_step(pt, n, g.m, g.l);
   accumulate(g.acct, corr, pt, v, n, head_dim);
@@ -171,13 +157,13 @@ HEARTH_WIDE_ATTN void attend_span(const WideGroup& g, const Row* const* k, const
 }  // namespace
 
 void wide_attend_span_avx512(const WideGroup& g, const float* const* k, const float* const* v, int32_t n,
-                             int32_t head_dim, float scale, float* pt, const WideNext& next) {
-  attend_span(g, k, v, n, head_dim, scale, pt, next);
+                             int32_t head_dim, float scale, float* pt) {
+  attend_span(g, k, v, n, head_dim, scale, pt);
 }
 
 void wide_attend_span_f16_avx512(const WideGroup& g, const uint8_t* const* k, const uint8_t* const* v, int32_t n,
-                                 int32_t head_dim, float scale, float* pt, const WideNext& next) {
-  attend_span(g, k, v, n, head_dim, scale, pt, next);
+                                 int32_t head_dim, float scale, float* pt) {
+  attend_span(g, k, v, n, head_dim, scale, pt);
 }
 
 }  // namespace hearth::kernels

@@ -71,8 +71,10 @@ void store_state(const AttentionTile& t, int32_t h, const HeadGroups& hg, float*
   }
 }
 
-// Spans [0, end) of KV head h for every group; the next span of this head (or the first of the next head) is
-// fetched while one computes.
+// Spans [0, end) of KV head h for every group. Nothing is fetched ahead: a head's slices of a span lie on ~24 of
+// the pool's 4 KiB pages, and prefetches of the next span, spread over this one's work, made a tile slower (32 rows
+// at depth 2,400 with 12 heads' K/V in memory: 334 us without, 350-357 with; on 2 MiB pages 321 without, 244-259
+// with, but the pool stays on 4 KiB pages, see README "Attention's wide path").
 void attend_spans(const AttentionTile& t, int32_t h, const PagedKvView& k, const PagedKvView& v, int32_t span,
                   int32_t end, const WideScratch& scratch, const HeadGroups& hg) {
   const int32_t kv_head = t.kv_head + h;
@@ -81,16 +83,7 @@ void attend_spans(const AttentionTile& t, int32_t h, const PagedKvView& k, const
   const float* v_rows[kMaxSpan];
   const uint8_t* k_raw[kMaxSpan];
   const uint8_t* v_raw[kMaxSpan];
-  const uint8_t* k_next[kMaxSpan];
-  const uint8_t* v_next[kMaxSpan];
   for (int32_t key0 = 0; key0 < end; key0 += span) {
-    WideNext next;
-    if (key0 + span < end || h + 1 < t.n_kv_heads) {
-      const bool same_head = key0 + span < end;
-      head_rows(k, same_head ? kv_head : kv_head + 1, same_head ? key0 + span : 0, span, k_next);
-      head_rows(v, same_head ? kv_head : kv_head + 1, same_head ? key0 + span : 0, span, v_next);
-      next = {k_next, v_next, span, k.head_bytes};
-    }
     if (f16) {
       head_rows(k, kv_head, key0, span, k_raw);
       head_rows(v, kv_head, key0, span, v_raw);
@@ -99,11 +92,10 @@ void attend_spans(const AttentionTile& t, int32_t h, const PagedKvView& k, const
       load_tile(v, kv_head, key0, span, t.head_dim, scratch.v_tile, v_rows);
     }
     for (int32_t g = 0; g < hg.groups; ++g) {
-      const WideNext& fetch = g == 0 ? next : WideNext{};
       if (f16) {
-        wide_attend_span_f16_avx512(hg.group(g), k_raw, v_raw, span, t.head_dim, t.scale, hg.pt, fetch);
+        wide_attend_span_f16_avx512(hg.group(g), k_raw, v_raw, span, t.head_dim, t.scale, hg.pt);
       } else {
-        wide_attend_span_avx512(hg.group(g), k_rows, v_rows, span, t.head_dim, t.scale, hg.pt, fetch);
+        wide_attend_span_avx512(hg.group(g), k_rows, v_rows, span, t.head_dim, t.scale, hg.pt);
       }
     }
   }

@@ -37,23 +37,14 @@ struct WideGroup {
   float* l;         // kWideLanes
 };
 
-// The head slices of the span after this one (n rows of head_bytes, or k == nullptr), asked into cache a few
-// keys at a time while this span computes: spread out, the requests never queue ahead of the span's own loads.
-struct WideNext {
-  const uint8_t* const* k = nullptr;
-  const uint8_t* const* v = nullptr;
-  int32_t n = 0;
-  size_t head_bytes = 0;
-};
-
 // One span of n keys (n a multiple of 8, at most kWideMaxSpan) for a group whose every query reads all of them:
 // k[j] and v[j] are key j's head slices as floats, or as f16 (bytes, converted exactly as kv_dequantize_rows
 // converts them); pt is n × kWideLanes floats of scratch (64-byte aligned, like the group's arrays); head_dim is a
 // multiple of 16, at most kWideMaxHeadDim. Needs AVX-512 F.
 void wide_attend_span_avx512(const WideGroup& g, const float* const* k, const float* const* v, int32_t n,
-                             int32_t head_dim, float scale, float* pt, const WideNext& next);
+                             int32_t head_dim, float scale, float* pt);
 void wide_attend_span_f16_avx512(const WideGroup& g, const uint8_t* const* k, const uint8_t* const* v, int32_t n,
-                                 int32_t head_dim, float scale, float* pt, const WideNext& next);
+                                 int32_t head_dim, float scale, float* pt);
 
 // Floats of scratch the wide path needs beside attention_tile's own for a tile of n_queries queries (at most that
 // many per KV head), 64-byte alignment included.
