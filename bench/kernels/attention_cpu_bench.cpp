@@ -4,7 +4,7 @@
 // 16-token blocks. Prints the best repeat's ns per tile and GFLOP/s (4 · head_dim FLOP per query and key: the score
 // and the value sum).
 //
-// With kv_heads > 1 the K/V rows hold that many heads side by side, as a layer of the pool does, and successive
+// With kv_heads > 1 the K/V blocks hold that many heads, as a layer of the pool does, and successive
 // tiles take successive heads, so a head's keys come from memory (a layer of 12 heads at depth 2,400 is 7 MiB of
 // f16 K and V), not from the L2 the previous tile left them in.
 //
@@ -53,8 +53,11 @@ int run(int argc, char** argv) {
   const size_t row_bytes = head_bytes * kv_heads;
   std::vector<uint8_t> k_bytes(static_cast<size_t>(n_blocks) * kBlock * row_bytes);
   std::vector<uint8_t> v_bytes(k_bytes.size());
-  const PagedKvView k{k_bytes.data(), row_bytes * kBlock, row_bytes, kBlock, table, KvDtype::kF16, head_bytes};
-  const PagedKvView v{v_bytes.data(), row_bytes * kBlock, row_bytes, kBlock, table, KvDtype::kF16, head_bytes};
+  // The pool's layout: a block holds each head's slots together.
+  const PagedKvView k{k_bytes.data(), row_bytes * kBlock, head_bytes,           kBlock,
+                      table,          KvDtype::kF16,     head_bytes, head_bytes * kBlock};
+  const PagedKvView v{v_bytes.data(), row_bytes * kBlock, head_bytes,           kBlock,
+                      table,          KvDtype::kF16,     head_bytes, head_bytes * kBlock};
   for (int32_t p = 0; p < n_pos; ++p) {
     for (int32_t h = 0; h < kv_heads; ++h) {
       for (auto* view : {&k, &v}) {

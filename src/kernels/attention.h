@@ -17,9 +17,11 @@
 
 namespace hearth {
 
-// K or V of one layer stored in fixed-size blocks of token rows. Position p of a sequence lives at
-//   base + block_table[p / block_size] * block_stride + (p % block_size) * slot_stride   (bytes)
-// and KV head h's slice of that row starts head_bytes × h further on.
+// K or V of one layer stored in fixed-size blocks of block_size tokens. KV head h's slice of position p lives at
+//   base + block_table[p / block_size] * block_stride + (p % block_size) * slot_stride + h * head_stride   (bytes)
+// (head_bytes long). The pool keeps a head's slices of a block together (slot_stride = head_bytes, head_stride =
+// block_size × head_bytes), so a tile that reads one head walks a few contiguous runs per block, not one slice a
+// whole row apart per key.
 struct PagedKvView {
   const uint8_t* base = nullptr;
   size_t block_stride = 0;
@@ -28,10 +30,11 @@ struct PagedKvView {
   std::span<const BlockId> block_table;
   KvDtype dtype = KvDtype::kF32;
   size_t head_bytes = 0;
+  size_t head_stride = 0;
 
   const uint8_t* head(int32_t pos, int32_t kv_head) const {
     return base + static_cast<size_t>(block_table[pos / block_size].value) * block_stride +
-           static_cast<size_t>(pos % block_size) * slot_stride + head_bytes * kv_head;
+           static_cast<size_t>(pos % block_size) * slot_stride + head_stride * kv_head;
   }
 };
 
@@ -40,7 +43,7 @@ struct PagedKvView {
 // kv_head + h in row r is
 //   q + r × q_stride + (h × n_q_heads + g) × head_dim,  and its output goes to out + the same offset (out_stride).
 // Several KV heads in one tile are visited span by span together, so a decode step streams neighbouring heads'
-// slices of each K/V row instead of one head's slice a whole row apart.
+// runs of each block one after another.
 // Row r attends to keys [0, first_pos + r], or with a window W > 0 to the last W of them,
 // [max(0, first_pos + r - W + 1), first_pos + r] (sliding-window layers; older keys are skipped, never read).
 // Scores are (q · k) × scale, then, with softcap > 0, softcap × tanh(score / softcap) (Gemma 2).

@@ -30,9 +30,8 @@ inline void head_rows(const PagedKvView& kv, int32_t kv_head, int32_t key0, int3
   }
 }
 
-// Asks for the head slices of keys [key0, key0 + n) to be brought into cache: a head's slice is a few cache lines
-// a whole row (every head) apart, a stride the hardware prefetchers miss, so without this a decode step at depth
-// waits on memory for every key.
+// Asks for the head slices of keys [key0, key0 + n) to be brought into cache, so that a decode step at depth does
+// not wait on memory for each block's run of them.
 inline void prefetch_span(const PagedKvView& kv, int32_t kv_head, int32_t key0, int32_t n) {
   const uint8_t* rows[kMaxSpan];
   head_rows(kv, kv_head, key0, n, rows);

@@ -61,32 +61,41 @@ size_t KvStorage::plane_offset(int32_t layer, int kv) const {
   return layer_offsets_[layer] + (kv == 0 ? 0 : k_row_bytes_ * block_size_ * static_cast<size_t>(plane_blocks(layer)));
 }
 
-size_t KvStorage::offset(int32_t layer, int kv, BlockId block, int32_t slot) const {
-  HEARTH_CHECK(layer >= 0 && layer < shape_.n_layers && block.value >= 0 && block.value < plane_blocks(layer) &&
-                   slot >= 0 && slot < block_size_,
-               "KV access out of range: layer {} block {} slot {}", layer, block.value, slot);
-  const size_t rb = row_bytes(kv);
-  return plane_offset(layer, kv) + (static_cast<size_t>(block.value) * block_size_ + slot) * rb;
+size_t KvStorage::block_offset(int32_t layer, int kv, BlockId block) const {
+  HEARTH_CHECK(layer >= 0 && layer < shape_.n_layers && block.value >= 0 && block.value < plane_blocks(layer),
+               "KV access out of range: layer {} block {}", layer, block.value);
+  return plane_offset(layer, kv) + static_cast<size_t>(block.value) * block_size_ * row_bytes(kv);
+}
+
+size_t KvStorage::slice_offset(int32_t layer, int kv, BlockId block, int32_t slot, int32_t head) const {
+  HEARTH_CHECK(slot >= 0 && slot < block_size_ && head >= 0 && head < shape_.n_kv_heads,
+               "KV access out of range: slot {} head {}", slot, head);
+  const size_t hb = head_bytes(kv);
+  return block_offset(layer, kv, block) + (static_cast<size_t>(head) * block_size_ + slot) * hb;
 }
 
 void KvStorage::store_row(int32_t layer, int kv, BlockId block, int32_t slot, const float* row) {
-  uint8_t* dst = data_.get() + offset(layer, kv, block, slot);
   const KvDtype type = kv == 0 ? format_.k : format_.v;
-  const size_t head_bytes = kv_head_bytes(type, shape_.head_dim);
   for (int32_t h = 0; h < shape_.n_kv_heads; ++h) {
-    kv_store_head(type, row + static_cast<size_t>(h) * shape_.head_dim, dst + h * head_bytes, shape_.head_dim);
+    kv_store_head(type, row + static_cast<size_t>(h) * shape_.head_dim,
+                  data_.get() + slice_offset(layer, kv, block, slot, h), shape_.head_dim);
   }
 }
 
-const uint8_t* KvStorage::row(int32_t layer, int kv, BlockId block, int32_t slot) const {
-  return data_.get() + offset(layer, kv, block, slot);
+const uint8_t* KvStorage::head_slice(int32_t layer, int kv, BlockId block, int32_t slot, int32_t head) const {
+  return data_.get() + slice_offset(layer, kv, block, slot, head);
 }
 
 PagedKvView KvStorage::layer_view(int32_t layer, int kv, std::span<const BlockId> block_table) const {
-  const size_t rb = row_bytes(kv);
-  const KvDtype type = kv == 0 ? format_.k : format_.v;
-  return PagedKvView{data_.get() + plane_offset(layer, kv), rb * block_size_, rb, block_size_, block_table, type,
-                     kv_head_bytes(type, shape_.head_dim)};
+  const size_t hb = head_bytes(kv);
+  return PagedKvView{data_.get() + plane_offset(layer, kv),
+                     row_bytes(kv) * block_size_,
+                     hb,
+                     block_size_,
+                     block_table,
+                     kv == 0 ? format_.k : format_.v,
+                     hb,
+                     hb * block_size_};
 }
 
 void KvStorage::copy_slots(BlockId dst, BlockId src, int32_t n_slots, BlockId dst_slab, BlockId src_slab) {
@@ -96,8 +105,10 @@ void KvStorage::copy_slots(BlockId dst, BlockId src, int32_t n_slots, BlockId ds
     const BlockId to = windowed(layer) ? dst_slab : dst;
     const BlockId from = windowed(layer) ? src_slab : src;
     for (int kv = 0; kv < 2; ++kv) {
-      std::memcpy(data_.get() + offset(layer, kv, to, 0), data_.get() + offset(layer, kv, from, 0),
-                  static_cast<size_t>(n_slots) * row_bytes(kv));
+      for (int32_t h = 0; h < shape_.n_kv_heads; ++h) {
+        std::memcpy(data_.get() + slice_offset(layer, kv, to, 0, h), data_.get() + slice_offset(layer, kv, from, 0, h),
+                    static_cast<size_t>(n_slots) * head_bytes(kv));
+      }
     }
   }
 }
@@ -110,7 +121,7 @@ void KvStorage::read_block(BlockId block, std::span<uint8_t> out, BlockId slab) 
     const BlockId from = windowed(layer) ? slab : block;
     for (int kv = 0; kv < 2; ++kv) {
       const size_t n = static_cast<size_t>(block_size_) * row_bytes(kv);
-      std::memcpy(dst, data_.get() + offset(layer, kv, from, 0), n);
+      std::memcpy(dst, data_.get() + block_offset(layer, kv, from), n);
       dst += n;
     }
   }
@@ -128,7 +139,7 @@ void KvStorage::write_block(BlockId block, std::span<const uint8_t> bytes, Block
         src += n;
         continue;
       }
-      std::memcpy(data_.get() + offset(layer, kv, to, 0), src, n);
+      std::memcpy(data_.get() + block_offset(layer, kv, to), src, n);
       src += n;
     }
   }
@@ -136,8 +147,8 @@ void KvStorage::write_block(BlockId block, std::span<const uint8_t> bytes, Block
 
 std::string KvStorage::block_layout() const {
   return fmt::format(
-      "hearth-kv-block-v1 layers={} kv_heads={} head_dim={} block_size={} k={} v={} k_row={} v_row={} "
-      "order=layer,k|v,slot",
+      "hearth-kv-block-v2 layers={} kv_heads={} head_dim={} block_size={} k={} v={} k_row={} v_row={} "
+      "order=layer,k|v,head,slot",
       shape_.n_layers, shape_.n_kv_heads, shape_.head_dim, block_size_, kv_dtype_name(format_.k),
       kv_dtype_name(format_.v), k_row_bytes_, v_row_bytes_);
 }

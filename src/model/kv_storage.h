@@ -51,9 +51,9 @@ class KvStorage {
   // Stores one token's K (kv == 0) or V (kv == 1) row of kv_dim floats, converted to the storage dtype. `block` is
   // a slab id on a windowed layer (so below).
   void store_row(int32_t layer, int kv, BlockId block, int32_t slot, const float* row);
-  // The stored bytes of one token's row. Requires block < the layer's plane (num_blocks() or num_window_slabs()),
-  // slot < block_size().
-  const uint8_t* row(int32_t layer, int kv, BlockId block, int32_t slot) const;
+  // The stored bytes of one token's slice of KV head `head` (kv_head_bytes long). Requires block < the layer's plane
+  // (num_blocks() or num_window_slabs()), slot < block_size(), head < n_kv_heads.
+  const uint8_t* head_slice(int32_t layer, int kv, BlockId block, int32_t slot, int32_t head) const;
 
   // The K (kv == 0) or V (kv == 1) rows of `layer` as a paged view through `block_table`.
   PagedKvView layer_view(int32_t layer, int kv, std::span<const BlockId> block_table) const;
@@ -63,7 +63,8 @@ class KvStorage {
   void copy_slots(BlockId dst, BlockId src, int32_t n_slots, BlockId dst_slab = BlockId{-1},
                   BlockId src_slab = BlockId{-1});
 
-  // One block's K/V as bytes_per_block() bytes, layer by layer, K rows then V rows (what a lower tier stores), and
+  // One block's K/V as bytes_per_block() bytes, layer by layer, K then V, each head by head, each head's slots in
+  // order (the pool's own layout; what a lower tier stores), and
   // back. `out`/`bytes` must be exactly bytes_per_block() long. The windowed layers are read from `slab` (required
   // with window slabs) and written to it (skipped when it is -1: the block then holds the other layers only).
   void read_block(BlockId block, std::span<uint8_t> out, BlockId slab = BlockId{-1}) const;
@@ -74,7 +75,10 @@ class KvStorage {
  private:
   KvStorage(const KvShape& shape, const KvFormat& format, int32_t block_size, int32_t num_blocks,
             std::vector<bool> window_layers, int32_t num_window_slabs);
-  size_t offset(int32_t layer, int kv, BlockId block, int32_t slot) const;
+  // Where a block starts, and where one token's slice of one head sits in it.
+  size_t block_offset(int32_t layer, int kv, BlockId block) const;
+  size_t slice_offset(int32_t layer, int kv, BlockId block, int32_t slot, int32_t head) const;
+  size_t head_bytes(int kv) const { return row_bytes(kv) / static_cast<size_t>(shape_.n_kv_heads); }
   size_t plane_offset(int32_t layer, int kv) const;
   int32_t plane_blocks(int32_t layer) const { return windowed(layer) ? num_window_slabs_ : num_blocks_; }
 
@@ -88,7 +92,7 @@ class KvStorage {
   size_t v_row_bytes_;
   std::vector<size_t> layer_offsets_;  // where each layer's K plane starts; its V plane follows
   size_t bytes_total_ = 0;
-  std::unique_ptr<uint8_t[]> data_;  // [layer][k|v][block or slab][slot][row bytes]
+  std::unique_ptr<uint8_t[]> data_;  // [layer][k|v][block or slab][kv head][slot][head bytes]
 };
 
 }  // namespace hearth

@@ -19,9 +19,9 @@ constexpr int32_t kAttnRows = 32;
 constexpr int32_t kStreamRows = 4;
 
 // KV heads per decode work item: the most that still leaves every thread an item (a divisor of n_kv_heads, at
-// least 1). A decode row's attention is a stream through memory, and one head's slice of a K/V row sits a whole
-// row from the next key's, a stride the hardware prefetchers follow poorly; an item of neighbouring heads reads
-// adjacent slices instead. Which item a head is in never changes its result.
+// least 1). A decode row's attention is a stream through memory; an item of neighbouring heads reads their runs of
+// each pool block (adjacent: a block holds head after head) one after another, and the tile fetches the next head's
+// run while one computes. Which item a head is in never changes its result.
 int32_t stream_heads(int32_t n_kv_heads, int n_threads) {
   int32_t heads = std::max(1, n_kv_heads / std::max(n_threads, 1));
   while (n_kv_heads % heads != 0) --heads;

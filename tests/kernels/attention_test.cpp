@@ -45,7 +45,7 @@ struct PagedKv {
     }
   }
   PagedKvView view() const {
-    return {bytes.data(), row_bytes * block_size, row_bytes, block_size, table, dtype, head_bytes};
+    return {bytes.data(), row_bytes * block_size, row_bytes, block_size, table, dtype, head_bytes, head_bytes};
   }
 };
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kv/kv_plan.h"
+#include "tensor/kv_dtype.h"
 
 namespace hearth {
 namespace {
@@ -71,22 +72,57 @@ TEST(KvStorage, RejectsHeadSizesAFormatCannotHold) {
 }
 
 TEST(KvStorage, CopySlotsCopiesEveryLayerOfKAndV) {
+  // Each slot's row differs, so a slot copied to the wrong place (or a head's run cut short) shows; the slot past
+  // n_slots must keep what the destination held.
   const KvShape shape{3, 2, 8};
   auto s = *KvStorage::create(shape, {KvDtype::kQ8_0, KvDtype::kQ4_0}, 4, 3);
   std::vector<float> row(16);
-  for (int i = 0; i < 16; ++i) row[i] = static_cast<float>(i) - 7.5f;
   for (int32_t layer = 0; layer < 3; ++layer) {
     for (int32_t slot = 0; slot < 4; ++slot) {
-      s->store_row(layer, 0, BlockId{1}, slot, row.data());
-      s->store_row(layer, 1, BlockId{1}, slot, row.data());
+      for (int i = 0; i < 16; ++i) row[i] = static_cast<float>(i + 5 * slot + 17 * layer) - 7.5f;
+      for (int kv = 0; kv < 2; ++kv) s->store_row(layer, kv, BlockId{1}, slot, row.data());
+      for (float& x : row) x = -x;
+      for (int kv = 0; kv < 2; ++kv) s->store_row(layer, kv, BlockId{2}, slot, row.data());
     }
   }
   s->copy_slots(BlockId{2}, BlockId{1}, 3);
   for (int32_t layer = 0; layer < 3; ++layer) {
     for (int kv = 0; kv < 2; ++kv) {
-      for (int32_t slot = 0; slot < 3; ++slot) {
-        EXPECT_EQ(
-            std::memcmp(s->row(layer, kv, BlockId{2}, slot), s->row(layer, kv, BlockId{1}, slot), s->row_bytes(kv)), 0);
+      const size_t bytes = kv_head_bytes(kv == 0 ? KvDtype::kQ8_0 : KvDtype::kQ4_0, 8);
+      for (int32_t slot = 0; slot < 4; ++slot) {
+        for (int32_t h = 0; h < 2; ++h) {
+          const int same = std::memcmp(s->head_slice(layer, kv, BlockId{2}, slot, h),
+                                       s->head_slice(layer, kv, BlockId{1}, slot, h), bytes);
+          if (slot < 3) {
+            EXPECT_EQ(same, 0) << "layer " << layer << " kv " << kv << " slot " << slot << " head " << h;
+          } else {
+            EXPECT_NE(same, 0) << "slot 3 was past n_slots and must not be copied";
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(KvStorage, LayerViewFindsEveryStoredHeadSlice) {
+  // The view attention reads through and the slices store_row writes agree for every position and head, through
+  // a scrambled block table.
+  const KvShape shape{2, 3, 8};
+  auto s = *KvStorage::create(shape, {KvDtype::kF32, KvDtype::kF16}, 4, 5);
+  const std::vector<BlockId> table{BlockId{3}, BlockId{0}, BlockId{4}};
+  std::vector<float> row(24);
+  for (int32_t pos = 0; pos < 12; ++pos) {
+    for (int i = 0; i < 24; ++i) row[i] = static_cast<float>(100 * pos + i);
+    for (int kv = 0; kv < 2; ++kv) s->store_row(1, kv, table[pos / 4], pos % 4, row.data());
+  }
+  for (int kv = 0; kv < 2; ++kv) {
+    const PagedKvView view = s->layer_view(1, kv, table);
+    for (int32_t pos = 0; pos < 12; ++pos) {
+      for (int32_t h = 0; h < 3; ++h) {
+        EXPECT_EQ(view.head(pos, h), s->head_slice(1, kv, table[pos / 4], pos % 4, h));
+        std::vector<float> got(8);
+        kv_dequantize_head_reference(view.dtype, view.head(pos, h), got.data(), 8);
+        for (int d = 0; d < 8; ++d) ASSERT_EQ(got[d], static_cast<float>(100 * pos + 8 * h + d)) << kv << " " << pos;
       }
     }
   }
