@@ -12,8 +12,10 @@
 namespace hearth::kernels {
 namespace {
 
-// Queries of one KV head below which the per-query path is faster than a wide group's 16 lanes.
-constexpr int32_t kWideMinQueries = 8;
+// Queries of one KV head below which the per-query path is faster than a wide group's 16 lanes:
+// hearth-bench-attention-cpu ROWS 2400 at 8 / 10 / 12 rows, wide 96.6 / 95.2 / 96.1 us, per-query 81.5 / 100.0 /
+// 120.2 us.
+constexpr int32_t kWideMinQueries = 10;
 
 // One KV head's queries in transposed form (attention_wide.h), carved from the 64-byte aligned wide area: query i
 // of the head (row i / n_q_heads, query head i % n_q_heads) is lane i % 16 of group i / 16.

@@ -189,7 +189,7 @@ TEST(Attention, VectorAndScalarPathsAgreeBitForBit) {
 }
 
 TEST(Attention, WidePathGivesEachQueryItsPerQueryBits) {
-  // At the AVX-512 level a tile with 8 or more queries per KV head takes the spans all of them read whole on
+  // At the AVX-512 level a tile with 10 or more queries per KV head takes the spans all of them read whole on
   // 16-query vectors: every query must still get, at every level, the bits the scalar path gives it, and the bits
   // it gets alone in a one-row tile (the per-query path). Shapes cover one and several 16-query groups (17 and
   // 160 queries), GQA, two KV heads in one tile, every KV dtype, a window that cuts no key and one that does.
