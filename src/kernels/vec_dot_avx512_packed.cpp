@@ -226,6 +226,7 @@ template <bool kQ5>
 struct WideQ4_KQ5_K {
   static constexpr size_t kSuperBytes = kQ5 ? kPackedQ5_KSuperBytes : kPackedQ4_KSuperBytes;
   static constexpr int kSums = 4;
+  static constexpr bool kPrefetchToL2 = !kQ5;
 
   template <int T>
   HEARTH_PACKED static void super_block(const uint8_t* w, size_t stride, const BlockQ8_K* const (&x)[T],
@@ -307,6 +308,7 @@ HEARTH_PACKED inline void add_scaled_512(const uint8_t* w, size_t stride, const 
 struct WideQ6_K {
   static constexpr size_t kSuperBytes = kPackedQ6_KSuperBytes;
   static constexpr int kSums = 16;
+  static constexpr bool kPrefetchToL2 = false;
 
   template <int T>
   HEARTH_PACKED static void super_block(const uint8_t* w, size_t stride, const BlockQ8_K* const (&x)[T],
@@ -337,6 +339,7 @@ struct WideQ6_K {
 struct WideQ3_K {
   static constexpr size_t kSuperBytes = kPackedQ3_KSuperBytes;
   static constexpr int kSums = 16;
+  static constexpr bool kPrefetchToL2 = false;
 
   template <int T>
   HEARTH_PACKED static void super_block(const uint8_t* w, size_t stride, const BlockQ8_K* const (&x)[T],
@@ -369,6 +372,7 @@ struct WideQ3_K {
 struct WideIQ4_XS {
   static constexpr size_t kSuperBytes = kPackedIQ4_XSSuperBytes;
   static constexpr int kSums = 8;
+  static constexpr bool kPrefetchToL2 = true;
 
   template <int T>
   HEARTH_PACKED static void super_block(const uint8_t* w, size_t stride, const BlockQ8_K* const (&x)[T],
@@ -402,10 +406,10 @@ struct WideIQ4_XS {
   }
 };
 
-// prefetch_ahead into the L2 only (prefetcht1). The 512-bit K-quant tiles leave the last step to the L1's own
-// prefetcher: `hearth bench model -m synth-1b-TYPE.gguf -p 16 -n 64 --depth 1 -t 2`, two alternating runs, decoded
-// Q4_K_M 37.1 -> 38.1-38.3 tok/s, IQ4_XS 41.7-42.0 -> 42.9-44.6, Q5_K_M, Q6_K and Q3_K_M the same or up to 2% faster
-// (24 KiB ahead gained nothing more).
+// prefetch_ahead into the L2 only (prefetcht1), leaving the last step to the L1's own prefetcher, for the layouts
+// where that measured faster: `hearth bench model -m models/synth-1b-TYPE.gguf -p 16 -n 64 --depth 1 -t 2`, three
+// alternating runs against prefetcht0, decoded IQ4_XS 42.2-43.2 tok/s against 40.9-41.7 and Q4_K_M 38.8-40.0
+// against 38.1-39.4, but Q5_K_M 32.1-33.3 against 33.4-33.8; Q6_K and Q3_K_M the same either way (kept at T0).
 HEARTH_PACKED inline void prefetch_ahead_l2(const uint8_t* p, size_t n, int64_t distance) {
   for (size_t i = 0; i < n; i += 64) _mm_prefetch(reinterpret_cast<const char*>(p + distance + i), _MM_HINT_T1);
 }
@@ -419,8 +423,13 @@ struct WideKQuantKernel {
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < a.n_cols / kQK_K; ++b) {
       const uint8_t* w = a.w + b * Layout::kSuperBytes;
-      prefetch_ahead_l2(w, Layout::kSuperBytes, kKQuantPrefetchBytes);
-      prefetch_ahead_l2(w + a.w_stride, Layout::kSuperBytes, kKQuantPrefetchBytes);
+      if constexpr (Layout::kPrefetchToL2) {
+        prefetch_ahead_l2(w, Layout::kSuperBytes, kKQuantPrefetchBytes);
+        prefetch_ahead_l2(w + a.w_stride, Layout::kSuperBytes, kKQuantPrefetchBytes);
+      } else {
+        prefetch_ahead(w, Layout::kSuperBytes, kKQuantPrefetchBytes);
+        prefetch_ahead(w + a.w_stride, Layout::kSuperBytes, kKQuantPrefetchBytes);
+      }
       const BlockQ8_K* x[T];
       const int32_t* sums[T];
       for (int t = 0; t < T; ++t) {
