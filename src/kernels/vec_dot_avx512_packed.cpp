@@ -59,6 +59,9 @@ HEARTH_PACKED inline __m256i dpbusd_wide(__m256i acc, Wide w, __m256i s) {
 
 inline constexpr bool kWideOffsetInSum = true;
 
+// vpdpbusd widens and accumulates in one instruction: no int16 sums.
+inline constexpr bool kInt16Sums = false;
+
 #include "kernels/packed_tiles.inc"
 
 // ---- 16-row tiles on 512-bit vectors ----

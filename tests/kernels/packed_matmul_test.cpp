@@ -187,6 +187,64 @@ TEST(PackedMatmul, KQuantRandomBitsAreExact) {
   }
 }
 
+// Every quant and scale byte 0xFF (each weight at its type's largest unsigned value: Q4_K 15, Q5_K 31, Q6_K 63, Q3_K
+// 7) with only the fp16 super-block scales made finite, against activations all +1 or all -1 (every byte ±127): the
+// largest integer sums a tile can meet, which the AVX2 tiles' int16 partial sums (packed_tiles.inc, kInt16Sums) must
+// hold without saturating. Still bitwise the reference.
+template <class Block>
+void set_finite_scales(uint8_t* bytes, size_t n_bytes) {
+  auto* blocks = reinterpret_cast<Block*>(bytes);
+  for (size_t i = 0; i < n_bytes / sizeof(Block); ++i) {
+    blocks[i].d = 0x2E66;  // fp16 0.1
+    if constexpr (requires { blocks[i].dmin; }) blocks[i].dmin = 0x2E66;
+  }
+}
+
+TEST(PackedMatmul, KQuantLargestSumsAreExact) {
+  LevelGuard guard;
+  if (packed_levels().empty()) GTEST_SKIP() << kNoPackedLevel;
+  for (auto [type, level] : all_pairs({DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS})) {
+    set_isa_level(level);
+    const int64_t n_rows = 16;
+    const int64_t n_cols = 2 * kQK_K;
+    std::vector<uint8_t> bytes(row_bytes(type, n_cols) * n_rows, 0xFF);
+    switch (type) {
+      case DType::Q3_K:
+        set_finite_scales<BlockQ3_K>(bytes.data(), bytes.size());
+        break;
+      case DType::Q4_K:
+        set_finite_scales<BlockQ4_K>(bytes.data(), bytes.size());
+        break;
+      case DType::Q5_K:
+        set_finite_scales<BlockQ5_K>(bytes.data(), bytes.size());
+        break;
+      case DType::Q6_K:
+        set_finite_scales<BlockQ6_K>(bytes.data(), bytes.size());
+        break;
+      default:
+        set_finite_scales<BlockIQ4_XS>(bytes.data(), bytes.size());
+        break;
+    }
+    MatrixView w{type, n_rows, n_cols, bytes.data(), row_bytes(type, n_cols)};
+    const std::unique_ptr<PackedMatrix> packed = pack_matrix(w);
+    ThreadPool pool(1);
+    MatmulScratch scratch;
+    for (float sign : {1.0f, -1.0f}) {
+      for (int64_t n_tokens : {1, 4}) {
+        const std::vector<float> x(static_cast<size_t>(n_tokens * n_cols), sign);
+        std::vector<float> want(static_cast<size_t>(n_tokens * n_rows));
+        std::vector<float> got(want.size());
+        matmul_reference(w, x.data(), n_tokens, want.data());
+        w.packed = packed.get();
+        matmul(w, x.data(), n_tokens, got.data(), pool, scratch);
+        w.packed = nullptr;
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+            << dtype_name(type) << " at " << isa_level_name(level) << " tokens " << n_tokens << " x " << sign;
+      }
+    }
+  }
+}
+
 // A Q8_0 weight of -128 becomes the unsigned byte 0 in the packed layout; products stay exact.
 TEST(PackedMatmul, Q8_0MinusOneTwentyEightIsExact) {
   if (packed_levels().empty()) GTEST_SKIP() << kNoPackedLevel;
