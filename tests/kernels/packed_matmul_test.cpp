@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -158,6 +159,19 @@ std::vector<std::pair<DType, IsaLevel>> all_pairs(std::initializer_list<DType> t
   return pairs;
 }
 
+// One matmul of x (n_tokens rows) through w's packed copy, bitwise against the scalar reference of the original.
+void expect_packed_is_reference(MatrixView w, const PackedMatrix& packed, const std::vector<float>& x, int64_t n_tokens,
+                                ThreadPool& pool, const std::string& what) {
+  MatmulScratch scratch;
+  std::vector<float> want(static_cast<size_t>(n_tokens * w.n_rows));
+  std::vector<float> got(want.size(), -1.0f);
+  w.packed = nullptr;
+  matmul_reference(w, x.data(), n_tokens, want.data());
+  w.packed = &packed;
+  matmul(w, x.data(), n_tokens, got.data(), pool, scratch);
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0) << what;
+}
+
 // Every bit of the K-quant and IQ4_XS blocks random (scales and mins up to 63, Q6_K scales down to -128, all high bits
 // set somewhere), which the quantizer's output alone may not reach: still bitwise the reference.
 TEST(PackedMatmul, KQuantRandomBitsAreExact) {
@@ -172,25 +186,18 @@ TEST(PackedMatmul, KQuantRandomBitsAreExact) {
     MatrixView w{type, n_rows, n_cols, bytes.data(), row_bytes(type, n_cols)};
     const std::unique_ptr<PackedMatrix> packed = pack_matrix(w);
     ThreadPool pool(2);
-    MatmulScratch scratch;
     for (int64_t n_tokens : {1, 4, 7}) {
-      const std::vector<float> x = gaussian(n_tokens * n_cols, 9, 1.0f);
-      std::vector<float> want(static_cast<size_t>(n_tokens * n_rows));
-      std::vector<float> got(want.size());
-      matmul_reference(w, x.data(), n_tokens, want.data());
-      w.packed = packed.get();
-      matmul(w, x.data(), n_tokens, got.data(), pool, scratch);
-      w.packed = nullptr;
-      EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
-          << dtype_name(type) << " at " << isa_level_name(level) << " tokens " << n_tokens;
+      expect_packed_is_reference(
+          w, *packed, gaussian(n_tokens * n_cols, 9, 1.0f), n_tokens, pool,
+          std::string(dtype_name(type)) + " at " + isa_level_name(level) + " tokens " + std::to_string(n_tokens));
     }
   }
 }
 
 // Every quant and scale byte 0xFF (each weight at its type's largest unsigned value: Q4_K 15, Q5_K 31, Q6_K 63, Q3_K
 // 7) with only the fp16 super-block scales made finite, against activations all +1 or all -1 (every byte ±127): the
-// largest integer sums a tile can meet, which the AVX2 tiles' int16 partial sums (packed_tiles.inc, kInt16Sums) must
-// hold without saturating. Still bitwise the reference.
+// largest integer sums a tile can meet, which the AVX2 tiles' int16 partial sums (packed_tiles_kquant.inc,
+// kInt16Sums) must hold without saturating. Still bitwise the reference.
 template <class Block>
 void set_finite_scales(uint8_t* bytes, size_t n_bytes) {
   auto* blocks = reinterpret_cast<Block*>(bytes);
@@ -228,18 +235,12 @@ TEST(PackedMatmul, KQuantLargestSumsAreExact) {
     MatrixView w{type, n_rows, n_cols, bytes.data(), row_bytes(type, n_cols)};
     const std::unique_ptr<PackedMatrix> packed = pack_matrix(w);
     ThreadPool pool(1);
-    MatmulScratch scratch;
     for (float sign : {1.0f, -1.0f}) {
       for (int64_t n_tokens : {1, 4}) {
-        const std::vector<float> x(static_cast<size_t>(n_tokens * n_cols), sign);
-        std::vector<float> want(static_cast<size_t>(n_tokens * n_rows));
-        std::vector<float> got(want.size());
-        matmul_reference(w, x.data(), n_tokens, want.data());
-        w.packed = packed.get();
-        matmul(w, x.data(), n_tokens, got.data(), pool, scratch);
-        w.packed = nullptr;
-        EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
-            << dtype_name(type) << " at " << isa_level_name(level) << " tokens " << n_tokens << " x " << sign;
+        expect_packed_is_reference(w, *packed, std::vector<float>(static_cast<size_t>(n_tokens * n_cols), sign),
+                                   n_tokens, pool,
+                                   std::string(dtype_name(type)) + " at " + isa_level_name(level) + " tokens " +
+                                       std::to_string(n_tokens) + " x " + std::to_string(sign));
       }
     }
   }
@@ -261,17 +262,10 @@ TEST(PackedMatmul, Q8_0MinusOneTwentyEightIsExact) {
                row_bytes(DType::Q8_0, n_cols)};
   const std::unique_ptr<PackedMatrix> packed = pack_matrix(w);
   const std::vector<float> x = gaussian(3 * n_cols, 5, 1.0f);
-  std::vector<float> want(3 * n_rows);
-  std::vector<float> got(want.size());
-  matmul_reference(w, x.data(), 3, want.data());
-  w.packed = packed.get();
   ThreadPool pool(1);
-  MatmulScratch scratch;
   for (IsaLevel level : packed_levels()) {
     set_isa_level(level);
-    std::fill(got.begin(), got.end(), -1.0f);
-    matmul(w, x.data(), 3, got.data(), pool, scratch);
-    EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0) << isa_level_name(level);
+    expect_packed_is_reference(w, *packed, x, 3, pool, isa_level_name(level));
   }
 }
 
