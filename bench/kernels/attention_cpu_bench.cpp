@@ -8,8 +8,11 @@
 // tiles take successive heads, so a head's keys come from memory (a layer of 12 heads at depth 2,400 is 7 MiB of
 // f16 K and V), not from the L2 the previous tile left them in.
 //
+// f16_reads pins how the AVX2 path reads the f16 K/V (kernels/attention.h, F16KvReads): auto, inplace or
+// dequantized.
+//
 //   hearth-bench-attention-cpu [rows=16] [depth=2400] [group=1] [head_dim=64] [min_seconds=0.5] [repeats=3]
-//                              [kv_heads=1]
+//                              [kv_heads=1] [f16_reads=auto]
 
 #include <time.h>
 
@@ -17,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/attention.h"
@@ -41,6 +45,15 @@ int run(int argc, char** argv) {
   const double min_seconds = arg(5, 0.5);
   const auto repeats = static_cast<int>(arg(6, 3));
   const auto kv_heads = static_cast<int32_t>(arg(7, 1));
+  const std::string reads = argc > 8 ? argv[8] : "auto";
+  if (reads == "inplace") {
+    set_f16_kv_reads(F16KvReads::kInPlace);
+  } else if (reads == "dequantized") {
+    set_f16_kv_reads(F16KvReads::kDequantized);
+  } else if (reads != "auto") {
+    std::fprintf(stderr, "f16_reads must be auto, inplace or dequantized, not %s\n", reads.c_str());
+    return 2;
+  }
   constexpr int32_t kBlock = 16;
   const int32_t n_pos = depth + rows;
   const int32_t n_blocks = (n_pos + kBlock - 1) / kBlock;
@@ -54,10 +67,10 @@ int run(int argc, char** argv) {
   std::vector<uint8_t> k_bytes(static_cast<size_t>(n_blocks) * kBlock * row_bytes);
   std::vector<uint8_t> v_bytes(k_bytes.size());
   // The pool's layout: a block holds each head's slots together.
-  const PagedKvView k{k_bytes.data(), row_bytes * kBlock, head_bytes,           kBlock,
-                      table,          KvDtype::kF16,     head_bytes, head_bytes * kBlock};
-  const PagedKvView v{v_bytes.data(), row_bytes * kBlock, head_bytes,           kBlock,
-                      table,          KvDtype::kF16,     head_bytes, head_bytes * kBlock};
+  const PagedKvView k{k_bytes.data(), row_bytes * kBlock, head_bytes, kBlock,
+                      table,          KvDtype::kF16,      head_bytes, head_bytes * kBlock};
+  const PagedKvView v{v_bytes.data(), row_bytes * kBlock, head_bytes, kBlock,
+                      table,          KvDtype::kF16,      head_bytes, head_bytes * kBlock};
   for (int32_t p = 0; p < n_pos; ++p) {
     for (int32_t h = 0; h < kv_heads; ++h) {
       for (auto* view : {&k, &v}) {
@@ -87,9 +100,10 @@ int run(int argc, char** argv) {
     best = std::min(best, elapsed / static_cast<double>(n));
   }
   std::printf(
-      "attention tile (%s): %d rows x %d heads at depth %d, head size %d, f16 KV of %d heads: %.1f us, %.1f "
-      "GFLOP/s\n",
-      isa_level_name(active_isa_level()), rows, group, depth, hd, kv_heads, best * 1e6, flop / best * 1e-9);
+      "attention tile (%s, f16 reads %s): %d rows x %d heads at depth %d, head size %d, f16 KV of %d heads: %.1f us, "
+      "%.1f GFLOP/s\n",
+      isa_level_name(active_isa_level()), reads.c_str(), rows, group, depth, hd, kv_heads, best * 1e6,
+      flop / best * 1e-9);
   return 0;
 }
 

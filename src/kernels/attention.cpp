@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
@@ -425,6 +426,22 @@ void attend_span(const AttentionTile& t, int32_t h, const Row* const* k, const R
   if (pending >= 0) one(pending, pending_skip, pending_nk);
 }
 
+std::atomic<F16KvReads> g_f16_reads{F16KvReads::kAuto};
+
+// Whether a tile with this many queries per KV head reads f16 K/V in place (F16KvReads).
+bool reads_f16_in_place(int32_t queries_per_kv_head) {
+  switch (g_f16_reads.load(std::memory_order_relaxed)) {
+    case F16KvReads::kInPlace:
+      return true;
+    case F16KvReads::kDequantized:
+      return false;
+    case F16KvReads::kAuto:
+      break;
+  }
+  static const bool zen1 = cpu_is_zen1();
+  return !(zen1 && queries_per_kv_head >= kF16DequantizeMinQueries);
+}
+
 template <class Ops>
 void attention_tile_impl(const AttentionTile& t, const PagedKvView& k, const PagedKvView& v, float* scratch) {
   const int32_t hd = t.head_dim;
@@ -442,10 +459,12 @@ void attention_tile_impl(const AttentionTile& t, const PagedKvView& k, const Pag
   const float* k_rows[kMaxSpan];
   const float* v_rows[kMaxSpan];
   // f16 KV (the default) is read in place by the AVX2 ops, converted in registers as it is loaded, instead of
-  // being dequantized into the tile first: with two queries sharing each load, that is faster for any number of
-  // queries (hearth-bench-attention-cpu: 1 row x 4 heads 41 -> 36 us, 16 rows 227 -> 179 us, 30 rows x 4 heads
-  // 1462 -> 1326 us). The converted values are exact, so either way gives the same bits.
-  const bool fused = Ops::kFusedF16 && k.dtype == KvDtype::kF16 && v.dtype == KvDtype::kF16 && hd % 8 == 0;
+  // being dequantized into the tile first: with two queries sharing each load, that is faster on the Intel machines
+  // for any number of queries (hearth-bench-attention-cpu: 1 row x 4 heads 41 -> 36 us, 16 rows 227 -> 179 us,
+  // 30 rows x 4 heads 1462 -> 1326 us), but not on Zen 1 past a few queries (F16KvReads). The converted values are
+  // exact, so either way gives the same bits.
+  const bool fused = Ops::kFusedF16 && k.dtype == KvDtype::kF16 && v.dtype == KvDtype::kF16 && hd % 8 == 0 &&
+                     reads_f16_in_place(t.n_rows * t.n_q_heads);
   const uint8_t* k_raw[kMaxSpan];
   const uint8_t* v_raw[kMaxSpan];
 
@@ -494,6 +513,10 @@ void attention_tile_impl(const AttentionTile& t, const PagedKvView& k, const Pag
 }
 
 }  // namespace
+
+void set_f16_kv_reads(F16KvReads reads) {
+  g_f16_reads.store(reads, std::memory_order_relaxed);
+}
 
 int32_t attention_span(int32_t head_dim) {
   return std::clamp(4096 / std::max(head_dim, 1) / 8 * 8, 16, kMaxSpan);

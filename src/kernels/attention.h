@@ -73,6 +73,19 @@ size_t attention_scratch_floats(int32_t head_dim, int32_t n_rows, int32_t n_quer
 
 void attention_tile(const AttentionTile& t, const PagedKvView& k, const PagedKvView& v, float* scratch);
 
+// How the AVX2 path reads f16 K/V: converted in registers at every load (kInPlace), or converted to floats once per
+// span and then read as floats (kDequantized). The conversion is exact, so both give the same bits; which is faster
+// depends on the CPU. kAuto (the default) dequantizes on Zen 1 (cpu_is_zen1) for tiles of at least
+// kF16DequantizeMinQueries queries per KV head and reads in place otherwise. Tests and benchmarks pin one; not
+// synchronized with running kernels.
+enum class F16KvReads { kAuto, kInPlace, kDequantized };
+void set_f16_kv_reads(F16KvReads reads);
+
+// On Zen 1, `hearth-bench-attention-cpu ROWS 2600 1 64 0.3 3 12` in place / dequantized, us: 6 rows 309-329 /
+// 311-318, 8 rows 412-432 / 381-388, 16 rows 803-812 / 654-677, 30 rows 1519-1540 / 1157-1196; 1 and 4 rows are
+// 6-12% faster in place.
+inline constexpr int32_t kF16DequantizeMinQueries = 8;
+
 // Twin: two-pass softmax in double precision per query, K/V read through the reference dequantizer.
 void attention_tile_reference(const AttentionTile& t, const PagedKvView& k, const PagedKvView& v);
 

@@ -65,6 +65,15 @@ std::atomic<IsaLevel>& active_level() {
 
 }  // namespace
 
+bool cpu_is_zen1() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  return __builtin_cpu_is("znver1");
+#else
+  return false;
+#endif
+}
+
 const char* isa_level_name(IsaLevel level) {
   switch (level) {
     case IsaLevel::kScalar:

@@ -35,6 +35,10 @@ inline bool isa_at_least(IsaLevel level) {
   return static_cast<int>(active_isa_level()) >= static_cast<int>(level);
 }
 
+// True on AMD Zen 1 (family 17h, znver1), where a 256-bit vcvtph2ps is slow enough that attention over f16 K/V is
+// faster with each span converted to floats once than converted again at every load (kernels/attention.h).
+bool cpu_is_zen1();
+
 // Sets the active level (tests, benchmarks). A level the CPU does not support becomes the best one below it that it
 // does.
 // Not synchronized with kernels running on other threads: call it between kernel calls.

@@ -188,6 +188,34 @@ TEST(Attention, VectorAndScalarPathsAgreeBitForBit) {
   }
 }
 
+TEST(Attention, F16InPlaceAndDequantizedReadsGiveTheSameBits) {
+  // The AVX2 path reads f16 K/V either converted at every load or converted once per span (F16KvReads; which one
+  // kAuto takes depends on the CPU and the tile): every tile, one row or many, with a window and a softcap or not,
+  // gets the same bits either way, and the bits of the scalar path.
+  if (!isa_supported(IsaLevel::kAvx2)) GTEST_SKIP() << "this CPU has no AVX2 path";
+  const IsaLevel level = active_isa_level();
+  for (Shape s : kShapes) {
+    if (s.head_dim % 8 != 0) continue;  // f16 is read in place only at head sizes that are multiples of 8
+    PagedKv k(KvDtype::kF16, s.block_size, 2, s.head_dim, 150, 31),
+        v(KvDtype::kF16, s.block_size, 2, s.head_dim, 150, 32);
+    for (auto [first, n_rows, window, softcap] :
+         {std::tuple{149, 1, 0, 0.0f}, {143, 7, 0, 0.0f}, {120, 30, 0, 0.0f}, {100, 50, 30, 2.0f}}) {
+      const auto q = random_vector(static_cast<size_t>(n_rows) * s.group * s.head_dim, 33 + first);
+      set_isa_level(IsaLevel::kScalar);
+      const auto scalar = run(k, v, q, s, first, n_rows, false, window, softcap);
+      set_isa_level(IsaLevel::kAvx2);
+      for (F16KvReads reads : {F16KvReads::kInPlace, F16KvReads::kDequantized, F16KvReads::kAuto}) {
+        set_f16_kv_reads(reads);
+        EXPECT_EQ(run(k, v, q, s, first, n_rows, false, window, softcap), scalar)
+            << "head_dim " << s.head_dim << " group " << s.group << " rows " << n_rows << " reads "
+            << static_cast<int>(reads);
+      }
+      set_f16_kv_reads(F16KvReads::kAuto);
+      set_isa_level(level);
+    }
+  }
+}
+
 TEST(Attention, WidePathGivesEachQueryItsPerQueryBits) {
   // At the AVX-512 level a tile with 10 or more queries per KV head takes the spans all of them read whole on
   // 16-query vectors: every query must still get, at every level, the bits the scalar path gives it, and the bits
