@@ -1,6 +1,9 @@
 // hearth-bench-fma-peak: one thread's fp32 FMA rate on 256-bit and, where the CPU has AVX-512, 512-bit vectors, in
 // thread CPU time: the peak the attention kernel's GFLOP/s are measured against. Ten independent accumulators, so
-// the rate is the FMA ports' throughput, not one chain's latency.
+// the rate is the FMA ports' throughput, not one chain's latency. Then, the same way, the AVX2 integer multiplies
+// the quantized tiles are built from (kernels/vec_dot_avx2_packed.cpp): vpmaddubsw alone (32 u8·s8 products per
+// 256-bit op) and vpmaddubsw followed by vpmaddwd (the emulated vpdpbusd of Q8_0's tiles), as products per second:
+// the ceiling of a tile whose multiplies are its busiest port.
 //
 //   hearth-bench-fma-peak [seconds=1]
 
@@ -23,9 +26,9 @@ double thread_cpu_seconds() {
 constexpr int kChains = 10;  // HEARTH_TEN below
 constexpr long kRounds = 1 << 20;
 
-// FMAs per second over at least `seconds` of CPU time.
+// Operations per second (kRounds rounds of the ten chains per call) over at least `seconds` of CPU time.
 template <class Body>
-double fmas_per_second(double seconds, Body body) {
+double ops_per_second(double seconds, Body body) {
   long calls = 0;
   const double start = thread_cpu_seconds();
   double elapsed = 0;
@@ -73,6 +76,33 @@ __attribute__((target("avx512f"), noinline)) float run512() {
   return _mm512_reduce_add_ps(a0) + _mm512_reduce_add_ps(a9);
 }
 
+// The integer multiplies, ten chains as above: each step's output is the next step's signed operand.
+__attribute__((target("avx2"), noinline)) int run_maddubs() {
+#define HEARTH_DECLARE_I(i) __m256i a##i = _mm256_set1_epi8(static_cast<char>(i + 1));
+  HEARTH_TEN(HEARTH_DECLARE_I)
+  const __m256i u = _mm256_set1_epi8(3);
+  for (long r = 0; r < kRounds; ++r) {
+#define HEARTH_MADDUBS(i) a##i = _mm256_maddubs_epi16(u, a##i);
+    HEARTH_TEN(HEARTH_MADDUBS)
+    asm volatile(""
+                 : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5), "+x"(a6), "+x"(a7), "+x"(a8), "+x"(a9));
+  }
+  return _mm256_extract_epi32(_mm256_add_epi32(a0, a9), 0);
+}
+
+__attribute__((target("avx2"), noinline)) int run_maddubs_madd() {
+  HEARTH_TEN(HEARTH_DECLARE_I)
+  const __m256i u = _mm256_set1_epi8(3);
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (long r = 0; r < kRounds; ++r) {
+#define HEARTH_DPBUSD(i) a##i = _mm256_madd_epi16(_mm256_maddubs_epi16(u, a##i), ones);
+    HEARTH_TEN(HEARTH_DPBUSD)
+    asm volatile(""
+                 : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5), "+x"(a6), "+x"(a7), "+x"(a8), "+x"(a9));
+  }
+  return _mm256_extract_epi32(_mm256_add_epi32(a0, a9), 0);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -83,11 +113,17 @@ int main(int argc, char** argv) {
     std::printf("no AVX2 on this CPU\n");
     return 0;
   }
-  const double f256 = fmas_per_second(seconds, [&] { sink = sink + run256(); });
+  const double f256 = ops_per_second(seconds, [&] { sink = sink + run256(); });
   std::printf("256-bit: %.2f G FMA/s, %.1f GFLOP/s on one thread\n", f256 * 1e-9, f256 * 16e-9);
   if (isa_supported(IsaLevel::kAvx512Vnni)) {
-    const double f512 = fmas_per_second(seconds, [&] { sink = sink + run512(); });
+    const double f512 = ops_per_second(seconds, [&] { sink = sink + run512(); });
     std::printf("512-bit: %.2f G FMA/s, %.1f GFLOP/s on one thread\n", f512 * 1e-9, f512 * 32e-9);
   }
+  volatile int isink = 0;
+  const double ub = ops_per_second(seconds, [&] { isink = isink + run_maddubs(); });
+  std::printf("256-bit vpmaddubsw: %.2f G ops/s, %.1f G int8 products/s on one thread\n", ub * 1e-9, ub * 32e-9);
+  const double dp = ops_per_second(seconds, [&] { isink = isink + run_maddubs_madd(); });
+  std::printf("256-bit vpmaddubsw + vpmaddwd: %.2f G pairs/s, %.1f G int8 products/s on one thread\n", dp * 1e-9,
+              dp * 32e-9);
   return 0;
 }
