@@ -58,11 +58,18 @@ HEARTH_WIDE_ATTN inline __m512 load16_f16(const uint8_t* row, int32_t i) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * i)));
 }
 
-// Scores of keys k[0..K) for the group's 16 queries into s (K rows of 16): each element of a key is one
-// broadcast for 16 fmas. Three keys keep 24 chains and the query vector in registers. f16 rows are converted
-// into a small buffer first (the L1 then holds the group's arrays and the span's f16 rows, not float copies).
-template <int K, class Row>
-HEARTH_WIDE_ATTN inline void scores_keys(const float* qt, const Row* const* rows, int32_t hd, __m512 scale, float* s) {
+// Scores of keys k[0..kKeys) for R groups' 16 queries each, into s[r] (kKeys rows of 16). One chain at a time:
+// chain l of every (group, key) pair runs over d = l, l+8, ... into its own register (R × kKeys of them), then
+// lands in `part`; the 8 chains of a pair are combined at the end. So per dimension step each group's query
+// vector is loaded once for kKeys keys and each key element once for the R groups (two groups share it from a
+// register), where a pair's 8 chains held in registers at once left room for 3 keys and cost 4 loads per 3 fmas,
+// more than the load ports serve. f16 rows are converted into a small buffer first, once for the R groups.
+inline constexpr int kScoreKeys = 8;
+
+template <int R, class Row>
+HEARTH_WIDE_ATTN inline void scores_keys(const float* const* qt, const Row* const* rows, int32_t hd, __m512 scale,
+                                         float* const* s) {
+  constexpr int K = kScoreKeys;
   const float* k[K];
   alignas(64) float converted[std::is_same_v<Row, float> ? 1 : K * kWideMaxHeadDim];
   for (int t = 0; t < K; ++t) {
@@ -74,23 +81,43 @@ HEARTH_WIDE_ATTN inline void scores_keys(const float* qt, const Row* const* rows
       k[t] = dst;
     }
   }
-  __m512 a[K][8];
-#pragma GCC unroll 3
-  for (int t = 0; t < K; ++t) {
-#pragma GCC unroll 8
-    for (int l = 0; l < 8; ++l) a[t][l] = _mm512_setzero_ps();
-  }
+  alignas(64) float part[R][K][8][kWideLanes];
+  for (int l = 0; l < 8; ++l) {
+    __m512 a[R][K];
 #pragma GCC unroll 2
-  for (int32_t d0 = 0; d0 < hd; d0 += 8) {
+    for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 8
-    for (int l = 0; l < 8; ++l) {
-      const __m512 q = in_register(_mm512_load_ps(qt + (d0 + l) * kWideLanes));
-#pragma GCC unroll 3
-      for (int t = 0; t < K; ++t) a[t][l] = _mm512_fmadd_ps(q, _mm512_set1_ps(k[t][d0 + l]), a[t][l]);
+      for (int t = 0; t < K; ++t) a[r][t] = _mm512_setzero_ps();
+    }
+#pragma GCC unroll 4
+    for (int32_t d = l; d < hd; d += 8) {
+      __m512 q[R];
+#pragma GCC unroll 2
+      for (int r = 0; r < R; ++r) q[r] = in_register(_mm512_load_ps(qt[r] + d * kWideLanes));
+#pragma GCC unroll 8
+      for (int t = 0; t < K; ++t) {
+        if constexpr (R == 1) {
+          a[0][t] = _mm512_fmadd_ps(q[0], _mm512_set1_ps(k[t][d]), a[0][t]);
+        } else {
+          const __m512 b = in_register(_mm512_set1_ps(k[t][d]));
+#pragma GCC unroll 2
+          for (int r = 0; r < R; ++r) a[r][t] = _mm512_fmadd_ps(q[r], b, a[r][t]);
+        }
+      }
+    }
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+      for (int t = 0; t < K; ++t) _mm512_store_ps(part[r][t][l], a[r][t]);
     }
   }
-#pragma GCC unroll 3
-  for (int t = 0; t < K; ++t) _mm512_store_ps(s + t * kWideLanes, _mm512_mul_ps(combine(a[t]), scale));
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < K; ++t) {
+      __m512 c[8];
+      for (int l = 0; l < 8; ++l) c[l] = _mm512_load_ps(part[r][t][l]);
+      _mm512_store_ps(s[r] + t * kWideLanes, _mm512_mul_ps(combine(c), scale));
+    }
+  }
 }
 
 // The softmax step on the n scores in pt (replaced by their p_j); returns corr.
@@ -116,54 +143,107 @@ HEARTH_WIDE_ATTN inline __m512 softmax_step(float* pt, int32_t n, float* m, floa
   return corr;
 }
 
-// acc = acc·corr + Σ_j v_j·p_j, 16 dimensions (16 vectors of queries) at a time; f16 values of those 16
-// dimensions are converted for all n keys first.
-template <class Row>
-HEARTH_WIDE_ATTN inline void accumulate(float* acct, __m512 corr, const float* pt, const Row* const* v, int32_t n,
-                                        int32_t hd) {
+// acc = acc·corr + Σ_j v_j·p_j for R groups, 16 dimensions (16 vectors of queries) at a time; f16 values of
+// those 16 dimensions are converted for all n keys first, once for the R groups.
+template <int R, class Row>
+HEARTH_WIDE_ATTN inline void accumulate(const WideGroup* g, const __m512* corr, float* const* pt, const Row* const* v,
+                                        int32_t n, int32_t hd) {
   alignas(64) float converted[std::is_same_v<Row, float> ? 1 : kWideMaxSpan * 16];
   for (int32_t d0 = 0; d0 < hd; d0 += 16) {
     if constexpr (!std::is_same_v<Row, float>) {
       for (int32_t j = 0; j < n; ++j) _mm512_store_ps(converted + j * 16, load16_f16(v[j], d0));
     }
-    __m512 a[16];
-    for (int i = 0; i < 16; ++i) a[i] = _mm512_mul_ps(_mm512_load_ps(acct + (d0 + i) * kWideLanes), corr);
-    for (int32_t j = 0; j < n; ++j) {
-      const __m512 p = in_register(_mm512_load_ps(pt + j * kWideLanes));
-      const float* vj;
-      if constexpr (std::is_same_v<Row, float>) {
-        vj = v[j] + d0;
-      } else {
-        vj = converted + j * 16;
+    if constexpr (R == 2) {
+      // Both groups at once, 8 dimensions at a time: each value element is loaded once, into a register, for
+      // both groups' fmas.
+      for (int32_t h = 0; h < 16; h += 8) {
+        __m512 a[2][8];
+        for (int r = 0; r < 2; ++r) {
+          for (int i = 0; i < 8; ++i)
+            a[r][i] = _mm512_mul_ps(_mm512_load_ps(g[r].acct + (d0 + h + i) * kWideLanes), corr[r]);
+        }
+        for (int32_t j = 0; j < n; ++j) {
+          const __m512 p0 = in_register(_mm512_load_ps(pt[0] + j * kWideLanes));
+          const __m512 p1 = in_register(_mm512_load_ps(pt[1] + j * kWideLanes));
+          const float* vj;
+          if constexpr (std::is_same_v<Row, float>) {
+            vj = v[j] + d0 + h;
+          } else {
+            vj = converted + j * 16 + h;
+          }
+#pragma GCC unroll 8
+          for (int i = 0; i < 8; ++i) {
+            const __m512 b = in_register(_mm512_set1_ps(vj[i]));
+            a[0][i] = _mm512_fmadd_ps(b, p0, a[0][i]);
+            a[1][i] = _mm512_fmadd_ps(b, p1, a[1][i]);
+          }
+        }
+        for (int r = 0; r < 2; ++r) {
+          for (int i = 0; i < 8; ++i) _mm512_store_ps(g[r].acct + (d0 + h + i) * kWideLanes, a[r][i]);
+        }
       }
-#pragma GCC unroll 16
-      for (int i = 0; i < 16; ++i) a[i] = _mm512_fmadd_ps(_mm512_set1_ps(vj[i]), p, a[i]);
+      continue;
     }
-    for (int i = 0; i < 16; ++i) _mm512_store_ps(acct + (d0 + i) * kWideLanes, a[i]);
+    for (int r = 0; r < R; ++r) {
+      float* acct = g[r].acct;
+      __m512 a[16];
+      for (int i = 0; i < 16; ++i) a[i] = _mm512_mul_ps(_mm512_load_ps(acct + (d0 + i) * kWideLanes), corr[r]);
+      for (int32_t j = 0; j < n; ++j) {
+        const __m512 p = in_register(_mm512_load_ps(pt[r] + j * kWideLanes));
+        const float* vj;
+        if constexpr (std::is_same_v<Row, float>) {
+          vj = v[j] + d0;
+        } else {
+          vj = converted + j * 16;
+        }
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; ++i) a[i] = _mm512_fmadd_ps(_mm512_set1_ps(vj[i]), p, a[i]);
+      }
+      for (int i = 0; i < 16; ++i) _mm512_store_ps(acct + (d0 + i) * kWideLanes, a[i]);
+    }
   }
 }
 
-template <class Row>
-HEARTH_WIDE_ATTN void attend_span(const WideGroup& g, const Row* const* k, const Row* const* v, int32_t n,
+template <int R, class Row>
+HEARTH_WIDE_ATTN void attend_span(const WideGroup* g, const Row* const* k, const Row* const* v, int32_t n,
                                   int32_t head_dim, float scale, float* pt) {
   const __m512 vscale = _mm512_set1_ps(scale);
-  int32_t j = 0;
-  for (; j + 3 <= n; j += 3) scores_keys<3>(g.qt, k + j, head_dim, vscale, pt + j * kWideLanes);
-  for (; j < n; ++j) scores_keys<1>(g.qt, k + j, head_dim, vscale, pt + j * kWideLanes);
-  const __m512 corr = softmax_step(pt, n, g.m, g.l);
-  accumulate(g.acct, corr, pt, v, n, head_dim);
+  const float* qt[R];
+  float* p[R];
+  for (int r = 0; r < R; ++r) {
+    qt[r] = g[r].qt;
+    p[r] = pt + static_cast<size_t>(r) * n * kWideLanes;
+  }
+  for (int32_t j = 0; j < n; j += kScoreKeys) {
+    float* s[R];
+    for (int r = 0; r < R; ++r) s[r] = p[r] + j * kWideLanes;
+    scores_keys<R>(qt, k + j, head_dim, vscale, s);
+  }
+  __m512 corr[R];
+  for (int r = 0; r < R; ++r) corr[r] = softmax_step(p[r], n, g[r].m, g[r].l);
+  accumulate<R>(g, corr, p, v, n, head_dim);
+}
+
+template <class Row>
+void attend_span_groups(const WideGroup* g, int32_t n_groups, const Row* const* k, const Row* const* v, int32_t n,
+                        int32_t head_dim, float scale, float* pt) {
+  if (n_groups == 2) {
+    attend_span<2>(g, k, v, n, head_dim, scale, pt);
+  } else {
+    attend_span<1>(g, k, v, n, head_dim, scale, pt);
+  }
 }
 
 }  // namespace
 
-void wide_attend_span_avx512(const WideGroup& g, const float* const* k, const float* const* v, int32_t n,
-                             int32_t head_dim, float scale, float* pt) {
-  attend_span(g, k, v, n, head_dim, scale, pt);
+void wide_attend_span_avx512(const WideGroup* g, int32_t n_groups, const float* const* k, const float* const* v,
+                             int32_t n, int32_t head_dim, float scale, float* pt) {
+  attend_span_groups(g, n_groups, k, v, n, head_dim, scale, pt);
 }
 
-void wide_attend_span_f16_avx512(const WideGroup& g, const uint8_t* const* k, const uint8_t* const* v, int32_t n,
-                                 int32_t head_dim, float scale, float* pt) {
-  attend_span(g, k, v, n, head_dim, scale, pt);
+void wide_attend_span_f16_avx512(const WideGroup* g, int32_t n_groups, const uint8_t* const* k,
+                                 const uint8_t* const* v, int32_t n, int32_t head_dim, float scale, float* pt) {
+  attend_span_groups(g, n_groups, k, v, n, head_dim, scale, pt);
 }
 
 }  // namespace hearth::kernels

@@ -93,11 +93,13 @@ void attend_spans(const AttentionTile& t, int32_t h, const PagedKvView& k, const
       load_tile(k, kv_head, key0, span, t.head_dim, scratch.k_tile, k_rows);
       load_tile(v, kv_head, key0, span, t.head_dim, scratch.v_tile, v_rows);
     }
-    for (int32_t g = 0; g < hg.groups; ++g) {
+    for (int32_t g = 0; g < hg.groups; g += 2) {
+      const WideGroup pair[2] = {hg.group(g), hg.group(std::min(g + 1, hg.groups - 1))};
+      const int32_t n_groups = std::min(2, hg.groups - g);
       if (f16) {
-        wide_attend_span_f16_avx512(hg.group(g), k_raw, v_raw, span, t.head_dim, t.scale, hg.pt);
+        wide_attend_span_f16_avx512(pair, n_groups, k_raw, v_raw, span, t.head_dim, t.scale, hg.pt);
       } else {
-        wide_attend_span_avx512(hg.group(g), k_rows, v_rows, span, t.head_dim, t.scale, hg.pt);
+        wide_attend_span_avx512(pair, n_groups, k_rows, v_rows, span, t.head_dim, t.scale, hg.pt);
       }
     }
   }
@@ -107,7 +109,7 @@ void attend_spans(const AttentionTile& t, int32_t h, const PagedKvView& k, const
 
 size_t wide_scratch_floats(int32_t span, int32_t head_dim, int32_t n_queries) {
   const size_t groups = (static_cast<size_t>(n_queries) + kWideLanes - 1) / kWideLanes;
-  return kWideLanes * (groups * (2 * static_cast<size_t>(head_dim) + 2) + span + 1);
+  return kWideLanes * (groups * (2 * static_cast<size_t>(head_dim) + 2) + 2 * static_cast<size_t>(span) + 1);
 }
 
 int32_t attend_prefix_wide(const AttentionTile& t, const PagedKvView& k, const PagedKvView& v, int32_t span,

@@ -220,7 +220,8 @@ TEST(Attention, WidePathGivesEachQueryItsPerQueryBits) {
   // At the AVX-512 level a tile with 10 or more queries per KV head takes the spans all of them read whole on
   // 16-query vectors: every query must still get, at every level, the bits the scalar path gives it, and the bits
   // it gets alone in a one-row tile (the per-query path). Shapes cover one and several 16-query groups (17 and
-  // 160 queries), GQA, two KV heads in one tile, every KV dtype, a window that cuts no key and one that does.
+  // 160 queries), odd numbers of groups (40 and 68 queries: 3 and 5), so both the paired groups and the lone one
+  // go through, GQA, two KV heads in one tile, every KV dtype, a window that cuts no key and one that does.
   if (!isa_supported(IsaLevel::kAvx512Vnni)) GTEST_SKIP() << "this CPU has no AVX-512 level";
   const IsaLevel level = active_isa_level();
   for (KvDtype type : all_kv_dtypes()) {
