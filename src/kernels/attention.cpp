@@ -24,7 +24,6 @@ using kernels::first_key_of;
 using kernels::head_rows;
 using kernels::kMaxSpan;
 using kernels::load_tile;
-using kernels::prefetch_span;
 
 #define HEARTH_AVX2_ATTN __attribute__((target("avx2,fma,f16c")))
 
@@ -482,15 +481,10 @@ void attention_tile_impl(const AttentionTile& t, const PagedKvView& k, const Pag
     const int32_t skip_min = std::max(0, first_key - key0);
     for (int32_t h = 0; h < t.n_kv_heads; ++h) {
       const int32_t kv_head = t.kv_head + h;
-      // The next (span, head) in this order, fetched while this one computes: one head-span ahead (16 KiB of f16
-      // K and V at head size 64), which the L1 holds beside the one in use.
-      if (h + 1 < t.n_kv_heads) {
-        prefetch_span(k, kv_head + 1, key0 + skip_min, n_in - skip_min);
-        prefetch_span(v, kv_head + 1, key0 + skip_min, n_in - skip_min);
-      } else if (key0 + span <= last_pos) {
-        prefetch_span(k, t.kv_head, key0 + span, std::min(span, last_pos + 1 - key0 - span));
-        prefetch_span(v, t.kv_head, key0 + span, std::min(span, last_pos + 1 - key0 - span));
-      }
+      // Nothing is fetched ahead here. This loop used to ask for the next (span, head)'s K/V, but GCC deleted those
+      // prefetch-only loops (see prefetch_line), so every figure measured for this path was without them; made
+      // real, they slowed it on Zen 5 (`hearth-bench-attention-cpu 1 2000 1 64 0.2 3 12`: 12.8 us median
+      // without, 17.2 into L1 and 17.4 into L2; 1 row x 4 heads 36.0 -> 40.9 / 40.3; 4 rows 35.7 -> 40.1 / 41.1).
       if (fused) {
         head_rows(k, kv_head, key0 + skip_min, n_in - skip_min, k_raw + skip_min);
         head_rows(v, kv_head, key0 + skip_min, n_in - skip_min, v_raw + skip_min);

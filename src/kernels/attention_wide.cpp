@@ -17,6 +17,15 @@ namespace {
 // 120.2 us.
 constexpr int32_t kWideMinQueries = 10;
 
+// How far ahead attend_spans asks for K/V rows, in spans (into L2 only: the 48 KiB L1 already holds the span in
+// use, the groups' arrays and the buffers). A head's slices of a span lie on ~8 of the pool's 4 KiB pages; without
+// prefetches the first conversion of each 8 keys' f16 rows waited on them (30% of the score step's samples, `perf
+// annotate` on Zen 5). `hearth-bench-attention-cpu 30 2400 1 64 0.2 3 12` (K/V of 12 heads, so from L3) on Zen 5,
+// five alternating runs, median: 204.2 and 230.3 us without, 187.3 and 189.3 with (2 spans ahead into L2; 1 span
+// into L1 measured the same, 3 into L2 slower); with one head's K/V in L2 already, 161.1 without and 168.8 with,
+// inside that run's spread. The Intel machine of the head-major pool's round measured no gain from fetching ahead.
+constexpr int32_t kWideAheadSpans = 2;
+
 // One KV head's queries in transposed form (attention_wide.h), carved from the 64-byte aligned wide area: query i
 // of the head (row i / n_q_heads, query head i % n_q_heads) is lane i % 16 of group i / 16.
 struct HeadGroups {
@@ -73,10 +82,8 @@ void store_state(const AttentionTile& t, int32_t h, const HeadGroups& hg, float*
   }
 }
 
-// Spans [0, end) of KV head h for every group. Nothing is fetched ahead: a head's slices of a span lie on ~24 of
-// the pool's 4 KiB pages, and prefetches of the next span, spread over this one's work, made a tile slower (32 rows
-// at depth 2,400 with 12 heads' K/V in memory: 334 us without, 350-357 with; on 2 MiB pages 321 without, 244-259
-// with, but the pool stays on 4 KiB pages, see README "Attention's wide path").
+// Spans [0, end) of KV head h for every group, asking for the K/V rows kWideAheadSpans spans ahead into L2 at the
+// start of each.
 void attend_spans(const AttentionTile& t, int32_t h, const PagedKvView& k, const PagedKvView& v, int32_t span,
                   int32_t end, const WideScratch& scratch, const HeadGroups& hg) {
   const int32_t kv_head = t.kv_head + h;
@@ -86,6 +93,10 @@ void attend_spans(const AttentionTile& t, int32_t h, const PagedKvView& k, const
   const uint8_t* k_raw[kMaxSpan];
   const uint8_t* v_raw[kMaxSpan];
   for (int32_t key0 = 0; key0 < end; key0 += span) {
+    if (key0 + kWideAheadSpans * span < end) {
+      prefetch_span<true>(k, kv_head, key0 + kWideAheadSpans * span, span);
+      prefetch_span<true>(v, kv_head, key0 + kWideAheadSpans * span, span);
+    }
     if (f16) {
       head_rows(k, kv_head, key0, span, k_raw);
       head_rows(v, kv_head, key0, span, v_raw);
