@@ -146,6 +146,7 @@ HEARTH_WIDE_ATTN inline __m512 softmax_step(float* pt, int32_t n, float* m, floa
 // acc = acc·corr + Σ_j v_j·p_j for R groups, 16 dimensions (16 vectors of queries) at a time; f16 values of
 // those 16 dimensions are converted for all n keys first, once for the R groups.
 template <int R, class Row>
+  requires(R == 1 || R == 2)
 HEARTH_WIDE_ATTN inline void accumulate(const WideGroup* g, const __m512* corr, float* const* pt, const Row* const* v,
                                         int32_t n, int32_t hd) {
   alignas(64) float converted[std::is_same_v<Row, float> ? 1 : kWideMaxSpan * 16];
@@ -182,14 +183,12 @@ HEARTH_WIDE_ATTN inline void accumulate(const WideGroup* g, const __m512* corr, 
           for (int i = 0; i < 8; ++i) _mm512_store_ps(g[r].acct + (d0 + h + i) * kWideLanes, a[r][i]);
         }
       }
-      continue;
-    }
-    for (int r = 0; r < R; ++r) {
-      float* acct = g[r].acct;
+    } else {
+      float* acct = g[0].acct;
       __m512 a[16];
-      for (int i = 0; i < 16; ++i) a[i] = _mm512_mul_ps(_mm512_load_ps(acct + (d0 + i) * kWideLanes), corr[r]);
+      for (int i = 0; i < 16; ++i) a[i] = _mm512_mul_ps(_mm512_load_ps(acct + (d0 + i) * kWideLanes), corr[0]);
       for (int32_t j = 0; j < n; ++j) {
-        const __m512 p = in_register(_mm512_load_ps(pt[r] + j * kWideLanes));
+        const __m512 p = in_register(_mm512_load_ps(pt[0] + j * kWideLanes));
         const float* vj;
         if constexpr (std::is_same_v<Row, float>) {
           vj = v[j] + d0;

@@ -93,9 +93,9 @@ void attend_spans(const AttentionTile& t, int32_t h, const PagedKvView& k, const
   const uint8_t* k_raw[kMaxSpan];
   const uint8_t* v_raw[kMaxSpan];
   for (int32_t key0 = 0; key0 < end; key0 += span) {
-    if (key0 + kWideAheadSpans * span < end) {
-      prefetch_span<true>(k, kv_head, key0 + kWideAheadSpans * span, span);
-      prefetch_span<true>(v, kv_head, key0 + kWideAheadSpans * span, span);
+    if (const int32_t ahead = key0 + kWideAheadSpans * span; ahead < end) {
+      prefetch_span<true>(k, kv_head, ahead, span);
+      prefetch_span<true>(v, kv_head, ahead, span);
     }
     if (f16) {
       head_rows(k, kv_head, key0, span, k_raw);
