@@ -8,8 +8,10 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <type_traits>
 
+#include "kernels/attention_rows.h"
 #include "kernels/attention_wide.h"
 
 // GCC 12's AVX-512 intrinsics pass an undefined vector as the merge source of their unmasked forms, which
@@ -203,9 +205,17 @@ HEARTH_WIDE_ATTN inline void accumulate(const WideGroup* g, const __m512* corr, 
   }
 }
 
+// Asks for the K and V head slices of keys [j, j + kScoreKeys) of `ahead` into L2.
+inline void fetch_ahead(const WideAhead& ahead, int32_t j) {
+  for (int32_t t = j; t < std::min(j + kScoreKeys, ahead.n); ++t) {
+    for (size_t off = 0; off < ahead.k_bytes; off += 64) prefetch_line<true>(ahead.k[t] + off);
+    for (size_t off = 0; off < ahead.v_bytes; off += 64) prefetch_line<true>(ahead.v[t] + off);
+  }
+}
+
 template <int R, class Row>
 HEARTH_WIDE_ATTN void attend_span(const WideGroup* g, const Row* const* k, const Row* const* v, int32_t n,
-                                  int32_t head_dim, float scale, float* pt) {
+                                  int32_t head_dim, float scale, float* pt, const WideAhead& ahead) {
   const __m512 vscale = _mm512_set1_ps(scale);
   const float* qt[R];
   float* p[R];
@@ -216,6 +226,7 @@ HEARTH_WIDE_ATTN void attend_span(const WideGroup* g, const Row* const* k, const
   for (int32_t j = 0; j < n; j += kScoreKeys) {
     float* s[R];
     for (int r = 0; r < R; ++r) s[r] = p[r] + j * kWideLanes;
+    if (ahead.n > 0) fetch_ahead(ahead, j);
     scores_keys<R>(qt, k + j, head_dim, vscale, s);
   }
   __m512 corr[R];
@@ -225,24 +236,25 @@ HEARTH_WIDE_ATTN void attend_span(const WideGroup* g, const Row* const* k, const
 
 template <class Row>
 void attend_span_groups(const WideGroup* g, int32_t n_groups, const Row* const* k, const Row* const* v, int32_t n,
-                        int32_t head_dim, float scale, float* pt) {
+                        int32_t head_dim, float scale, float* pt, const WideAhead& ahead) {
   if (n_groups == 2) {
-    attend_span<2>(g, k, v, n, head_dim, scale, pt);
+    attend_span<2>(g, k, v, n, head_dim, scale, pt, ahead);
   } else {
-    attend_span<1>(g, k, v, n, head_dim, scale, pt);
+    attend_span<1>(g, k, v, n, head_dim, scale, pt, ahead);
   }
 }
 
 }  // namespace
 
 void wide_attend_span_avx512(const WideGroup* g, int32_t n_groups, const float* const* k, const float* const* v,
-                             int32_t n, int32_t head_dim, float scale, float* pt) {
-  attend_span_groups(g, n_groups, k, v, n, head_dim, scale, pt);
+                             int32_t n, int32_t head_dim, float scale, float* pt, const WideAhead& ahead) {
+  attend_span_groups(g, n_groups, k, v, n, head_dim, scale, pt, ahead);
 }
 
 void wide_attend_span_f16_avx512(const WideGroup* g, int32_t n_groups, const uint8_t* const* k,
-                                 const uint8_t* const* v, int32_t n, int32_t head_dim, float scale, float* pt) {
-  attend_span_groups(g, n_groups, k, v, n, head_dim, scale, pt);
+                                 const uint8_t* const* v, int32_t n, int32_t head_dim, float scale, float* pt,
+                                 const WideAhead& ahead) {
+  attend_span_groups(g, n_groups, k, v, n, head_dim, scale, pt, ahead);
 }
 
 }  // namespace hearth::kernels

@@ -32,24 +32,13 @@ inline void head_rows(const PagedKvView& kv, int32_t kv_head, int32_t key0, int3
 
 // Asks for the cache line at p: into L1 (prefetcht0), or into L2 only (prefetcht1) with kToL2. Inline asm rather
 // than _mm_prefetch, because GCC 12 at -O2 deletes a loop nest whose only statements are _mm_prefetch calls:
-// prefetch_span compiled to nothing that way (objdump showed no prefetch in attention.o) until this.
+// attention's span prefetches compiled to nothing that way (objdump showed none in attention.o) until this.
 template <bool kToL2>
 inline void prefetch_line(const uint8_t* p) {
   if constexpr (kToL2) {
     asm volatile("prefetcht1 %0" : : "m"(*p));
   } else {
     asm volatile("prefetcht0 %0" : : "m"(*p));
-  }
-}
-
-// Asks for the head slices of keys [key0, key0 + n) to be brought into cache (L1, or L2 only with kToL2), so that
-// a step at depth does not wait on memory for each block's run of them.
-template <bool kToL2 = false>
-inline void prefetch_span(const PagedKvView& kv, int32_t kv_head, int32_t key0, int32_t n) {
-  const uint8_t* rows[kMaxSpan];
-  head_rows(kv, kv_head, key0, n, rows);
-  for (int32_t j = 0; j < n; ++j) {
-    for (size_t off = 0; off < kv.head_bytes; off += 64) prefetch_line<kToL2>(rows[j] + off);
   }
 }
 

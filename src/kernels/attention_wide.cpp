@@ -24,6 +24,10 @@ constexpr int32_t kWideMinQueries = 10;
 // five alternating runs, median: 204.2 and 230.3 us without, 187.3 and 189.3 with (2 spans ahead into L2; 1 span
 // into L1 measured the same, 3 into L2 slower); with one head's K/V in L2 already, 161.1 without and 168.8 with,
 // inside that run's spread. The Intel machine of the head-major pool's round measured no gain from fetching ahead.
+// The requests go out 8 keys at a time as the first pair of groups scores the span in use (WideAhead), not all at
+// its start, where the span's 256 lines queued at once behind the loads it needed itself: on Zen 5, three
+// alternating runs each, `hearth-bench-attention-cpu 26 24000 1 64 0.5 3 12` (K/V from memory) 1902-2040 us at the
+// span's start against 1502-1523 spread; the same 2 spans ahead stayed best spread (1 span 1520, 3 spans 1583-1628).
 constexpr int32_t kWideAheadSpans = 2;
 
 // One KV head's queries in transposed form (attention_wide.h), carved from the 64-byte aligned wide area: query i
@@ -82,8 +86,8 @@ void store_state(const AttentionTile& t, int32_t h, const HeadGroups& hg, float*
   }
 }
 
-// Spans [0, end) of KV head h for every group, asking for the K/V rows kWideAheadSpans spans ahead into L2 at the
-// start of each.
+// Spans [0, end) of KV head h for every group, asking for the K/V rows kWideAheadSpans spans ahead into L2 as the
+// first pair of groups computes its scores.
 void attend_spans(const AttentionTile& t, int32_t h, const PagedKvView& k, const PagedKvView& v, int32_t span,
                   int32_t end, const WideScratch& scratch, const HeadGroups& hg) {
   const int32_t kv_head = t.kv_head + h;
@@ -92,10 +96,14 @@ void attend_spans(const AttentionTile& t, int32_t h, const PagedKvView& k, const
   const float* v_rows[kMaxSpan];
   const uint8_t* k_raw[kMaxSpan];
   const uint8_t* v_raw[kMaxSpan];
+  const uint8_t* k_ahead[kMaxSpan];
+  const uint8_t* v_ahead[kMaxSpan];
   for (int32_t key0 = 0; key0 < end; key0 += span) {
+    WideAhead fetch;
     if (const int32_t ahead = key0 + kWideAheadSpans * span; ahead < end) {
-      prefetch_span<true>(k, kv_head, ahead, span);
-      prefetch_span<true>(v, kv_head, ahead, span);
+      head_rows(k, kv_head, ahead, span, k_ahead);
+      head_rows(v, kv_head, ahead, span, v_ahead);
+      fetch = {k_ahead, v_ahead, span, k.head_bytes, v.head_bytes};
     }
     if (f16) {
       head_rows(k, kv_head, key0, span, k_raw);
@@ -107,10 +115,11 @@ void attend_spans(const AttentionTile& t, int32_t h, const PagedKvView& k, const
     for (int32_t g = 0; g < hg.groups; g += 2) {
       const WideGroup pair[2] = {hg.group(g), hg.group(std::min(g + 1, hg.groups - 1))};
       const int32_t n_groups = std::min(2, hg.groups - g);
+      const WideAhead pf = g == 0 ? fetch : WideAhead{};  // the first pair asks; the others find them there
       if (f16) {
-        wide_attend_span_f16_avx512(pair, n_groups, k_raw, v_raw, span, t.head_dim, t.scale, hg.pt);
+        wide_attend_span_f16_avx512(pair, n_groups, k_raw, v_raw, span, t.head_dim, t.scale, hg.pt, pf);
       } else {
-        wide_attend_span_avx512(pair, n_groups, k_rows, v_rows, span, t.head_dim, t.scale, hg.pt);
+        wide_attend_span_avx512(pair, n_groups, k_rows, v_rows, span, t.head_dim, t.scale, hg.pt, pf);
       }
     }
   }

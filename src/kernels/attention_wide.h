@@ -37,15 +37,28 @@ struct WideGroup {
   float* l;         // kWideLanes
 };
 
+// The stored K and V head slices of a later span's n keys (k_bytes and v_bytes long), for the span in use to ask
+// for into L2 a few keys at a time as it goes, so that the requests spread over the span.
+struct WideAhead {
+  const uint8_t* const* k = nullptr;
+  const uint8_t* const* v = nullptr;
+  int32_t n = 0;
+  size_t k_bytes = 0;
+  size_t v_bytes = 0;
+};
+
 // One span of n keys (n a multiple of 8, at most kWideMaxSpan) for n_groups (1 or 2) groups whose every query
 // reads all of them: k[j] and v[j] are key j's head slices as floats, or as f16 (bytes, converted exactly as
 // kv_dequantize_rows converts them); pt is n_groups × n × kWideLanes floats of scratch (64-byte aligned, like the
 // groups' arrays); head_dim is a multiple of 16, at most kWideMaxHeadDim. Two groups go through together and
 // share every load of a key or value element; each gets the bits it gets alone. Needs AVX-512 F.
+// `ahead` (n = 0: none): the K and V head slices of a later span, asked for into L2 8 keys at a time as the
+// scores go.
 void wide_attend_span_avx512(const WideGroup* groups, int32_t n_groups, const float* const* k, const float* const* v,
-                             int32_t n, int32_t head_dim, float scale, float* pt);
+                             int32_t n, int32_t head_dim, float scale, float* pt, const WideAhead& ahead);
 void wide_attend_span_f16_avx512(const WideGroup* groups, int32_t n_groups, const uint8_t* const* k,
-                                 const uint8_t* const* v, int32_t n, int32_t head_dim, float scale, float* pt);
+                                 const uint8_t* const* v, int32_t n, int32_t head_dim, float scale, float* pt,
+                                 const WideAhead& ahead);
 
 // Floats of scratch the wide path needs beside attention_tile's own for a tile of n_queries queries (at most that
 // many per KV head), 64-byte alignment included.
