@@ -11,6 +11,8 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "app/commands.h"
@@ -28,6 +30,8 @@ struct BenchModelFlags {
   int32_t prompt_tokens = 512;
   int32_t decode_tokens = 64;
   int32_t depth = 0;  // decode starts after a prompt of this many tokens (llama-bench's tg starts at 0)
+  int32_t prefill_depth = 0;  // the -p prompt follows this many cached tokens (a chat's later turn)
+  int32_t repetitions = 1;    // timed prefill passes; the median is reported
   int threads = 0;
   int64_t bandwidth_mib = 1024;
   std::string kv_dtype = "f16";
@@ -73,16 +77,24 @@ double process_cpu_seconds() {
 }
 
 int32_t decode_start_of(const BenchModelFlags& f) {
-  return f.depth > 0 ? f.depth : f.prompt_tokens;
+  return f.depth > 0 ? f.depth : f.prefill_depth + f.prompt_tokens;
+}
+
+// Positions the run writes: the prompt after its cached context, or the decode depth, then the decode steps.
+int32_t positions_of(const BenchModelFlags& f) {
+  return std::max(f.prefill_depth + f.prompt_tokens, f.depth) + f.decode_tokens;
 }
 
 // One sequence: a warm-up pass (pages the mmapped weights in), then the whole prompt in one forward pass, then
-// `decode_tokens` single-token steps feeding back the argmax. With a depth, the decode steps instead follow an
-// untimed `depth`-token prompt (prefilled in one pass from position 0), so attention reads that many keys.
+// `decode_tokens` single-token steps feeding back the argmax. With a prefill depth, the prompt follows an untimed
+// context of that many tokens (prefilled in one pass from position 0), as a chat's later turn follows its cached
+// history; with repetitions, the prompt's pass runs that many times over the same positions (rewriting the same
+// K/V) and the median counts. With a depth, the decode steps instead follow an untimed `depth`-token prompt
+// (prefilled in one pass from position 0), so attention reads that many keys.
 ModelSpeed measure_model(Model& model, const Tokenizer& tok, const BenchModelFlags& f, ThreadPool& pool) {
   const ModelConfig& c = model.config();
   constexpr int32_t kBlockSize = 16;
-  const int32_t n_positions = std::max(f.prompt_tokens, f.depth) + f.decode_tokens;
+  const int32_t n_positions = positions_of(f);
   const int32_t n_blocks = (n_positions + kBlockSize - 1) / kBlockSize;
   auto format = parse_kv_dtype(f.kv_dtype);
   HEARTH_CHECK(format.ok(), "{}", format.error().message);
@@ -93,29 +105,38 @@ ModelSpeed measure_model(Model& model, const Tokenizer& tok, const BenchModelFla
   for (int32_t b = 0; b < n_blocks; ++b) block_table.push_back(BlockId{b});
   std::mt19937 rng(7);
   std::vector<TokenId> prompt{tok.bos()};
-  const auto body = random_normal_tokens(tok, std::max(f.prompt_tokens, f.depth) - 1, rng);
+  const auto body = random_normal_tokens(tok, std::max(f.prefill_depth + f.prompt_tokens, f.depth) - 1, rng);
   prompt.insert(prompt.end(), body.begin(), body.end());
 
   const int32_t n_warm = std::min<int32_t>(16, f.prompt_tokens);
   BatchSequence warm{0, n_warm, 0, block_table, true};
   (void)model.forward({{prompt.data(), static_cast<size_t>(n_warm)}, {&warm, 1}}, kv, pool);
 
+  if (f.prefill_depth > 0) {
+    BatchSequence context{0, f.prefill_depth, 0, block_table, false};
+    (void)model.forward({{prompt.data(), static_cast<size_t>(f.prefill_depth)}, {&context, 1}}, kv, pool);
+  }
   ModelSpeed speed;
-  BatchSequence seq{0, f.prompt_tokens, 0, block_table, true};
-  auto start = Clock::now();
-  double cpu_start = process_cpu_seconds();
-  std::span<const float> logits =
-      model.forward({{prompt.data(), static_cast<size_t>(f.prompt_tokens)}, {&seq, 1}}, kv, pool);
-  speed.prefill_s = seconds_since(start);
-  speed.prefill_cpu_s = process_cpu_seconds() - cpu_start;
+  BatchSequence seq{0, f.prompt_tokens, f.prefill_depth, block_table, true};
+  std::span<const float> logits;
+  std::vector<std::pair<double, double>> passes;  // (wall, CPU) seconds of each timed pass
+  for (int32_t r = 0; r < f.repetitions; ++r) {
+    const auto start = Clock::now();
+    const double cpu_start = process_cpu_seconds();
+    logits = model.forward({{prompt.data() + f.prefill_depth, static_cast<size_t>(f.prompt_tokens)}, {&seq, 1}},
+                           kv, pool);
+    passes.emplace_back(seconds_since(start), process_cpu_seconds() - cpu_start);
+  }
+  std::sort(passes.begin(), passes.end());
+  std::tie(speed.prefill_s, speed.prefill_cpu_s) = passes[passes.size() / 2];
   const int32_t decode_start = decode_start_of(f);
   if (f.depth > 0) {
     BatchSequence context{0, f.depth, 0, block_table, true};
     logits = model.forward({{prompt.data(), static_cast<size_t>(f.depth)}, {&context, 1}}, kv, pool);
   }
   TokenId next{static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin())};
-  start = Clock::now();
-  cpu_start = process_cpu_seconds();
+  const auto start = Clock::now();
+  const double cpu_start = process_cpu_seconds();
   for (int32_t i = 0; i < f.decode_tokens; ++i) {
     BatchSequence step{0, 1, decode_start + i, block_table, true};
     logits = model.forward({{&next, 1}, {&step, 1}}, kv, pool);
@@ -139,16 +160,17 @@ MachineLimits measure_limits(ThreadPool& pool, int64_t bandwidth_mib) {
 }
 
 int run_bench_model(const BenchModelFlags& f) {
-  if (f.prompt_tokens < 1 || f.decode_tokens < 0 || f.depth < 0) {
-    return std::fprintf(stderr, "error: need -p >= 1, -n >= 0, --depth >= 0\n"), 1;
+  if (f.prompt_tokens < 1 || f.decode_tokens < 0 || f.depth < 0 || f.prefill_depth < 0 || f.repetitions < 1) {
+    return std::fprintf(stderr, "error: need -p >= 1, -n >= 0, --depth >= 0, --prefill-depth >= 0, -r >= 1\n"), 1;
   }
   auto loaded = load_model_file(f.model_path);
   if (!loaded) return std::fprintf(stderr, "error: %s\n", loaded.error().message.c_str()), 1;
   Model& model = *loaded->model;
-  const int32_t n_positions = std::max(f.prompt_tokens, f.depth) + f.decode_tokens;
+  const int32_t n_positions = positions_of(f);
   if (n_positions > model.config().n_ctx_train) {
     std::fprintf(stderr,
-                 "note: max(-p, --depth) + -n = %d exceeds the trained context %d (speed is still meaningful)\n",
+                 "note: max(--prefill-depth + -p, --depth) + -n = %d exceeds the trained context %d (speed is still "
+                 "meaningful)\n",
                  n_positions, model.config().n_ctx_train);
   }
   ThreadPool pool(f.threads);
@@ -166,12 +188,14 @@ int run_bench_model(const BenchModelFlags& f) {
   const double prefill_fraction = 2.0 * weights.params * speed.prefill_tok_s / sgemm;
   if (f.json) {
     std::printf(
-        "{\"model\":\"%s\",\"threads\":%d,\"prompt_tokens\":%d,\"decode_tokens\":%d,\"depth\":%d,\"params\":%.0f,"
+        "{\"model\":\"%s\",\"threads\":%d,\"prompt_tokens\":%d,\"decode_tokens\":%d,\"depth\":%d,"
+        "\"prefill_depth\":%d,\"repetitions\":%d,\"prefill_s\":%.6f,\"params\":%.0f,"
         "\"weight_bytes_per_token\":%.0f,\"prefill_tok_s\":%.3f,\"decode_tok_s\":%.3f,\"peak_rss_bytes\":%zu,"
         "\"peak_rss_includes_bandwidth_buffer\":%s,\"read_bandwidth_bytes_s\":[%.0f,%.0f],\"sgemm_flops\":[%.0f,%.0f],"
         "\"decode_fraction_of_bandwidth\":%.4f,\"prefill_fraction_of_sgemm\":%.4f,\"prefill_cpu_s\":%.3f,"
         "\"decode_cpu_s\":%.3f,\"isa\":\"%s\",\"packed_bytes\":%zu}\n",
-        f.model_path.c_str(), pool.num_threads(), f.prompt_tokens, f.decode_tokens, f.depth, weights.params,
+        f.model_path.c_str(), pool.num_threads(), f.prompt_tokens, f.decode_tokens, f.depth, f.prefill_depth,
+        f.repetitions, speed.prefill_s, weights.params,
         weights.bytes_per_token, speed.prefill_tok_s, speed.decode_tok_s, rss, rss_reset ? "false" : "true",
         before.bandwidth, after.bandwidth, before.sgemm, after.sgemm, decode_fraction, prefill_fraction,
         speed.prefill_cpu_s, speed.decode_cpu_s, Model::kernel_isa(), model.packed_bytes());
@@ -179,8 +203,11 @@ int run_bench_model(const BenchModelFlags& f) {
   }
   std::printf("model     %s: %.1fM matmul parameters, %.1f MB weights read per token, %d threads\n",
               f.model_path.c_str(), weights.params / 1e6, weights.bytes_per_token / 1e6, pool.num_threads());
-  std::printf("prefill   %d tokens in one pass: %.2f s (CPU %.2f s), %.1f tok/s = %.1f GFLOP/s\n", f.prompt_tokens,
-              speed.prefill_s, speed.prefill_cpu_s, speed.prefill_tok_s,
+  std::string pass = "in one pass";
+  if (f.prefill_depth > 0) pass += " after " + std::to_string(f.prefill_depth) + " cached tokens";
+  if (f.repetitions > 1) pass += ", median of " + std::to_string(f.repetitions);
+  std::printf("prefill   %d tokens %s: %.1f ms (CPU %.1f ms), %.1f tok/s = %.1f GFLOP/s\n", f.prompt_tokens,
+              pass.c_str(), speed.prefill_s * 1e3, speed.prefill_cpu_s * 1e3, speed.prefill_tok_s,
               2.0 * weights.params * speed.prefill_tok_s / 1e9);
   std::printf("decode    %d steps after %d tokens: %.2f s (CPU %.2f s), %.2f tok/s = %.1f GB/s of weights\n",
               f.decode_tokens, decode_start_of(f), speed.decode_s, speed.decode_cpu_s, speed.decode_tok_s,
@@ -212,6 +239,13 @@ Command add_bench_model(CLI::App& app) {
   app.add_option("-n,--decode-tokens", flags->decode_tokens, "Single-token decode steps")->capture_default_str();
   app.add_option("--depth", flags->depth,
                  "Decode after an untimed prompt of this many tokens instead of after the -p prompt (0: after -p)")
+      ->capture_default_str();
+  app.add_option("--prefill-depth", flags->prefill_depth,
+                 "Prefill the -p prompt after an untimed context of this many tokens, as a chat's later turn follows "
+                 "its cached history (attention reads them); 0: from position 0")
+      ->capture_default_str();
+  app.add_option("-r,--repetitions", flags->repetitions,
+                 "Time the -p prompt's pass this many times over the same positions and report the median")
       ->capture_default_str();
   app.add_option("-t,--threads", flags->threads, "Threads; 0 uses every core")->capture_default_str();
   app.add_option("--bandwidth-mib", flags->bandwidth_mib, "Buffer for the read-bandwidth measurement (MiB)")
