@@ -20,6 +20,7 @@
 namespace hearth {
 namespace {
 
+using kernels::fetch_span_to_l2;
 using kernels::first_key_of;
 using kernels::head_rows;
 using kernels::kMaxSpan;
@@ -441,6 +442,20 @@ bool reads_f16_in_place(int32_t queries_per_kv_head) {
   return !(zen1 && queries_per_kv_head >= kF16DequantizeMinQueries);
 }
 
+// How far ahead of the (span, head) in use the per-query path asks for K/V, in spans. A decode step at depth reads
+// every layer's K/V once, from memory (a 110M model's 2,000 tokens of f16 KV are 74 MB), and does little arithmetic
+// per byte, so the wait for memory is what its attention costs. On Zen 5, `hearth-bench-attention-cpu 1 24000 G
+// 64 0.5 3 12` (K/V from memory), two runs each: 1 row 658-665 us without, 532-552 with (2 spans; 1 span 535-552,
+// 4 spans 568-576); 1 row x 4 heads 918 -> 689-710. In place, `hearth bench model -m synth-110m-q8_0.gguf -p 16 -n 64
+// --depth D -t 2`, three alternating runs each: depth 2,000 105.5-116.4 tok/s without, 122.6-135.9 with; depth
+// 1,000 164.0-180.8 and 166.7-195.6; depth 500 183.1-192.9 and 184.2-207.9. For 1B files at depth 2,000, where
+// weights dominate the step, the runs stayed within their spread (Q4_K_M 38.9-52.8 and 40.8-41.6, Q8_0 23.4-25.4
+// and 23.2-28.0). With K/V that stays in L3 across calls (the same benchmark at depth 2,400) the fetches cost time:
+// 15.0-15.6 us without, 17.5-18.9 with; a model whose every layer's KV fits in L3 is one whose decode is fast anyway.
+// (An earlier round fetched the next (span, head) ahead, but GCC had deleted those prefetch-only loops; see
+// prefetch_line. Made real, one step ahead slowed the L3 case the same way.)
+constexpr int32_t kPerQueryAheadSpans = 2;
+
 template <class Ops>
 void attention_tile_impl(const AttentionTile& t, const PagedKvView& k, const PagedKvView& v, float* scratch) {
   const int32_t hd = t.head_dim;
@@ -481,10 +496,12 @@ void attention_tile_impl(const AttentionTile& t, const PagedKvView& k, const Pag
     const int32_t skip_min = std::max(0, first_key - key0);
     for (int32_t h = 0; h < t.n_kv_heads; ++h) {
       const int32_t kv_head = t.kv_head + h;
-      // Nothing is fetched ahead here. This loop used to ask for the next (span, head)'s K/V, but GCC deleted those
-      // prefetch-only loops (see prefetch_line), so every figure measured for this path was without them; made
-      // real, they slowed it on Zen 5 (`hearth-bench-attention-cpu 1 2000 1 64 0.2 3 12`: 12.8 us median
-      // without, 17.2 into L1 and 17.4 into L2; 1 row x 4 heads 36.0 -> 40.9 / 40.3; 4 rows 35.7 -> 40.1 / 41.1).
+      // The span kPerQueryAheadSpans ahead of this (span, head) is asked for into L2 whole, when all its keys are
+      // read (see kPerQueryAheadSpans).
+      if (const int32_t ahead = key0 + kPerQueryAheadSpans * span; ahead + span <= last_pos + 1) {
+        fetch_span_to_l2(k, kv_head, ahead, span);
+        fetch_span_to_l2(v, kv_head, ahead, span);
+      }
       if (fused) {
         head_rows(k, kv_head, key0 + skip_min, n_in - skip_min, k_raw + skip_min);
         head_rows(v, kv_head, key0 + skip_min, n_in - skip_min, v_raw + skip_min);
