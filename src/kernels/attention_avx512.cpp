@@ -207,10 +207,9 @@ HEARTH_WIDE_ATTN inline void accumulate(const WideGroup* g, const __m512* corr, 
 
 // Asks for the K and V head slices of keys [j, j + kScoreKeys) of `ahead` into L2.
 inline void fetch_ahead(const WideAhead& ahead, int32_t j) {
-  for (int32_t t = j; t < std::min(j + kScoreKeys, ahead.n); ++t) {
-    for (size_t off = 0; off < ahead.k_bytes; off += 64) prefetch_line<true>(ahead.k[t] + off);
-    for (size_t off = 0; off < ahead.v_bytes; off += 64) prefetch_line<true>(ahead.v[t] + off);
-  }
+  const int32_t n = std::min(kScoreKeys, ahead.n - j);
+  fetch_rows_to_l2(ahead.k + j, n, ahead.k_bytes);
+  fetch_rows_to_l2(ahead.v + j, n, ahead.v_bytes);
 }
 
 template <int R, class Row>

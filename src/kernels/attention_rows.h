@@ -42,13 +42,18 @@ inline void prefetch_line(const uint8_t* p) {
   }
 }
 
+// Asks for the first `bytes` of rows[0..n) into L2.
+inline void fetch_rows_to_l2(const uint8_t* const* rows, int32_t n, size_t bytes) {
+  for (int32_t j = 0; j < n; ++j) {
+    for (size_t off = 0; off < bytes; off += 64) prefetch_line<true>(rows[j] + off);
+  }
+}
+
 // Asks for the head slices of keys [key0, key0 + n) into L2.
 inline void fetch_span_to_l2(const PagedKvView& kv, int32_t kv_head, int32_t key0, int32_t n) {
   const uint8_t* rows[kMaxSpan];
   head_rows(kv, kv_head, key0, n, rows);
-  for (int32_t j = 0; j < n; ++j) {
-    for (size_t off = 0; off < kv.head_bytes; off += 64) prefetch_line<true>(rows[j] + off);
-  }
+  fetch_rows_to_l2(rows, n, kv.head_bytes);
 }
 
 // Points rows[j] at key (or value) key0 + j's head slice as floats: straight into storage for f32, otherwise
