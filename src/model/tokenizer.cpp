@@ -8,6 +8,7 @@
 #include "gguf/gguf_file.h"
 #include "model/tokenizer_bpe.h"
 #include "model/tokenizer_vocab.h"
+#include "model/utf8.h"
 
 namespace hearth {
 namespace {
@@ -240,6 +241,31 @@ Result<void> build_spm_pieces(Vocab& out) {
   return {};
 }
 
+// The character pairs of every vocabulary text, split into symbols as spm_encode_fragment splits a text: a
+// well-formed character, else one byte. A pair with an ill-formed byte on either side is left out; the encoder
+// never splits next to such a byte. UTF-8 is self-synchronizing, so a well-formed character inside a text is found
+// by this scan wherever it sits, even after ill-formed bytes.
+void build_spm_joinable(Vocab& out) {
+  std::vector<uint64_t> pairs;
+  for (const TokenEntry& e : out.entries) {
+    const std::string_view text = e.text;
+    bool have_left = false;
+    char32_t left = 0;
+    for (size_t pos = 0; pos < text.size();) {
+      const Utf8Scan scan = utf8_scan(text, pos);
+      const bool valid = scan.status == Utf8Status::kValid;
+      const char32_t cp = valid ? utf8_decode(text, pos) : 0;
+      if (valid && have_left) pairs.push_back(CodepointPairSet::pack(left, cp));
+      have_left = valid;
+      left = cp;
+      pos += valid ? scan.length : 1;
+    }
+  }
+  std::sort(pairs.begin(), pairs.end());
+  pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
+  out.joinable.build(pairs);
+}
+
 }  // namespace
 
 Result<Tokenizer> Tokenizer::from_gguf(const GgufFile& file) {
@@ -267,6 +293,7 @@ Result<Tokenizer> Tokenizer::from_vocab(TokenizerVocab v) {
   if (out->kind == TokenizerKind::kSpm) {
     HEARTH_TRY(index_spm_bytes(*out));
     HEARTH_TRY(build_spm_pieces(*out));
+    build_spm_joinable(*out);
   } else {
     HEARTH_TRY(bpe_build(v, *out));
   }

@@ -95,6 +95,10 @@ class Tokenizer {
   // before the text's first fragment (a special token inside `text` still starts a new text, as in encode).
   // Used to append the rest of a prompt after token ids that are known already.
   [[nodiscard]] std::vector<TokenId> encode_continuation(std::string_view text, bool parse_special) const;
+  // encode()'s reference twin: each SentencePiece fragment is merged whole, never first split where no merge can
+  // cross (tokenizer_spm.cpp). The same tokens, slower; for tests and hearth-bench-tokenizer. BPE: encode() itself.
+  [[nodiscard]] std::vector<TokenId> encode_unsplit(std::string_view text, bool add_special,
+                                                    bool parse_special = false) const;
 
   // The bytes one token stands for: "▁" becomes a space, <0xNN> the raw byte (so a piece may be a fragment of a
   // UTF-8 character), control tokens nothing unless `render_special`, unused tokens nothing.
@@ -137,7 +141,8 @@ class Tokenizer {
   // token_to_piece without the copy; valid as long as the tokenizer.
   std::string_view piece_view(TokenId token, bool render_special) const;
 
-  std::vector<TokenId> encode_impl(std::string_view text, bool add_special, bool parse_special, bool starts_text) const;
+  std::vector<TokenId> encode_impl(std::string_view text, bool add_special, bool parse_special, bool starts_text,
+                                   bool split = true) const;
 
   std::shared_ptr<const Vocab> vocab_;
 };

@@ -95,8 +95,12 @@ std::vector<TokenId> Tokenizer::encode_continuation(std::string_view text, bool 
   return encode_impl(text, /*add_special=*/false, parse_special, /*starts_text=*/false);
 }
 
+std::vector<TokenId> Tokenizer::encode_unsplit(std::string_view text, bool add_special, bool parse_special) const {
+  return encode_impl(text, add_special, parse_special, /*starts_text=*/true, /*split=*/false);
+}
+
 std::vector<TokenId> Tokenizer::encode_impl(std::string_view text, bool add_special, bool parse_special,
-                                            bool starts_text) const {
+                                            bool starts_text, bool split) const {
   const Vocab& vocab = *vocab_;
   std::vector<TokenId> out;
   out.reserve(text.size() / 3 + 2);
@@ -112,7 +116,7 @@ std::vector<TokenId> Tokenizer::encode_impl(std::string_view text, bool add_spec
     switch (vocab.kind) {
       case TokenizerKind::kSpm:
         escape_spm_text(fragment.text, vocab.add_space_prefix && after_special, escaped);
-        spm_encode_fragment(vocab, escaped, out);
+        spm_encode_fragment(vocab, escaped, out, split);
         break;
       case TokenizerKind::kBpe:
         bpe_encode_fragment(vocab, fragment.text, out);

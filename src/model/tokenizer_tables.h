@@ -116,4 +116,41 @@ class MergeTable {
   size_t mask_ = 0;
 };
 
+// A set of (character, character) pairs, keyed by code point: which two characters ever sit side by side inside
+// a vocabulary piece. Built once from a sorted list without duplicates.
+class CodepointPairSet {
+ public:
+  static uint64_t pack(char32_t left, char32_t right) { return (static_cast<uint64_t>(left) << 32) | right; }
+
+  // `keys`: pack()ed pairs, sorted and unique.
+  void build(const std::vector<uint64_t>& keys) {
+    slots_.assign(table_capacity_for(keys.size()), kEmpty);
+    mask_ = slots_.size() - 1;
+    for (const uint64_t key : keys) {
+      size_t s = mix(key) & mask_;
+      while (slots_[s] != kEmpty) s = (s + 1) & mask_;
+      slots_[s] = key;
+    }
+  }
+
+  bool contains(char32_t left, char32_t right) const {
+    if (slots_.empty()) return false;
+    const uint64_t key = pack(left, right);
+    for (size_t s = mix(key) & mask_;; s = (s + 1) & mask_) {
+      if (slots_[s] == key) return true;
+      if (slots_[s] == kEmpty) return false;
+    }
+  }
+
+ private:
+  static constexpr uint64_t kEmpty = ~uint64_t{0};  // never a key: code points are at most 21 bits
+  static size_t mix(uint64_t x) {
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return static_cast<size_t>(x ^ (x >> 31));
+  }
+  std::vector<uint64_t> slots_;
+  size_t mask_ = 0;
+};
+
 }  // namespace hearth

@@ -39,6 +39,10 @@ struct Tokenizer::Vocab {
   // token_to_piece without render_special, all in one buffer: token i is piece_bytes[piece_offsets[i], [i + 1]).
   std::string piece_bytes;
   std::vector<size_t> piece_offsets;  // [vocab_size + 1]
+  // SentencePiece: every pair of well-formed characters that sit side by side inside some vocabulary text. No
+  // merge can join two characters outside this set, so a fragment splits there into parts that merge alone
+  // (spm_encode_fragment).
+  CodepointPairSet joinable;
 
   int32_t bos = kNone;
   int32_t eos = kNone;
@@ -65,7 +69,9 @@ struct Tokenizer::Vocab {
   }
 };
 
-// Appends the SentencePiece tokens of one plain-text fragment (spaces already escaped to "▁") to `out`.
-void spm_encode_fragment(const Tokenizer::Vocab& vocab, std::string_view text, std::vector<TokenId>& out);
+// Appends the SentencePiece tokens of one plain-text fragment (spaces already escaped to "▁") to `out`. `split`
+// false merges the fragment whole (the reference twin); the tokens are the same.
+void spm_encode_fragment(const Tokenizer::Vocab& vocab, std::string_view text, std::vector<TokenId>& out,
+                         bool split = true);
 
 }  // namespace hearth

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include <chrono>
+#include <random>
 
 #include "gguf/gguf_writer.h"
 #include "tokenizer_test_util.h"
@@ -142,30 +142,68 @@ TEST(TokenizerSpm, Phi3UserDefinedTokenIsAlwaysMatched) {
   EXPECT_FALSE(tok.is_eog(TokenId(32010))) << "<|user|>";
 }
 
-// Time bound for encoding 10k tokens: the requirement (Release) is well under 100 ms; Debug and ASan builds run the
-// same O(n log n) code several times slower.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr double kLongPromptBoundMs = 5000.0;
-#elif !defined(NDEBUG)
-constexpr double kLongPromptBoundMs = 1000.0;
-#else
-constexpr double kLongPromptBoundMs = 100.0;
-#endif
-
-TEST(TokenizerSpm, LongPromptIsFast) {
+// A long prompt (10k tokens, mixed scripts) encodes, decodes back to its text, and gives the same tokens as the
+// fragment merged whole. Its speed is hearth-bench-tokenizer's to measure, not a test's.
+TEST(TokenizerSpm, LongPromptRoundTripsAndMatchesTheUnsplitEncode) {
   const Tokenizer& tok = test::cached_tokenizer("vocab/ggml-vocab-llama-spm.gguf");
   std::string text;
   while (text.size() < 31000) {
     text += "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. ";
     text += "Über den Wolken 🦙 — naïve café, 1234567 tokens\n";
   }
-  const auto start = std::chrono::steady_clock::now();
   const auto encoded = tok.encode(text, true);
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   EXPECT_GE(encoded.size(), 10000u);
-  EXPECT_LT(ms, kLongPromptBoundMs) << encoded.size() << " tokens";
-  RecordProperty("encode_ms", std::to_string(ms));
   EXPECT_EQ(tok.decode(encoded), text);
+  EXPECT_EQ(ids(encoded), ids(tok.encode_unsplit(text, true)));
+}
+
+// The encoder splits a fragment where two characters never sit side by side in a vocabulary text, and merges each
+// part alone. On every SentencePiece vocabulary that must give exactly the tokens of the fragment merged whole:
+// random texts from letters, runs of spaces, "▁" itself, newlines, tabs, digits, punctuation, accented, CJK and
+// emoji characters, and ill-formed bytes (a lone continuation byte, a truncated sequence, 0xFF).
+TEST(TokenizerSpm, SplitEncodeIsTheUnsplitOneOnEveryVocabulary) {
+  const char* const kPieces[] = {"a", "e", "th", "the", "ing", "Lily", " ", "  ", "   ", "\t", "\n", "\n\n", "▁",
+                                 "0", "42", ".", ",", "'s", "—", "é", "naïve", "Zürich", "日本", "語", "🦙", "😀",
+                                 "\x80", "\xe2\x96", "\xff", "<s>", "</s>", "<0x0A>", "ab", "ba", "x"};
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<size_t> piece(0, std::size(kPieces) - 1);
+  std::uniform_int_distribution<int> length(1, 60);
+  std::vector<std::string> texts = {"", " ", "▁", "a", "\xff", "  hello  world  ", "x\xe2\x96y"};
+  for (int i = 0; i < 300; ++i) {
+    std::string text;
+    for (int n = length(rng); n > 0; --n) text += kPieces[piece(rng)];
+    texts.push_back(text);
+  }
+  for (const char* file : {"vocab/ggml-vocab-llama-spm.gguf", "vocab/ggml-vocab-phi-3.gguf",
+                           "vocab/ggml-vocab-gemma3.gguf", "models/stories260K.gguf"}) {
+    const Tokenizer& tok = test::cached_tokenizer(file);
+    std::vector<std::string> cases = texts;
+    if (std::string(file).find("vocab/") == 0) {
+      for (const test::VocabCase& c : test::read_vocab_cases(file)) cases.push_back(c.text);
+    }
+    for (const std::string& text : cases) {
+      for (const bool parse_special : {false, true}) {
+        ASSERT_EQ(ids(tok.encode(text, true, parse_special)), ids(tok.encode_unsplit(text, true, parse_special)))
+            << file << ": '" << text << "' parse_special " << parse_special;
+      }
+    }
+  }
+}
+
+// Pieces that span a space, or an ill-formed byte, are still found: the split never separates two characters that
+// sit side by side in a vocabulary text, and never splits next to an ill-formed byte.
+TEST(TokenizerSpm, APieceAcrossASpaceOrAnIllFormedByteIsStillMerged) {
+  TokenizerVocab v;
+  v.tokens = {"<unk>", "<s>", "</s>", "▁", "a", "b", "x", "y", "a▁b", "x\xffy", "▁b", "x\xff"};
+  v.scores = {0, 0, 0, -1, -1, -1, -1, -1, -2, -2, -1.5, -1.5};
+  v.token_types = {2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  v.add_space_prefix = false;
+  auto tok = Tokenizer::from_vocab(v);
+  ASSERT_TRUE(tok) << tok.error().message;
+  EXPECT_EQ(ids(tok->encode("a b", false)), (std::vector<int32_t>{8}));
+  EXPECT_EQ(ids(tok->encode("b a b a", false)), (std::vector<int32_t>{5, 3, 8, 3, 4}));
+  EXPECT_EQ(ids(tok->encode("x\xffy", false)), (std::vector<int32_t>{9}));
+  EXPECT_EQ(ids(tok->encode("b a", false)), (std::vector<int32_t>{5, 3, 4})) << "no piece holds 'b▁'";
 }
 
 // Builds a GGUF in memory from a llama-style tokenizer, after `edit` has changed it.
