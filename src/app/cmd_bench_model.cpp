@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <random>
@@ -187,17 +188,24 @@ int run_bench_model(const BenchModelFlags& f) {
   const double decode_fraction = weights.bytes_per_token * speed.decode_tok_s / bandwidth;
   const double prefill_fraction = 2.0 * weights.params * speed.prefill_tok_s / sgemm;
   if (f.json) {
+    // A fraction of a limit that was not measured (--bandwidth-mib 0) is null: JSON has no inf or nan.
+    const auto fraction_json = [](double x) {
+      char text[32] = "null";
+      if (std::isfinite(x)) std::snprintf(text, sizeof text, "%.4f", x);
+      return std::string(text);
+    };
     std::printf(
         "{\"model\":\"%s\",\"threads\":%d,\"prompt_tokens\":%d,\"decode_tokens\":%d,\"depth\":%d,"
         "\"prefill_depth\":%d,\"repetitions\":%d,\"prefill_s\":%.6f,\"params\":%.0f,"
         "\"weight_bytes_per_token\":%.0f,\"prefill_tok_s\":%.3f,\"decode_tok_s\":%.3f,\"peak_rss_bytes\":%zu,"
         "\"peak_rss_includes_bandwidth_buffer\":%s,\"read_bandwidth_bytes_s\":[%.0f,%.0f],\"sgemm_flops\":[%.0f,%.0f],"
-        "\"decode_fraction_of_bandwidth\":%.4f,\"prefill_fraction_of_sgemm\":%.4f,\"prefill_cpu_s\":%.3f,"
+        "\"decode_fraction_of_bandwidth\":%s,\"prefill_fraction_of_sgemm\":%s,\"prefill_cpu_s\":%.3f,"
         "\"decode_cpu_s\":%.3f,\"isa\":\"%s\",\"packed_bytes\":%zu}\n",
         f.model_path.c_str(), pool.num_threads(), f.prompt_tokens, f.decode_tokens, f.depth, f.prefill_depth,
         f.repetitions, speed.prefill_s, weights.params,
         weights.bytes_per_token, speed.prefill_tok_s, speed.decode_tok_s, rss, rss_reset ? "false" : "true",
-        before.bandwidth, after.bandwidth, before.sgemm, after.sgemm, decode_fraction, prefill_fraction,
+        before.bandwidth, after.bandwidth, before.sgemm, after.sgemm, fraction_json(decode_fraction).c_str(),
+        fraction_json(prefill_fraction).c_str(),
         speed.prefill_cpu_s, speed.decode_cpu_s, Model::kernel_isa(), model.packed_bytes());
     return 0;
   }
