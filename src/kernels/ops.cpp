@@ -2,6 +2,8 @@
 
 #include "kernels/cpu_isa.h"
 #include "kernels/dot_lanes.h"
+#include "kernels/rms_lanes.h"
+#include "kernels/silu_lanes.h"
 
 #include <immintrin.h>
 
@@ -21,6 +23,14 @@ bool have_avx2() {
 }  // namespace
 
 void rms_norm(const float* x, const float* w, float* out, int64_t n, float eps) {
+  if (have_avx2()) {
+    kernels::rms_norm_lanes_avx2(x, w, out, n, eps);
+  } else {
+    kernels::rms_norm_lanes_scalar(x, w, out, n, eps);
+  }
+}
+
+void rms_norm_reference(const float* x, const float* w, float* out, int64_t n, float eps) {
   double sum = 0.0;
   for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
   const float scale = 1.0f / std::sqrt(static_cast<float>(sum / static_cast<double>(n)) + eps);
@@ -51,9 +61,17 @@ void rope_apply(float* x, const float* cos_sin, int32_t rope_dim, bool neox) {
 }
 
 void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
+  if (have_avx2()) {
+    kernels::silu_mul_lanes_avx2(gate, up, out, n);
+  } else {
+    kernels::silu_mul_lanes_scalar(gate, up, out, n);
+  }
+}
+
+void silu_mul_reference(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
-    const float g = gate[i];
-    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+    const double g = gate[i];
+    out[i] = static_cast<float>(g / (1.0 + std::exp(-g)) * up[i]);
   }
 }
 

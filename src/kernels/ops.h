@@ -9,7 +9,10 @@
 namespace hearth {
 
 // out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i]                     x, w, out: [n]
+// The sum of squares runs in double over 8 fixed lanes (rms_lanes.h): the same bits with or without AVX2.
 void rms_norm(const float* x, const float* w, float* out, int64_t n, float eps);
+// Twin: the squares summed in order.
+void rms_norm_reference(const float* x, const float* w, float* out, int64_t n, float eps);
 
 // Rotates `x` in place for one head at position `pos`:                x: [head_dim]
 // normal style rotates pairs (x[2i], x[2i+1]), neox style pairs (x[i], x[i + rope_dim/2]), for i < rope_dim/2,
@@ -17,8 +20,11 @@ void rms_norm(const float* x, const float* w, float* out, int64_t n, float eps);
 void rope_fill_cos_sin(int32_t pos, int32_t rope_dim, float base, float* cos_sin);
 void rope_apply(float* x, const float* cos_sin, int32_t rope_dim, bool neox);
 
-// out[i] = silu(gate[i]) * up[i]                                      [n]
+// out[i] = silu(gate[i]) * up[i] = gate[i] / (1 + exp(-gate[i])) * up[i]                       [n]
+// exp is a polynomial (silu_lanes.h), the same bits with or without AVX2; within a few ulp of the twin.
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
+// Twin: the formula in double precision, rounded once.
+void silu_mul_reference(const float* gate, const float* up, float* out, int64_t n);
 
 // out[i] = gelu(gate[i]) * up[i], GELU's tanh form as ggml_gelu and Gemma use:               [n]
 //   gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) x (1 + 0.044715 x^2)))

@@ -2,10 +2,14 @@
 #include "kernels/ops.h"
 
 #include "kernels/cpu_isa.h"
+#include "kernels/rms_lanes.h"
+#include "kernels/silu_lanes.h"
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -42,6 +46,27 @@ TEST(Ops, RmsNormExactValues) {
   EXPECT_FLOAT_EQ(out[0], 1 / rms);
   EXPECT_FLOAT_EQ(out[2], 6 / rms);
   EXPECT_FLOAT_EQ(out[3], 2 / rms);
+}
+
+TEST(Ops, RmsNormMatchesReferenceAndItsAvx2FormIsTheScalarOne) {
+  const auto w = random_vector(5000, 52);
+  for (const int64_t n : {1, 7, 8, 9, 64, 100, 768, 2048, 5000}) {
+    const auto x = random_vector(n, 51);
+    std::vector<float> fast(n), ref(n);
+    rms_norm(x.data(), w.data(), fast.data(), n, 1e-5f);
+    rms_norm_reference(x.data(), w.data(), ref.data(), n, 1e-5f);
+    for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(fast[i], ref[i], 2.5e-7f * std::fabs(ref[i])) << n << " " << i;
+    std::vector<float> in_place(x);
+    rms_norm(in_place.data(), w.data(), in_place.data(), n, 1e-5f);
+    EXPECT_EQ(in_place, fast) << "out may be x";
+    if (!isa_at_least(IsaLevel::kAvx2)) continue;
+    std::vector<float> vec(n), sca(n);
+    kernels::rms_norm_lanes_avx2(x.data(), w.data(), vec.data(), n, 1e-5f);
+    kernels::rms_norm_lanes_scalar(x.data(), w.data(), sca.data(), n, 1e-5f);
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(std::bit_cast<uint32_t>(vec[i]), std::bit_cast<uint32_t>(sca[i])) << n << " " << i;
+    }
+  }
 }
 
 TEST(Ops, RopeRotatesPairsByPositionAngle) {
@@ -87,6 +112,50 @@ TEST(Ops, GeluMulMatchesReference) {
   EXPECT_NEAR(out[2], -0.158808f, 1e-6f);
   EXPECT_NEAR(out[3], 2.996363f, 1e-6f);
   EXPECT_NEAR(out[4], 0.0f, 1e-6f);
+}
+
+// SiLU with the polynomial exp against the double-precision formula over the whole range a gate takes (and its
+// tails, where exp over- or underflows), and its AVX2 and scalar forms bit for bit at every length.
+TEST(Ops, SiluMulMatchesReference) {
+  std::vector<float> gate;
+  for (float x = -120.0f; x <= 120.0f; x += 0.0137f) gate.push_back(x);
+  for (const float x : random_vector(5000, 41)) gate.push_back(x * 8.0f);
+  for (const float x : {0.0f, -0.0f, 1e-30f, -1e-30f, 87.0f, -87.0f, 88.5f, -88.5f, 104.0f, -104.0f}) gate.push_back(x);
+  const auto n = static_cast<int64_t>(gate.size());
+  std::vector<float> up(gate.size());
+  for (size_t i = 0; i < up.size(); ++i) up[i] = 0.25f + static_cast<float>(i % 7);
+  std::vector<float> fast(gate.size()), ref(gate.size());
+  silu_mul(gate.data(), up.data(), fast.data(), n);
+  silu_mul_reference(gate.data(), up.data(), ref.data(), n);
+  for (size_t i = 0; i < fast.size(); ++i) {
+    ASSERT_NEAR(fast[i], ref[i], 4e-7f * std::fabs(ref[i]) + 1e-30f) << "gate " << gate[i];
+  }
+  const float nan = std::nanf("");
+  const float special[] = {nan, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()};
+  const float ones[] = {1, 1, 1};
+  float out[3];
+  silu_mul(special, ones, out, 3);
+  EXPECT_TRUE(std::isnan(out[0]));
+  EXPECT_EQ(out[1], std::numeric_limits<float>::infinity());
+  EXPECT_EQ(out[2], -std::numeric_limits<float>::infinity() / (1.0f + std::exp(88.0f)));
+}
+
+TEST(Ops, SiluMulAvx2IsTheScalarFormBitForBit) {
+  if (!isa_at_least(IsaLevel::kAvx2)) GTEST_SKIP() << "this CPU has no AVX2";
+  const auto gate = random_vector(1000, 43);
+  const auto up = random_vector(1000, 44);
+  for (const int64_t n : {1, 7, 8, 9, 31, 1000}) {
+    for (const float scale : {1.0f, 12.0f, 100.0f}) {
+      std::vector<float> g(gate.begin(), gate.begin() + n);
+      for (float& x : g) x *= scale;
+      std::vector<float> vec(n), sca(n);
+      kernels::silu_mul_lanes_avx2(g.data(), up.data(), vec.data(), n);
+      kernels::silu_mul_lanes_scalar(g.data(), up.data(), sca.data(), n);
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(std::bit_cast<uint32_t>(vec[i]), std::bit_cast<uint32_t>(sca[i])) << "n " << n << " i " << i;
+      }
+    }
+  }
 }
 
 TEST(Ops, SoftcapBoundsByTheCap) {
