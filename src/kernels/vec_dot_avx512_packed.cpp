@@ -461,12 +461,12 @@ inline constexpr int kWideTokens = 8;
 // together; a partial group, packed_tiles.inc's 8-row tiles (their table takes at most kPackedTokens tokens).
 template <class Wide, class Narrow>
 struct WideTable {
-  static void narrow(const TileArgs& a) {
+  HEARTH_PACKED static void narrow(const TileArgs& a) {
     for (int t = 0; t < a.n_tokens; t += kPackedTokens) {
       Narrow::run(tokens_of(a, t, std::min(kPackedTokens, a.n_tokens - t)));
     }
   }
-  static void run(const TileArgs& a) {
+  HEARTH_PACKED static void run(const TileArgs& a) {
     if (a.n_rows != kWideRows) return narrow(a);
     int t = 0;
     for (; a.n_tokens - t >= 8; t += 8) Wide::template run<8>(tokens_of(a, t, 8));
