@@ -162,11 +162,12 @@ struct WideQ4_0 {
   }
 };
 
-// Weight bytes each of the two group streams asks for ahead of its loads, twice the 256-bit tiles' kPrefetchBytes:
-// a decode step of the 1B Q4_0 file (`hearth bench model -m synth-1b-q4_0.gguf -p 16 -n 64 --depth 1 -t 2`,
-// three alternating runs) decoded 41.4-41.8 tok/s at 8 KiB, 43.4-44.1 at 16 KiB and 42.7-44.7 at 32 KiB; Q8_0 read
-// the same at all three. (The K-quant tiles keep kKQuantPrefetchBytes: 24 and 48 KiB made Q4_K_M and Q5_K_M slower.)
-inline constexpr int64_t kWidePrefetchBytes = 16384;
+// Each of a wide tile's two group streams asks for the bytes at the same place one tile (two groups, 2 · w_stride)
+// ahead, so the distance follows the row length. A fixed distance did not: 12 KiB ahead (the K-quants' earlier
+// setting) is less than one group of a 3B row, so group 0's fetches fell on group 1's bytes, which the same tile was
+// already reading. Decode, `hearth bench model -m models/synth-{1b,3b}-q4_k_m.gguf -p 1 -n 128|48 --depth 1 -t 2`,
+// four rotating runs each: 1B 43.3-56.4 tok/s at 12 KiB against 49.4-62.1 one tile ahead, 3B 13.1-17.5 against
+// 15.9-24.6; 1B Q8_0 (16 KiB before) 29.4-37.9 against 32.9-34.6.
 
 // Two full groups × T tokens of a Q8_0-style layout: per block, acc[t] += (d_w·d_x)·float(Σ w·x), lane r = row r
 // (rows 8..15 from group 1), the 256-bit tiles' fp32 step on 16 lanes.
@@ -180,8 +181,8 @@ struct WideKernel {
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < n_blocks; ++b) {
       const uint8_t* quants = a.w + b * Layout::kQuantBytes;
-      prefetch_ahead(quants, Layout::kQuantBytes, kWidePrefetchBytes);
-      prefetch_ahead(quants + a.w_stride, Layout::kQuantBytes, kWidePrefetchBytes);
+      prefetch_ahead(quants, Layout::kQuantBytes, 2 * a.w_stride);
+      prefetch_ahead(quants + a.w_stride, Layout::kQuantBytes, 2 * a.w_stride);
       const BlockQ8_0* x[T];
       __m512i sum[T];
       for (int t = 0; t < T; ++t) {
@@ -427,11 +428,11 @@ struct WideKQuantKernel {
     for (int64_t b = 0; b < a.n_cols / kQK_K; ++b) {
       const uint8_t* w = a.w + b * Layout::kSuperBytes;
       if constexpr (Layout::kPrefetchToL2) {
-        prefetch_ahead_l2(w, Layout::kSuperBytes, kKQuantPrefetchBytes);
-        prefetch_ahead_l2(w + a.w_stride, Layout::kSuperBytes, kKQuantPrefetchBytes);
+        prefetch_ahead_l2(w, Layout::kSuperBytes, 2 * a.w_stride);
+        prefetch_ahead_l2(w + a.w_stride, Layout::kSuperBytes, 2 * a.w_stride);
       } else {
-        prefetch_ahead(w, Layout::kSuperBytes, kKQuantPrefetchBytes);
-        prefetch_ahead(w + a.w_stride, Layout::kSuperBytes, kKQuantPrefetchBytes);
+        prefetch_ahead(w, Layout::kSuperBytes, 2 * a.w_stride);
+        prefetch_ahead(w + a.w_stride, Layout::kSuperBytes, 2 * a.w_stride);
       }
       const BlockQ8_K* x[T];
       const int32_t* sums[T];
