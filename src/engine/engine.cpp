@@ -155,7 +155,8 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineConfig& con
 Engine::~Engine() = default;
 
 BlockHash Engine::cache_namespace(const std::string& cache_salt) const {
-  return CacheNamespace{fingerprint_, config_.kv_format.name(), config_.block_size, config_.adapter_id, cache_salt}
+  return CacheNamespace{fingerprint_,        config_.kv_format.name(), config_.block_size, config_.adapter_id,
+                        cache_salt,          Model::kernel_arithmetic()}
       .digest();
 }
 

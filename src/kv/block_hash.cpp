@@ -10,6 +10,7 @@ BlockHash CacheNamespace::digest() const {
   h.update_u32(static_cast<uint32_t>(block_size));
   h.update_string(adapter_id);
   h.update_string(cache_salt);
+  if (!arithmetic.empty()) h.update_string(arithmetic);  // absent, the digest is the one of earlier builds
   return BlockHash{h.finish()};
 }
 

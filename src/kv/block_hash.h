@@ -33,6 +33,7 @@ struct CacheNamespace {
   int32_t block_size = 16;
   std::string adapter_id;  // empty: base model
   std::string cache_salt;  // empty: shared with every request without a salt
+  std::string arithmetic;  // which kernels compute the K/V (Model::kernel_arithmetic()); empty: not said
 
   // The digest every block key of this namespace starts from.
   BlockHash digest() const;

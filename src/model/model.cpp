@@ -79,6 +79,10 @@ const char* Model::kernel_isa() {
   return isa_level_name(active_isa_level());
 }
 
+std::string Model::kernel_arithmetic() {
+  return std::string(kernel_isa()) + "/n" + std::to_string(kNumericsVersion);
+}
+
 Result<std::unique_ptr<Model>> Model::load(std::shared_ptr<const GgufFile> file) {
   auto config = ModelConfig::from_gguf(*file);
   if (!config) return config.error();

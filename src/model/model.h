@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "gguf/gguf_file.h"
@@ -51,6 +52,12 @@ class Model {
 
   // The name of the ISA level the kernels run at now (kernels/cpu_isa.h), for reports.
   static const char* kernel_isa();
+  // Which arithmetic computes the K/V and logits: the ISA level and kNumericsVersion, e.g. "avx512vnni/n2". Cache
+  // namespaces include it, so K/V that a disk tier kept from another build or another CPU, computed with other
+  // bits, never counts as a hit (a hit must give the bits a miss would).
+  static std::string kernel_arithmetic();
+  // Raised whenever a change makes any kernel produce other bits (2: SiLU's polynomial exp, RMS norm's lanes).
+  static constexpr int kNumericsVersion = 2;
 
   // Hands the mapped pages of the packed matrices back again, after something read them (the fingerprint).
   void release_packed_originals() const { weights_.release_packed_originals(); }

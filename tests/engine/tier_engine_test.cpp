@@ -8,6 +8,7 @@
 #include "engine/engine.h"
 #include "engine/engine_test_util.h"  // tests/engine
 #include "engine/kv_tiers.h"
+#include "kernels/cpu_isa.h"
 #include "kv/disk_tier.h"
 #include "model/fingerprint.h"
 #include "model/kv_storage.h"
@@ -228,6 +229,25 @@ TEST_F(TierEngineTest, AnotherModelSharesTheDirectoryButNeverItsBlocks) {
   const Served r = serve(**engine, same_ids);
   EXPECT_EQ(r.usage.tier.found_tokens, 0);
   EXPECT_EQ(r.usage.cached_tokens, 0);
+}
+
+// K/V that other kernels computed (another CPU's ISA level, or a build whose arithmetic differs) gives other bits,
+// so a disk tier's blocks from it are never a hit: the namespace includes Model::kernel_arithmetic().
+TEST_F(TierEngineTest, AnotherArithmeticSharesTheDirectoryButNeverItsBlocks) {
+  const IsaLevel saved = active_isa_level();
+  if (saved == IsaLevel::kScalar) GTEST_SKIP() << "this CPU runs the scalar kernels only";
+  const fs::path dir = fresh_dir("arithmetic");
+  first_life(dir);
+  set_isa_level(IsaLevel::kScalar);
+  EXPECT_NE(Model::kernel_arithmetic(), std::string(isa_level_name(saved)) + "/n" +
+                                            std::to_string(Model::kNumericsVersion));
+  auto tier = open_tier(dir);
+  auto engine = Engine::create(*m_.model, *m_.tokenizer, tier_config(tier.get()), pool_);
+  const Served r = serve(**engine, prompt_);
+  set_isa_level(saved);
+  EXPECT_EQ(r.usage.tier.found_tokens, 0);
+  EXPECT_EQ(r.usage.cached_tokens, 0);
+  EXPECT_EQ(tier->stats().num_corrupt_removed, 0u);
 }
 
 TEST(ModelFingerprint, CoversTheWeightBytes) {
