@@ -8,7 +8,6 @@
 #include "gguf/gguf_file.h"
 #include "model/tokenizer_bpe.h"
 #include "model/tokenizer_vocab.h"
-#include "model/utf8.h"
 
 namespace hearth {
 namespace {
@@ -248,18 +247,9 @@ Result<void> build_spm_pieces(Vocab& out) {
 void build_spm_joinable(Vocab& out) {
   std::vector<uint64_t> pairs;
   for (const TokenEntry& e : out.entries) {
-    const std::string_view text = e.text;
-    bool have_left = false;
-    char32_t left = 0;
-    for (size_t pos = 0; pos < text.size();) {
-      const Utf8Scan scan = utf8_scan(text, pos);
-      const bool valid = scan.status == Utf8Status::kValid;
-      const char32_t cp = valid ? utf8_decode(text, pos) : 0;
-      if (valid && have_left) pairs.push_back(CodepointPairSet::pack(left, cp));
-      have_left = valid;
-      left = cp;
-      pos += valid ? scan.length : 1;
-    }
+    for_each_character_pair(e.text, [&](size_t, char32_t left, char32_t right) {
+      pairs.push_back(CodepointPairSet::pack(left, right));
+    });
   }
   std::sort(pairs.begin(), pairs.end());
   pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());

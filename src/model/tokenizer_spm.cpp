@@ -11,7 +11,6 @@
 
 #include "model/tokenizer_merge.h"
 #include "model/tokenizer_vocab.h"
-#include "model/utf8.h"
 
 namespace hearth {
 namespace {
@@ -32,12 +31,9 @@ class SpmSession {
   // One symbol per well-formed UTF-8 character; each byte of an ill-formed sequence is a symbol of its own.
   void split_characters() {
     merger_.symbols().reserve(text_.size());
-    for (size_t pos = 0; pos < text_.size();) {
-      const Utf8Scan scan = utf8_scan(text_, pos);
-      const size_t length = scan.status == Utf8Status::kValid ? scan.length : 1;
+    for_each_spm_symbol(text_, [this](size_t pos, size_t length, bool, char32_t) {
       merger_.append(Tokenizer::Vocab::kNone, pos, length);
-      pos += length;
-    }
+    });
   }
 
   void propose(int32_t left, int32_t right) {
@@ -82,20 +78,11 @@ void spm_encode_fragment(const Tokenizer::Vocab& vocab, std::string_view text, s
     return;
   }
   size_t part = 0;  // where the current part starts
-  bool have_left = false;
-  char32_t left = 0;
-  for (size_t pos = 0; pos < text.size();) {
-    const Utf8Scan scan = utf8_scan(text, pos);
-    const bool valid = scan.status == Utf8Status::kValid;
-    const char32_t cp = valid ? utf8_decode(text, pos) : 0;
-    if (valid && have_left && !vocab.joinable.contains(left, cp)) {
-      SpmSession(vocab, text.substr(part, pos - part), merger).encode(out);
-      part = pos;
-    }
-    have_left = valid;
-    left = cp;
-    pos += valid ? scan.length : 1;
-  }
+  for_each_character_pair(text, [&](size_t pos, char32_t left, char32_t right) {
+    if (vocab.joinable.contains(left, right)) return;
+    SpmSession(vocab, text.substr(part, pos - part), merger).encode(out);
+    part = pos;
+  });
   if (part < text.size()) SpmSession(vocab, text.substr(part), merger).encode(out);
 }
 

@@ -10,6 +10,7 @@
 #include "model/tokenizer.h"
 #include "model/tokenizer_pretokenize.h"
 #include "model/tokenizer_tables.h"
+#include "model/utf8.h"
 
 namespace hearth {
 
@@ -68,6 +69,32 @@ struct Tokenizer::Vocab {
     return index.find(text, [this](size_t id) -> std::string_view { return entries[id].text; });
   }
 };
+
+// The symbols a SentencePiece merge starts from, in order: a well-formed UTF-8 character, else one byte of an
+// ill-formed sequence. Calls fn(pos, length, valid, cp); cp is the character's code point (0 when !valid).
+template <class Fn>
+void for_each_spm_symbol(std::string_view text, Fn&& fn) {
+  for (size_t pos = 0; pos < text.size();) {
+    const Utf8Scan scan = utf8_scan(text, pos);
+    const bool valid = scan.status == Utf8Status::kValid;
+    const size_t length = valid ? scan.length : 1;
+    fn(pos, length, valid, valid ? utf8_decode(text, pos) : char32_t{0});
+    pos += length;
+  }
+}
+
+// Calls fn(pos, left, right) for every two adjacent symbols of `text` that are both well-formed characters; pos is
+// where the right one starts.
+template <class Fn>
+void for_each_character_pair(std::string_view text, Fn&& fn) {
+  bool have_left = false;
+  char32_t left = 0;
+  for_each_spm_symbol(text, [&](size_t pos, size_t, bool valid, char32_t cp) {
+    if (valid && have_left) fn(pos, left, cp);
+    have_left = valid;
+    left = cp;
+  });
+}
 
 // Appends the SentencePiece tokens of one plain-text fragment (spaces already escaped to "▁") to `out`. `split`
 // false merges the fragment whole (the reference twin); the tokens are the same.
