@@ -145,12 +145,56 @@ HEARTH_WIDE_ATTN inline __m512 softmax_step(float* pt, int32_t n, float* m, floa
   return corr;
 }
 
+// softmax_step for a span whose lane i reads only its first visible[i] keys, as the per-query step over those keys:
+// the max over them, their terms summed in 8 chains (chain k takes j ≡ k mod 8) up to the lane's last multiple of
+// 8, the chains combined, then the lane's remaining terms added in order. Keys past a lane's count get p = 0 there
+// (or NaN on a lane that reads none and never read a key before; accumulate skips them either way), and a lane
+// that reads none gets corr = 1, so l = l·1 + 0 and acc·1 keep its state.
+HEARTH_WIDE_ATTN inline __m512 softmax_step_visible(float* pt, int32_t n, float* m, float* l, const int32_t* visible) {
+  const __m512i nk = _mm512_loadu_si512(visible);
+  const __m512i n8 = _mm512_andnot_si512(_mm512_set1_epi32(7), nk);
+  const __m512 minus_inf = _mm512_set1_ps(-__builtin_inff());
+  __m512 vmax = minus_inf;
+  for (int32_t j = 0; j < n; ++j) {
+    float* p = pt + j * kWideLanes;
+    const __m512 s = _mm512_mask_blend_ps(_mm512_cmpgt_epi32_mask(nk, _mm512_set1_epi32(j)), minus_inf,
+                                          _mm512_load_ps(p));
+    _mm512_store_ps(p, s);
+    vmax = _mm512_max_ps(vmax, s);
+  }
+  const __m512 m_old = _mm512_load_ps(m);
+  const __m512 m_new = _mm512_max_ps(m_old, vmax);
+  const __mmask16 reads = _mm512_cmpgt_epi32_mask(nk, _mm512_setzero_si512());
+  const __m512 corr = _mm512_mask_blend_ps(reads, _mm512_set1_ps(1.0f), exp16(_mm512_sub_ps(m_old, m_new)));
+  __m512 sums[8];
+  for (__m512& c : sums) c = _mm512_setzero_ps();
+  for (int32_t j = 0; j < n; ++j) {
+    float* p = pt + j * kWideLanes;
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_load_ps(p), m_new));
+    _mm512_store_ps(p, e);
+    sums[j % 8] = _mm512_mask_add_ps(sums[j % 8], _mm512_cmpgt_epi32_mask(n8, _mm512_set1_epi32(j)), sums[j % 8], e);
+  }
+  __m512 sum = combine(sums);
+  for (int32_t j = 0; j < n; ++j) {
+    const __m512i vj = _mm512_set1_epi32(j);
+    const __mmask16 tail = _mm512_cmpgt_epi32_mask(nk, vj) & _mm512_cmple_epi32_mask(n8, vj);
+    sum = _mm512_mask_add_ps(sum, tail, sum, _mm512_load_ps(pt + j * kWideLanes));
+  }
+  _mm512_store_ps(l, _mm512_add_ps(_mm512_mul_ps(_mm512_load_ps(l), corr), sum));
+  _mm512_store_ps(m, m_new);
+  return corr;
+}
+
 // acc = acc·corr + Σ_j v_j·p_j for R groups, 16 dimensions (16 vectors of queries) at a time; f16 values of
 // those 16 dimensions are converted for all n keys first, once for the R groups.
-template <int R, class Row>
+// kVisible: lane i of group r takes only keys j < g[r].visible[i] (masked fmas), as the per-query step over its
+// keys does.
+template <int R, class Row, bool kVisible>
   requires(R == 1 || R == 2)
 HEARTH_WIDE_ATTN inline void accumulate(const WideGroup* g, const __m512* corr, float* const* pt, const Row* const* v,
                                         int32_t n, int32_t hd) {
+  __m512i nk[R];  // the lanes that read key j: nk > j
+  for (int r = 0; r < R; ++r) nk[r] = kVisible ? _mm512_loadu_si512(g[r].visible) : _mm512_set1_epi32(n);
   alignas(64) float converted[std::is_same_v<Row, float> ? 1 : kWideMaxSpan * 16];
   for (int32_t d0 = 0; d0 < hd; d0 += 16) {
     if constexpr (!std::is_same_v<Row, float>) {
@@ -174,11 +218,23 @@ HEARTH_WIDE_ATTN inline void accumulate(const WideGroup* g, const __m512* corr, 
           } else {
             vj = converted + j * 16 + h;
           }
+          if constexpr (kVisible) {
+            const __m512i vj_index = _mm512_set1_epi32(j);
+            const __mmask16 r0 = _mm512_cmpgt_epi32_mask(nk[0], vj_index);
+            const __mmask16 r1 = _mm512_cmpgt_epi32_mask(nk[1], vj_index);
 #pragma GCC unroll 8
-          for (int i = 0; i < 8; ++i) {
-            const __m512 b = in_register(_mm512_set1_ps(vj[i]));
-            a[0][i] = _mm512_fmadd_ps(b, p0, a[0][i]);
-            a[1][i] = _mm512_fmadd_ps(b, p1, a[1][i]);
+            for (int i = 0; i < 8; ++i) {
+              const __m512 b = in_register(_mm512_set1_ps(vj[i]));
+              a[0][i] = _mm512_mask3_fmadd_ps(b, p0, a[0][i], r0);
+              a[1][i] = _mm512_mask3_fmadd_ps(b, p1, a[1][i], r1);
+            }
+          } else {
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; ++i) {
+              const __m512 b = in_register(_mm512_set1_ps(vj[i]));
+              a[0][i] = _mm512_fmadd_ps(b, p0, a[0][i]);
+              a[1][i] = _mm512_fmadd_ps(b, p1, a[1][i]);
+            }
           }
         }
         for (int r = 0; r < 2; ++r) {
@@ -197,8 +253,14 @@ HEARTH_WIDE_ATTN inline void accumulate(const WideGroup* g, const __m512* corr, 
         } else {
           vj = converted + j * 16;
         }
+        if constexpr (kVisible) {
+          const __mmask16 r0 = _mm512_cmpgt_epi32_mask(nk[0], _mm512_set1_epi32(j));
 #pragma GCC unroll 16
-        for (int i = 0; i < 16; ++i) a[i] = _mm512_fmadd_ps(_mm512_set1_ps(vj[i]), p, a[i]);
+          for (int i = 0; i < 16; ++i) a[i] = _mm512_mask3_fmadd_ps(_mm512_set1_ps(vj[i]), p, a[i], r0);
+        } else {
+#pragma GCC unroll 16
+          for (int i = 0; i < 16; ++i) a[i] = _mm512_fmadd_ps(_mm512_set1_ps(vj[i]), p, a[i]);
+        }
       }
       for (int i = 0; i < 16; ++i) _mm512_store_ps(acct + (d0 + i) * kWideLanes, a[i]);
     }
@@ -229,8 +291,13 @@ HEARTH_WIDE_ATTN void attend_span(const WideGroup* g, const Row* const* k, const
     scores_keys<R>(qt, k + j, head_dim, vscale, s);
   }
   __m512 corr[R];
-  for (int r = 0; r < R; ++r) corr[r] = softmax_step(p[r], n, g[r].m, g[r].l);
-  accumulate<R>(g, corr, p, v, n, head_dim);
+  if (g[0].visible != nullptr) {
+    for (int r = 0; r < R; ++r) corr[r] = softmax_step_visible(p[r], n, g[r].m, g[r].l, g[r].visible);
+    accumulate<R, Row, true>(g, corr, p, v, n, head_dim);
+  } else {
+    for (int r = 0; r < R; ++r) corr[r] = softmax_step(p[r], n, g[r].m, g[r].l);
+    accumulate<R, Row, false>(g, corr, p, v, n, head_dim);
+  }
 }
 
 template <class Row>

@@ -34,7 +34,9 @@ constexpr int32_t kWideAheadSpans = 2;
 // of the head (row i / n_q_heads, query head i % n_q_heads) is lane i % 16 of group i / 16.
 struct HeadGroups {
   int32_t groups, hd;
-  float *qt, *acct, *m, *l, *pt;
+  float *qt, *acct, *m, *l;
+  int32_t* visible;  // groups × kWideLanes: the keys of the causal span in use each lane reads
+  float* pt;
 
   HeadGroups(float* area, int32_t n_queries, int32_t head_dim) : hd(head_dim) {
     groups = (n_queries + kWideLanes - 1) / kWideLanes;
@@ -43,15 +45,17 @@ struct HeadGroups {
     acct = qt + groups * floats();
     m = acct + groups * floats();
     l = m + static_cast<size_t>(groups) * kWideLanes;
-    pt = l + static_cast<size_t>(groups) * kWideLanes;
+    visible = reinterpret_cast<int32_t*>(l + static_cast<size_t>(groups) * kWideLanes);
+    pt = reinterpret_cast<float*>(visible + static_cast<size_t>(groups) * kWideLanes);
   }
   size_t floats() const { return static_cast<size_t>(hd) * kWideLanes; }
   size_t lane(int32_t i) const { return static_cast<size_t>(i / kWideLanes) * kWideLanes + i % kWideLanes; }
   float* at(float* base, int32_t i, int32_t d) const {
     return base + (i / kWideLanes) * floats() + static_cast<size_t>(d) * kWideLanes + i % kWideLanes;
   }
-  WideGroup group(int32_t g) const {
-    return {qt + g * floats(), acct + g * floats(), m + g * kWideLanes, l + g * kWideLanes};
+  WideGroup group(int32_t g, bool causal) const {
+    return {qt + g * floats(), acct + g * floats(), m + g * kWideLanes, l + g * kWideLanes,
+            causal ? visible + g * kWideLanes : nullptr};
   }
 };
 
@@ -86,40 +90,62 @@ void store_state(const AttentionTile& t, int32_t h, const HeadGroups& hg, float*
   }
 }
 
-// Spans [0, end) of KV head h for every group, asking for the K/V rows kWideAheadSpans spans ahead into L2 as the
-// first pair of groups computes its scores.
+// Each lane's visible keys of the causal span [key0, key0 + n_in): query i of the head reads up to its position.
+// Lanes past the last query read none.
+void set_visible(const AttentionTile& t, int32_t key0, int32_t n_in, const HeadGroups& hg) {
+  const int32_t n_queries = t.n_rows * t.n_q_heads;
+  for (int32_t i = 0; i < hg.groups * kWideLanes; ++i) {
+    hg.visible[i] = i < n_queries ? std::clamp(t.first_pos + i / t.n_q_heads - key0 + 1, 0, n_in) : 0;
+  }
+}
+
+// Every span of KV head h up to the tile's last key for every group (`full` keys every query reads whole, then the
+// causal spans), asking for the K/V rows kWideAheadSpans spans ahead into L2 as the first pair of groups computes
+// its scores.
 void attend_spans(const AttentionTile& t, int32_t h, const PagedKvView& k, const PagedKvView& v, int32_t span,
-                  int32_t end, const WideScratch& scratch, const HeadGroups& hg) {
+                  int32_t full, const WideScratch& scratch, const HeadGroups& hg) {
   const int32_t kv_head = t.kv_head + h;
   const bool f16 = k.dtype == KvDtype::kF16 && v.dtype == KvDtype::kF16;
+  const int32_t n_keys = t.first_pos + t.n_rows;
   const float* k_rows[kMaxSpan];
   const float* v_rows[kMaxSpan];
   const uint8_t* k_raw[kMaxSpan];
   const uint8_t* v_raw[kMaxSpan];
   const uint8_t* k_ahead[kMaxSpan];
   const uint8_t* v_ahead[kMaxSpan];
-  for (int32_t key0 = 0; key0 < end; key0 += span) {
+  for (int32_t key0 = 0; key0 < n_keys; key0 += span) {
     WideAhead fetch;
-    if (const int32_t ahead = key0 + kWideAheadSpans * span; ahead < end) {
-      head_rows(k, kv_head, ahead, span, k_ahead);
-      head_rows(v, kv_head, ahead, span, v_ahead);
-      fetch = {k_ahead, v_ahead, span, k.head_bytes, v.head_bytes};
+    if (const int32_t ahead = key0 + kWideAheadSpans * span; ahead < n_keys) {
+      const int32_t n_ahead = std::min(span, n_keys - ahead);
+      head_rows(k, kv_head, ahead, n_ahead, k_ahead);
+      head_rows(v, kv_head, ahead, n_ahead, v_ahead);
+      fetch = {k_ahead, v_ahead, n_ahead, k.head_bytes, v.head_bytes};
     }
+    // A causal span's keys past the last one are padded to a multiple of 8 with its first key's rows: readable,
+    // and no lane reads them.
+    const bool causal = key0 >= full;
+    const int32_t n_in = std::min(span, n_keys - key0);
+    const int32_t n = (n_in + 7) / 8 * 8;
+    if (causal) set_visible(t, key0, n_in, hg);
     if (f16) {
-      head_rows(k, kv_head, key0, span, k_raw);
-      head_rows(v, kv_head, key0, span, v_raw);
+      head_rows(k, kv_head, key0, n_in, k_raw);
+      head_rows(v, kv_head, key0, n_in, v_raw);
+      std::fill(k_raw + n_in, k_raw + n, k_raw[0]);
+      std::fill(v_raw + n_in, v_raw + n, v_raw[0]);
     } else {
-      load_tile(k, kv_head, key0, span, t.head_dim, scratch.k_tile, k_rows);
-      load_tile(v, kv_head, key0, span, t.head_dim, scratch.v_tile, v_rows);
+      load_tile(k, kv_head, key0, n_in, t.head_dim, scratch.k_tile, k_rows);
+      load_tile(v, kv_head, key0, n_in, t.head_dim, scratch.v_tile, v_rows);
+      std::fill(k_rows + n_in, k_rows + n, k_rows[0]);
+      std::fill(v_rows + n_in, v_rows + n, v_rows[0]);
     }
     for (int32_t g = 0; g < hg.groups; g += 2) {
-      const WideGroup pair[2] = {hg.group(g), hg.group(std::min(g + 1, hg.groups - 1))};
+      const WideGroup pair[2] = {hg.group(g, causal), hg.group(std::min(g + 1, hg.groups - 1), causal)};
       const int32_t n_groups = std::min(2, hg.groups - g);
       const WideAhead pf = g == 0 ? fetch : WideAhead{};  // the first pair asks; the others find them there
       if (f16) {
-        wide_attend_span_f16_avx512(pair, n_groups, k_raw, v_raw, span, t.head_dim, t.scale, hg.pt, pf);
+        wide_attend_span_f16_avx512(pair, n_groups, k_raw, v_raw, n, t.head_dim, t.scale, hg.pt, pf);
       } else {
-        wide_attend_span_avx512(pair, n_groups, k_rows, v_rows, span, t.head_dim, t.scale, hg.pt, pf);
+        wide_attend_span_avx512(pair, n_groups, k_rows, v_rows, n, t.head_dim, t.scale, hg.pt, pf);
       }
     }
   }
@@ -129,25 +155,25 @@ void attend_spans(const AttentionTile& t, int32_t h, const PagedKvView& k, const
 
 size_t wide_scratch_floats(int32_t span, int32_t head_dim, int32_t n_queries) {
   const size_t groups = (static_cast<size_t>(n_queries) + kWideLanes - 1) / kWideLanes;
-  return kWideLanes * (groups * (2 * static_cast<size_t>(head_dim) + 2) + 2 * static_cast<size_t>(span) + 1);
+  return kWideLanes * (groups * (2 * static_cast<size_t>(head_dim) + 3) + 2 * static_cast<size_t>(span) + 1);
 }
 
 int32_t attend_prefix_wide(const AttentionTile& t, const PagedKvView& k, const PagedKvView& v, int32_t span,
                            const WideScratch& scratch, float* state_m, float* state_l, float* state_acc) {
   const int32_t hd = t.head_dim;
   const int32_t per_head = t.n_rows * t.n_q_heads;
-  const int32_t end = (t.first_pos + 1) / span * span;
-  if (end == 0 || per_head < kWideMinQueries || hd % 16 != 0 || hd > kWideMaxHeadDim || t.softcap > 0.0f ||
+  if (per_head < kWideMinQueries || hd % 16 != 0 || hd > kWideMaxHeadDim || t.softcap > 0.0f ||
       first_key_of(t, t.first_pos + t.n_rows - 1) > 0 || !isa_at_least(IsaLevel::kAvx512Vnni)) {
     return 0;
   }
   const HeadGroups hg(scratch.area, per_head, hd);
+  const int32_t full = (t.first_pos + 1) / span * span;  // the keys before it every query reads whole
   for (int32_t h = 0; h < t.n_kv_heads; ++h) {
     load_queries(t, h, hg);
-    attend_spans(t, h, k, v, span, end, scratch, hg);
+    attend_spans(t, h, k, v, span, full, scratch, hg);
     store_state(t, h, hg, state_m, state_l, state_acc);
   }
-  return end;
+  return (t.first_pos + t.n_rows + span - 1) / span * span;
 }
 
 }  // namespace hearth::kernels

@@ -1,7 +1,8 @@
 #pragma once
-// Attention's wide path (internal to the kernels library): many queries of one KV head over the spans every one
-// of them reads whole, with the queries across the lanes of 512-bit vectors (16 per vector) instead of the head
-// dimensions. A score then needs no horizontal sum and each key element is one broadcast shared by 16 queries.
+// Attention's wide path (internal to the kernels library): many queries of one KV head over every span of keys,
+// with the queries across the lanes of 512-bit vectors (16 per vector) instead of the head dimensions. A score then
+// needs no horizontal sum and each key element is one broadcast shared by 16 queries. In the causal spans at the
+// end (keys up to the tile's own rows), each lane reads only the keys up to its query's position.
 //
 // Per query, every operation is the one attention.cpp's per-query steps perform, in the same order (the score's
 // 8 lanes over the dimensions and their combination, the softmax step's max, exp and 8-lane sum, one fma per key
@@ -30,11 +31,16 @@ inline constexpr int32_t kWideMaxSpan = 64;
 
 // Queries in transposed form, kWideLanes to a group: element (d, lane) of a group's q and acc at
 // [d × kWideLanes + lane]; m and l one per lane. Lanes past the last query hold zeros and are never read back.
+// `visible` (nullptr: every lane reads the whole span): per lane, how many of the span's first keys its query reads
+// (a causal span: the keys after a query's position are not its to read; 0 to n). A lane then performs exactly the
+// per-query steps over those keys: the scores of the rest are never maxed, summed or accumulated, and a lane that
+// reads none keeps its state bit for bit.
 struct WideGroup {
-  const float* qt;  // head_dim × kWideLanes
-  float* acct;      // head_dim × kWideLanes, the unnormalized output
-  float* m;         // kWideLanes
-  float* l;         // kWideLanes
+  const float* qt;                    // head_dim × kWideLanes
+  float* acct;                        // head_dim × kWideLanes, the unnormalized output
+  float* m;                           // kWideLanes
+  float* l;                           // kWideLanes
+  const int32_t* visible = nullptr;   // kWideLanes, or nullptr
 };
 
 // The stored K and V head slices of a later span's n keys (k_bytes and v_bytes long), for the span in use to ask
@@ -48,8 +54,9 @@ struct WideAhead {
 };
 
 // One span of n keys (n a multiple of 8, at most kWideMaxSpan) for n_groups (1 or 2) groups whose every query
-// reads all of them: k[j] and v[j] are key j's head slices as floats, or as f16 (bytes, converted exactly as
-// kv_dequantize_rows converts them); pt is n_groups × n × kWideLanes floats of scratch (64-byte aligned, like the
+// reads all of them, or (the groups' `visible`) its first few: k[j] and v[j] are key j's head slices as floats, or
+// as f16 (bytes, converted exactly as kv_dequantize_rows converts them), each a readable row even past the last key
+// any lane reads; pt is n_groups × n × kWideLanes floats of scratch (64-byte aligned, like the
 // groups' arrays); head_dim is a multiple of 16, at most kWideMaxHeadDim. Two groups go through together and
 // share every load of a key or value element; each gets the bits it gets alone. Needs AVX-512 F.
 // `ahead` (n = 0: none): the K and V head slices of a later span, asked for into L2 8 keys at a time as the
@@ -72,11 +79,12 @@ struct WideScratch {
   float* area;
 };
 
-// The spans every query of the tile reads whole, keys [0, end) with end the last span boundary at or before the
-// first row's position + 1, through the wide path, when the AVX-512 level is active, no window cuts them, there is
-// no softcap and the tile has enough queries per KV head: leaves each query's (m, l, acc) in state_* (row-major
-// over rows, then heads, as attention_tile keeps them) as the per-query path would after those spans, and returns
-// end, the key the per-query path goes on from (0 when the wide path took nothing).
+// Every span of the tile's keys through the wide path, when the AVX-512 level is active, no window cuts them, there
+// is no softcap and the tile has enough queries per KV head: the spans every query reads whole, then the causal
+// ones (the last span or two, which each query reads up to its own position) with each lane's visible keys.
+// Leaves each query's (m, l, acc) in state_* (row-major over rows, then heads, as attention_tile keeps them) as the
+// per-query path would, and returns the key the per-query path goes on from: past the tile's last key, or 0 when
+// the wide path took nothing.
 int32_t attend_prefix_wide(const AttentionTile& t, const PagedKvView& k, const PagedKvView& v, int32_t span,
                            const WideScratch& scratch, float* state_m, float* state_l, float* state_acc);
 

@@ -228,9 +228,13 @@ TEST(Attention, WidePathGivesEachQueryItsPerQueryBits) {
     for (Shape s : {Shape{64, 1, 16}, Shape{64, 4, 16}, Shape{128, 2, 32}, Shape{16, 8, 4}}) {
       constexpr int32_t kHeads = 2;
       PagedKv k(type, s.block_size, kHeads, s.head_dim, 200, 21), v(type, s.block_size, kHeads, s.head_dim, 200, 22);
-      for (auto [first, n_rows, window] : {std::tuple{150, 17, 0}, {140, 40, 0}, {150, 17, 1000}, {150, 17, 100}}) {
+      // q_gain 40 spreads the scores over hundreds, so the softmax's arguments also fall below kExpMin (exp 0) and
+      // near it, where the wide path's exp takes its shortcut.
+      for (auto [first, n_rows, window, q_gain] : {std::tuple{150, 17, 0, 1.0f}, {140, 40, 0, 1.0f},
+                                                   {150, 17, 1000, 1.0f}, {150, 17, 100, 1.0f}, {140, 40, 0, 40.0f}}) {
         const size_t stride = static_cast<size_t>(kHeads) * s.group * s.head_dim;
-        const auto q = random_vector(n_rows * stride, 23 + n_rows);
+        auto q = random_vector(n_rows * stride, 23 + n_rows);
+        for (float& x : q) x *= q_gain;
         auto tile = [&](const float* qp, float* out, int32_t pos, int32_t rows) {
           const AttentionTile t{qp, stride, out, stride, rows, pos, s.group, 0, s.head_dim, 0.2f, window, 0.0f, kHeads};
           std::vector<float> scratch(attention_scratch_floats(s.head_dim, rows, s.group * kHeads));
