@@ -36,11 +36,11 @@ inline constexpr int32_t kWideMaxSpan = 64;
 // per-query steps over those keys: the scores of the rest are never maxed, summed or accumulated, and a lane that
 // reads none keeps its state bit for bit.
 struct WideGroup {
-  const float* qt;                    // head_dim × kWideLanes
-  float* acct;                        // head_dim × kWideLanes, the unnormalized output
-  float* m;                           // kWideLanes
-  float* l;                           // kWideLanes
-  const int32_t* visible = nullptr;   // kWideLanes, or nullptr
+  const float* qt;                   // head_dim × kWideLanes
+  float* acct;                       // head_dim × kWideLanes, the unnormalized output
+  float* m;                          // kWideLanes
+  float* l;                          // kWideLanes
+  const int32_t* visible = nullptr;  // kWideLanes, or nullptr
 };
 
 // The stored K and V head slices of a later span's n keys (k_bytes and v_bytes long), for the span in use to ask

@@ -230,8 +230,11 @@ TEST(Attention, WidePathGivesEachQueryItsPerQueryBits) {
       PagedKv k(type, s.block_size, kHeads, s.head_dim, 200, 21), v(type, s.block_size, kHeads, s.head_dim, 200, 22);
       // q_gain 40 spreads the scores over hundreds, so the softmax's arguments also fall below kExpMin (exp 0) and
       // near it, where the wide path's exp takes its shortcut.
-      for (auto [first, n_rows, window, q_gain] : {std::tuple{150, 17, 0, 1.0f}, {140, 40, 0, 1.0f},
-                                                   {150, 17, 1000, 1.0f}, {150, 17, 100, 1.0f}, {140, 40, 0, 40.0f}}) {
+      for (auto [first, n_rows, window, q_gain] : {std::tuple{150, 17, 0, 1.0f},
+                                                   {140, 40, 0, 1.0f},
+                                                   {150, 17, 1000, 1.0f},
+                                                   {150, 17, 100, 1.0f},
+                                                   {140, 40, 0, 40.0f}}) {
         const size_t stride = static_cast<size_t>(kHeads) * s.group * s.head_dim;
         auto q = random_vector(n_rows * stride, 23 + n_rows);
         for (float& x : q) x *= q_gain;
