@@ -73,8 +73,10 @@ class Model {
   Model(std::shared_ptr<const GgufFile> file, ModelConfig config, ModelWeights weights);
 
   // One unit of attention work: rows [row0, row0 + n_rows) of sequence `seq` against KV head `kv_head`.
+  // Rows [row0, row_end) of one sequence for KV heads [kv_head, kv_head + n_kv_heads): tiles of at most kAttnRows
+  // rows (model.cpp), the earliest first, one after another on one thread.
   struct AttnItem {
-    int32_t seq, kv_head, n_kv_heads, row0, n_rows;
+    int32_t seq, kv_head, n_kv_heads, row0, row_end;
   };
   struct Scratch {
     std::vector<float> x, xn, q, k, v, attn, proj, gate, up;  // [n_tokens, width]
