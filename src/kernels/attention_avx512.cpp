@@ -193,8 +193,15 @@ template <int R, class Row, bool kVisible>
   requires(R == 1 || R == 2)
 HEARTH_WIDE_ATTN inline void accumulate(const WideGroup* g, const __m512* corr, float* const* pt, const Row* const* v,
                                         int32_t n, int32_t hd) {
-  __m512i nk[R];  // the lanes that read key j: nk > j
+  __m512i nk[R];  // the lanes that read key j: nk > j (every lane without kVisible, a mask the compiler folds away)
   for (int r = 0; r < R; ++r) nk[r] = kVisible ? _mm512_loadu_si512(g[r].visible) : _mm512_set1_epi32(n);
+  auto reads = [](__m512i lanes_nk, int32_t j) HEARTH_WIDE_ATTN -> __mmask16 {
+    if constexpr (kVisible) {
+      return _mm512_cmpgt_epi32_mask(lanes_nk, _mm512_set1_epi32(j));
+    } else {
+      return static_cast<__mmask16>(0xffff);
+    }
+  };
   alignas(64) float converted[std::is_same_v<Row, float> ? 1 : kWideMaxSpan * 16];
   for (int32_t d0 = 0; d0 < hd; d0 += 16) {
     if constexpr (!std::is_same_v<Row, float>) {
@@ -218,23 +225,12 @@ HEARTH_WIDE_ATTN inline void accumulate(const WideGroup* g, const __m512* corr, 
           } else {
             vj = converted + j * 16 + h;
           }
-          if constexpr (kVisible) {
-            const __m512i vj_index = _mm512_set1_epi32(j);
-            const __mmask16 r0 = _mm512_cmpgt_epi32_mask(nk[0], vj_index);
-            const __mmask16 r1 = _mm512_cmpgt_epi32_mask(nk[1], vj_index);
+          const __mmask16 r0 = reads(nk[0], j), r1 = reads(nk[1], j);
 #pragma GCC unroll 8
-            for (int i = 0; i < 8; ++i) {
-              const __m512 b = in_register(_mm512_set1_ps(vj[i]));
-              a[0][i] = _mm512_mask3_fmadd_ps(b, p0, a[0][i], r0);
-              a[1][i] = _mm512_mask3_fmadd_ps(b, p1, a[1][i], r1);
-            }
-          } else {
-#pragma GCC unroll 8
-            for (int i = 0; i < 8; ++i) {
-              const __m512 b = in_register(_mm512_set1_ps(vj[i]));
-              a[0][i] = _mm512_fmadd_ps(b, p0, a[0][i]);
-              a[1][i] = _mm512_fmadd_ps(b, p1, a[1][i]);
-            }
+          for (int i = 0; i < 8; ++i) {
+            const __m512 b = in_register(_mm512_set1_ps(vj[i]));
+            a[0][i] = _mm512_mask3_fmadd_ps(b, p0, a[0][i], r0);
+            a[1][i] = _mm512_mask3_fmadd_ps(b, p1, a[1][i], r1);
           }
         }
         for (int r = 0; r < 2; ++r) {
@@ -253,14 +249,9 @@ HEARTH_WIDE_ATTN inline void accumulate(const WideGroup* g, const __m512* corr, 
         } else {
           vj = converted + j * 16;
         }
-        if constexpr (kVisible) {
-          const __mmask16 r0 = _mm512_cmpgt_epi32_mask(nk[0], _mm512_set1_epi32(j));
+        const __mmask16 r0 = reads(nk[0], j);
 #pragma GCC unroll 16
-          for (int i = 0; i < 16; ++i) a[i] = _mm512_mask3_fmadd_ps(_mm512_set1_ps(vj[i]), p, a[i], r0);
-        } else {
-#pragma GCC unroll 16
-          for (int i = 0; i < 16; ++i) a[i] = _mm512_fmadd_ps(_mm512_set1_ps(vj[i]), p, a[i]);
-        }
+        for (int i = 0; i < 16; ++i) a[i] = _mm512_mask3_fmadd_ps(_mm512_set1_ps(vj[i]), p, a[i], r0);
       }
       for (int i = 0; i < 16; ++i) _mm512_store_ps(acct + (d0 + i) * kWideLanes, a[i]);
     }
