@@ -410,10 +410,17 @@ struct WideIQ4_XS {
   }
 };
 
-// prefetch_ahead into the L2 only (prefetcht1), leaving the last step to the L1's own prefetcher, for the layouts
-// where that measured faster: `hearth bench model -m models/synth-1b-TYPE.gguf -p 16 -n 64 --depth 1 -t 2`, three
-// alternating runs against prefetcht0, decoded IQ4_XS 42.2-43.2 tok/s against 40.9-41.7 and Q4_K_M 38.8-40.0
-// against 38.1-39.4, but Q5_K_M 32.1-33.3 against 33.4-33.8; Q6_K and Q3_K_M the same either way (kept at T0).
+// prefetch_ahead into the L2 only (prefetcht1), leaving the last step to the L1's own prefetcher: the layouts that
+// set kPrefetchToL2 use it for tiles of 4 and 8 tokens (prefill), where their weights stay in the L1 for several
+// tokens' work. Decode (1 to 3 tokens) prefetches into the L1 for every layout. Measured with
+// `hearth-bench-decode-stream TYPE 8192 2048 64` in one process, the two variants alternating pass by pass (a
+// throwaway switch), median ratio of 21 pairs: prefetcht0 streamed Q4_K 1.08-1.10x and IQ4_XS 1.07-1.10x as fast as
+// prefetcht1 (two runs each; the same variant against itself read 0.97-1.01). In the model,
+// `hearth bench model -m models/synth-{1b,3b}-TYPE.gguf -p 8 -n 64|32 -r 1 -t 2`, alternating runs, decode tok/s
+// prefetcht1 / prefetcht0: 1B Q4_K_M 53.9/57.3, 54.0/59.4, 54.8/57.5, 53.2/71.9; 3B Q4_K_M 17.2/18.5, 15.5/18.8,
+// 19.3/23.2; 1B IQ4_XS 57.8/57.8, 54.7/58.1, 55.8/62.8. A 256-token prefill (1B Q4_K_M, -p 256 -r 3) went the other
+// way, prefetcht1 / prefetcht0 418.7/370.4, 341.7/338.5, 392.7/387.1 tok/s, so prefill keeps prefetcht1. An earlier
+// whole-model comparison had favoured prefetcht1 for decode too, by less than its runs' spread.
 HEARTH_PACKED inline void prefetch_ahead_l2(const uint8_t* p, size_t n, int64_t distance) {
   for (size_t i = 0; i < n; i += 64) _mm_prefetch(reinterpret_cast<const char*>(p + distance + i), _MM_HINT_T1);
 }
@@ -427,7 +434,7 @@ struct WideKQuantKernel {
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < a.n_cols / kQK_K; ++b) {
       const uint8_t* w = a.w + b * Layout::kSuperBytes;
-      if constexpr (Layout::kPrefetchToL2) {
+      if constexpr (Layout::kPrefetchToL2 && T >= 4) {
         prefetch_ahead_l2(w, Layout::kSuperBytes, 2 * a.w_stride);
         prefetch_ahead_l2(w + a.w_stride, Layout::kSuperBytes, 2 * a.w_stride);
       } else {
