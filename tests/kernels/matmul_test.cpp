@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -263,7 +264,9 @@ TEST(MatmulTest, SetIsaLevelOnlyEverPicksASupportedLevel) {
     const IsaLevel got = active_isa_level();
     EXPECT_TRUE(isa_supported(got)) << isa_level_name(level);
     EXPECT_LE(static_cast<int>(got), static_cast<int>(level)) << isa_level_name(level);
-    if (isa_supported(level)) EXPECT_EQ(got, level) << isa_level_name(level);
+    if (isa_supported(level)) {
+      EXPECT_EQ(got, level) << isa_level_name(level);
+    }
   }
   EXPECT_TRUE(isa_supported(IsaLevel::kScalar));
   EXPECT_TRUE(isa_supported(detected_isa_level()));
@@ -394,6 +397,49 @@ TEST(MatmulTest, GroupIsBitwiseSeparateCalls) {
       for (size_t i = 0; i < views.size(); ++i) {
         EXPECT_TRUE(bitwise_equal(alone[i].data(), grouped[i].data(), static_cast<int64_t>(alone[i].size())))
             << "matrix " << i << " tokens " << n_tokens << " threads " << pool->num_threads();
+      }
+    }
+  }
+}
+
+// Row chunks go to the parts of a pool call by shares (each part's own run front to back, the rest taken from the
+// back of others'): whatever the thread count, every output row is computed once, by one tile call, with the same
+// bits. 3 threads split 24 chunks unevenly over three shares; 70 threads leave parts without a share of their own
+// (at most 64 shares), which only take others' chunks; the 1,203 rows of two grouped matrices give every part many
+// chunks, and a matrix boundary inside a chunk.
+TEST(MatmulTest, EveryRowOnceWhateverTheThreadCount) {
+  const int64_t n_cols = 256;
+  const Weights a = make_weights(DType::Q4_K, 1200, n_cols, 91);
+  const Weights b = make_weights(DType::Q4_K, 3, n_cols, 92);
+  std::vector<MatrixView> views = {a.view(), b.view()};
+  std::vector<std::unique_ptr<PackedMatrix>> packed;
+  for (MatrixView& v : views) {
+    if (packing_available(v.type)) {
+      packed.push_back(pack_matrix(v));
+      v.packed = packed.back().get();
+    }
+  }
+  ThreadPool one(1);
+  MatmulScratch scratch;
+  for (int64_t n_tokens : {1, 9}) {
+    const std::vector<float> x = gaussian(n_tokens * n_cols, 93, 1.0f);
+    std::vector<std::vector<float>> want(views.size());
+    for (size_t i = 0; i < views.size(); ++i) {
+      want[i].assign(static_cast<size_t>(n_tokens * views[i].n_rows), 0.0f);
+      matmul(views[i], x.data(), n_tokens, want[i].data(), one, scratch);
+    }
+    for (int threads : {3, 70}) {
+      ThreadPool pool(threads);
+      std::vector<std::vector<float>> got(views.size());
+      std::vector<MatmulOutput> outputs;
+      for (size_t i = 0; i < views.size(); ++i) {
+        got[i].assign(want[i].size(), std::numeric_limits<float>::quiet_NaN());
+        outputs.push_back({&views[i], got[i].data()});
+      }
+      matmul_group(outputs, x.data(), n_tokens, pool, scratch);
+      for (size_t i = 0; i < views.size(); ++i) {
+        EXPECT_TRUE(bitwise_equal(want[i].data(), got[i].data(), static_cast<int64_t>(want[i].size())))
+            << "matrix " << i << " tokens " << n_tokens << " threads " << threads;
       }
     }
   }
