@@ -104,7 +104,7 @@ int main(int argc, char** argv) {
                                     : matrices.back().view.row_stride * static_cast<size_t>(rows);
   }
   const size_t n_words = bytes / sizeof(uint64_t) / 8 * 8;
-  std::vector<uint64_t> buffer(n_words);
+  std::unique_ptr<uint64_t[]> buffer(new uint64_t[n_words]);  // left untouched here: see the first touch below
   ThreadPool pool(threads);
   pool.run([&](int ith, int nth) {  // first touch by the thread that reads each part
     const Range lines = split_range(static_cast<int64_t>(n_words / 8), ith, nth);
@@ -131,18 +131,21 @@ int main(int argc, char** argv) {
       pool.run([&](int ith, int nth) {
         const Range lines = split_range(static_cast<int64_t>(n_words / 8), ith, nth);
         sums[static_cast<size_t>(ith)] =
-            sum_words(buffer.data() + lines.begin * 8, static_cast<size_t>(lines.end - lines.begin) * 8);
+            sum_words(buffer.get() + lines.begin * 8, static_cast<size_t>(lines.end - lines.begin) * 8);
       });
       uint64_t total = 0;
       for (uint64_t s : sums) total += s;
-      if (total != n_words) std::fprintf(stderr, "warning: read sum %llu != %zu\n", (unsigned long long)total, n_words);
+      if (total != n_words) {
+        std::fprintf(stderr, "warning: read sum %llu != %zu\n", static_cast<unsigned long long>(total), n_words);
+      }
     }
     return static_cast<double>(n_words * sizeof(uint64_t)) * kPassesPerRound / seconds_since(start);
   };
   decode_pass();  // warm-up: page in, threads hot
   read_pass();
-  std::printf("%s %lld x %lld, %d matrices, %.1f MiB %s, %d threads\n", type_name.c_str(), (long long)rows,
-              (long long)cols, count, bytes / 1048576.0, matrices.front().packed ? "packed" : "as stored", threads);
+  std::printf("%s %lld x %lld, %d matrices, %.1f MiB %s, %d threads\n", type_name.c_str(), static_cast<long long>(rows),
+              static_cast<long long>(cols), count, bytes / 1048576.0, matrices.front().packed ? "packed" : "as stored",
+              threads);
   std::printf("| round | decode GB/s | read GB/s | decode / read |\n| --- | --- | --- | --- |\n");
   std::vector<double> ratios;
   for (int r = 0; r < rounds; ++r) {
