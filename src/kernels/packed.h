@@ -86,4 +86,30 @@ bool packing_available(DType type);
 // The packed copy of `w` (requires packing_available(w.type)), for MatrixView::packed of a view of the same rows.
 std::unique_ptr<PackedMatrix> pack_matrix(const MatrixView& w);
 
+// Whether a decode tile of the 512-bit packed tiles (1 to 3 tokens, two groups: vec_dot_avx512_packed.cpp) asks for
+// its weights one tile (2 × group_bytes) ahead of its loads into the L1 (prefetcht0). No bit depends on it: it is
+// speed only, and which is faster depends on the CPU and the row length.
+//
+// Each of the tile's two group streams then has about 2 × group_bytes asked for and not yet read. When 4 × group_bytes
+// exceed the L1D, lines are evicted before their loads reach them. On the Intel VM of this project (Sapphire Rapids
+// class: 48 KiB L1D, 2 MiB L2) the hardware prefetchers alone then stream faster, and where the bytes fit, the fetches
+// ahead pay; `hearth bench model -m F -p 1 -n N --depth 1 -t 2`, alternating runs, decode tok/s with the fetches /
+// without: 110M Q8_0 (4 × group_bytes 26 KiB) 403.3, 403.1 / 320.5, 318.7; 1B Q4_K_M (its Q4_K matrices 37 KiB)
+// 41.5, 41.3, 41.8 / 39.4, 39.2, 40.0; 1B Q8_0 (70 KiB) 26.4, 26.7, 26.9 / 26.7, 27.1, 27.3; 3B Q4_K_M (55 KiB)
+// 14.3, 14.0 / 15.0, 14.6; 3B Q8_0 (104 KiB) 9.27, 9.38 / 9.62, 9.55.
+enum class DecodePrefetch {
+  kAuto,  // kWithinL1 on Intel CPUs; kTileAhead elsewhere (what Zen 5 was measured with; kWithinL1 is unmeasured there)
+  kTileAhead,  // always
+  kWithinL1,   // when 4 × group_bytes fit the L1D (sysconf; 32 KiB when it does not say), otherwise never
+  kNone,       // never
+};
+
+// The policy starts as HEARTH_DECODE_PREFETCH=auto|tile|l1|none (any other value aborts naming it; unset: auto).
+// Tests and benchmarks set it; not synchronized with running kernels: call it between kernel calls.
+void set_decode_prefetch(DecodePrefetch policy);
+DecodePrefetch decode_prefetch();
+
+// Whether a decode tile over groups of group_bytes fetches ahead under the current policy.
+bool decode_fetches_ahead(size_t group_bytes);
+
 }  // namespace hearth

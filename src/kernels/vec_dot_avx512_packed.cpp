@@ -179,10 +179,13 @@ struct WideKernel {
     const uint8_t* scales = a.w + n_blocks * Layout::kQuantBytes;
     __m512 acc[T];
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+    const bool fetch = T >= 4 || decode_fetches_ahead(a.w_stride);
     for (int64_t b = 0; b < n_blocks; ++b) {
       const uint8_t* quants = a.w + b * Layout::kQuantBytes;
-      prefetch_ahead(quants, Layout::kQuantBytes, 2 * a.w_stride);
-      prefetch_ahead(quants + a.w_stride, Layout::kQuantBytes, 2 * a.w_stride);
+      if (fetch) {
+        prefetch_ahead(quants, Layout::kQuantBytes, 2 * a.w_stride);
+        prefetch_ahead(quants + a.w_stride, Layout::kQuantBytes, 2 * a.w_stride);
+      }
       const BlockQ8_0* x[T];
       __m512i sum[T];
       for (int t = 0; t < T; ++t) {
@@ -412,7 +415,8 @@ struct WideIQ4_XS {
 
 // prefetch_ahead into the L2 only (prefetcht1), leaving the last step to the L1's own prefetcher: the layouts that
 // set kPrefetchToL2 use it for tiles of 4 and 8 tokens (prefill), where their weights stay in the L1 for several
-// tokens' work. Decode (1 to 3 tokens) prefetches into the L1 for every layout. Measured with
+// tokens' work. Decode (1 to 3 tokens) prefetches into the L1 for every layout, where
+// decode_fetches_ahead says so (packed.h: on Intel only when the bytes in flight fit the L1D). Measured on Zen 5 with
 // `hearth-bench-decode-stream TYPE 8192 2048 64` in one process, the two variants alternating pass by pass (a
 // throwaway switch), median ratio of 21 pairs: prefetcht0 streamed Q4_K 1.08-1.10x and IQ4_XS 1.07-1.10x as fast as
 // prefetcht1 (two runs each; the same variant against itself read 0.97-1.01). In the model,
@@ -432,12 +436,13 @@ struct WideKQuantKernel {
   HEARTH_PACKED static void run(const TileArgs& a) {
     __m512 acc[T];
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+    const bool fetch = T >= 4 || decode_fetches_ahead(a.w_stride);
     for (int64_t b = 0; b < a.n_cols / kQK_K; ++b) {
       const uint8_t* w = a.w + b * Layout::kSuperBytes;
       if constexpr (Layout::kPrefetchToL2 && T >= 4) {
         prefetch_ahead_l2(w, Layout::kSuperBytes, 2 * a.w_stride);
         prefetch_ahead_l2(w + a.w_stride, Layout::kSuperBytes, 2 * a.w_stride);
-      } else {
+      } else if (fetch) {
         prefetch_ahead(w, Layout::kSuperBytes, 2 * a.w_stride);
         prefetch_ahead(w + a.w_stride, Layout::kSuperBytes, 2 * a.w_stride);
       }

@@ -172,6 +172,56 @@ void expect_packed_is_reference(MatrixView w, const PackedMatrix& packed, const 
   EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0) << what;
 }
 
+class DecodePrefetchGuard {
+ public:
+  DecodePrefetchGuard() : saved_(decode_prefetch()) {}
+  ~DecodePrefetchGuard() { set_decode_prefetch(saved_); }
+
+ private:
+  DecodePrefetch saved_;
+};
+
+// Whether a decode tile fetches ahead is speed only: 1 to 3 tokens over full and partial groups give the scalar
+// reference's bits under every policy, at every packed level, with long rows (groups past any L1) and short ones.
+TEST_P(PackedMatmulTest, DecodePrefetchChangesNoBit) {
+  LevelGuard level_guard;
+  DecodePrefetchGuard prefetch_guard;
+  const DType type = GetParam();
+  ThreadPool two(2);
+  for (int64_t n_cols : {test_cols(type), 64 * test_cols(type)}) {
+    const std::vector<uint8_t> bytes = quantized(type, 37, n_cols, 11);
+    const MatrixView w{type, 37, n_cols, bytes.data(), row_bytes(type, n_cols)};
+    const std::unique_ptr<PackedMatrix> packed = pack_matrix(w);
+    for (IsaLevel level : packed_levels()) {
+      set_isa_level(level);
+      for (DecodePrefetch policy :
+           {DecodePrefetch::kAuto, DecodePrefetch::kTileAhead, DecodePrefetch::kWithinL1, DecodePrefetch::kNone}) {
+        set_decode_prefetch(policy);
+        for (int64_t n_tokens : {1, 2, 3}) {
+          const std::vector<float> x = gaussian(n_tokens * n_cols, 3 + static_cast<uint32_t>(n_tokens), 1.0f);
+          expect_packed_is_reference(w, *packed, x, n_tokens, two,
+                                     std::string(isa_level_name(level)) + " policy " +
+                                         std::to_string(static_cast<int>(policy)) + " cols " + std::to_string(n_cols) +
+                                         " tokens " + std::to_string(n_tokens));
+        }
+      }
+    }
+  }
+}
+
+TEST(DecodePrefetch, WithinL1FetchesForGroupsThatFitAndNotForOthers) {
+  DecodePrefetchGuard guard;
+  set_decode_prefetch(DecodePrefetch::kWithinL1);
+  EXPECT_TRUE(decode_fetches_ahead(1024));  // 4 KiB in flight fits every L1D
+  EXPECT_FALSE(decode_fetches_ahead(size_t{1} << 20));
+  set_decode_prefetch(DecodePrefetch::kTileAhead);
+  EXPECT_TRUE(decode_fetches_ahead(size_t{1} << 20));
+  set_decode_prefetch(DecodePrefetch::kNone);
+  EXPECT_FALSE(decode_fetches_ahead(1024));
+  set_decode_prefetch(DecodePrefetch::kAuto);  // either rule fetches for a group that fits
+  EXPECT_TRUE(decode_fetches_ahead(1024));
+}
+
 // Every bit of the K-quant and IQ4_XS blocks random (scales and mins up to 63, Q6_K scales down to -128, all high bits
 // set somewhere), which the quantizer's output alone may not reach: still bitwise the reference.
 TEST(PackedMatmul, KQuantRandomBitsAreExact) {

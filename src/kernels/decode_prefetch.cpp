@@ -1,0 +1,71 @@
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/packed.h"
+#include "util/result.h"
+
+namespace hearth {
+namespace {
+
+DecodePrefetch initial_policy() {
+  const char* name = std::getenv("HEARTH_DECODE_PREFETCH");
+  if (name == nullptr || name[0] == '\0' || std::strcmp(name, "auto") == 0) return DecodePrefetch::kAuto;
+  if (std::strcmp(name, "tile") == 0) return DecodePrefetch::kTileAhead;
+  if (std::strcmp(name, "l1") == 0) return DecodePrefetch::kWithinL1;
+  if (std::strcmp(name, "none") == 0) return DecodePrefetch::kNone;
+  HEARTH_CHECK(false, "HEARTH_DECODE_PREFETCH={}: not one of auto, tile, l1, none", name);
+  return DecodePrefetch::kAuto;
+}
+
+std::atomic<DecodePrefetch>& policy() {
+  static std::atomic<DecodePrefetch> p{initial_policy()};
+  return p;
+}
+
+bool cpu_is_intel() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  return __builtin_cpu_is("intel");
+#else
+  return false;
+#endif
+}
+
+size_t l1d_bytes() {
+  static const size_t bytes = [] {
+    const long n = sysconf(_SC_LEVEL1_DCACHE_SIZE);
+    return n > 0 ? static_cast<size_t>(n) : size_t{32 * 1024};
+  }();
+  return bytes;
+}
+
+}  // namespace
+
+void set_decode_prefetch(DecodePrefetch p) {
+  policy().store(p, std::memory_order_relaxed);
+}
+
+DecodePrefetch decode_prefetch() {
+  return policy().load(std::memory_order_relaxed);
+}
+
+bool decode_fetches_ahead(size_t group_bytes) {
+  static const bool intel = cpu_is_intel();
+  const bool fits = 4 * group_bytes <= l1d_bytes();
+  switch (decode_prefetch()) {
+    case DecodePrefetch::kAuto:
+      return intel ? fits : true;
+    case DecodePrefetch::kTileAhead:
+      return true;
+    case DecodePrefetch::kWithinL1:
+      return fits;
+    case DecodePrefetch::kNone:
+      return false;
+  }
+  return true;
+}
+
+}  // namespace hearth
