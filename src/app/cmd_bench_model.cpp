@@ -30,7 +30,7 @@ struct BenchModelFlags {
   std::string model_path;
   int32_t prompt_tokens = 512;
   int32_t decode_tokens = 64;
-  int32_t depth = 0;  // decode starts after a prompt of this many tokens (llama-bench's tg starts at 0)
+  int32_t depth = 0;          // decode starts after a prompt of this many tokens (llama-bench's tg starts at 0)
   int32_t prefill_depth = 0;  // the -p prompt follows this many cached tokens (a chat's later turn)
   int32_t repetitions = 1;    // timed prefill passes; the median is reported
   int threads = 0;
@@ -124,8 +124,8 @@ ModelSpeed measure_model(Model& model, const Tokenizer& tok, const BenchModelFla
   for (int32_t r = 0; r < f.repetitions; ++r) {
     const auto start = Clock::now();
     const double cpu_start = process_cpu_seconds();
-    logits = model.forward({{prompt.data() + f.prefill_depth, static_cast<size_t>(f.prompt_tokens)}, {&seq, 1}},
-                           kv, pool);
+    logits =
+        model.forward({{prompt.data() + f.prefill_depth, static_cast<size_t>(f.prompt_tokens)}, {&seq, 1}}, kv, pool);
     passes.emplace_back(seconds_since(start), process_cpu_seconds() - cpu_start);
   }
   std::sort(passes.begin(), passes.end());
@@ -200,13 +200,13 @@ int run_bench_model(const BenchModelFlags& f) {
         "\"weight_bytes_per_token\":%.0f,\"prefill_tok_s\":%.3f,\"decode_tok_s\":%.3f,\"peak_rss_bytes\":%zu,"
         "\"peak_rss_includes_bandwidth_buffer\":%s,\"read_bandwidth_bytes_s\":[%.0f,%.0f],\"sgemm_flops\":[%.0f,%.0f],"
         "\"decode_fraction_of_bandwidth\":%s,\"prefill_fraction_of_sgemm\":%s,\"prefill_cpu_s\":%.3f,"
-        "\"decode_cpu_s\":%.3f,\"isa\":\"%s\",\"packed_bytes\":%zu}\n",
+        "\"decode_cpu_s\":%.3f,\"isa\":\"%s\",\"packed_bytes\":%zu,\"decode_prefetch\":\"%s\"}\n",
         f.model_path.c_str(), pool.num_threads(), f.prompt_tokens, f.decode_tokens, f.depth, f.prefill_depth,
-        f.repetitions, speed.prefill_s, weights.params,
-        weights.bytes_per_token, speed.prefill_tok_s, speed.decode_tok_s, rss, rss_reset ? "false" : "true",
-        before.bandwidth, after.bandwidth, before.sgemm, after.sgemm, fraction_json(decode_fraction).c_str(),
-        fraction_json(prefill_fraction).c_str(),
-        speed.prefill_cpu_s, speed.decode_cpu_s, Model::kernel_isa(), model.packed_bytes());
+        f.repetitions, speed.prefill_s, weights.params, weights.bytes_per_token, speed.prefill_tok_s,
+        speed.decode_tok_s, rss, rss_reset ? "false" : "true", before.bandwidth, after.bandwidth, before.sgemm,
+        after.sgemm, fraction_json(decode_fraction).c_str(), fraction_json(prefill_fraction).c_str(),
+        speed.prefill_cpu_s, speed.decode_cpu_s, Model::kernel_isa(), model.packed_bytes(),
+        Model::kernel_decode_prefetch());
     return 0;
   }
   std::printf("model     %s: %.1fM matmul parameters, %.1f MB weights read per token, %d threads\n",
@@ -220,8 +220,10 @@ int run_bench_model(const BenchModelFlags& f) {
   std::printf("decode    %d steps after %d tokens: %.2f s (CPU %.2f s), %.2f tok/s = %.1f GB/s of weights\n",
               f.decode_tokens, decode_start_of(f), speed.decode_s, speed.decode_cpu_s, speed.decode_tok_s,
               weights.bytes_per_token * speed.decode_tok_s / 1e9);
-  std::printf("kernels   %s; %.1f MiB of weights packed for the packed tiles (resident beside the mapped file)\n",
-              Model::kernel_isa(), model.packed_bytes() / 1048576.0);
+  std::printf(
+      "kernels   %s; %.1f MiB of weights packed for the packed tiles (resident beside the mapped file); decode "
+      "prefetch %s\n",
+      Model::kernel_isa(), model.packed_bytes() / 1048576.0, Model::kernel_decode_prefetch());
   std::printf("peak RSS  %.1f MiB (model file %.1f MiB)%s\n", rss / 1048576.0, loaded->file->file_size() / 1048576.0,
               rss_reset ? "" : " (includes the bandwidth buffer: could not reset VmHWM)");
   std::printf(

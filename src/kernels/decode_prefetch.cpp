@@ -4,18 +4,22 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "kernels/cpu_isa.h"
 #include "kernels/packed.h"
 #include "util/result.h"
 
 namespace hearth {
 namespace {
 
+constexpr DecodePrefetch kPolicies[] = {DecodePrefetch::kAuto, DecodePrefetch::kTileAhead, DecodePrefetch::kWithinL1,
+                                        DecodePrefetch::kNone};
+
 DecodePrefetch initial_policy() {
   const char* name = std::getenv("HEARTH_DECODE_PREFETCH");
-  if (name == nullptr || name[0] == '\0' || std::strcmp(name, "auto") == 0) return DecodePrefetch::kAuto;
-  if (std::strcmp(name, "tile") == 0) return DecodePrefetch::kTileAhead;
-  if (std::strcmp(name, "l1") == 0) return DecodePrefetch::kWithinL1;
-  if (std::strcmp(name, "none") == 0) return DecodePrefetch::kNone;
+  if (name == nullptr || name[0] == '\0') return DecodePrefetch::kAuto;
+  for (DecodePrefetch p : kPolicies) {
+    if (std::strcmp(name, decode_prefetch_name(p)) == 0) return p;
+  }
   HEARTH_CHECK(false, "HEARTH_DECODE_PREFETCH={}: not one of auto, tile, l1, none", name);
   return DecodePrefetch::kAuto;
 }
@@ -23,15 +27,6 @@ DecodePrefetch initial_policy() {
 std::atomic<DecodePrefetch>& policy() {
   static std::atomic<DecodePrefetch> p{initial_policy()};
   return p;
-}
-
-bool cpu_is_intel() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_cpu_init();
-  return __builtin_cpu_is("intel");
-#else
-  return false;
-#endif
 }
 
 size_t l1d_bytes() {
@@ -50,6 +45,20 @@ void set_decode_prefetch(DecodePrefetch p) {
 
 DecodePrefetch decode_prefetch() {
   return policy().load(std::memory_order_relaxed);
+}
+
+const char* decode_prefetch_name(DecodePrefetch p) {
+  switch (p) {
+    case DecodePrefetch::kAuto:
+      return "auto";
+    case DecodePrefetch::kTileAhead:
+      return "tile";
+    case DecodePrefetch::kWithinL1:
+      return "l1";
+    case DecodePrefetch::kNone:
+      return "none";
+  }
+  return "unknown";
 }
 
 bool decode_fetches_ahead(size_t group_bytes) {

@@ -108,6 +108,8 @@ enum class DecodePrefetch {
 // Tests and benchmarks set it; not synchronized with running kernels: call it between kernel calls.
 void set_decode_prefetch(DecodePrefetch policy);
 DecodePrefetch decode_prefetch();
+// "auto", "tile", "l1" or "none", as HEARTH_DECODE_PREFETCH names them.
+const char* decode_prefetch_name(DecodePrefetch policy);
 
 // Whether a decode tile over groups of group_bytes fetches ahead under the current policy.
 bool decode_fetches_ahead(size_t group_bytes);

@@ -87,6 +87,10 @@ const char* Model::kernel_isa() {
   return isa_level_name(active_isa_level());
 }
 
+const char* Model::kernel_decode_prefetch() {
+  return decode_prefetch_name(decode_prefetch());
+}
+
 std::string Model::kernel_arithmetic() {
   return std::string(kernel_isa()) + "/n" + std::to_string(kNumericsVersion);
 }

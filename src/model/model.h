@@ -52,6 +52,8 @@ class Model {
 
   // The name of the ISA level the kernels run at now (kernels/cpu_isa.h), for reports.
   static const char* kernel_isa();
+  // The decode tiles' prefetch policy (DecodePrefetch, kernels/packed.h), for reports: speed only, no bit.
+  static const char* kernel_decode_prefetch();
   // Which arithmetic computes the K/V and logits: the ISA level and kNumericsVersion, e.g. "avx512vnni/n2". Cache
   // namespaces include it, so K/V that a disk tier kept from another build or another CPU, computed with other
   // bits, never counts as a hit (a hit must give the bits a miss would).

@@ -188,7 +188,7 @@ TEST_P(PackedMatmulTest, DecodePrefetchChangesNoBit) {
   DecodePrefetchGuard prefetch_guard;
   const DType type = GetParam();
   ThreadPool two(2);
-  for (int64_t n_cols : {test_cols(type), 64 * test_cols(type)}) {
+  for (int64_t n_cols : {test_cols(type), 16 * test_cols(type)}) {
     const std::vector<uint8_t> bytes = quantized(type, 37, n_cols, 11);
     const MatrixView w{type, 37, n_cols, bytes.data(), row_bytes(type, n_cols)};
     const std::unique_ptr<PackedMatrix> packed = pack_matrix(w);
