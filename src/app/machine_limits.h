@@ -9,7 +9,8 @@
 namespace hearth::app {
 
 // Streaming read bandwidth in bytes/s: every thread of `pool` sums its share of a `bytes` buffer (choose it much
-// larger than the last-level cache); the best of `reps` passes. Allocates and touches the buffer first.
+// larger than the last-level cache); the best of `reps` passes. Allocates and touches the buffer first, on 2 MiB
+// pages where the kernel grants them, as the packed weights are.
 double measure_read_bandwidth(ThreadPool& pool, size_t bytes, int reps);
 
 // fp32 GEMM FLOP/s of OpenBLAS cblas_sgemm at M = N = K = n with `threads` OpenBLAS threads; best of `reps`.
