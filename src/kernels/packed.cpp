@@ -21,15 +21,15 @@ constexpr size_t kAlignment = 64;
 
 void pack_group_q8_0(const MatrixView& w, int64_t row0, uint8_t* group) {
   const int64_t n_blocks = w.n_cols / kQK8_0;
-  uint8_t* quants = group;
-  uint16_t* scales = reinterpret_cast<uint16_t*>(group + n_blocks * kernels::kPackedQ8_0QuantBytes);
   for (int64_t b = 0; b < n_blocks; ++b) {
-    uint8_t* q = quants + b * kernels::kPackedQ8_0QuantBytes;
+    const kernels::PackedBlockAt at = kernels::packed_block_at(n_blocks, b, kernels::kPackedQ8_0QuantBytes);
+    uint8_t* q = group + at.quants;
+    auto* scales = reinterpret_cast<uint16_t*>(group + at.scales);
     for (int r = 0; r < kPackRows; ++r) {
       const bool real = row0 + r < w.n_rows;
       const BlockQ8_0* block =
           real ? reinterpret_cast<const BlockQ8_0*>(w.data + (row0 + r) * w.row_stride) + b : nullptr;
-      scales[b * kPackRows + r] = real ? block->d : 0;
+      scales[r] = real ? block->d : 0;
       for (int c = 0; c < kQK8_0 / 4; ++c) {
         for (int j = 0; j < 4; ++j) {
           const int8_t value = real ? block->qs[4 * c + j] : 0;
@@ -42,15 +42,15 @@ void pack_group_q8_0(const MatrixView& w, int64_t row0, uint8_t* group) {
 
 void pack_group_q4_0(const MatrixView& w, int64_t row0, uint8_t* group) {
   const int64_t n_blocks = w.n_cols / kQK4_0;
-  uint8_t* quants = group;
-  uint16_t* scales = reinterpret_cast<uint16_t*>(group + n_blocks * kernels::kPackedQ4_0QuantBytes);
   for (int64_t b = 0; b < n_blocks; ++b) {
-    uint8_t* q = quants + b * kernels::kPackedQ4_0QuantBytes;
+    const kernels::PackedBlockAt at = kernels::packed_block_at(n_blocks, b, kernels::kPackedQ4_0QuantBytes);
+    uint8_t* q = group + at.quants;
+    auto* scales = reinterpret_cast<uint16_t*>(group + at.scales);
     for (int r = 0; r < kPackRows; ++r) {
       const bool real = row0 + r < w.n_rows;
       const BlockQ4_0* block =
           real ? reinterpret_cast<const BlockQ4_0*>(w.data + (row0 + r) * w.row_stride) + b : nullptr;
-      scales[b * kPackRows + r] = real ? block->d : 0;
+      scales[r] = real ? block->d : 0;
       for (int c = 0; c < kQK4_0 / 8; ++c) {
         for (int j = 0; j < 4; ++j) q[c * 32 + r * 4 + j] = real ? block->qs[4 * c + j] : 0x88;  // zero weights
       }
@@ -232,9 +232,9 @@ size_t unpadded_group_bytes(DType type, int64_t n_cols) {
   const auto n_super = static_cast<size_t>(n_cols / kQK_K);
   switch (type) {
     case DType::Q8_0:
-      return n_blocks * (kernels::kPackedQ8_0QuantBytes + kPackRows * sizeof(uint16_t));
+      return n_blocks * (kernels::kPackedQ8_0QuantBytes + kernels::kPackedScaleBytes);
     case DType::Q4_0:
-      return n_blocks * (kernels::kPackedQ4_0QuantBytes + kPackRows * sizeof(uint16_t));
+      return n_blocks * (kernels::kPackedQ4_0QuantBytes + kernels::kPackedScaleBytes);
     case DType::Q3_K:
       return n_super * kernels::kPackedQ3_KSuperBytes;
     case DType::Q4_K:

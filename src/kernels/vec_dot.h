@@ -68,6 +68,23 @@ TileKernel avx2_kquant_more_tile_kernel(DType weight_type);  // Q2_K, Q3_K, IQ4_
 // (scales and quants) per 256-column super-block of a group.
 inline constexpr size_t kPackedQ8_0QuantBytes = 256;
 inline constexpr size_t kPackedQ4_0QuantBytes = 128;
+inline constexpr size_t kPackedScaleBytes = 16;  // a Q8_0 or Q4_0 block's 8 fp16 row scales
+
+// Where block b of a packed Q8_0 or Q4_0 group (n_blocks blocks of quant_bytes) keeps its quants and its scales:
+// blocks go in pairs, [quants b][quants b + 1][scales b][scales b + 1], and an odd last block alone, [quants][scales]
+// (packed.h). Each block's bytes still average quant_bytes + kPackedScaleBytes, so the block's share of the group's
+// stream starts at b · (quant_bytes + kPackedScaleBytes).
+struct PackedBlockAt {
+  size_t quants = 0;
+  size_t scales = 0;
+};
+inline PackedBlockAt packed_block_at(int64_t n_blocks, int64_t b, size_t quant_bytes) {
+  const int64_t first = b & ~int64_t{1};
+  const size_t base = static_cast<size_t>(first) * (quant_bytes + kPackedScaleBytes);
+  const size_t in_pair = n_blocks - first >= 2 ? 2 : 1;
+  const size_t k = static_cast<size_t>(b - first);
+  return {base + k * quant_bytes, base + in_pair * quant_bytes + k * kPackedScaleBytes};
+}
 inline constexpr size_t kPackedQ3_KSuperBytes = 928;
 inline constexpr size_t kPackedQ4_KSuperBytes = 1184;
 inline constexpr size_t kPackedQ5_KSuperBytes = 1440;

@@ -173,32 +173,42 @@ struct WideQ4_0 {
 // (rows 8..15 from group 1), the 256-bit tiles' fp32 step on 16 lanes.
 template <class Layout>
 struct WideKernel {
+  // Block b, its quants and scales at `at` in each group.
+  template <int T>
+  HEARTH_PACKED static void block(const TileArgs& a, int64_t b, PackedBlockAt at, __m512 (&acc)[T]) {
+    const BlockQ8_0* x[T];
+    __m512i sum[T];
+    for (int t = 0; t < T; ++t) {
+      x[t] = reinterpret_cast<const BlockQ8_0*>(a.x + t * a.x_stride) + b;
+      sum[t] = _mm512_set1_epi32(a.x_sums[t * a.x_sums_stride + 2 * b]);
+    }
+    Layout::template block_sums<T>(a.w + at.quants, a.w_stride, x, sum);
+    const __m512 wd = load_fp16_two_groups(a.w + at.scales, a.w_stride);
+    for (int t = 0; t < T; ++t) {
+      const __m512 scale = _mm512_mul_ps(wd, broadcast_f32_bits_512(a.x_sums + t * a.x_sums_stride + 2 * b + 1));
+      acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(scale, _mm512_cvtepi32_ps(sum[t])));
+    }
+  }
+
+  // Pair by pair (packed_block_at), each pair's bytes fetched ahead in both groups where that pays.
   template <int T>
   HEARTH_PACKED static void run(const TileArgs& a) {
+    constexpr size_t kQ = Layout::kQuantBytes;
+    constexpr size_t kPair = 2 * (kQ + kPackedScaleBytes);
     const int64_t n_blocks = a.n_cols / kQK8_0;
-    const uint8_t* scales = a.w + n_blocks * Layout::kQuantBytes;
     __m512 acc[T];
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
     const bool fetch = T >= 4 || decode_fetches_ahead(a.w_stride);
-    for (int64_t b = 0; b < n_blocks; ++b) {
-      const uint8_t* quants = a.w + b * Layout::kQuantBytes;
+    int64_t b = 0;
+    for (size_t base = 0; b + 2 <= n_blocks; b += 2, base += kPair) {
       if (fetch) {
-        prefetch_ahead(quants, Layout::kQuantBytes, 2 * a.w_stride);
-        prefetch_ahead(quants + a.w_stride, Layout::kQuantBytes, 2 * a.w_stride);
+        prefetch_ahead(a.w + base, kPair, 2 * a.w_stride);
+        prefetch_ahead(a.w + base + a.w_stride, kPair, 2 * a.w_stride);
       }
-      const BlockQ8_0* x[T];
-      __m512i sum[T];
-      for (int t = 0; t < T; ++t) {
-        x[t] = reinterpret_cast<const BlockQ8_0*>(a.x + t * a.x_stride) + b;
-        sum[t] = _mm512_set1_epi32(a.x_sums[t * a.x_sums_stride + 2 * b]);
-      }
-      Layout::template block_sums<T>(quants, a.w_stride, x, sum);
-      const __m512 wd = load_fp16_two_groups(scales + b * kPackRows * sizeof(uint16_t), a.w_stride);
-      for (int t = 0; t < T; ++t) {
-        const __m512 scale = _mm512_mul_ps(wd, broadcast_f32_bits_512(a.x_sums + t * a.x_sums_stride + 2 * b + 1));
-        acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(scale, _mm512_cvtepi32_ps(sum[t])));
-      }
+      block<T>(a, b, PackedBlockAt{base, base + 2 * kQ}, acc);
+      block<T>(a, b + 1, PackedBlockAt{base + kQ, base + 2 * kQ + kPackedScaleBytes}, acc);
     }
+    if (b < n_blocks) block<T>(a, b, packed_block_at(n_blocks, b, kQ), acc);
     for (int t = 0; t < T; ++t) _mm512_storeu_ps(a.y + t * a.y_stride, acc[t]);
   }
 };
@@ -234,12 +244,17 @@ struct WideQ4_KQ5_K {
   static constexpr size_t kSuperBytes = kQ5 ? kPackedQ5_KSuperBytes : kPackedQ4_KSuperBytes;
   static constexpr int kSums = 4;
   static constexpr bool kPrefetchToL2 = !kQ5;
+  // Q4_K's decode tiles (1 to 3 tokens) take the high nibbles without shifting them (below); Q5_K's fifth bit has
+  // no room above them.
+  template <int T>
+  static constexpr bool kHighInPlace = !kQ5 && T < 4;
 
   template <int T>
   HEARTH_PACKED static void super_block(const uint8_t* w, size_t stride, const BlockQ8_K* const (&x)[T],
                                         const int32_t* const (&sums)[T], __m512 (&acc)[T]) {
     const uint8_t* quants = w + 160;
     const __m512i low_mask = _mm512_set1_epi8(0x0F);
+    const __m512i high_mask = _mm512_set1_epi8(static_cast<char>(0xF0));
     __m512i sumi[T];
     for (int t = 0; t < T; ++t) sumi[t] = _mm512_setzero_si512();
     for (int p = 0; p < 4; ++p) {
@@ -250,7 +265,11 @@ struct WideQ4_KQ5_K {
       for (int c = 0; c < 8; ++c) {
         const __m512i packed = load_two_groups(quants + 256 * p + 32 * c, stride);
         __m512i lo = _mm512_and_si512(packed, low_mask);
-        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low_mask);
+        // Decode keeps the high nibbles in place (16 × the value, still an unsigned byte), so chain[t][1] sums 16 ×
+        // the products and is shifted back once per sub-block (exact: every term is a multiple of 16). That saves
+        // the shift per weight vector that prefill shares among its tokens.
+        __m512i hi = kHighInPlace<T> ? _mm512_and_si512(packed, high_mask)
+                                     : _mm512_and_si512(_mm512_srli_epi16(packed, 4), low_mask);
         if constexpr (kQ5) {
           const int k = c % 4;
           if (k == 0) fifth = load_two_groups(w + 1184 + 64 * p + 32 * (c / 4), stride);
@@ -262,6 +281,9 @@ struct WideQ4_KQ5_K {
           chain[t][0] = _mm512_dpbusd_epi32(chain[t][0], lo, broadcast4_512(xs));
           chain[t][1] = _mm512_dpbusd_epi32(chain[t][1], hi, broadcast4_512(xs + 32));
         }
+      }
+      if constexpr (kHighInPlace<T>) {
+        for (int t = 0; t < T; ++t) chain[t][1] = _mm512_srai_epi32(chain[t][1], 4);
       }
       const __m512i sc0 = _mm512_cvtepu8_epi32(load8_two_groups(w + 32 + 16 * p, stride));
       const __m512i sc1 = _mm512_cvtepu8_epi32(load8_two_groups(w + 40 + 16 * p, stride));

@@ -15,6 +15,7 @@
 #include "kernels/cpu_isa.h"
 #include "kernels/matmul.h"
 #include "kernels/packed.h"
+#include "kernels/vec_dot.h"
 #include "random_blocks.h"
 #include "tensor/quant.h"
 
@@ -43,9 +44,35 @@ std::vector<uint8_t> quantized(DType type, int64_t n_rows, int64_t n_cols, uint3
   return bytes;
 }
 
-// Columns of a test matrix: 10 blocks of 32, or for the K-quants 3 super-blocks of 256.
+// Columns of a test matrix: 11 blocks of 32 (an odd count, so a Q8_0 or Q4_0 group ends with a block alone; 16 ×
+// that is even), or for the K-quants 3 super-blocks of 256.
 int64_t test_cols(DType type) {
-  return dtype_info(type).block_size == kQK_K ? 3 * kQK_K : 320;
+  return dtype_info(type).block_size == kQK_K ? 3 * kQK_K : 352;
+}
+
+// packed_block_at lays a group's blocks end to end: every byte of n_blocks × (quants + scales) belongs to exactly
+// one block's quants or scales, the quants on 32-byte and the scales on 16-byte boundaries, and each block's
+// bytes lie within its pair's share of the stream.
+TEST(PackedMatmul, BlockPairsCoverTheGroupOnce) {
+  for (size_t quant_bytes : {kernels::kPackedQ8_0QuantBytes, kernels::kPackedQ4_0QuantBytes}) {
+    for (int64_t n_blocks : {1, 2, 3, 10, 11}) {
+      const size_t share = quant_bytes + kernels::kPackedScaleBytes;
+      std::vector<int> owner(static_cast<size_t>(n_blocks) * share, 0);
+      for (int64_t b = 0; b < n_blocks; ++b) {
+        const kernels::PackedBlockAt at = kernels::packed_block_at(n_blocks, b, quant_bytes);
+        EXPECT_EQ(at.quants % 32, 0u) << "block " << b << " of " << n_blocks;
+        EXPECT_EQ(at.scales % 16, 0u) << "block " << b << " of " << n_blocks;
+        const size_t pair_begin = static_cast<size_t>(b / 2 * 2) * share;
+        const size_t pair_end = std::min<size_t>(static_cast<size_t>(b / 2 * 2 + 2), n_blocks) * share;
+        EXPECT_GE(at.quants, pair_begin);
+        EXPECT_LE(at.scales + kernels::kPackedScaleBytes, pair_end);
+        for (size_t i = 0; i < quant_bytes; ++i) ++owner[at.quants + i];
+        for (size_t i = 0; i < kernels::kPackedScaleBytes; ++i) ++owner[at.scales + i];
+      }
+      EXPECT_EQ(std::count(owner.begin(), owner.end(), 1), static_cast<std::ptrdiff_t>(owner.size()))
+          << quant_bytes << " quant bytes, " << n_blocks << " blocks";
+    }
+  }
 }
 
 class LevelGuard {
