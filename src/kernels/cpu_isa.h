@@ -39,7 +39,8 @@ inline bool isa_at_least(IsaLevel level) {
 // faster with each span converted to floats once than converted again at every load (kernels/attention.h).
 bool cpu_is_zen1();
 
-// True on Intel CPUs, whose decode tiles fetch ahead only where the bytes fit the L1D (DecodePrefetch, packed.h).
+// True on Intel CPUs, whose decode tiles fetch one tile ahead only where the bytes fit the L1D, a short distance
+// elsewhere (DecodePrefetch, packed.h).
 bool cpu_is_intel();
 
 // Sets the active level (tests, benchmarks). A level the CPU does not support becomes the best one below it that it

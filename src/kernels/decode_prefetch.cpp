@@ -12,7 +12,7 @@ namespace hearth {
 namespace {
 
 constexpr DecodePrefetch kPolicies[] = {DecodePrefetch::kAuto, DecodePrefetch::kTileAhead, DecodePrefetch::kWithinL1,
-                                        DecodePrefetch::kNone};
+                                        DecodePrefetch::kNear, DecodePrefetch::kNone};
 
 DecodePrefetch initial_policy() {
   const char* name = std::getenv("HEARTH_DECODE_PREFETCH");
@@ -20,7 +20,7 @@ DecodePrefetch initial_policy() {
   for (DecodePrefetch p : kPolicies) {
     if (std::strcmp(name, decode_prefetch_name(p)) == 0) return p;
   }
-  HEARTH_CHECK(false, "HEARTH_DECODE_PREFETCH={}: not one of auto, tile, l1, none", name);
+  HEARTH_CHECK(false, "HEARTH_DECODE_PREFETCH={}: not one of auto, tile, l1, near, none", name);
   return DecodePrefetch::kAuto;
 }
 
@@ -55,26 +55,32 @@ const char* decode_prefetch_name(DecodePrefetch p) {
       return "tile";
     case DecodePrefetch::kWithinL1:
       return "l1";
+    case DecodePrefetch::kNear:
+      return "near";
     case DecodePrefetch::kNone:
       return "none";
   }
   return "unknown";
 }
 
-bool decode_fetches_ahead(size_t group_bytes) {
+size_t decode_fetch_distance(size_t group_bytes) {
   static const bool intel = cpu_is_intel();
+  const size_t tile = 2 * group_bytes;
   const bool fits = 4 * group_bytes <= l1d_bytes();
   switch (decode_prefetch()) {
     case DecodePrefetch::kAuto:
-      return intel ? fits : true;
+      if (!intel) return tile;
+      return fits ? tile : kDecodeNearFetchBytes;
     case DecodePrefetch::kTileAhead:
-      return true;
+      return tile;
     case DecodePrefetch::kWithinL1:
-      return fits;
+      return fits ? tile : 0;
+    case DecodePrefetch::kNear:
+      return fits ? tile : kDecodeNearFetchBytes;
     case DecodePrefetch::kNone:
-      return false;
+      return 0;
   }
-  return true;
+  return tile;
 }
 
 }  // namespace hearth

@@ -90,32 +90,42 @@ bool packing_available(DType type);
 // The packed copy of `w` (requires packing_available(w.type)), for MatrixView::packed of a view of the same rows.
 std::unique_ptr<PackedMatrix> pack_matrix(const MatrixView& w);
 
-// Whether a decode tile of the 512-bit packed tiles (1 to 3 tokens, two groups: vec_dot_avx512_packed.cpp) asks for
-// its weights one tile (2 × group_bytes) ahead of its loads into the L1 (prefetcht0). No bit depends on it: it is
-// speed only, and which is faster depends on the CPU and the row length.
+// How far ahead of its loads each of a decode tile's two group streams asks for its weights (prefetcht0), for the
+// 512-bit packed tiles (1 to 3 tokens, two groups: vec_dot_avx512_packed.cpp); 0: not at all. No bit depends on it:
+// it is speed only, and which is faster depends on the CPU and the row length.
 //
-// Each of the tile's two group streams then has about 2 × group_bytes asked for and not yet read. When 4 × group_bytes
-// exceed the L1D, lines are evicted before their loads reach them. On the Intel VM of this project (Sapphire Rapids
-// class: 48 KiB L1D, 2 MiB L2) the hardware prefetchers alone then stream faster, and where the bytes fit, the fetches
-// ahead pay; `hearth bench model -m F -p 1 -n N --depth 1 -t 2`, alternating runs, decode tok/s with the fetches /
-// without: 110M Q8_0 (4 × group_bytes 26 KiB) 403.3, 403.1 / 320.5, 318.7; 1B Q4_K_M (its Q4_K matrices 37 KiB)
-// 41.5, 41.3, 41.8 / 39.4, 39.2, 40.0; 1B Q8_0 (70 KiB) 26.4, 26.7, 26.9 / 26.7, 27.1, 27.3; 3B Q4_K_M (55 KiB)
-// 14.3, 14.0 / 15.0, 14.6; 3B Q8_0 (104 KiB) 9.27, 9.38 / 9.62, 9.55.
+// One tile ahead (2 × group_bytes) leaves about 2 × group_bytes asked for and not yet read in each stream. When
+// 4 × group_bytes exceed the L1D, lines are evicted before their loads reach them. On the Intel VM of this project
+// (Sapphire Rapids class: 48 KiB L1D, 2 MiB L2) the hardware prefetchers alone then stream faster than that, and
+// where the bytes fit, the fetches one tile ahead pay; `hearth bench model -m F -p 1 -n N --depth 1 -t 2`,
+// alternating runs, decode tok/s with the fetches / without: 110M Q8_0 (4 × group_bytes 26 KiB) 403.3, 403.1 /
+// 320.5, 318.7; 1B Q4_K_M (its Q4_K matrices 37 KiB) 41.5, 41.3, 41.8 / 39.4, 39.2, 40.0; 1B Q8_0 (70 KiB) 26.4,
+// 26.7, 26.9 / 26.7, 27.1, 27.3; 3B Q4_K_M (55 KiB) 14.3, 14.0 / 15.0, 14.6; 3B Q8_0 (104 KiB) 9.27, 9.38 / 9.62,
+// 9.55. Past the L1D, a short distance (kDecodeNearFetchBytes) beats both there: the L2 streamer already has the
+// lines close, and the fetch only moves them into the L1 before the loads (figures in the README, "Against the
+// peers").
 enum class DecodePrefetch {
-  kAuto,  // kWithinL1 on Intel CPUs; kTileAhead elsewhere (what Zen 5 was measured with; kWithinL1 is unmeasured there)
-  kTileAhead,  // always
-  kWithinL1,   // when 4 × group_bytes fit the L1D (sysconf; 32 KiB when it does not say), otherwise never
+  kAuto,       // kNear on Intel CPUs; kTileAhead elsewhere (what Zen 5 was measured with; kNear is unmeasured there)
+  kTileAhead,  // always one tile ahead
+  kWithinL1,   // one tile ahead when 4 × group_bytes fit the L1D (sysconf; 32 KiB when it does not say), else never
+  kNear,       // one tile ahead when 4 × group_bytes fit the L1D, else kDecodeNearFetchBytes ahead
   kNone,       // never
 };
 
-// The policy starts as HEARTH_DECODE_PREFETCH=auto|tile|l1|none (any other value aborts naming it; unset: auto).
+// kNear's distance past the L1D. 1B Q4_K_M and Q8_0 decode on the Intel VM, one process per run, alternating, tok/s
+// with nothing fetched / 1.5 KiB / 2 KiB / 3 KiB ahead: Q4_K_M 40.01 / 41.27 / 40.08 / 40.62, 38.34 / 40.58 / 40.52
+// / 38.87; Q8_0 25.81 / 27.46 / 26.93 / 26.66, 26.22 / 27.06 / 27.56 / 27.33 (4 KiB: 38.01 and 38.24 against 38.75
+// and 38.59 without, Q4_K_M).
+inline constexpr size_t kDecodeNearFetchBytes = 2048;
+
+// The policy starts as HEARTH_DECODE_PREFETCH=auto|tile|l1|near|none (any other value aborts naming it; unset: auto).
 // Tests and benchmarks set it; not synchronized with running kernels: call it between kernel calls.
 void set_decode_prefetch(DecodePrefetch policy);
 DecodePrefetch decode_prefetch();
-// "auto", "tile", "l1" or "none", as HEARTH_DECODE_PREFETCH names them.
+// "auto", "tile", "l1", "near" or "none", as HEARTH_DECODE_PREFETCH names them.
 const char* decode_prefetch_name(DecodePrefetch policy);
 
-// Whether a decode tile over groups of group_bytes fetches ahead under the current policy.
-bool decode_fetches_ahead(size_t group_bytes);
+// Bytes ahead that a decode tile over groups of group_bytes fetches under the current policy (0: none).
+size_t decode_fetch_distance(size_t group_bytes);
 
 }  // namespace hearth

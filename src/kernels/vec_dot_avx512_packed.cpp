@@ -198,12 +198,12 @@ struct WideKernel {
     const int64_t n_blocks = a.n_cols / kQK8_0;
     __m512 acc[T];
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-    const bool fetch = T >= 4 || decode_fetches_ahead(a.w_stride);
+    const auto ahead = static_cast<int64_t>(T >= 4 ? 2 * a.w_stride : decode_fetch_distance(a.w_stride));
     int64_t b = 0;
     for (size_t base = 0; b + 2 <= n_blocks; b += 2, base += kPair) {
-      if (fetch) {
-        prefetch_ahead(a.w + base, kPair, 2 * a.w_stride);
-        prefetch_ahead(a.w + base + a.w_stride, kPair, 2 * a.w_stride);
+      if (ahead != 0) {
+        prefetch_ahead(a.w + base, kPair, ahead);
+        prefetch_ahead(a.w + base + a.w_stride, kPair, ahead);
       }
       block<T>(a, b, PackedBlockAt{base, base + 2 * kQ}, acc);
       block<T>(a, b + 1, PackedBlockAt{base + kQ, base + 2 * kQ + kPackedScaleBytes}, acc);
@@ -437,11 +437,12 @@ struct WideIQ4_XS {
 
 // prefetch_ahead into the L2 only (prefetcht1), leaving the last step to the L1's own prefetcher: the layouts that
 // set kPrefetchToL2 use it for tiles of 4 and 8 tokens (prefill), where their weights stay in the L1 for several
-// tokens' work. Decode (1 to 3 tokens) prefetches into the L1 for every layout, where
-// decode_fetches_ahead says so (packed.h: on Intel only when the bytes in flight fit the L1D). Measured on Zen 5 with
-// `hearth-bench-decode-stream TYPE 8192 2048 64` in one process, the two variants alternating pass by pass (a
-// throwaway switch), median ratio of 21 pairs: prefetcht0 streamed Q4_K 1.08-1.10x and IQ4_XS 1.07-1.10x as fast as
-// prefetcht1 (two runs each; the same variant against itself read 0.97-1.01). In the model,
+// tokens' work. Decode (1 to 3 tokens) prefetches into the L1 for every layout, as far ahead as
+// decode_fetch_distance says (packed.h: on Intel one tile ahead only when the bytes in flight fit the L1D, a short
+// distance otherwise). Measured on Zen 5 with `hearth-bench-decode-stream TYPE 8192 2048 64` in one process, the two
+// variants alternating pass by pass (a throwaway switch), median ratio of 21 pairs: prefetcht0 streamed Q4_K
+// 1.08-1.10x and IQ4_XS 1.07-1.10x as fast as prefetcht1 (two runs each; the same variant against itself read
+// 0.97-1.01). In the model,
 // `hearth bench model -m models/synth-{1b,3b}-TYPE.gguf -p 8 -n 64|32 -r 1 -t 2`, alternating runs, decode tok/s
 // prefetcht1 / prefetcht0: 1B Q4_K_M 53.9/57.3, 54.0/59.4, 54.8/57.5, 53.2/71.9; 3B Q4_K_M 17.2/18.5, 15.5/18.8,
 // 19.3/23.2; 1B IQ4_XS 57.8/57.8, 54.7/58.1, 55.8/62.8. A 256-token prefill (1B Q4_K_M, -p 256 -r 3) went the other
@@ -458,15 +459,15 @@ struct WideKQuantKernel {
   HEARTH_PACKED static void run(const TileArgs& a) {
     __m512 acc[T];
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-    const bool fetch = T >= 4 || decode_fetches_ahead(a.w_stride);
+    const auto ahead = static_cast<int64_t>(T >= 4 ? 2 * a.w_stride : decode_fetch_distance(a.w_stride));
     for (int64_t b = 0; b < a.n_cols / kQK_K; ++b) {
       const uint8_t* w = a.w + b * Layout::kSuperBytes;
       if constexpr (Layout::kPrefetchToL2 && T >= 4) {
-        prefetch_ahead_l2(w, Layout::kSuperBytes, 2 * a.w_stride);
-        prefetch_ahead_l2(w + a.w_stride, Layout::kSuperBytes, 2 * a.w_stride);
-      } else if (fetch) {
-        prefetch_ahead(w, Layout::kSuperBytes, 2 * a.w_stride);
-        prefetch_ahead(w + a.w_stride, Layout::kSuperBytes, 2 * a.w_stride);
+        prefetch_ahead_l2(w, Layout::kSuperBytes, ahead);
+        prefetch_ahead_l2(w + a.w_stride, Layout::kSuperBytes, ahead);
+      } else if (ahead != 0) {
+        prefetch_ahead(w, Layout::kSuperBytes, ahead);
+        prefetch_ahead(w + a.w_stride, Layout::kSuperBytes, ahead);
       }
       const BlockQ8_K* x[T];
       const int32_t* sums[T];

@@ -221,8 +221,8 @@ TEST_P(PackedMatmulTest, DecodePrefetchChangesNoBit) {
     const std::unique_ptr<PackedMatrix> packed = pack_matrix(w);
     for (IsaLevel level : packed_levels()) {
       set_isa_level(level);
-      for (DecodePrefetch policy :
-           {DecodePrefetch::kAuto, DecodePrefetch::kTileAhead, DecodePrefetch::kWithinL1, DecodePrefetch::kNone}) {
+      for (DecodePrefetch policy : {DecodePrefetch::kAuto, DecodePrefetch::kTileAhead, DecodePrefetch::kWithinL1,
+                                    DecodePrefetch::kNear, DecodePrefetch::kNone}) {
         set_decode_prefetch(policy);
         for (int64_t n_tokens : {1, 2, 3}) {
           const std::vector<float> x = gaussian(n_tokens * n_cols, 3 + static_cast<uint32_t>(n_tokens), 1.0f);
@@ -236,17 +236,25 @@ TEST_P(PackedMatmulTest, DecodePrefetchChangesNoBit) {
   }
 }
 
-TEST(DecodePrefetch, WithinL1FetchesForGroupsThatFitAndNotForOthers) {
+TEST(DecodePrefetch, EachPolicyFetchesAsFarAheadAsItSays) {
   DecodePrefetchGuard guard;
+  constexpr size_t kFits = 1024;             // 4 KiB in flight fits every L1D
+  constexpr size_t kPast = size_t{1} << 20;  // past any
   set_decode_prefetch(DecodePrefetch::kWithinL1);
-  EXPECT_TRUE(decode_fetches_ahead(1024));  // 4 KiB in flight fits every L1D
-  EXPECT_FALSE(decode_fetches_ahead(size_t{1} << 20));
+  EXPECT_EQ(decode_fetch_distance(kFits), 2 * kFits);  // one tile: two groups
+  EXPECT_EQ(decode_fetch_distance(kPast), 0u);
+  set_decode_prefetch(DecodePrefetch::kNear);
+  EXPECT_EQ(decode_fetch_distance(kFits), 2 * kFits);
+  EXPECT_EQ(decode_fetch_distance(kPast), kDecodeNearFetchBytes);
   set_decode_prefetch(DecodePrefetch::kTileAhead);
-  EXPECT_TRUE(decode_fetches_ahead(size_t{1} << 20));
+  EXPECT_EQ(decode_fetch_distance(kPast), 2 * kPast);
   set_decode_prefetch(DecodePrefetch::kNone);
-  EXPECT_FALSE(decode_fetches_ahead(1024));
-  set_decode_prefetch(DecodePrefetch::kAuto);  // either rule fetches for a group that fits
-  EXPECT_TRUE(decode_fetches_ahead(1024));
+  EXPECT_EQ(decode_fetch_distance(kFits), 0u);
+  set_decode_prefetch(
+      DecodePrefetch::kAuto);  // every CPU's rule: one tile ahead for a group that fits, some fetch past
+  EXPECT_EQ(decode_fetch_distance(kFits), 2 * kFits);
+  EXPECT_GT(decode_fetch_distance(kPast), 0u);
+  EXPECT_STREQ(decode_prefetch_name(DecodePrefetch::kNear), "near");
 }
 
 // Every bit of the K-quant and IQ4_XS blocks random (scales and mins up to 63, Q6_K scales down to -128, all high bits
