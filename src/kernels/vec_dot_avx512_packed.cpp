@@ -169,6 +169,15 @@ struct WideQ4_0 {
 // four rotating runs each: 1B 43.3-56.4 tok/s at 12 KiB against 49.4-62.1 one tile ahead, 3B 13.1-17.5 against
 // 15.9-24.6; 1B Q8_0 (16 KiB before) 29.4-37.9 against 32.9-34.6.
 
+// Group 0's distance ahead at byte `at` of its group, given the tile's `ahead` for group 1 (both groups the same
+// when it is at least one group). A distance shorter than a group runs group 1's fetches into the next tile's group
+// 0, while group 0's would fall on group 1, which this tile is reading: those go to the next tile's group 1 instead,
+// so neither of its streams starts cold.
+inline int64_t group0_ahead(int64_t at, int64_t ahead, size_t group_bytes) {
+  const auto g = static_cast<int64_t>(group_bytes);
+  return ahead < g && at + ahead >= g ? ahead + 2 * g : ahead;
+}
+
 // Two full groups × T tokens of a Q8_0-style layout: per block, acc[t] += (d_w·d_x)·float(Σ w·x), lane r = row r
 // (rows 8..15 from group 1), the 256-bit tiles' fp32 step on 16 lanes.
 template <class Layout>
@@ -202,7 +211,7 @@ struct WideKernel {
     int64_t b = 0;
     for (size_t base = 0; b + 2 <= n_blocks; b += 2, base += kPair) {
       if (ahead != 0) {
-        prefetch_ahead(a.w + base, kPair, ahead);
+        prefetch_ahead(a.w + base, kPair, group0_ahead(static_cast<int64_t>(base), ahead, a.w_stride));
         prefetch_ahead(a.w + base + a.w_stride, kPair, ahead);
       }
       block<T>(a, b, PackedBlockAt{base, base + 2 * kQ}, acc);
@@ -466,7 +475,7 @@ struct WideKQuantKernel {
         prefetch_ahead_l2(w, Layout::kSuperBytes, ahead);
         prefetch_ahead_l2(w + a.w_stride, Layout::kSuperBytes, ahead);
       } else if (ahead != 0) {
-        prefetch_ahead(w, Layout::kSuperBytes, ahead);
+        prefetch_ahead(w, Layout::kSuperBytes, group0_ahead(b * Layout::kSuperBytes, ahead, a.w_stride));
         prefetch_ahead(w + a.w_stride, Layout::kSuperBytes, ahead);
       }
       const BlockQ8_K* x[T];
