@@ -67,16 +67,16 @@ size_t decode_fetch_distance(size_t group_bytes) {
   static const bool intel = cpu_is_intel();
   const size_t tile = 2 * group_bytes;
   const bool fits = 4 * group_bytes <= l1d_bytes();
+  const size_t near = fits ? tile : kDecodeNearFetchBytes;
   switch (decode_prefetch()) {
     case DecodePrefetch::kAuto:
-      if (!intel) return tile;
-      return fits ? tile : kDecodeNearFetchBytes;
+      return intel ? near : tile;
     case DecodePrefetch::kTileAhead:
       return tile;
     case DecodePrefetch::kWithinL1:
       return fits ? tile : 0;
     case DecodePrefetch::kNear:
-      return fits ? tile : kDecodeNearFetchBytes;
+      return near;
     case DecodePrefetch::kNone:
       return 0;
   }
