@@ -74,15 +74,6 @@ bool cpu_is_zen1() {
 #endif
 }
 
-bool cpu_is_intel() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_cpu_init();
-  return __builtin_cpu_is("intel");
-#else
-  return false;
-#endif
-}
-
 const char* isa_level_name(IsaLevel level) {
   switch (level) {
     case IsaLevel::kScalar:

@@ -39,10 +39,6 @@ inline bool isa_at_least(IsaLevel level) {
 // faster with each span converted to floats once than converted again at every load (kernels/attention.h).
 bool cpu_is_zen1();
 
-// True on Intel CPUs, whose decode tiles fetch one tile ahead only where the bytes fit the L1D, a short distance
-// elsewhere (DecodePrefetch, packed.h).
-bool cpu_is_intel();
-
 // Sets the active level (tests, benchmarks). A level the CPU does not support becomes the best one below it that it
 // does.
 // Not synchronized with kernels running on other threads: call it between kernel calls.

@@ -4,7 +4,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "kernels/cpu_isa.h"
 #include "kernels/packed.h"
 #include "util/result.h"
 
@@ -64,19 +63,17 @@ const char* decode_prefetch_name(DecodePrefetch p) {
 }
 
 size_t decode_fetch_distance(size_t group_bytes) {
-  static const bool intel = cpu_is_intel();
   const size_t tile = 2 * group_bytes;
   const bool fits = 4 * group_bytes <= l1d_bytes();
   const size_t near = fits ? tile : kDecodeNearFetchBytes;
   switch (decode_prefetch()) {
     case DecodePrefetch::kAuto:
-      return intel ? near : tile;
+    case DecodePrefetch::kNear:
+      return near;
     case DecodePrefetch::kTileAhead:
       return tile;
     case DecodePrefetch::kWithinL1:
       return fits ? tile : 0;
-    case DecodePrefetch::kNear:
-      return near;
     case DecodePrefetch::kNone:
       return 0;
   }

@@ -103,9 +103,15 @@ std::unique_ptr<PackedMatrix> pack_matrix(const MatrixView& w);
 // 26.7, 26.9 / 26.7, 27.1, 27.3; 3B Q4_K_M (55 KiB) 14.3, 14.0 / 15.0, 14.6; 3B Q8_0 (104 KiB) 9.27, 9.38 / 9.62,
 // 9.55. Past the L1D, a short distance (kDecodeNearFetchBytes) beats both there: the L2 streamer already has the
 // lines close, and the fetch only moves them into the L1 before the loads (figures in the README, "Against the
-// peers").
+// peers"). On the Zen 5 VM (48 KiB L1D, 1 MiB L2) too, where the tiles had fetched one tile ahead always:
+// `hearth-bench-decode-stream T ROWS COLS N 5 2`, two alternating runs each, decode / read with one tile ahead /
+// kNear: Q4_K 2048 x 8192 0.914, 0.923 / 1.154, 1.198; Q6_K 2048 x 8192 0.829, 0.860 / 0.992, 0.990; Q8_0 2048 x
+// 8192 0.820, 0.863 / 0.955, 0.946; Q8_0 3072 x 3072 0.908, 0.869 / 0.978, 0.944. In-model, `hearth bench model -m
+// F -p 1 -n 96|40 --depth 1 -t 2 --bandwidth-mib 0`, four alternating runs, decode tok/s: 1B Q4_K_M 69.1, 71.4,
+// 74.1, 72.2 / 74.0, 75.4, 75.5, 77.9; 3B Q4_K_M 25.0, 24.7, 24.4, 17.8 / 27.5, 26.1, 23.7, 19.4 (1B and 3B Q8_0
+// within the runs' spread, 3B 16.1, 15.6, 16.1, 15.5 / 16.2, 16.0, 15.6, 14.9).
 enum class DecodePrefetch {
-  kAuto,       // kNear on Intel CPUs; kTileAhead elsewhere (what Zen 5 was measured with; kNear is unmeasured there)
+  kAuto,       // kNear, measured best on the Intel VM and on Zen 5 (below); Zen 4 is unmeasured
   kTileAhead,  // always one tile ahead
   kWithinL1,   // one tile ahead when 4 × group_bytes fit the L1D (sysconf; 32 KiB when it does not say), else never
   kNear,       // one tile ahead when 4 × group_bytes fit the L1D, else kDecodeNearFetchBytes ahead
