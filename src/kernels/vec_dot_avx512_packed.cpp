@@ -447,8 +447,8 @@ struct WideIQ4_XS {
 // prefetch_ahead into the L2 only (prefetcht1), leaving the last step to the L1's own prefetcher: the layouts that
 // set kPrefetchToL2 use it for tiles of 4 and 8 tokens (prefill), where their weights stay in the L1 for several
 // tokens' work. Decode (1 to 3 tokens) prefetches into the L1 for every layout, as far ahead as
-// decode_fetch_distance says (packed.h: on Intel one tile ahead only when the bytes in flight fit the L1D, a short
-// distance otherwise). Measured on Zen 5 with `hearth-bench-decode-stream TYPE 8192 2048 64` in one process, the two
+// decode_fetch_distance says (packed.h: one tile ahead when the bytes in flight fit the L1D, a short distance
+// otherwise). Measured on Zen 5 with `hearth-bench-decode-stream TYPE 8192 2048 64` in one process, the two
 // variants alternating pass by pass (a throwaway switch), median ratio of 21 pairs: prefetcht0 streamed Q4_K
 // 1.08-1.10x and IQ4_XS 1.07-1.10x as fast as prefetcht1 (two runs each; the same variant against itself read
 // 0.97-1.01). In the model,
