@@ -92,6 +92,10 @@ Result<std::unique_ptr<DiskTier>> open_disk_tier(const ServeFlags& f) {
   return disk_tier;
 }
 
+TierLoadPolicy tier_load_policy(const ServeFlags& f) {
+  return f.kv_disk_load == "always" ? TierLoadPolicy::kAlways : TierLoadPolicy::kMeasured;
+}
+
 void watch_stop_signals(const sigset_t& stop_signals, const std::atomic<bool>& done,
                         const std::function<void()>& on_stop) {
   const timespec poll{0, 200 * 1000 * 1000};
@@ -216,6 +220,7 @@ int run_serve(ServeFlags f) {
   ThreadPool pool(f.threads);
   EngineConfig engine_config;
   engine_config.disk_tier = disk_tier.get();
+  engine_config.tier_load_policy = tier_load_policy(f);
   engine_config.block_size = f.block_size;
   engine_config.kv_memory_bytes = *kv_bytes;
   engine_config.kv_format = *kv_format;
@@ -346,6 +351,11 @@ Command add_serve(CLI::App& app) {
                  "'off' disables it");
   app.add_option("--kv-disk-size", flags->kv_disk_size,
                  "Disk tier budget, e.g. 20GiB (default: a tenth of the free space, at most 64GiB)");
+  app.add_option("--kv-disk-load", flags->kv_disk_load,
+                 "Blocks the disk tier holds: load them when the measured costs say it is faster than recomputing "
+                 "('measured'), or whenever found ('always')")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"measured", "always"}));
   app.add_option("--warm", flags->warm_file,
                  "Prefill and pin these prefixes at start: one per line, a JSON body of POST /v1/cache/warm "
                  "(prompt or messages) or plain prompt text")

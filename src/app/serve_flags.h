@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/kv_tiers.h"
 #include "kv/disk_tier.h"
 #include "server/model_host.h"
 #include "util/result.h"
@@ -52,12 +53,15 @@ struct ServeFlags {
   double header_timeout_s = 10.0;
   std::string kv_disk;       // empty: default_disk_tier_dir(); "off": no disk tier
   std::string kv_disk_size;  // empty: default_disk_tier_bytes()
+  std::string kv_disk_load = "measured";  // "measured": load when faster than recomputing; "always"
   std::string warm_file;     // prompts to prefill and pin at start (--warm)
 };
 
 // The disk tier the flags ask for (null when --kv-disk off, or when the directory cannot be used: a warning, the
 // server runs without it). Error only for a bad --kv-disk-size.
 [[nodiscard]] Result<std::unique_ptr<DiskTier>> open_disk_tier(const ServeFlags& f);
+// --kv-disk-load: whether blocks the disk tier holds load by measured cost or always.
+TierLoadPolicy tier_load_policy(const ServeFlags& f);
 // min(25% of RAM, 4 GiB): each model's KV pool when --kv-memory is not given.
 int64_t default_kv_memory();
 // 75% of RAM: the budget of all models' weights and KV pools when --memory is not given.

@@ -71,6 +71,7 @@ class LoadedModel : public server::ServedModel {
     if (!kv_format) return kv_format.error();
     EngineConfig ec;
     ec.disk_tier = disk;
+    ec.tier_load_policy = tier_load_policy(f);
     ec.block_size = f.block_size;
     ec.kv_memory_bytes = kv_bytes;
     ec.kv_format = *kv_format;

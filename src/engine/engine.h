@@ -46,7 +46,8 @@ struct EngineConfig {
   std::string adapter_id;
   // The tier below the pool (README "Tiers"); not owned, may be shared by engines; null: none.
   DiskTier* disk_tier = nullptr;
-  // Load blocks the tier holds when the measured costs say loading is faster (kMeasured), or always (tests).
+  // Load blocks the tier holds when the measured costs say loading is faster (kMeasured), or always (tests,
+  // hearth serve --kv-disk-load always).
   TierLoadPolicy tier_load_policy = TierLoadPolicy::kMeasured;
   RetentionClock retention_clock = unix_time_ms;  // retention TTLs are measured against it (tests inject one)
   // Sliding-window models: keep the sliding-window layers' K/V only for the blocks a window reads (window slabs,
