@@ -28,8 +28,6 @@ constexpr size_t kDefaultTokenChunkBytes = 192 * 1024;
 constexpr int64_t kMinTokenChunk = 16;
 
 constexpr size_t kScratchAlignment = 64;
-// Row chunks per thread that the threads of one matmul claim (see ChunkShares).
-constexpr int64_t kRowChunksPerThread = 8;
 
 TileKernel select_kernel(DType type, IsaLevel level) {
   if (static_cast<int>(level) >= static_cast<int>(IsaLevel::kAvx2)) {
@@ -224,46 +222,53 @@ Part resolve(const MatrixView& w, float* y) {
   return p;
 }
 
-// Which part of a pool call runs which row chunk. Each part owns a contiguous share of the chunks and takes them
-// front to back, so a thread's weight stream, and the tiles' prefetch past a chunk's end, runs on into its next
-// chunk. A part whose share is done takes the other shares' chunks from their backs, so a thread the OS schedules
-// late holds the call at its barrier for one chunk at most. Against one shared counter (parts taking chunks 0, 1,
-// 2, ... in turn, so each chunk started cold), `hearth-bench-decode-stream` with the two alternating pass by pass
-// (a throwaway switch), median ratio of 41 pairs: Q4_K 8192 x 2048 1.025x, 2048 x 8192 1.085x, Q6_K 2048 x 8192
-// 1.093x, Q8_0 8192 x 2048 1.006x.
-class ChunkShares {
+// Which part of a pool call runs which rows. Each part owns a contiguous share of the row blocks and takes them
+// front to back, so a thread's weight stream, and the tiles' prefetch past a claim's end, runs on into its next
+// claim. A part whose share is done takes row blocks from the backs of the other shares. Every claim takes a
+// fraction of what is left of its share (at least kMinClaim blocks), so the claims shrink as a share empties:
+// long runs while there is much left, and short ones at the end, where a thread that finished first would
+// otherwise wait at the call's barrier for the other's last claim. Against the earlier 8 equal chunks per thread,
+// `hearth bench model -m F -p 1 -n 128|256|64 --depth 1 -t 2 --bandwidth-mib 0` on a 2-core Zen 5 VM, alternating
+// runs: 1B Q4_K_M decode median 82.7 against 80.0 tok/s (six pairs) and 81.1-82.8 against 78.3-81.4 (five pairs,
+// each pair won); 110M Q8_0 425 against 402; 1B Q8_0 44.6 against 43.7. Where rows go never changes a bit.
+class RowShares {
  public:
-  // Parts beyond kMaxShares own no share and only take others' chunks.
+  // Parts beyond kMaxShares own no share and only take others' rows.
   static constexpr int kMaxShares = 64;
+  static constexpr int64_t kMinClaim = 2;
+  static constexpr int64_t kOwnDivisor = 4;
+  static constexpr int64_t kOtherDivisor = 8;
 
-  ChunkShares(int64_t n_chunks, int n_parts) : n_shares_(std::min(n_parts, kMaxShares)) {
-    HEARTH_CHECK(n_chunks < (int64_t{1} << 31), "matmul: too many row chunks");
+  RowShares(int64_t n_blocks, int n_parts) : n_shares_(std::min(n_parts, kMaxShares)) {
+    HEARTH_CHECK(n_blocks < (int64_t{1} << 31), "matmul: too many row blocks");
     for (int i = 0; i < n_shares_; ++i) {
-      const Range r = split_range(n_chunks, i, n_shares_);
+      const Range r = split_range(n_blocks, i, n_shares_);
       shares_[i].store(pack(r.begin, r.end), std::memory_order_relaxed);
     }
   }
-  // The next chunk from the front of part i's own share, or -1 when it has none left.
-  int64_t take_own(int i) { return i < n_shares_ ? take(i, /*from_back=*/false) : -1; }
-  // A chunk from the back of another share, or -1 when every share is empty.
-  int64_t take_other(int i) {
+  // The next row blocks from the front of part i's own share; empty when it has none left.
+  Range take_own(int i) { return i < n_shares_ ? take(i, /*from_back=*/false) : Range{0, 0}; }
+  // Row blocks from the back of another share; empty when every share is empty.
+  Range take_other(int i) {
     for (int k = 0; k < n_shares_; ++k) {
       const int j = (i + 1 + k) % n_shares_;
       if (j == i) continue;
-      if (const int64_t c = take(j, /*from_back=*/true); c >= 0) return c;
+      if (const Range r = take(j, /*from_back=*/true); r.begin < r.end) return r;
     }
-    return -1;
+    return {0, 0};
   }
 
  private:
-  int64_t take(int j, bool from_back) {
+  Range take(int j, bool from_back) {
     uint64_t v = shares_[j].load(std::memory_order_relaxed);
     while (begin_of(v) < end_of(v)) {
-      const int64_t c = from_back ? end_of(v) - 1 : begin_of(v);
-      const uint64_t rest = from_back ? pack(begin_of(v), c) : pack(c + 1, end_of(v));
-      if (shares_[j].compare_exchange_weak(v, rest, std::memory_order_relaxed)) return c;
+      const int64_t left = end_of(v) - begin_of(v);
+      const int64_t n = std::min(left, std::max(kMinClaim, left / (from_back ? kOtherDivisor : kOwnDivisor)));
+      const Range r = from_back ? Range{end_of(v) - n, end_of(v)} : Range{begin_of(v), begin_of(v) + n};
+      const uint64_t rest = from_back ? pack(begin_of(v), r.begin) : pack(r.end, end_of(v));
+      if (shares_[j].compare_exchange_weak(v, rest, std::memory_order_relaxed)) return r;
     }
-    return -1;
+    return {0, 0};
   }
   static uint64_t pack(int64_t begin, int64_t end) {
     return static_cast<uint64_t>(begin) | (static_cast<uint64_t>(end) << 32);
@@ -291,11 +296,9 @@ void run_parts(const Part* parts, size_t n_parts, const float* x, int64_t n_toke
   const int nth = pool.num_threads();
   // Rows when there are enough of them (each thread streams its own weights); token tiles otherwise.
   if (nth == 1 || n_row_blocks >= nth || n_token_tiles < nth) {
-    // Row chunks, each a contiguous run of row blocks of the matrices laid end to end, cut where one matrix ends;
-    // every output still comes from exactly one tile call. ChunkShares says which part runs which chunk.
-    const int64_t n_chunks = std::min<int64_t>(n_row_blocks, nth == 1 ? 1 : nth * kRowChunksPerThread);
-    auto run_chunk = [&](int64_t c) {
-      const Range blocks = split_range(n_row_blocks, static_cast<int>(c), static_cast<int>(n_chunks));
+    // Runs of row blocks of the matrices laid end to end, cut where one matrix ends; every output still comes
+    // from exactly one tile call. RowShares says which part runs which rows.
+    auto run_blocks = [&](Range blocks) {
       int64_t first = 0;  // the first row block of parts[i]
       for (size_t i = 0; i < n_parts && first < blocks.end; first += parts[i].n_row_blocks, ++i) {
         const Part& p = parts[i];
@@ -307,10 +310,14 @@ void run_parts(const Part* parts, size_t n_parts, const float* x, int64_t n_toke
         run_tiles(p.rows, p.w->n_rows, p.kernel, act, p.w->n_cols, p.y, rows, Range{0, n_tokens});
       }
     };
-    ChunkShares shares(n_chunks, nth);
+    if (nth == 1) {
+      run_blocks(Range{0, n_row_blocks});
+      return;
+    }
+    RowShares shares(n_row_blocks, nth);
     pool.run([&](int ith, int) {
-      for (int64_t c = shares.take_own(ith); c >= 0; c = shares.take_own(ith)) run_chunk(c);
-      for (int64_t c = shares.take_other(ith); c >= 0; c = shares.take_other(ith)) run_chunk(c);
+      for (Range r = shares.take_own(ith); r.begin < r.end; r = shares.take_own(ith)) run_blocks(r);
+      for (Range r = shares.take_other(ith); r.begin < r.end; r = shares.take_other(ith)) run_blocks(r);
     });
     return;
   }
