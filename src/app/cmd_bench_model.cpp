@@ -164,6 +164,15 @@ int run_bench_model(const BenchModelFlags& f) {
   if (f.prompt_tokens < 1 || f.decode_tokens < 0 || f.depth < 0 || f.prefill_depth < 0 || f.repetitions < 1) {
     return std::fprintf(stderr, "error: need -p >= 1, -n >= 0, --depth >= 0, --prefill-depth >= 0, -r >= 1\n"), 1;
   }
+  // The limits are measured right before and right after the model: on a shared machine they drift within a
+  // minute, and the pair shows by how much. Fractions use their mean. The first pair comes before the model is
+  // loaded: on a 2-core Zen 5 VM, with the 1 GiB bandwidth buffer touched and freed after the weights were packed,
+  // the 1B Q4_K_M decode after a 512-token prefill ran 8-22% slower than with no buffer (`hearth bench model -m F
+  // -p 512 -n 64 --depth 1 -t 2 --bandwidth-mib 1024|0`, eleven of eleven alternating pairs), a cost no peer
+  // pays; with the buffer measured before the load, the buffer's runs were faster in four of seven pairs.
+  ThreadPool pool(f.threads);
+  const MachineLimits before = measure_limits(pool, f.bandwidth_mib);
+  const bool rss_reset = reset_peak_rss();  // forget the bandwidth buffer, so peak RSS is the model's
   auto loaded = load_model_file(f.model_path);
   if (!loaded) return std::fprintf(stderr, "error: %s\n", loaded.error().message.c_str()), 1;
   Model& model = *loaded->model;
@@ -174,12 +183,7 @@ int run_bench_model(const BenchModelFlags& f) {
                  "meaningful)\n",
                  n_positions, model.config().n_ctx_train);
   }
-  ThreadPool pool(f.threads);
   const WeightTotals weights = weight_totals(*loaded->file);
-  // The limits are measured right before and right after the model: on a shared machine they drift within a
-  // minute, and the pair shows by how much. Fractions use their mean.
-  const MachineLimits before = measure_limits(pool, f.bandwidth_mib);
-  const bool rss_reset = reset_peak_rss();  // forget the bandwidth buffer, so peak RSS is the model's
   const ModelSpeed speed = measure_model(model, *loaded->tokenizer, f, pool);
   const size_t rss = peak_rss_bytes();  // before the second bandwidth buffer inflates it
   const MachineLimits after = measure_limits(pool, f.bandwidth_mib);
