@@ -67,6 +67,11 @@ void wide_attend_span_f16_avx512(const WideGroup* groups, int32_t n_groups, cons
                                  const uint8_t* const* v, int32_t n, int32_t head_dim, float scale, float* pt,
                                  const WideAhead& ahead);
 
+// attention.cpp's accumulate_rows2 for f16 value rows (bytes) on 512-bit vectors, with the same bits: head size a
+// multiple of 16. Needs AVX-512 F.
+void accumulate_rows2_f16_avx512(float* acc0, float corr0, const float* p0, float* acc1, float corr1, const float* p1,
+                                 const uint8_t* const* v, int32_t n, int32_t hd);
+
 // Floats of scratch the wide path needs beside attention_tile's own for a tile of n_queries queries (at most that
 // many per KV head), 64-byte alignment included.
 size_t wide_scratch_floats(int32_t span, int32_t head_dim, int32_t n_queries);
