@@ -367,10 +367,18 @@ struct Avx2Ops {
   static constexpr bool kFusedF16 = true;
 };
 
-// Avx2Ops with two queries' value sums over f16 rows on 512-bit vectors (the same bits), where the AVX-512 level is
-// active. `hearth-bench-attention-cpu 1 2000 4 64 0.5 3 8` (a decode step's tile at depth 2,000: 4 query heads of
-// one KV head, head size 64) on a Zen 5 VM, alternating runs: 31.5-32.7 us against 34.9-35.6 on 8 lanes.
+// Avx2Ops with the value sums over f16 rows, of one query or two, on 512-bit vectors (the same bits), where the
+// AVX-512 level is active. A decode step's tile at depth 2,000 on a Zen 5 VM, alternating runs against 8 lanes:
+// `hearth-bench-attention-cpu 1 2000 4 64 0.5 3 8` (4 query heads of one KV head, in pairs) 31.5-32.7 us against
+// 34.9-35.6; `... 1 2000 1 64 0.5 3 12` (one query head per KV head) median 14.7 us against 16.0 (nine of eleven).
 struct Avx512Ops : Avx2Ops {
+  template <class Row>
+  static void accumulate(float* acc, float corr, const float* p, const Row* const* v, int32_t n, int32_t hd) {
+    if constexpr (std::is_same_v<Row, uint8_t>) {
+      if (hd % 16 == 0) return kernels::accumulate_rows_f16_avx512(acc, corr, p, v, n, hd);
+    }
+    accumulate_rows(acc, corr, p, v, n, hd);
+  }
   template <class Row>
   static void accumulate2(float* acc0, float corr0, const float* p0, float* acc1, float corr1, const float* p1,
                           const Row* const* v, int32_t n, int32_t hd) {

@@ -343,6 +343,27 @@ HEARTH_WIDE_ATTN void accumulate_pair(float* acc0, float corr0, const float* p0,
   }
 }
 
+// accumulate_pair for one query.
+HEARTH_WIDE_ATTN void accumulate_one(float* acc, float corr, const float* p, const uint8_t* const* v, int32_t n,
+                                     int32_t hd) {
+  const __m512 c = _mm512_set1_ps(corr);
+  int32_t d0 = 0;
+  for (; d0 + 64 <= hd; d0 += 64) {
+    __m512 a[4];
+    for (int k = 0; k < 4; ++k) a[k] = _mm512_mul_ps(_mm512_loadu_ps(acc + d0 + 16 * k), c);
+    for (int32_t j = 0; j < n; ++j) {
+      const __m512 x = _mm512_set1_ps(p[j]);
+      for (int k = 0; k < 4; ++k) a[k] = _mm512_fmadd_ps(load16_f16(v[j], d0 + 16 * k), x, a[k]);
+    }
+    for (int k = 0; k < 4; ++k) _mm512_storeu_ps(acc + d0 + 16 * k, a[k]);
+  }
+  for (; d0 + 16 <= hd; d0 += 16) {
+    __m512 a = _mm512_mul_ps(_mm512_loadu_ps(acc + d0), c);
+    for (int32_t j = 0; j < n; ++j) a = _mm512_fmadd_ps(load16_f16(v[j], d0), _mm512_set1_ps(p[j]), a);
+    _mm512_storeu_ps(acc + d0, a);
+  }
+}
+
 }  // namespace
 
 void wide_attend_span_avx512(const WideGroup* g, int32_t n_groups, const float* const* k, const float* const* v,
@@ -354,6 +375,11 @@ void wide_attend_span_f16_avx512(const WideGroup* g, int32_t n_groups, const uin
                                  const uint8_t* const* v, int32_t n, int32_t head_dim, float scale, float* pt,
                                  const WideAhead& ahead) {
   attend_span_groups(g, n_groups, k, v, n, head_dim, scale, pt, ahead);
+}
+
+void accumulate_rows_f16_avx512(float* acc, float corr, const float* p, const uint8_t* const* v, int32_t n,
+                                int32_t hd) {
+  accumulate_one(acc, corr, p, v, n, hd);
 }
 
 void accumulate_rows2_f16_avx512(float* acc0, float corr0, const float* p0, float* acc1, float corr1, const float* p1,

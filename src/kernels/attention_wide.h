@@ -67,8 +67,10 @@ void wide_attend_span_f16_avx512(const WideGroup* groups, int32_t n_groups, cons
                                  const uint8_t* const* v, int32_t n, int32_t head_dim, float scale, float* pt,
                                  const WideAhead& ahead);
 
-// attention.cpp's accumulate_rows2 for f16 value rows (bytes) on 512-bit vectors, with the same bits: head size a
-// multiple of 16. Needs AVX-512 F.
+// attention.cpp's accumulate_rows and accumulate_rows2 for f16 value rows (bytes) on 512-bit vectors, with the same
+// bits: head size a multiple of 16. Need AVX-512 F.
+void accumulate_rows_f16_avx512(float* acc, float corr, const float* p, const uint8_t* const* v, int32_t n,
+                                int32_t hd);
 void accumulate_rows2_f16_avx512(float* acc0, float corr0, const float* p0, float* acc1, float corr1, const float* p1,
                                  const uint8_t* const* v, int32_t n, int32_t hd);
 

@@ -53,7 +53,7 @@ struct Shape {
   int32_t head_dim, group, block_size;
 };
 
-constexpr Shape kShapes[] = {{8, 2, 4}, {64, 1, 16}, {64, 4, 16}, {72, 1, 5}, {80, 2, 8}, {128, 2, 32}};
+constexpr Shape kShapes[] = {{8, 2, 4}, {64, 1, 16}, {64, 4, 16}, {72, 1, 5}, {80, 3, 8}, {128, 2, 32}};
 
 // Runs attention for `n_rows` rows starting at first_pos, head group `group` of KV head 1.
 std::vector<float> run(const PagedKv& k, const PagedKv& v, const std::vector<float>& q, Shape s, int32_t first_pos,
