@@ -301,67 +301,40 @@ void attend_span_groups(const WideGroup* g, int32_t n_groups, const Row* const* 
   }
 }
 
-// attention.cpp's accumulate_rows2 on 16 lanes, for f16 value rows and head sizes that are multiples of 16: each
-// element's arithmetic is the same (acc × corr, then one fma per key in order), so the bits are too; a value row
-// takes half the conversions and fmas it takes on 8 lanes. (Scores the same way, two keys' 8 lanes per vector and
-// their halves through combine8, measured no faster: 32.0-33.2 us against 31.5-32.7 with only the value sums.)
-HEARTH_WIDE_ATTN void accumulate_pair(float* acc0, float corr0, const float* p0, float* acc1, float corr1,
-                                      const float* p1, const uint8_t* const* v, int32_t n, int32_t hd) {
-  const __m512 c0 = _mm512_set1_ps(corr0);
-  const __m512 c1 = _mm512_set1_ps(corr1);
-  int32_t d0 = 0;
-  for (; d0 + 64 <= hd; d0 += 64) {
-    __m512 a[4], b[4];
-    for (int c = 0; c < 4; ++c) {
-      a[c] = _mm512_mul_ps(_mm512_loadu_ps(acc0 + d0 + 16 * c), c0);
-      b[c] = _mm512_mul_ps(_mm512_loadu_ps(acc1 + d0 + 16 * c), c1);
-    }
-    for (int32_t j = 0; j < n; ++j) {
-      const __m512 x = _mm512_set1_ps(p0[j]);
-      const __m512 y = _mm512_set1_ps(p1[j]);
-      for (int c = 0; c < 4; ++c) {
-        const __m512 vv = load16_f16(v[j], d0 + 16 * c);
-        a[c] = _mm512_fmadd_ps(vv, x, a[c]);
-        b[c] = _mm512_fmadd_ps(vv, y, b[c]);
-      }
-    }
-    for (int c = 0; c < 4; ++c) {
-      _mm512_storeu_ps(acc0 + d0 + 16 * c, a[c]);
-      _mm512_storeu_ps(acc1 + d0 + 16 * c, b[c]);
+// attention.cpp's accumulate_rows (Q = 1) and accumulate_rows2 (Q = 2) on 16 lanes, for f16 value rows and head
+// sizes that are multiples of 16: each element's arithmetic is the same (acc × corr, then one fma per key in
+// order), so the bits are too; a value row takes half the conversions and fmas it takes on 8 lanes. (Scores the
+// same way, two keys' 8 lanes per vector and their halves through combine8, measured no faster: 32.0-33.2 us
+// against 31.5-32.7 with only the value sums.)
+// Dimensions [d0, d0 + 16C) of accumulate_queries.
+template <int Q, int C>
+HEARTH_WIDE_ATTN inline void accumulate_block(float* const (&acc)[Q], const float (&corr)[Q],
+                                              const float* const (&p)[Q], const uint8_t* const* v, int32_t n,
+                                              int32_t d0) {
+  __m512 a[Q][C];
+  for (int q = 0; q < Q; ++q) {
+    const __m512 c = _mm512_set1_ps(corr[q]);
+    for (int k = 0; k < C; ++k) a[q][k] = _mm512_mul_ps(_mm512_loadu_ps(acc[q] + d0 + 16 * k), c);
+  }
+  for (int32_t j = 0; j < n; ++j) {
+    __m512 x[Q];
+    for (int q = 0; q < Q; ++q) x[q] = _mm512_set1_ps(p[q][j]);
+    for (int k = 0; k < C; ++k) {
+      const __m512 vv = load16_f16(v[j], d0 + 16 * k);
+      for (int q = 0; q < Q; ++q) a[q][k] = _mm512_fmadd_ps(vv, x[q], a[q][k]);
     }
   }
-  for (; d0 + 16 <= hd; d0 += 16) {
-    __m512 a = _mm512_mul_ps(_mm512_loadu_ps(acc0 + d0), c0);
-    __m512 b = _mm512_mul_ps(_mm512_loadu_ps(acc1 + d0), c1);
-    for (int32_t j = 0; j < n; ++j) {
-      const __m512 vv = load16_f16(v[j], d0);
-      a = _mm512_fmadd_ps(vv, _mm512_set1_ps(p0[j]), a);
-      b = _mm512_fmadd_ps(vv, _mm512_set1_ps(p1[j]), b);
-    }
-    _mm512_storeu_ps(acc0 + d0, a);
-    _mm512_storeu_ps(acc1 + d0, b);
+  for (int q = 0; q < Q; ++q) {
+    for (int k = 0; k < C; ++k) _mm512_storeu_ps(acc[q] + d0 + 16 * k, a[q][k]);
   }
 }
 
-// accumulate_pair for one query.
-HEARTH_WIDE_ATTN void accumulate_one(float* acc, float corr, const float* p, const uint8_t* const* v, int32_t n,
-                                     int32_t hd) {
-  const __m512 c = _mm512_set1_ps(corr);
+template <int Q>
+HEARTH_WIDE_ATTN void accumulate_queries(float* const (&acc)[Q], const float (&corr)[Q], const float* const (&p)[Q],
+                                         const uint8_t* const* v, int32_t n, int32_t hd) {
   int32_t d0 = 0;
-  for (; d0 + 64 <= hd; d0 += 64) {
-    __m512 a[4];
-    for (int k = 0; k < 4; ++k) a[k] = _mm512_mul_ps(_mm512_loadu_ps(acc + d0 + 16 * k), c);
-    for (int32_t j = 0; j < n; ++j) {
-      const __m512 x = _mm512_set1_ps(p[j]);
-      for (int k = 0; k < 4; ++k) a[k] = _mm512_fmadd_ps(load16_f16(v[j], d0 + 16 * k), x, a[k]);
-    }
-    for (int k = 0; k < 4; ++k) _mm512_storeu_ps(acc + d0 + 16 * k, a[k]);
-  }
-  for (; d0 + 16 <= hd; d0 += 16) {
-    __m512 a = _mm512_mul_ps(_mm512_loadu_ps(acc + d0), c);
-    for (int32_t j = 0; j < n; ++j) a = _mm512_fmadd_ps(load16_f16(v[j], d0), _mm512_set1_ps(p[j]), a);
-    _mm512_storeu_ps(acc + d0, a);
-  }
+  for (; d0 + 64 <= hd; d0 += 64) accumulate_block<Q, 4>(acc, corr, p, v, n, d0);
+  for (; d0 + 16 <= hd; d0 += 16) accumulate_block<Q, 1>(acc, corr, p, v, n, d0);
 }
 
 }  // namespace
@@ -379,12 +352,12 @@ void wide_attend_span_f16_avx512(const WideGroup* g, int32_t n_groups, const uin
 
 void accumulate_rows_f16_avx512(float* acc, float corr, const float* p, const uint8_t* const* v, int32_t n,
                                 int32_t hd) {
-  accumulate_one(acc, corr, p, v, n, hd);
+  accumulate_queries<1>({acc}, {corr}, {p}, v, n, hd);
 }
 
 void accumulate_rows2_f16_avx512(float* acc0, float corr0, const float* p0, float* acc1, float corr1, const float* p1,
                                  const uint8_t* const* v, int32_t n, int32_t hd) {
-  accumulate_pair(acc0, corr0, p0, acc1, corr1, p1, v, n, hd);
+  accumulate_queries<2>({acc0, acc1}, {corr0, corr1}, {p0, p1}, v, n, hd);
 }
 
 }  // namespace hearth::kernels
