@@ -60,66 +60,107 @@ HEARTH_WIDE_ATTN inline __m512 load16_f16(const uint8_t* row, int32_t i) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * i)));
 }
 
-// Scores of keys k[0..kKeys) for R groups' 16 queries each, into s[r] (kKeys rows of 16). One chain at a time:
-// chain l of every (group, key) pair runs over d = l, l+8, ... into its own register (R × kKeys of them), then
-// lands in `part`; the 8 chains of a pair are combined at the end. So per dimension step each group's query
-// vector is loaded once for kKeys keys and each key element once for the R groups (two groups share it from a
-// register), where a pair's 8 chains held in registers at once left room for 3 keys and cost 4 loads per 3 fmas,
-// more than the load ports serve. f16 rows are converted into a small buffer first, once for the R groups.
+// Asks for the K and V head slices of keys [j, j + kScoreKeys) of `ahead` into L2.
 inline constexpr int kScoreKeys = 8;
+inline void fetch_ahead(const WideAhead& ahead, int32_t j) {
+  const int32_t n = std::min(kScoreKeys, ahead.n - j);
+  fetch_rows_to_l2(ahead.k + j, n, ahead.k_bytes);
+  fetch_rows_to_l2(ahead.v + j, n, ahead.v_bytes);
+}
 
+// The 8 chains of score `idx` (group idx / kScoreKeys, key idx % kScoreKeys of the block) in `part`, combined and
+// scaled into that key's row of the group's scores.
+HEARTH_WIDE_ATTN inline void finish_score(const float* part, int idx, __m512 scale, float* const* s, int32_t key0) {
+  const float* c = part + static_cast<size_t>(idx) * 8 * kWideLanes;
+  __m512 chain[8];
+#pragma GCC unroll 8
+  for (int l = 0; l < 8; ++l) chain[l] = _mm512_load_ps(c + l * kWideLanes);
+  const int r = idx / kScoreKeys, t = idx % kScoreKeys;
+  _mm512_store_ps(s[r] + (key0 + t) * kWideLanes, _mm512_mul_ps(combine(chain), scale));
+}
+
+// The n scores (n a multiple of 8) of R groups' 16 queries each, into s[r] (n rows of 16), kScoreKeys keys at a
+// time. Within a block, one chain at a time: chain l of every (group, key) pair runs over d = l, l+8, ... into its
+// own register (R × kScoreKeys of them), then lands in `part`. So per dimension step each group's query vector is
+// loaded once for the block's keys and each key element once for the R groups (two groups share it from a
+// register), where a pair's 8 chains held in registers at once left room for 3 keys and cost 4 loads per 3 fmas,
+// more than the load ports serve.
+// A block's chains are combined while the next block's chains run (R scores after each chain), and the next
+// block's f16 rows are converted there too (one row after each chain), so their loads, adds and stores go to ports
+// the fmas leave idle. Done in phases of their own after each block, they took a third as long as the fmas: a
+// span's scores for two groups at head size 64 with everything in L1 (a throwaway benchmark of
+// wide_attend_span_f16_avx512 on Zen 5) took 1.76-1.89 us that way, 1.35-1.41 us interleaved (the fmas alone,
+// 1.31). `hearth-bench-attention-cpu 30 2505 4 64 0.2 3 8` (1B's later household turn), 20 alternating runs:
+// median 572.9 us before, 532.1 after; `... 30 2506 1 64 0.2 3 12` (110M) 155.4 and 143.3.
 template <int R, class Row>
-HEARTH_WIDE_ATTN inline void scores_keys(const float* const* qt, const Row* const* rows, int32_t hd, __m512 scale,
-                                         float* const* s) {
-  constexpr int K = kScoreKeys;
-  const float* k[K];
-  alignas(64) float converted[std::is_same_v<Row, float> ? 1 : K * kWideMaxHeadDim];
-  for (int t = 0; t < K; ++t) {
-    if constexpr (std::is_same_v<Row, float>) {
-      k[t] = rows[t];
-    } else {
-      float* dst = converted + t * kWideMaxHeadDim;
-      for (int32_t d = 0; d < hd; d += 16) _mm512_store_ps(dst + d, load16_f16(rows[t], d));
-      k[t] = dst;
+HEARTH_WIDE_ATTN inline void scores_span(const float* const* qt, const Row* const* rows, int32_t n, int32_t hd,
+                                         __m512 scale, float* const* s, const WideAhead& ahead) {
+  constexpr int K = kScoreKeys;  // one row of the next block converted after each of the 8 chains
+  constexpr bool kF16 = !std::is_same_v<Row, float>;
+  alignas(64) float converted[2][kF16 ? K * kWideMaxHeadDim : 1];
+  alignas(64) float part[2][R * K * 8 * kWideLanes];
+  if constexpr (kF16) {
+#pragma GCC unroll 8
+    for (int t = 0; t < K; ++t) {
+      for (int32_t d = 0; d < hd; d += 16)
+        _mm512_store_ps(converted[0] + t * kWideMaxHeadDim + d, load16_f16(rows[t], d));
     }
   }
-  alignas(64) float part[R][K][8][kWideLanes];
-  for (int l = 0; l < 8; ++l) {
-    __m512 a[R][K];
-#pragma GCC unroll 2
-    for (int r = 0; r < R; ++r) {
+  for (int32_t j = 0; j < n; j += K) {
+    const int cur = (j / K) & 1, other = cur ^ 1;
+    const bool prev = j > 0, next = j + K < n;
+    if (ahead.n > 0) fetch_ahead(ahead, j);
+    const float* k[K];
 #pragma GCC unroll 8
-      for (int t = 0; t < K; ++t) a[r][t] = _mm512_setzero_ps();
+    for (int t = 0; t < K; ++t) {
+      if constexpr (kF16) {
+        k[t] = converted[cur] + t * kWideMaxHeadDim;
+      } else {
+        k[t] = rows[j + t];
+      }
     }
-#pragma GCC unroll 4
-    for (int32_t d = l; d < hd; d += 8) {
-      __m512 q[R];
-#pragma GCC unroll 2
-      for (int r = 0; r < R; ++r) q[r] = in_register(_mm512_load_ps(qt[r] + d * kWideLanes));
 #pragma GCC unroll 8
-      for (int t = 0; t < K; ++t) {
-        if constexpr (R == 1) {
-          a[0][t] = _mm512_fmadd_ps(q[0], _mm512_set1_ps(k[t][d]), a[0][t]);
-        } else {
-          const __m512 b = in_register(_mm512_set1_ps(k[t][d]));
+    for (int l = 0; l < 8; ++l) {
+      __m512 a[R][K];
 #pragma GCC unroll 2
-          for (int r = 0; r < R; ++r) a[r][t] = _mm512_fmadd_ps(q[r], b, a[r][t]);
+      for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+        for (int t = 0; t < K; ++t) a[r][t] = _mm512_setzero_ps();
+      }
+#pragma GCC unroll 8
+      for (int32_t d = l; d < hd; d += 8) {
+        __m512 q[R];
+#pragma GCC unroll 2
+        for (int r = 0; r < R; ++r) q[r] = in_register(_mm512_load_ps(qt[r] + d * kWideLanes));
+#pragma GCC unroll 8
+        for (int t = 0; t < K; ++t) {
+          if constexpr (R == 1) {
+            a[0][t] = _mm512_fmadd_ps(q[0], _mm512_set1_ps(k[t][d]), a[0][t]);
+          } else {
+            const __m512 b = in_register(_mm512_set1_ps(k[t][d]));
+#pragma GCC unroll 2
+            for (int r = 0; r < R; ++r) a[r][t] = _mm512_fmadd_ps(q[r], b, a[r][t]);
+          }
+        }
+      }
+#pragma GCC unroll 2
+      for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+        for (int t = 0; t < K; ++t) _mm512_store_ps(part[cur] + ((r * K + t) * 8 + l) * kWideLanes, a[r][t]);
+      }
+      if (prev) {
+#pragma GCC unroll 2
+        for (int i = 0; i < R; ++i) finish_score(part[other], l * R + i, scale, s, j - K);
+      }
+      if constexpr (kF16) {
+        if (next) {
+          for (int32_t d = 0; d < hd; d += 16)
+            _mm512_store_ps(converted[other] + l * kWideMaxHeadDim + d, load16_f16(rows[j + K + l], d));
         }
       }
     }
-#pragma GCC unroll 2
-    for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 8
-      for (int t = 0; t < K; ++t) _mm512_store_ps(part[r][t][l], a[r][t]);
-    }
   }
-  for (int r = 0; r < R; ++r) {
-    for (int t = 0; t < K; ++t) {
-      __m512 c[8];
-      for (int l = 0; l < 8; ++l) c[l] = _mm512_load_ps(part[r][t][l]);
-      _mm512_store_ps(s[r] + t * kWideLanes, _mm512_mul_ps(combine(c), scale));
-    }
-  }
+  for (int idx = 0; idx < R * K; ++idx) finish_score(part[((n - 1) / K) & 1], idx, scale, s, n - K);
 }
 
 // The softmax step on the n scores in pt (replaced by their p_j); returns corr.
@@ -258,13 +299,6 @@ HEARTH_WIDE_ATTN inline void accumulate(const WideGroup* g, const __m512* corr, 
   }
 }
 
-// Asks for the K and V head slices of keys [j, j + kScoreKeys) of `ahead` into L2.
-inline void fetch_ahead(const WideAhead& ahead, int32_t j) {
-  const int32_t n = std::min(kScoreKeys, ahead.n - j);
-  fetch_rows_to_l2(ahead.k + j, n, ahead.k_bytes);
-  fetch_rows_to_l2(ahead.v + j, n, ahead.v_bytes);
-}
-
 template <int R, class Row>
 HEARTH_WIDE_ATTN void attend_span(const WideGroup* g, const Row* const* k, const Row* const* v, int32_t n,
                                   int32_t head_dim, float scale, float* pt, const WideAhead& ahead) {
@@ -275,12 +309,7 @@ HEARTH_WIDE_ATTN void attend_span(const WideGroup* g, const Row* const* k, const
     qt[r] = g[r].qt;
     p[r] = pt + static_cast<size_t>(r) * n * kWideLanes;
   }
-  for (int32_t j = 0; j < n; j += kScoreKeys) {
-    float* s[R];
-    for (int r = 0; r < R; ++r) s[r] = p[r] + j * kWideLanes;
-    if (ahead.n > 0) fetch_ahead(ahead, j);
-    scores_keys<R>(qt, k + j, head_dim, vscale, s);
-  }
+  scores_span<R>(qt, k, n, head_dim, vscale, p, ahead);
   __m512 corr[R];
   if (g[0].visible != nullptr) {
     for (int r = 0; r < R; ++r) corr[r] = softmax_step_visible(p[r], n, g[r].m, g[r].l, g[r].visible);
