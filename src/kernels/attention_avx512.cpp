@@ -60,8 +60,10 @@ HEARTH_WIDE_ATTN inline __m512 load16_f16(const uint8_t* row, int32_t i) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * i)));
 }
 
-// Asks for the K and V head slices of keys [j, j + kScoreKeys) of `ahead` into L2.
+// Keys per block of scores_span.
 inline constexpr int kScoreKeys = 8;
+
+// Asks for the K and V head slices of keys [j, j + kScoreKeys) of `ahead` into L2.
 inline void fetch_ahead(const WideAhead& ahead, int32_t j) {
   const int32_t n = std::min(kScoreKeys, ahead.n - j);
   fetch_rows_to_l2(ahead.k + j, n, ahead.k_bytes);
@@ -90,7 +92,7 @@ HEARTH_WIDE_ATTN inline void finish_score(const float* part, int idx, __m512 sca
 // the fmas leave idle. Done in phases of their own after each block, they took a third as long as the fmas: a
 // span's scores for two groups at head size 64 with everything in L1 (a throwaway benchmark of
 // wide_attend_span_f16_avx512 on Zen 5) took 1.76-1.89 us that way, 1.35-1.41 us interleaved (the fmas alone,
-// 1.31). `hearth-bench-attention-cpu 30 2505 4 64 0.2 3 8` (1B's later household turn), 20 alternating runs:
+// 1.29-1.32). `hearth-bench-attention-cpu 30 2505 4 64 0.2 3 8` (1B's later household turn), 20 alternating runs:
 // median 572.9 us before, 532.1 after; `... 30 2506 1 64 0.2 3 12` (110M) 155.4 and 143.3.
 template <int R, class Row>
 HEARTH_WIDE_ATTN inline void scores_span(const float* const* qt, const Row* const* rows, int32_t n, int32_t hd,
