@@ -89,6 +89,13 @@ HEARTH_PACKED inline __m512i broadcast4_512(const int8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
+// acc + vpdpbusd(w, the four activation bytes at p on all 16 lanes), with the bytes as the instruction's embedded
+// broadcast memory operand: GCC 12 loads them with a vpbroadcastd of their own instead.
+HEARTH_PACKED inline __m512i dpbusd_x4(__m512i acc, __m512i w, const int8_t* p) {
+  asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const int32_t*>(p)));
+  return acc;
+}
+
 // broadcast_f32_bits on 16 lanes.
 HEARTH_PACKED inline __m512 broadcast_f32_bits_512(const int32_t* p) {
   float f;
@@ -132,7 +139,7 @@ struct WideQ8_0 {
       const __m512i w = load_two_groups(q + 32 * c, stride);
       for (int t = 0; t < T; ++t) {
         __m512i& acc = chain[t][c % K];
-        acc = _mm512_dpbusd_epi32(acc, w, broadcast4_512(x[t]->qs + 4 * c));
+        acc = dpbusd_x4(acc, w, x[t]->qs + 4 * c);
       }
     }
     add_wide_chains<T, K>(chain, sum);
@@ -154,8 +161,8 @@ struct WideQ4_0 {
       const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low_mask);  // columns 16 + 4c + j
       for (int t = 0; t < T; ++t) {
         __m512i& acc = chain[t][c % K];
-        acc = _mm512_dpbusd_epi32(acc, lo, broadcast4_512(x[t]->qs + 4 * c));
-        acc = _mm512_dpbusd_epi32(acc, hi, broadcast4_512(x[t]->qs + 16 + 4 * c));
+        acc = dpbusd_x4(acc, lo, x[t]->qs + 4 * c);
+        acc = dpbusd_x4(acc, hi, x[t]->qs + 16 + 4 * c);
       }
     }
     add_wide_chains<T, K>(chain, sum);
@@ -287,8 +294,8 @@ struct WideQ4_KQ5_K {
         }
         for (int t = 0; t < T; ++t) {
           const int8_t* xs = x[t]->qs + 64 * p + 4 * c;
-          chain[t][0] = _mm512_dpbusd_epi32(chain[t][0], lo, broadcast4_512(xs));
-          chain[t][1] = _mm512_dpbusd_epi32(chain[t][1], hi, broadcast4_512(xs + 32));
+          chain[t][0] = dpbusd_x4(chain[t][0], lo, xs);
+          chain[t][1] = dpbusd_x4(chain[t][1], hi, xs + 32);
         }
       }
       if constexpr (kHighInPlace<T>) {
@@ -326,7 +333,7 @@ HEARTH_PACKED inline void add_group16_512(const __m512i (&v)[4], __m512i sc, int
   for (int t = 0; t < T; ++t) {
     const int8_t* xs = x[t]->qs + 16 * g;
     __m512i s = _mm512_set1_epi32(sums[t][g]);
-    for (int k = 0; k < 4; ++k) s = _mm512_dpbusd_epi32(s, v[k], broadcast4_512(xs + 4 * k));
+    for (int k = 0; k < 4; ++k) s = dpbusd_x4(s, v[k], xs + 4 * k);
     sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(s, sc));
   }
 }
@@ -432,8 +439,8 @@ struct WideIQ4_XS {
         const __m512i lo = _mm512_shuffle_epi8(codebook, _mm512_and_si512(packed, low_mask));
         const __m512i hi = _mm512_shuffle_epi8(codebook, _mm512_and_si512(_mm512_srli_epi16(packed, 4), low_mask));
         for (int t = 0; t < T; ++t) {
-          chain[t][0] = _mm512_dpbusd_epi32(chain[t][0], lo, broadcast4_512(x[t]->qs + 64 * p + 4 * c));
-          chain[t][1] = _mm512_dpbusd_epi32(chain[t][1], hi, broadcast4_512(x[t]->qs + 64 * p + 32 + 4 * c));
+          chain[t][0] = dpbusd_x4(chain[t][0], lo, x[t]->qs + 64 * p + 4 * c);
+          chain[t][1] = dpbusd_x4(chain[t][1], hi, x[t]->qs + 64 * p + 32 + 4 * c);
         }
       }
       const __m512i sc0 = _mm512_cvtepi8_epi32(load8_two_groups(w + 16 + 16 * p, stride));
