@@ -1,7 +1,7 @@
 // AVX-512 tiles for packed weights (packed.h), for CPUs with AVX-512 F/BW/VL and AVX512-VNNI.
 //
-// Every tile of two full groups (16 rows), for every packed type, runs on 512-bit vectors, 8, 4 or the last 1 to 3
-// tokens at a time: a weight vector is group 0's 32 bytes in the low half and group 1's in the high half, so one
+// Every tile of two full groups (16 rows), for every packed type, runs on 512-bit vectors, 8 tokens at a time and
+// the last 1 to 7 together: a weight vector is group 0's 32 bytes in the low half and group 1's in the high half, so one
 // vpdpbusd multiplies 16 rows by the token's four activation bytes, broadcast from memory inside the instruction.
 // Per product that is half the instructions of the 256-bit tiles (one weight load and one activation broadcast
 // serve twice the rows, and the fp32 step runs on 16 lanes), so prefill is bound by vpdpbusd's own rate instead of
@@ -100,7 +100,7 @@ HEARTH_PACKED inline __m512 broadcast_f32_bits_512(const int32_t* p) {
   return _mm512_set1_ps(f);
 }
 
-// Independent vpdpbusd chains per token: 8 tokens give 8 chains, enough to cover vpdpbusd's latency; 2 to 4 take
+// Independent vpdpbusd chains per token: 8 tokens give 8 chains, enough to cover vpdpbusd's latency; 2 to 7 take
 // 2 each, one token (decode) 4.
 template <int T>
 inline constexpr int kWideChains = T >= 8 ? 1 : (T == 1 ? 4 : 2);
@@ -506,8 +506,13 @@ inline TileArgs tokens_of(const TileArgs& a, int t0, int n) {
 
 inline constexpr int kWideTokens = 8;
 
-// Up to 16 rows × 8 tokens: two full groups take the 512-bit tiles, 8 then 4 tokens at a time and the last 1 to 3
-// together; a partial group, packed_tiles.inc's 8-row tiles (their table takes at most kPackedTokens tokens).
+// Up to 16 rows × 8 tokens: two full groups take the 512-bit tiles, 8 tokens at a time and the last 1 to 7 in one
+// tile; a partial group, packed_tiles.inc's 8-row tiles (their table takes at most kPackedTokens tokens). A tile
+// pays a fixed cost per weight vector (its load, nibble split and scales) beside each token's vpdpbusd, so one tile
+// of 6 costs less than the 4 and 2 it used to take: a later chat turn's 30 new tokens (8 + 8 + 8 + 6) ran at the
+// cost of 32 before. `hearth bench model -m models/synth-1b-q4_k_m.gguf -p 30 -r 9 -n 1 -t 2 --bandwidth-mib 0`,
+// alternating, ms with 4 + 2 / with one tile: 72.9 / 68.9, 71.6 / 67.6, 72.1 / 69.3 (6 alone); 76.1 / 74.0, 79.5 /
+// 71.2, 79.6 / 70.0, 72.4 / 69.0 (5, 6 and 7). The same bits: a lane's integer sums are exact in any chain count.
 template <class Wide, class Narrow>
 struct WideTable {
   HEARTH_PACKED static void narrow(const TileArgs& a) {
@@ -519,11 +524,15 @@ struct WideTable {
     if (a.n_rows != kWideRows) return narrow(a);
     int t = 0;
     for (; a.n_tokens - t >= 8; t += 8) Wide::template run<8>(tokens_of(a, t, 8));
-    if (a.n_tokens - t >= 4) {
-      Wide::template run<4>(tokens_of(a, t, 4));
-      t += 4;
-    }
     switch (a.n_tokens - t) {
+      case 7:
+        return Wide::template run<7>(tokens_of(a, t, 7));
+      case 6:
+        return Wide::template run<6>(tokens_of(a, t, 6));
+      case 5:
+        return Wide::template run<5>(tokens_of(a, t, 5));
+      case 4:
+        return Wide::template run<4>(tokens_of(a, t, 4));
       case 1:
         return Wide::template run<1>(tokens_of(a, t, 1));
       case 2:
