@@ -1,11 +1,12 @@
 // AVX-512 tiles for packed weights (packed.h), for CPUs with AVX-512 F/BW/VL and AVX512-VNNI.
 //
 // Every tile of two full groups (16 rows), for every packed type, runs on 512-bit vectors, 8 tokens at a time and
-// the last 1 to 7 together: a weight vector is group 0's 32 bytes in the low half and group 1's in the high half, so one
-// vpdpbusd multiplies 16 rows by the token's four activation bytes, broadcast from memory inside the instruction.
-// Per product that is half the instructions of the 256-bit tiles (one weight load and one activation broadcast
-// serve twice the rows, and the fp32 step runs on 16 lanes), so prefill is bound by vpdpbusd's own rate instead of
-// by issuing everything around it, and a decode step (one token) streams both groups from one instruction stream.
+// the last 1 to 7 together: a weight vector is group 0's 32 bytes in the low half and group 1's in the high half,
+// so one vpdpbusd multiplies 16 rows by the token's four activation bytes, broadcast from memory inside the
+// instruction. Per product that is half the instructions of the 256-bit tiles (one weight load and one activation
+// broadcast serve twice the rows, and the fp32 step runs on 16 lanes), so prefill is bound by vpdpbusd's own rate
+// instead of by issuing everything around it, and a decode step (one token) streams both groups from one
+// instruction stream.
 // Each lane still ends as one row's exact integer block sum, and the fp32 step per block is the 256-bit tiles'
 // (packed_tiles.inc), so every output is bitwise vec_dot_reference's.
 //
