@@ -96,7 +96,8 @@ class Tokenizer {
   // Used to append the rest of a prompt after token ids that are known already.
   [[nodiscard]] std::vector<TokenId> encode_continuation(std::string_view text, bool parse_special) const;
   // encode()'s reference twin: each SentencePiece fragment is merged whole, never first split where no merge can
-  // cross (tokenizer_spm.cpp). The same tokens, slower; for tests and hearth-bench-tokenizer. BPE: encode() itself.
+  // cross (tokenizer_spm.cpp), and every word is merged, never copied from an earlier one (tokenizer_memo.h).
+  // The same tokens, slower; for tests and hearth-bench-tokenizer.
   [[nodiscard]] std::vector<TokenId> encode_unsplit(std::string_view text, bool add_special,
                                                     bool parse_special = false) const;
 

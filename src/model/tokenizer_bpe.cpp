@@ -7,6 +7,7 @@
 
 #include <array>
 
+#include "model/tokenizer_memo.h"
 #include "model/tokenizer_merge.h"
 #include "model/tokenizer_normalize.h"
 #include "model/tokenizer_pretokenize.h"
@@ -163,7 +164,7 @@ Result<void> bpe_build(const TokenizerVocab& v, Vocab& out) {
   return {};
 }
 
-void bpe_encode_fragment(const Vocab& vocab, std::string_view text, std::vector<TokenId>& out) {
+void bpe_encode_fragment(const Vocab& vocab, std::string_view text, std::vector<TokenId>& out, WordMemo* memo) {
   std::string normalized;
   if (vocab.normalize_nfc && !is_nfc(text)) {
     to_nfc(text, normalized);
@@ -172,7 +173,12 @@ void bpe_encode_fragment(const Vocab& vocab, std::string_view text, std::vector<
   std::vector<std::string_view> words;
   pre_tokenize(vocab.pre, text, words);
   BpeSession session(vocab);
-  for (const std::string_view word : words) session.encode_word(word, out);
+  if (memo == nullptr) {
+    for (const std::string_view word : words) session.encode_word(word, out);
+    return;
+  }
+  const auto merge = [&](std::string_view word, std::vector<TokenId>& tokens) { session.encode_word(word, tokens); };
+  for (const std::string_view word : words) memo->encode(word, out, merge);
 }
 
 }  // namespace hearth

@@ -2,6 +2,7 @@
 
 #include "model/tokenizer.h"
 #include "model/tokenizer_bpe.h"
+#include "model/tokenizer_memo.h"
 #include "model/tokenizer_vocab.h"
 
 namespace hearth {
@@ -107,6 +108,8 @@ std::vector<TokenId> Tokenizer::encode_impl(std::string_view text, bool add_spec
   if (add_special && vocab.add_bos) out.emplace_back(vocab.bos);
   bool after_special = starts_text;
   std::string escaped;
+  WordMemo memo;
+  WordMemo* const words = split ? &memo : nullptr;
   for (const Fragment& fragment : partition_special(vocab, text, parse_special)) {
     if (fragment.token != Vocab::kNone) {
       out.emplace_back(fragment.token);
@@ -116,10 +119,10 @@ std::vector<TokenId> Tokenizer::encode_impl(std::string_view text, bool add_spec
     switch (vocab.kind) {
       case TokenizerKind::kSpm:
         escape_spm_text(fragment.text, vocab.add_space_prefix && after_special, escaped);
-        spm_encode_fragment(vocab, escaped, out, split);
+        spm_encode_fragment(vocab, escaped, out, words);
         break;
       case TokenizerKind::kBpe:
-        bpe_encode_fragment(vocab, fragment.text, out);
+        bpe_encode_fragment(vocab, fragment.text, out, words);
         break;
     }
     after_special = false;

@@ -9,6 +9,7 @@
 //
 // The linked list of symbols and the heap of candidate pairs are tokenizer_merge.h's, shared with the BPE encoder.
 
+#include "model/tokenizer_memo.h"
 #include "model/tokenizer_merge.h"
 #include "model/tokenizer_vocab.h"
 
@@ -71,19 +72,22 @@ class SpmSession {
 }  // namespace
 
 void spm_encode_fragment(const Tokenizer::Vocab& vocab, std::string_view text, std::vector<TokenId>& out,
-                         bool split) {
+                         WordMemo* memo) {
   SymbolMerger merger;
-  if (!split) {
+  if (memo == nullptr) {
     SpmSession(vocab, text, merger).encode(out);
     return;
   }
+  const auto merge = [&](std::string_view part, std::vector<TokenId>& tokens) {
+    SpmSession(vocab, part, merger).encode(tokens);
+  };
   size_t part = 0;  // where the current part starts
   for_each_character_pair(text, [&](size_t pos, char32_t left, char32_t right) {
     if (vocab.joinable.contains(left, right)) return;
-    SpmSession(vocab, text.substr(part, pos - part), merger).encode(out);
+    memo->encode(text.substr(part, pos - part), out, merge);
     part = pos;
   });
-  if (part < text.size()) SpmSession(vocab, text.substr(part), merger).encode(out);
+  if (part < text.size()) memo->encode(text.substr(part), out, merge);
 }
 
 }  // namespace hearth

@@ -14,6 +14,8 @@
 
 namespace hearth {
 
+class WordMemo;
+
 struct TokenEntry {
   std::string text;  // as stored in the vocabulary
   float score = 0.0f;
@@ -96,9 +98,10 @@ void for_each_character_pair(std::string_view text, Fn&& fn) {
   });
 }
 
-// Appends the SentencePiece tokens of one plain-text fragment (spaces already escaped to "▁") to `out`. `split`
-// false merges the fragment whole (the reference twin); the tokens are the same.
+// Appends the SentencePiece tokens of one plain-text fragment (spaces already escaped to "▁") to `out`: split
+// into parts, each merged alone or taken from `memo` (the call's, tokenizer_memo.h). `memo` nullptr merges the
+// fragment whole (the reference twin); the tokens are the same.
 void spm_encode_fragment(const Tokenizer::Vocab& vocab, std::string_view text, std::vector<TokenId>& out,
-                         bool split = true);
+                         WordMemo* memo);
 
 }  // namespace hearth

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+#include <string>
+#include <vector>
+
 #include "model/tokenizer_normalize.h"
 #include "model/tokenizer_pretokenize.h"
 #include "tokenizer_test_util.h"
@@ -115,6 +119,63 @@ TEST(PreTokenizer, DeepseekCoderRegexSequence) {
   EXPECT_EQ(split(pre, "\xE6\x88\x91\xE6\x83\xB3 ok"), (V{"\xE6\x88\x91\xE6\x83\xB3", " ok"})) << "CJK runs";
   EXPECT_EQ(split(pre, "\xC2\xBFqu\xC3\xA9?"), (V{"\xC2\xBF", "qu\xC3\xA9", "?"})) << "non-ASCII punctuation";
   EXPECT_TRUE(split(pre, "").empty());
+}
+
+// encode() merges each distinct word of a call once and copies its tokens for every repeat (tokenizer_memo.h);
+// encode_unsplit() merges every word. On every byte-level BPE vocabulary both give the same tokens: random texts
+// that repeat words with and without a leading space, after newlines and punctuation, in other scripts, words
+// longer than the memo takes and ill-formed bytes, with special tokens parsed and not, and the reference cases.
+TEST(TokenizerBpe, RepeatedWordsGiveTheTokensOfEveryWordMerged) {
+  const char* const kPieces[] = {"the",
+                                 " the",
+                                 "The",
+                                 " kitchen",
+                                 "kitchen",
+                                 " light",
+                                 "  ",
+                                 " ",
+                                 "\n",
+                                 "\n\n",
+                                 ",",
+                                 ".",
+                                 "'s",
+                                 " don't",
+                                 "42",
+                                 " 1234567",
+                                 "é",
+                                 " naïve",
+                                 " Zürich",
+                                 "日本語",
+                                 " 🦙",
+                                 "\t",
+                                 "\x80",
+                                 "\xff",
+                                 "<|endoftext|>",
+                                 "<|begin_of_text|>",
+                                 " supercalifragilisticexpialidocious-and-then-some-more-to-pass-sixty-four-bytes"};
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<size_t> piece(0, std::size(kPieces) - 1);
+  std::uniform_int_distribution<int> length(1, 400);
+  std::vector<std::string> texts = {"", "the the the", " the the the ", "kitchen\nkitchen\n kitchen"};
+  for (int i = 0; i < 60; ++i) {
+    std::string text;
+    for (int n = length(rng); n > 0; --n) text += kPieces[piece(rng)];
+    texts.push_back(text);
+  }
+  for (const char* file :
+       {"vocab/ggml-vocab-gpt-2.gguf", "vocab/ggml-vocab-llama-bpe.gguf", "vocab/ggml-vocab-qwen2.gguf",
+        "vocab/ggml-vocab-deepseek-coder.gguf", "vocab/ggml-vocab-starcoder.gguf", "vocab/ggml-vocab-refact.gguf",
+        "vocab/ggml-vocab-mpt.gguf"}) {
+    const Tokenizer& tok = test::cached_tokenizer(file);
+    std::vector<std::string> cases = texts;
+    for (const test::VocabCase& c : test::read_vocab_cases(file)) cases.push_back(c.text);
+    for (const std::string& text : cases) {
+      for (const bool parse_special : {false, true}) {
+        ASSERT_EQ(ids(tok.encode(text, true, parse_special)), ids(tok.encode_unsplit(text, true, parse_special)))
+            << file << ": '" << text << "' parse_special " << parse_special;
+      }
+    }
+  }
 }
 
 TEST(TokenizerBpe, MalformedVocabularies) {
