@@ -178,6 +178,21 @@ TEST(TokenizerBpe, RepeatedWordsGiveTheTokensOfEveryWordMerged) {
   }
 }
 
+// Past WordMemo::kMaxWords distinct words an encode call records no more of them and merges each new one every
+// time; the words it recorded before still come from the memo. The tokens stay those of every word merged.
+TEST(TokenizerBpe, AHistoryOfMoreDistinctWordsThanTheMemoKeepsItsTokens) {
+  const Tokenizer& tok = test::cached_tokenizer("vocab/ggml-vocab-llama-bpe.gguf");
+  std::string text;
+  auto word = [](int i) {
+    std::string w = " q";
+    for (; i > 0; i /= 26) w += static_cast<char>('a' + i % 26);
+    return w;
+  };
+  for (int i = 0; i < 70000; ++i) text += word(i);
+  for (const int i : {0, 1, 17, 65535, 65536, 65537, 69999}) text += word(i);
+  EXPECT_EQ(ids(tok.encode(text, false)), ids(tok.encode_unsplit(text, false)));
+}
+
 TEST(TokenizerBpe, MalformedVocabularies) {
   TokenizerVocab v;
   v.model = "gpt2";
