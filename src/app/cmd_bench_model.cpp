@@ -3,6 +3,7 @@
 //
 //   (unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE; hearth bench model -m MODEL.gguf -p 512 -n 64 -t 2 [--json])
 
+#include <sys/resource.h>
 #include <time.h>
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 #include "app/machine_limits.h"
 #include "bench/bench_tokens.h"
 #include "model/loaded_model.h"
+#include "util/thread_pool.h"
 
 namespace hearth::app {
 namespace {
@@ -65,10 +67,20 @@ struct ModelSpeed {
   double decode_s = 0;
   double prefill_cpu_s = 0;  // process CPU time: below threads × wall when other processes take the cores
   double decode_cpu_s = 0;
+  // During the decode steps: what the thread pool's calls waited at their ends (PoolWaits), and how often the
+  // process lost a core to another task (involuntary context switches).
+  PoolWaits decode_waits;
+  long decode_preemptions = 0;
 };
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+long involuntary_switches() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_nivcsw;
 }
 
 double process_cpu_seconds() {
@@ -136,6 +148,8 @@ ModelSpeed measure_model(Model& model, const Tokenizer& tok, const BenchModelFla
     logits = model.forward({{prompt.data(), static_cast<size_t>(f.depth)}, {&context, 1}}, kv, pool);
   }
   TokenId next{static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin())};
+  const PoolWaits waits_start = pool.waits();
+  const long switches_start = involuntary_switches();
   const auto start = Clock::now();
   const double cpu_start = process_cpu_seconds();
   for (int32_t i = 0; i < f.decode_tokens; ++i) {
@@ -145,6 +159,11 @@ ModelSpeed measure_model(Model& model, const Tokenizer& tok, const BenchModelFla
   }
   speed.decode_s = seconds_since(start);
   speed.decode_cpu_s = process_cpu_seconds() - cpu_start;
+  const PoolWaits waits_end = pool.waits();
+  speed.decode_waits = {waits_end.calls - waits_start.calls, waits_end.wait_ns - waits_start.wait_ns,
+                        waits_end.long_waits - waits_start.long_waits,
+                        waits_end.long_wait_ns - waits_start.long_wait_ns};
+  speed.decode_preemptions = involuntary_switches() - switches_start;
   speed.prefill_tok_s = f.prompt_tokens / speed.prefill_s;
   speed.decode_tok_s = f.decode_tokens / std::max(speed.decode_s, 1e-12);
   return speed;
@@ -204,12 +223,16 @@ int run_bench_model(const BenchModelFlags& f) {
         "\"weight_bytes_per_token\":%.0f,\"prefill_tok_s\":%.3f,\"decode_tok_s\":%.3f,\"peak_rss_bytes\":%zu,"
         "\"peak_rss_includes_bandwidth_buffer\":%s,\"read_bandwidth_bytes_s\":[%.0f,%.0f],\"sgemm_flops\":[%.0f,%.0f],"
         "\"decode_fraction_of_bandwidth\":%s,\"prefill_fraction_of_sgemm\":%s,\"prefill_cpu_s\":%.3f,"
-        "\"decode_cpu_s\":%.3f,\"isa\":\"%s\",\"packed_bytes\":%zu,\"decode_prefetch\":\"%s\"}\n",
+        "\"decode_cpu_s\":%.3f,\"decode_pool_calls\":%llu,\"decode_pool_wait_s\":%.6f,"
+        "\"decode_pool_long_waits\":%llu,\"decode_pool_long_wait_s\":%.6f,\"decode_involuntary_switches\":%ld,"
+        "\"isa\":\"%s\",\"packed_bytes\":%zu,\"decode_prefetch\":\"%s\"}\n",
         f.model_path.c_str(), pool.num_threads(), f.prompt_tokens, f.decode_tokens, f.depth, f.prefill_depth,
         f.repetitions, speed.prefill_s, weights.params, weights.bytes_per_token, speed.prefill_tok_s,
         speed.decode_tok_s, rss, rss_reset ? "false" : "true", before.bandwidth, after.bandwidth, before.sgemm,
         after.sgemm, fraction_json(decode_fraction).c_str(), fraction_json(prefill_fraction).c_str(),
-        speed.prefill_cpu_s, speed.decode_cpu_s, Model::kernel_isa(), model.packed_bytes(),
+        speed.prefill_cpu_s, speed.decode_cpu_s, static_cast<unsigned long long>(speed.decode_waits.calls),
+        speed.decode_waits.wait_ns * 1e-9, static_cast<unsigned long long>(speed.decode_waits.long_waits),
+        speed.decode_waits.long_wait_ns * 1e-9, speed.decode_preemptions, Model::kernel_isa(), model.packed_bytes(),
         Model::kernel_decode_prefetch());
     return 0;
   }
@@ -224,6 +247,16 @@ int run_bench_model(const BenchModelFlags& f) {
   std::printf("decode    %d steps after %d tokens: %.2f s (CPU %.2f s), %.2f tok/s = %.1f GB/s of weights\n",
               f.decode_tokens, decode_start_of(f), speed.decode_s, speed.decode_cpu_s, speed.decode_tok_s,
               weights.bytes_per_token * speed.decode_tok_s / 1e9);
+  if (speed.decode_waits.calls > 0) {
+    const PoolWaits& w = speed.decode_waits;
+    const double decode_ns = std::max(speed.decode_s, 1e-12) * 1e9;
+    std::printf(
+        "waits     decode: %llu pool calls waited %.1f ms (%.1f%% of the decode) at their ends for the last part, "
+        "%.1f ms (%.1f%%) of it in %llu waits over 1 ms (a thread off its core); %ld involuntary context switches\n",
+        static_cast<unsigned long long>(w.calls), w.wait_ns * 1e-6, 100.0 * w.wait_ns / decode_ns,
+        w.long_wait_ns * 1e-6, 100.0 * w.long_wait_ns / decode_ns, static_cast<unsigned long long>(w.long_waits),
+        speed.decode_preemptions);
+  }
   std::printf(
       "kernels   %s; %.1f MiB of weights packed for the packed tiles (resident beside the mapped file); decode "
       "prefetch %s\n",

@@ -51,6 +51,7 @@ void ThreadPool::dispatch(Trampoline call, void* ctx) {
   // The caller helps: a worker that is not running yet (an oversubscribed machine) leaves its part to whoever
   // is free, instead of the whole pool waiting for the scheduler to give it a core.
   run_parts();
+  const auto waiting = std::chrono::steady_clock::now();
   // Spin briefly (workers usually finish together), then yield so an oversubscribed machine still progresses.
   for (int i = 0; pending_.load(std::memory_order_acquire) != 0; ++i) {
     if (i < kSpinPolls) {
@@ -59,7 +60,20 @@ void ThreadPool::dispatch(Trampoline call, void* ctx) {
       std::this_thread::yield();
     }
   }
+  const auto waited = std::chrono::steady_clock::now() - waiting;
+  const auto ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(waited).count());
+  calls_.fetch_add(1, std::memory_order_relaxed);
+  wait_ns_.fetch_add(ns, std::memory_order_relaxed);
+  if (waited > PoolWaits::kLongWait) {
+    long_waits_.fetch_add(1, std::memory_order_relaxed);
+    long_wait_ns_.fetch_add(ns, std::memory_order_relaxed);
+  }
   end_turn();
+}
+
+PoolWaits ThreadPool::waits() const {
+  return {calls_.load(std::memory_order_relaxed), wait_ns_.load(std::memory_order_relaxed),
+          long_waits_.load(std::memory_order_relaxed), long_wait_ns_.load(std::memory_order_relaxed)};
 }
 
 void ThreadPool::take_turn() {

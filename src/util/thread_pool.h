@@ -3,6 +3,7 @@
 // no threads are created and nothing is allocated per call.
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -11,6 +12,18 @@
 #include <vector>
 
 namespace hearth {
+
+// What the calls that used several threads spent at their ends: from the moment the calling thread had no part left
+// to run until the last part finished. Parts that split their work well finish within microseconds of each other;
+// a wait over kLongWait means a thread lost its core in the middle of a part (another task ran on it), and the call
+// could not finish without it.
+struct PoolWaits {
+  static constexpr std::chrono::nanoseconds kLongWait{std::chrono::milliseconds(1)};
+  uint64_t calls = 0;
+  uint64_t wait_ns = 0;
+  uint64_t long_waits = 0;
+  uint64_t long_wait_ns = 0;
+};
 
 class ThreadPool {
  public:
@@ -21,6 +34,9 @@ class ThreadPool {
   ~ThreadPool();
 
   int num_threads() const { return num_threads_; }
+
+  // Totals since the pool was made, over calls with more than one thread (PoolWaits); any thread may read them.
+  PoolWaits waits() const;
 
   // Runs fn(ith, nth) exactly once for every ith in [0, nth), nth == num_threads(); the caller runs ith == 0
   // first. The other parts go to whichever thread claims them first (the caller included), so a worker the OS
@@ -61,6 +77,11 @@ class ThreadPool {
   std::atomic<bool> stop_{false};
   std::atomic<Trampoline> call_{nullptr};
   std::atomic<void*> ctx_{nullptr};
+  // Written by the caller that holds the turn, read by anyone (waits()).
+  std::atomic<uint64_t> calls_{0};
+  std::atomic<uint64_t> wait_ns_{0};
+  std::atomic<uint64_t> long_waits_{0};
+  std::atomic<uint64_t> long_wait_ns_{0};
 };
 
 // Splits [0, n) into nth near-equal contiguous ranges; returns the [begin, end) of part ith.

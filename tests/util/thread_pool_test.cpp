@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -62,6 +63,39 @@ TEST(ThreadPool, CallerRunsPartZeroAndPartsRunOnPoolThreads) {
     ASSERT_EQ(ran_on[0], caller);
     for (const auto& id : ran_on) ASSERT_NE(id, std::thread::id{});
   }
+}
+
+// A call whose last part runs on a thread that is held up after the caller is done counts one long wait, and
+// waits() adds it up; calls that finish together add calls and no long wait. Part 1 must run on the pool's
+// thread: part 0 holds the caller until part 1 has started.
+TEST(ThreadPool, AWaitForAHeldUpPartCountsAsALongWait) {
+  ThreadPool pool(2);
+  EXPECT_EQ(pool.waits().calls, 0u);
+  for (int round = 0; round < 50; ++round) pool.run([](int, int) {});
+  const PoolWaits before = pool.waits();
+  EXPECT_EQ(before.calls, 50u);
+  std::atomic<bool> part1_started{false};
+  std::atomic<bool> part0_done{false};
+  constexpr auto kHeldUp = std::chrono::milliseconds(20);
+  pool.run([&](int ith, int) {
+    if (ith == 0) {
+      while (!part1_started.load()) std::this_thread::yield();
+      part0_done = true;
+    } else {
+      part1_started = true;
+      while (!part0_done.load()) std::this_thread::yield();
+      std::this_thread::sleep_for(kHeldUp);
+    }
+  });
+  const PoolWaits after = pool.waits();
+  EXPECT_EQ(after.calls, before.calls + 1);
+  EXPECT_EQ(after.long_waits, before.long_waits + 1);
+  EXPECT_GE(after.long_wait_ns - before.long_wait_ns, static_cast<uint64_t>(PoolWaits::kLongWait.count()));
+  EXPECT_GE(after.wait_ns - before.wait_ns, after.long_wait_ns - before.long_wait_ns);
+
+  ThreadPool inline_pool(1);  // everything runs on the caller: nothing to wait for, nothing counted
+  inline_pool.run([](int, int) {});
+  EXPECT_EQ(inline_pool.waits().calls, 0u);
 }
 
 TEST(ThreadPool, SplitRangeCoversEverythingOnce) {
