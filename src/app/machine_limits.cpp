@@ -1,7 +1,6 @@
 #include "app/machine_limits.h"
 
 #include <cblas.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -13,6 +12,8 @@
 #include <memory>
 #include <new>
 #include <vector>
+
+#include "util/huge_pages.h"
 
 namespace hearth::app {
 namespace {
@@ -35,31 +36,23 @@ uint64_t sum_words(const uint64_t* p, size_t n) {
   return total;
 }
 
-struct FreeDelete {
-  void operator()(uint64_t* p) const { std::free(p); }
-};
-
 // The buffer starts on a 2 MiB boundary and its whole 2 MiB pages are offered for transparent huge pages, as the
 // packed weights are (kernels/packed.cpp): the limit a decode step is quoted against must stream the way the
 // weights do. On this project's Intel VM the same loop over 1 GiB read 30.9-31.7 GB/s on 4 KiB pages and
 // 34.4-34.8 GB/s on 2 MiB ones (six alternating pairs in one `hearth bench model` process, a throwaway switch), so
 // every decode fraction quoted against the 4 KiB figure was about 10% too high.
-uint64_t* allocate_read_buffer(size_t bytes) {
-  constexpr size_t kHugePage = size_t{2} << 20;
-  void* p = nullptr;
-  if (posix_memalign(&p, kHugePage, std::max<size_t>(bytes, 1)) != 0) throw std::bad_alloc();
-#if defined(MADV_HUGEPAGE)
-  if (bytes >= kHugePage) ::madvise(p, bytes / kHugePage * kHugePage, MADV_HUGEPAGE);  // advice only
-#endif
-  return static_cast<uint64_t*>(p);
+HugePagesBuffer allocate_read_buffer(size_t bytes) {
+  HugePagesBuffer buffer = allocate_on_huge_pages(bytes);
+  if (buffer == nullptr) throw std::bad_alloc();
+  return buffer;
 }
 
 }  // namespace
 
 double measure_read_bandwidth(ThreadPool& pool, size_t bytes, int reps) {
   const size_t n_words = bytes / sizeof(uint64_t) / 8 * 8;
-  std::unique_ptr<uint64_t, FreeDelete> buffer(allocate_read_buffer(n_words * sizeof(uint64_t)));
-  uint64_t* words = buffer.get();
+  const HugePagesBuffer buffer = allocate_read_buffer(n_words * sizeof(uint64_t));
+  auto* words = reinterpret_cast<uint64_t*>(buffer.get());
   const int64_t n_lines = static_cast<int64_t>(n_words / 8);
   // Each thread first touches the pages it will read (first-touch placement), then every pass re-reads them.
   pool.run([&](int ith, int nth) {

@@ -1,7 +1,5 @@
 #include "kernels/packed.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <bit>
 #include <cstdlib>
@@ -250,29 +248,15 @@ size_t unpadded_group_bytes(DType type, int64_t n_cols) {
   }
 }
 
-}  // namespace
-
-void PackedMatrix::FreeStorage::operator()(uint8_t* p) const {
-  std::free(p);
-}
-
-namespace {
-
 // A decode token streams every packed matrix once; on 2 MiB pages (transparent huge pages, which most distributions
 // grant on request: "madvise" mode) it takes far fewer TLB misses than on 4 KiB ones: `hearth bench model -m
 // synth-1b-q4_k_m.gguf -p 16 -n 48 --depth 1 -t 2` at HEARTH_MAX_ISA=avx2, three alternating runs each, decoded
 // 21.1-22.6 tok/s with the advice against 20.3-21.0 without. The storage starts on a 2 MiB boundary and only its whole
 // 2 MiB pages are offered, so a small matrix, or a large one's tail, stays on 4 KiB pages and costs no more memory.
-uint8_t* allocate_storage(size_t bytes) {
-  constexpr size_t kHugePage = size_t{2} << 20;
-  void* p = nullptr;
-  const size_t alignment = bytes >= kHugePage ? kHugePage : kAlignment;
-  HEARTH_CHECK(posix_memalign(&p, alignment, std::max<size_t>(bytes, 1)) == 0,
-               "pack_matrix: out of memory for {} bytes", bytes);
-#if defined(MADV_HUGEPAGE)
-  if (bytes >= kHugePage) ::madvise(p, bytes / kHugePage * kHugePage, MADV_HUGEPAGE);  // advice only
-#endif
-  return static_cast<uint8_t*>(p);
+HugePagesBuffer allocate_storage(size_t bytes) {
+  HugePagesBuffer storage = allocate_on_huge_pages(bytes, kAlignment);
+  HEARTH_CHECK(storage != nullptr, "pack_matrix: out of memory for {} bytes", bytes);
+  return storage;
 }
 
 }  // namespace
@@ -288,7 +272,7 @@ std::unique_ptr<PackedMatrix> pack_matrix(const MatrixView& w) {
   // K-quant super-blocks are multiples of 32 bytes, so no 32-byte load splits a line.
   p->group_bytes = unpadded_group_bytes(w.type, w.n_cols);
   p->group_bytes = (p->group_bytes + kAlignment - 1) / kAlignment * kAlignment;
-  p->storage.reset(allocate_storage(p->bytes()));
+  p->storage = allocate_storage(p->bytes());
   p->data = p->storage.get();
   for (int64_t g = 0; g < p->n_groups(); ++g) {
     uint8_t* group = p->data + static_cast<size_t>(g) * p->group_bytes;

@@ -63,6 +63,7 @@
 
 #include "kernels/matmul.h"
 #include "tensor/dtype.h"
+#include "util/huge_pages.h"
 
 namespace hearth {
 
@@ -73,11 +74,8 @@ struct PackedMatrix {
   int64_t n_rows = 0;
   int64_t n_cols = 0;
   size_t group_bytes = 0;  // bytes of one group of kPackRows rows
-  struct FreeStorage {
-    void operator()(uint8_t* p) const;
-  };
-  // Anonymous memory on 2 MiB boundaries, offered to the kernel for transparent huge pages (below).
-  std::unique_ptr<uint8_t, FreeStorage> storage;
+  // Anonymous memory on 2 MiB boundaries, offered to the kernel for transparent huge pages (util/huge_pages.h).
+  HugePagesBuffer storage;
   uint8_t* data = nullptr;  // 64-byte aligned, inside storage
 
   int64_t n_groups() const { return (n_rows + kPackRows - 1) / kPackRows; }

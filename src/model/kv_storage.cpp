@@ -54,7 +54,8 @@ KvStorage::KvStorage(const KvShape& shape, const KvFormat& format, int32_t block
     bytes_total_ += (k_row_bytes_ + v_row_bytes_) * block_size_ * static_cast<size_t>(plane_blocks(layer));
   }
   // Not value-initialized: the pages stay uncommitted until a block is written, and only written slots are read.
-  data_ = std::make_unique_for_overwrite<uint8_t[]>(bytes_total_);
+  data_ = allocate_on_huge_pages(bytes_total_);
+  if (data_ == nullptr) throw std::bad_alloc();
 }
 
 size_t KvStorage::plane_offset(int32_t layer, int kv) const {

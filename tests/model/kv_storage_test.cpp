@@ -12,6 +12,7 @@
 
 #include "kv/kv_plan.h"
 #include "tensor/kv_dtype.h"
+#include "util/huge_pages.h"
 
 namespace hearth {
 namespace {
@@ -66,6 +67,13 @@ TEST(KvStorage, SizeIsThePlanAndRssGrowthWhileFillingMatchesIt) {
     EXPECT_GE(growth, plan.pool_bytes * 95 / 100) << format.name();
     EXPECT_LE(growth, plan.pool_bytes * 105 / 100 + fixed_overhead) << format.name();
   }
+}
+
+TEST(KvStorage, ThePoolStartsOnA2MiBBoundaryForHugePages) {
+  // A pool of at least 2 MiB comes from allocate_on_huge_pages: the only allocation here that starts on 2 MiB.
+  auto storage = *KvStorage::create({12, 12, 64}, {}, 16, 256);
+  ASSERT_GE(storage->bytes_total(), kHugePageBytes);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(storage->head_slice(0, 0, BlockId{0}, 0, 0)) % kHugePageBytes, 0u);
 }
 
 TEST(KvStorage, RejectsHeadSizesAFormatCannotHold) {
