@@ -49,7 +49,13 @@ TEST(KvStorage, SizeIsThePlanAndRssGrowthWhileFillingMatchesIt) {
     EXPECT_EQ(static_cast<int64_t>(storage->bytes_per_token()), plan.bytes_per_token) << format.name();
     const int64_t allocated = rss_bytes();
     // Nothing is committed before KV is written: memory grows with the KV really held.
-    EXPECT_LT(allocated - before, plan.pool_bytes / 20) << format.name();
+    int64_t unwritten_allowance = plan.pool_bytes / 20;
+#if defined(__SANITIZE_ADDRESS__)
+    // AddressSanitizer fills the first 4 KiB of a new allocation, and in a region offered for huge pages the kernel
+    // may back that with (or collapse it into) a whole 2 MiB page.
+    unwritten_allowance += static_cast<int64_t>(kHugePageBytes);
+#endif
+    EXPECT_LT(allocated - before, unwritten_allowance) << format.name();
     for (int32_t b = 0; b < storage->num_blocks(); ++b) {
       for (int32_t layer = 0; layer < shape.n_layers; ++layer) {
         for (int32_t slot = 0; slot < 16; ++slot) {
