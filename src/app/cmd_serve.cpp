@@ -226,6 +226,7 @@ int run_serve(ServeFlags f) {
   engine_config.kv_format = *kv_format;
   engine_config.max_batch_tokens = f.max_batch_tokens;
   engine_config.kv_window_slabs = !f.kv_full_window;
+  engine_config.kv_prefault = f.kv_prefault == "on";
   engine_config.kv_window_plan_context = f.kv_window_context;
   engine_config.max_running = f.max_running;
   engine_config.max_waiting = f.max_queue;
@@ -317,6 +318,11 @@ Command add_serve(CLI::App& app) {
   app.add_option("--block-size", flags->block_size, "Tokens per KV block")->capture_default_str();
   app.add_flag("--kv-full-window", flags->kv_full_window,
                "Sliding-window models: keep every layer's full KV (the window only masks) instead of window slabs");
+  app.add_option("--kv-prefault", flags->kv_prefault,
+                 "Commit the KV pool's next pages ahead of use on an idle-priority thread (on), or as blocks are first "
+                 "written (off)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   app.add_option("--kv-window-context", flags->kv_window_context,
                  "Sliding-window models: the context per user the KV pool's split between full-attention blocks and "
                  "window slabs is sized for")

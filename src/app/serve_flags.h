@@ -54,6 +54,7 @@ struct ServeFlags {
   std::string kv_disk;       // empty: default_disk_tier_dir(); "off": no disk tier
   std::string kv_disk_size;  // empty: default_disk_tier_bytes()
   std::string kv_disk_load = "measured";  // "measured": load when faster than recomputing; "always"
+  std::string kv_prefault = "on";         // "on": commit the KV pool's pages ahead of use (engine/kv_prefault.h)
   std::string warm_file;     // prompts to prefill and pin at start (--warm)
 };
 

@@ -77,6 +77,7 @@ class LoadedModel : public server::ServedModel {
     ec.kv_format = *kv_format;
     ec.max_batch_tokens = f.max_batch_tokens;
     ec.kv_window_slabs = !f.kv_full_window;
+    ec.kv_prefault = f.kv_prefault == "on";
     ec.kv_window_plan_context = f.kv_window_context;
     ec.max_running = f.max_running;
     ec.max_waiting = f.max_queue;

@@ -150,6 +150,10 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineConfig& con
   int64_t n_params = 0;
   for (const GgufTensor& t : model.file().tensors()) n_params += t.num_elements();
   tiers_ = std::make_unique<KvTiers>(config.disk_tier, *storage_, *kv_, n_params, config.tier_load_policy);
+  if (config.kv_prefault) {
+    prefaulter_ = std::make_unique<KvPrefaulter>(*storage_);
+    prefaulter_->ahead_of(kv_->pool().high_water());
+  }
 }
 
 Engine::~Engine() = default;
@@ -275,6 +279,7 @@ std::vector<RequestOutput> Engine::step() {
   const std::vector<TokenId> sampled = sample(plan, run_batch(plan));
   scheduler_->update(plan, sampled);
   tiers_->persist_new_blocks();
+  if (prefaulter_) prefaulter_->ahead_of(kv_->pool().high_water());
   process_outputs(plan, sampled, outputs);
   note_pool_clock();
   return outputs;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/engine_types.h"
+#include "engine/kv_prefault.h"
 #include "engine/kv_tiers.h"
 #include "engine/output_processor.h"
 #include "kv/kv_cache_manager.h"
@@ -55,6 +56,9 @@ struct EngineConfig {
   // full KV and the window is only a mask.
   bool kv_window_slabs = true;
   int64_t kv_window_plan_context = 1024;
+  // Commit the pool's pages just ahead of the blocks in use on an idle-priority thread (engine/kv_prefault.h);
+  // off: pages commit as blocks are first written.
+  bool kv_prefault = true;
 };
 
 // How a model's KV pool is split under `config` (kv/kv_plan.h): its sliding-window layers when they are kept in
@@ -161,6 +165,7 @@ class Engine {
   std::unique_ptr<KvCacheManager> kv_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<KvTiers> tiers_;
+  std::unique_ptr<KvPrefaulter> prefaulter_;  // null with kv_prefault off; destroyed before storage_
   OutputProcessor outputs_;
   std::unordered_set<RequestId> pin_on_finish_;  // requests with pin_prefix
   std::vector<RequestOutput> pending_outputs_;   // aborts, reported by the next step

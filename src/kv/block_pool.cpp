@@ -73,6 +73,7 @@ std::optional<BlockId> BlockPool::allocate() {
   blocks_[i].expires_at = kNoExpiry;
   blocks_[i].ref_cnt = 1;
   blocks_[i].last_used = ++clock_;
+  high_water_ = std::max(high_water_, i + 1);
   return BlockId{i};
 }
 

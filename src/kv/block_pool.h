@@ -76,6 +76,10 @@ class BlockPool {
   int32_t num_blocks_free() const { return num_free_; }  // unreferenced: free + cached
   int32_t num_blocks_cached() const { return static_cast<int32_t>(index_.size()); }
   int32_t num_blocks_in_use() const { return num_blocks_total() - num_free_; }
+  // One past the highest block id allocate() has handed out. The free queue starts in id order and never-used
+  // blocks keep it, so the blocks from here on have never held tokens and are the next to be taken (what the
+  // engine's KvPrefaulter commits ahead of use).
+  int32_t high_water() const { return high_water_; }
   int32_t num_blocks_cached_free() const { return num_cached_free_; }  // unreferenced and still cached
   uint64_t clock() const { return clock_; }  // the logical clock BlockMeta::last_used is read against
   uint64_t num_evictions() const { return num_evictions_; }
@@ -176,6 +180,7 @@ class BlockPool {
   std::unique_ptr<EvictionPolicy> queue_;
   RetentionClock clock_now_;
   int32_t num_free_ = 0;
+  int32_t high_water_ = 0;  // see high_water()
   int32_t num_cached_free_ = 0;  // blocks in the free queue that have a key
   uint64_t clock_ = 0;
   uint64_t num_evictions_ = 0;

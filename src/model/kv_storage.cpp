@@ -68,6 +68,19 @@ size_t KvStorage::block_offset(int32_t layer, int kv, BlockId block) const {
   return plane_offset(layer, kv) + static_cast<size_t>(block.value) * block_size_ * row_bytes(kv);
 }
 
+void KvStorage::commit_blocks(int32_t begin, int32_t end) {
+  HEARTH_CHECK(begin >= 0 && begin <= end && end <= num_blocks_, "commit_blocks [{}, {}) of {} blocks", begin, end,
+               num_blocks_);
+  for (int32_t layer = 0; layer < shape_.n_layers; ++layer) {
+    if (windowed(layer)) continue;
+    for (int kv = 0; kv < 2; ++kv) {
+      const size_t block_bytes = row_bytes(kv) * block_size_;
+      commit_by_touching(data_.get() + plane_offset(layer, kv) + static_cast<size_t>(begin) * block_bytes,
+                         static_cast<size_t>(end - begin) * block_bytes);
+    }
+  }
+}
+
 size_t KvStorage::slice_offset(int32_t layer, int kv, BlockId block, int32_t slot, int32_t head) const {
   HEARTH_CHECK(slot >= 0 && slot < block_size_ && head >= 0 && head < shape_.n_kv_heads,
                "KV access out of range: slot {} head {}", slot, head);

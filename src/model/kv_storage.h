@@ -71,6 +71,12 @@ class KvStorage {
   void copy_slots(BlockId dst, BlockId src, int32_t n_slots, BlockId dst_slab = BlockId{-1},
                   BlockId src_slab = BlockId{-1});
 
+  // Commits the pages that blocks [begin, end) occupy in every layer's K and V plane (window slabs excluded) as a
+  // write would, without changing a byte (util/huge_pages.h's commit_by_touching), so writing those blocks later
+  // takes no page fault. Safe while other threads read or write any block. Requires 0 <= begin <= end <=
+  // num_blocks().
+  void commit_blocks(int32_t begin, int32_t end);
+
   // One block's K/V as bytes_per_block() bytes, layer by layer, K then V, each head by head, each head's slots in
   // order (the pool's own layout; what a lower tier stores), and
   // back. `out`/`bytes` must be exactly bytes_per_block() long. The windowed layers are read from `slab` (required

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 
 namespace hearth {
@@ -19,6 +20,16 @@ HugePagesBuffer allocate_on_huge_pages(size_t bytes, size_t small_alignment) {
   if (bytes >= kHugePageBytes) ::madvise(p, bytes / kHugePageBytes * kHugePageBytes, MADV_HUGEPAGE);
 #endif
   return HugePagesBuffer(static_cast<uint8_t*>(p));
+}
+
+void commit_by_touching(uint8_t* p, size_t bytes) {
+  constexpr uintptr_t kPage = 4096;
+  if (bytes == 0) return;
+  const auto begin = reinterpret_cast<uintptr_t>(p);
+  std::atomic_ref<uint8_t>(*p).fetch_add(0, std::memory_order_relaxed);
+  for (uintptr_t page = (begin / kPage + 1) * kPage; page < begin + bytes; page += kPage) {
+    std::atomic_ref<uint8_t>(*reinterpret_cast<uint8_t*>(page)).fetch_add(0, std::memory_order_relaxed);
+  }
 }
 
 }  // namespace hearth

@@ -83,6 +83,30 @@ void expect_hits_match_cold_at_every_kv_dtype(const std::string& path) {
   expect_hits_match_cold(path, {KvDtype::kQ8_0, KvDtype::kQ4_0});
 }
 
+TEST(KvPrefault, CommittingThePoolAheadOfUseChangesNoLogit) {
+  // Engines with the prefaulter (the default) and without it: a cold request and a prefix hit give the same bits.
+  auto& m = load_model(testing::kStories);
+  ThreadPool pool(2);
+  const auto base = story_tokens(*m.tokenizer, 90, "Once upon a time");
+  std::vector<TokenId> next(base.begin(), base.begin() + 70);
+  for (size_t i = 40; i < next.size(); ++i) next[i] = TokenId{static_cast<int32_t>(60 + i)};
+  std::vector<std::vector<float>> logits[2];
+  for (const bool prefault : {true, false}) {
+    EngineConfig config = small_config(stories_blocks(64), KvFormat{KvDtype::kF16, KvDtype::kF16});
+    config.kv_prefault = prefault;
+    auto engine = *Engine::create(*m.model, *m.tokenizer, config, pool);
+    logits[prefault].push_back(first_logits(*engine, base));
+    RequestUsage usage;
+    logits[prefault].push_back(first_logits(*engine, next, &usage));
+    EXPECT_EQ(usage.cached_tokens, 40);  // a hit (its partial block copied token by token)
+  }
+  for (size_t i = 0; i < 2; ++i) {
+    ASSERT_EQ(logits[0][i].size(), logits[1][i].size());
+    EXPECT_EQ(std::memcmp(logits[0][i].data(), logits[1][i].data(), logits[0][i].size() * sizeof(float)), 0)
+        << "request " << i;
+  }
+}
+
 TEST(PrefixCacheHit, BitIdenticalToColdStories) {
   expect_hits_match_cold_at_every_kv_dtype(testing::kStories);
 }

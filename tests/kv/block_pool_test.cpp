@@ -43,6 +43,24 @@ TEST_F(BlockPoolTest, AllocatesFromTheFrontInIdOrder) {
   pool_.check_invariants();
 }
 
+TEST_F(BlockPoolTest, TheHighWaterIsOnePastTheHighestBlockEverHandedOut) {
+  EXPECT_EQ(pool_.high_water(), 0);
+  BlockId a = *pool_.allocate(), b = *pool_.allocate(), c = *pool_.allocate();
+  EXPECT_EQ(pool_.high_water(), 3);
+  ASSERT_TRUE(pool_.cache(b, key_of(1), key_of(0), toks({1, 2, 3, 4})));
+  pool_.release(a);
+  pool_.release(b);
+  pool_.release(c);
+  // The released blocks are taken again before a never-used one (uncached at the front, then ids in order); the
+  // high water stays until a block past it is handed out.
+  EXPECT_EQ(pool_.allocate(), c);
+  EXPECT_EQ(pool_.allocate(), a);
+  EXPECT_EQ(pool_.high_water(), 3);
+  EXPECT_EQ(pool_.allocate(), BlockId{3});
+  EXPECT_EQ(pool_.high_water(), 4);
+  for (BlockId id : {a, c, BlockId{3}}) pool_.release(id);
+}
+
 TEST_F(BlockPoolTest, UncachedReleaseGoesToFrontCachedToBack) {
   BlockId a = *pool_.allocate(), b = *pool_.allocate(), c = *pool_.allocate();
   ASSERT_TRUE(pool_.cache(b, key_of(1), key_of(0), toks({1, 2, 3, 4})));

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -80,6 +83,56 @@ TEST(KvStorage, ThePoolStartsOnA2MiBBoundaryForHugePages) {
   auto storage = *KvStorage::create({12, 12, 64}, {}, 16, 256);
   ASSERT_GE(storage->bytes_total(), kHugePageBytes);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(storage->head_slice(0, 0, BlockId{0}, 0, 0)) % kHugePageBytes, 0u);
+}
+
+// Of the 4 KiB pages under [p, p + bytes), how many are resident (mincore).
+size_t resident_pages(const uint8_t* p, size_t bytes) {
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(p) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes + page - 1) / page * page;
+  std::vector<unsigned char> in_core((end - begin) / page);
+  if (mincore(reinterpret_cast<void*>(begin), end - begin, in_core.data()) != 0) return 0;
+  size_t n = 0;
+  for (const unsigned char c : in_core) n += c & 1;
+  return n;
+}
+
+TEST(KvStorage, CommitBlocksMakesTheirPagesResidentInEveryPlaneAndChangesNoByte) {
+  // Head size 512 (f16: 1 KiB a token's head slice, 4 KiB a slot row of 4 heads), so a block of 16 is 64 KiB
+  // of each plane and 2 MiB is 32 blocks: blocks 64-71 lie inside the pool's third 2 MiB page of each plane.
+  const KvShape shape{2, 4, 512};
+  auto storage = *KvStorage::create(shape, {KvDtype::kF16, KvDtype::kF16}, 16, 256);
+  std::vector<float> row(static_cast<size_t>(shape.n_kv_heads) * shape.head_dim, 1.5f);
+  storage->store_row(1, 1, BlockId{3}, 5, row.data());
+  const size_t block_bytes = storage->row_bytes(0) * 16;
+  ASSERT_EQ(block_bytes, size_t{64} << 10);
+  auto plane_block = [&](int32_t layer, int kv, int32_t block) {
+    return storage->head_slice(layer, kv, BlockId{block}, 0, 0);
+  };
+  for (int32_t layer = 0; layer < 2; ++layer) {
+    for (int kv = 0; kv < 2; ++kv) EXPECT_EQ(resident_pages(plane_block(layer, kv, 64), 8 * block_bytes), 0u);
+  }
+  storage->commit_blocks(64, 72);
+  for (int32_t layer = 0; layer < 2; ++layer) {
+    for (int kv = 0; kv < 2; ++kv) {
+      EXPECT_EQ(resident_pages(plane_block(layer, kv, 64), 8 * block_bytes), 8 * block_bytes / 4096)
+          << "layer " << layer << " kv " << kv;
+      // Far from the committed blocks (another 2 MiB page), nothing was committed.
+      EXPECT_EQ(resident_pages(plane_block(layer, kv, 200), block_bytes), 0u) << "layer " << layer << " kv " << kv;
+    }
+  }
+  // The written row kept its bytes; committing another range over it changes none either.
+  storage->commit_blocks(0, 8);
+  for (int32_t h = 0; h < shape.n_kv_heads; ++h) {
+    const uint8_t* slice = storage->head_slice(1, 1, BlockId{3}, 5, h);
+    for (int32_t d = 0; d < shape.head_dim; ++d) {
+      uint16_t half = 0;
+      std::memcpy(&half, slice + 2 * d, 2);
+      ASSERT_EQ(half, 0x3E00) << "head " << h << " element " << d;  // 1.5 in f16
+    }
+  }
+  storage->commit_blocks(150, 150);  // an empty range touches nothing
+  EXPECT_EQ(resident_pages(plane_block(0, 0, 150), block_bytes), 0u);
 }
 
 TEST(KvStorage, RejectsHeadSizesAFormatCannotHold) {
