@@ -4,30 +4,18 @@
 #include "engine/kv_prefault.h"
 
 #include <gtest/gtest.h>
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <cstring>
 #include <thread>
 #include <vector>
 
 #include "model/kv_storage.h"
 #include "util/huge_pages.h"
+#include "util/resident_pages.h"  // tests/util
 
 namespace hearth {
 namespace {
 
-// Of the 4 KiB pages under [p, p + bytes), how many are resident (mincore).
-size_t resident_pages(const uint8_t* p, size_t bytes) {
-  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(p) / page * page;
-  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes + page - 1) / page * page;
-  std::vector<unsigned char> in_core((end - begin) / page);
-  if (mincore(reinterpret_cast<void*>(begin), end - begin, in_core.data()) != 0) return 0;
-  size_t n = 0;
-  for (const unsigned char c : in_core) n += c & 1;
-  return n;
-}
+using testing::resident_pages;
 
 // f16 K/V of 4 heads of 512: a block of 16 tokens is 64 KiB of each plane, so 2 MiB holds 32 blocks.
 constexpr KvShape kShape{2, 4, 512};
@@ -102,16 +90,20 @@ TEST(KvPrefaulter, EveryRowAWriterStoresBesideItKeepsItsBytes) {
   auto value = [](int32_t block, int32_t slot, int32_t layer, int kv) {
     return static_cast<float>((block * 16 + slot) % 1000) * 0.25f + static_cast<float>(layer * 2 + kv);
   };
+  // Every (layer, K or V, slot) of a block, in the order the writer stores them.
+  auto each_row = [&](auto&& fn) {
+    for (int32_t layer = 0; layer < kShape.n_layers; ++layer) {
+      for (int kv = 0; kv < 2; ++kv) {
+        for (int32_t slot = 0; slot < 16; ++slot) fn(layer, kv, slot);
+      }
+    }
+  };
   std::thread writer([&] {
     for (int32_t b = 0; b < kBlocks; ++b) {
-      for (int32_t layer = 0; layer < kShape.n_layers; ++layer) {
-        for (int kv = 0; kv < 2; ++kv) {
-          for (int32_t slot = 0; slot < 16; ++slot) {
-            std::fill(row.begin(), row.end(), value(b, slot, layer, kv));
-            storage->store_row(layer, kv, BlockId{b}, slot, row.data());
-          }
-        }
-      }
+      each_row([&](int32_t layer, int kv, int32_t slot) {
+        std::fill(row.begin(), row.end(), value(b, slot, layer, kv));
+        storage->store_row(layer, kv, BlockId{b}, slot, row.data());
+      });
       prefaulter.ahead_of(b + 1);
     }
   });
@@ -120,20 +112,16 @@ TEST(KvPrefaulter, EveryRowAWriterStoresBesideItKeepsItsBytes) {
   // The same rows stored with no prefaulter.
   auto reference = make_storage(kBlocks);
   for (int32_t b = 0; b < kBlocks; ++b) {
-    for (int32_t layer = 0; layer < kShape.n_layers; ++layer) {
-      for (int kv = 0; kv < 2; ++kv) {
-        for (int32_t slot = 0; slot < 16; ++slot) {
-          std::fill(row.begin(), row.end(), value(b, slot, layer, kv));
-          reference->store_row(layer, kv, BlockId{b}, slot, row.data());
-          for (int32_t h = 0; h < kShape.n_kv_heads; ++h) {
-            ASSERT_EQ(std::memcmp(storage->head_slice(layer, kv, BlockId{b}, slot, h),
-                                  reference->head_slice(layer, kv, BlockId{b}, slot, h), kBlockBytes / 64),
-                      0)
-                << "block " << b << " layer " << layer << " kv " << kv << " slot " << slot << " head " << h;
-          }
-        }
+    each_row([&](int32_t layer, int kv, int32_t slot) {
+      std::fill(row.begin(), row.end(), value(b, slot, layer, kv));
+      reference->store_row(layer, kv, BlockId{b}, slot, row.data());
+      for (int32_t h = 0; h < kShape.n_kv_heads; ++h) {
+        ASSERT_EQ(std::memcmp(storage->head_slice(layer, kv, BlockId{b}, slot, h),
+                              reference->head_slice(layer, kv, BlockId{b}, slot, h), kBlockBytes / 64),
+                  0)
+            << "block " << b << " layer " << layer << " kv " << kv << " slot " << slot << " head " << h;
       }
-    }
+    });
   }
 }
 

@@ -4,9 +4,6 @@
 
 #include <gtest/gtest.h>
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -16,9 +13,12 @@
 #include "kv/kv_plan.h"
 #include "tensor/kv_dtype.h"
 #include "util/huge_pages.h"
+#include "util/resident_pages.h"  // tests/util
 
 namespace hearth {
 namespace {
+
+using testing::resident_pages;
 
 // Resident set size of this process in bytes, from /proc/self/status.
 int64_t rss_bytes() {
@@ -83,18 +83,6 @@ TEST(KvStorage, ThePoolStartsOnA2MiBBoundaryForHugePages) {
   auto storage = *KvStorage::create({12, 12, 64}, {}, 16, 256);
   ASSERT_GE(storage->bytes_total(), kHugePageBytes);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(storage->head_slice(0, 0, BlockId{0}, 0, 0)) % kHugePageBytes, 0u);
-}
-
-// Of the 4 KiB pages under [p, p + bytes), how many are resident (mincore).
-size_t resident_pages(const uint8_t* p, size_t bytes) {
-  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(p) / page * page;
-  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes + page - 1) / page * page;
-  std::vector<unsigned char> in_core((end - begin) / page);
-  if (mincore(reinterpret_cast<void*>(begin), end - begin, in_core.data()) != 0) return 0;
-  size_t n = 0;
-  for (const unsigned char c : in_core) n += c & 1;
-  return n;
 }
 
 TEST(KvStorage, CommitBlocksMakesTheirPagesResidentInEveryPlaneAndChangesNoByte) {
