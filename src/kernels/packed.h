@@ -100,8 +100,9 @@ std::unique_ptr<PackedMatrix> pack_matrix(const MatrixView& w);
 // 320.5, 318.7; 1B Q4_K_M (its Q4_K matrices 37 KiB) 41.5, 41.3, 41.8 / 39.4, 39.2, 40.0; 1B Q8_0 (70 KiB) 26.4,
 // 26.7, 26.9 / 26.7, 27.1, 27.3; 3B Q4_K_M (55 KiB) 14.3, 14.0 / 15.0, 14.6; 3B Q8_0 (104 KiB) 9.27, 9.38 / 9.62,
 // 9.55. Past the L1D, a short distance (kDecodeNearFetchBytes) beats both there: the L2 streamer already has the
-// lines close, and the fetch only moves them into the L1 before the loads (figures in the README, "Against the
-// peers"). On the Zen 5 VM (48 KiB L1D, 1 MiB L2) too, where the tiles had fetched one tile ahead always:
+// lines close, and the fetch only moves them into the L1 before the loads (figures in docs/performance-log.md,
+// "Latest: Q8_0 groups as one stream"). On the Zen 5 VM (48 KiB L1D, 1 MiB L2) too, where the tiles had fetched
+// one tile ahead always:
 // `hearth-bench-decode-stream T ROWS COLS N 5 2`, two alternating runs each, decode / read with one tile ahead /
 // kNear: Q4_K 2048 x 8192 0.914, 0.923 / 1.154, 1.198; Q6_K 2048 x 8192 0.829, 0.860 / 0.992, 0.990; Q8_0 2048 x
 // 8192 0.820, 0.863 / 0.955, 0.946; Q8_0 3072 x 3072 0.908, 0.869 / 0.978, 0.944. In-model, `hearth bench model -m

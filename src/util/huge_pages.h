@@ -27,7 +27,7 @@ using HugePagesBuffer = std::unique_ptr<uint8_t[], HugePagesFree>;
 // fault. Another thread may write into the range meanwhile: every byte ends as its writes left it. In a buffer
 // offered for huge pages, the first touch of a 2 MiB page commits all of it. (madvise(MADV_POPULATE_WRITE) does the
 // same in the kernel, but holds the process's mmap lock while it zeroes a page, and a server's other threads waited
-// on it: README "Latest: the KV pool committed ahead of use".)
+// on it: docs/performance-log.md "Latest: the KV pool committed ahead of use".)
 void commit_by_touching(uint8_t* p, size_t bytes);
 
 }  // namespace hearth
