@@ -35,6 +35,8 @@ struct HouseholdFlags {
   std::string json_path;
   std::string plot_path;
   bool compare = false;
+  std::string compare_url;  // a second server (e.g. the peer) to run the same workload against, as the base
+  std::string compare_name = "peer";
   bool no_nonce = false;
   bool dry_run = false;
   std::string replot_path;
@@ -112,16 +114,29 @@ int run_household(const HouseholdFlags& f) {
   }
 
   std::vector<bench::Report> reports;
+  bench::ComparisonNames names;
   if (f.compare) {
     reports.push_back(run_once(workload, config, {{"cache_prompt", false}}, "cache off", !f.no_nonce));
     reports.push_back(run_once(workload, config, {{"cache_prompt", true}}, "cache on", !f.no_nonce));
+  } else if (!f.compare_url.empty()) {
+    auto base = bench::parse_url(f.compare_url);
+    if (!base) {
+      std::fprintf(stderr, "hearth bench household: --compare-url: %s\n", base.error().message.c_str());
+      return 2;
+    }
+    names = {f.compare_name, "this", "this (" + f.url + ") / " + f.compare_name + " (" + f.compare_url + ")"};
+    bench::RunConfig base_config = config;
+    base_config.endpoint = *base;
+    reports.push_back(run_once(workload, base_config, json::object(), f.compare_name, !f.no_nonce));
+    reports.push_back(run_once(workload, config, json::object(), f.url, !f.no_nonce));
   } else {
     reports.push_back(run_once(workload, config, json::object(), "run", !f.no_nonce));
   }
+  const bool comparing = reports.size() == 2;
 
   std::string text;
   for (const bench::Report& r : reports) text += bench::format_table(r) + "\n";
-  if (f.compare) text += bench::format_comparison(reports[0], reports[1]);
+  if (comparing) text += bench::format_comparison(reports[0], reports[1], names);
   std::fputs(text.c_str(), f.json_path == "-" ? stderr : stdout);
 
   json out = {{"config",
@@ -135,11 +150,12 @@ int run_household(const HouseholdFlags& f) {
                 {"prefix_chars", workload.prefix().text().size()},
                 {"max_tokens", f.max_tokens},
                 {"seed", f.seed},
+                {"compare_url", f.compare_url},
                 {"extra", extra},
                 {"nonce", !f.no_nonce}}},
               {"runs", json::array()}};
   for (const bench::Report& r : reports) out["runs"].push_back(bench::to_json(r));
-  if (f.compare) out["comparison"] = bench::comparison_json(reports[0], reports[1]);
+  if (comparing) out["comparison"] = bench::comparison_json(reports[0], reports[1], names);
   bool ok = true;
   if (!f.json_path.empty()) ok &= write_file(f.json_path, out.dump(2) + "\n");
   if (!f.plot_path.empty()) ok &= write_file(f.plot_path, bench::render_results_svg(out));
@@ -185,8 +201,15 @@ Command add_bench_household(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   app.add_option("--json", f->json_path, "Write the results as JSON to FILE ('-': stdout, table to stderr)");
   app.add_option("--plot", f->plot_path, "Write an SVG chart of TTFT per turn to FILE");
-  app.add_flag("--compare", f->compare,
-               "Run twice: with \"cache_prompt\": false in every request, then with caching on; print on/off ratios");
+  auto* compare = app.add_flag(
+      "--compare", f->compare,
+      "Run twice: with \"cache_prompt\": false in every request, then with caching on; print on/off ratios");
+  app.add_option("--compare-url", f->compare_url,
+                 "Run the same workload against this second server first (e.g. the peer, bench/peer/server.mjs), "
+                 "then against --url; print --url's ratios to it")
+      ->excludes(compare);
+  app.add_option("--compare-name", f->compare_name, "The --compare-url server's short name in the table")
+      ->capture_default_str();
   app.add_flag("--no-nonce", f->no_nonce,
                "Leave out the per-run session nonce at the top of the shared prefix (so a run can hit a cache that "
                "earlier runs left warm)");

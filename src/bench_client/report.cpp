@@ -127,21 +127,23 @@ std::string format_table(const Report& report) {
   return out;
 }
 
-std::string format_comparison(const Report& off, const Report& on) {
-  std::string out = "== cache on / cache off ==\n";
-  out += fmt::format("{:<6}{:>12}{:>12}{:>10}{:>12}{:>12}{:>10}\n", "turn", "ttft50 off", "ttft50 on", "ratio",
-                     "e2e50 off", "e2e50 on", "ratio");
-  auto row = [&](const std::string& name, const Summary& a, const Summary& b) {
-    out += fmt::format("{:<6}{:>12}{:>12}{:>10}{:>12}{:>12}{:>10}\n", name, ms(a.ttft_s.p50), ms(b.ttft_s.p50),
-                       ratio_text(b.ttft_s.p50, a.ttft_s.p50), ms(a.e2e_s.p50), ms(b.e2e_s.p50),
-                       ratio_text(b.e2e_s.p50, a.e2e_s.p50));
+std::string format_comparison(const Report& base, const Report& test, const ComparisonNames& names) {
+  std::string out = "== " + names.title + " ==\n";
+  const std::string b = names.base;
+  const std::string t = names.test;
+  out += fmt::format("{:<6}{:>12}{:>12}{:>10}{:>12}{:>12}{:>10}\n", "turn", "ttft50 " + b, "ttft50 " + t, "ratio",
+                     "e2e50 " + b, "e2e50 " + t, "ratio");
+  auto row = [&](const std::string& name, const Summary& x, const Summary& y) {
+    out += fmt::format("{:<6}{:>12}{:>12}{:>10}{:>12}{:>12}{:>10}\n", name, ms(x.ttft_s.p50), ms(y.ttft_s.p50),
+                       ratio_text(y.ttft_s.p50, x.ttft_s.p50), ms(x.e2e_s.p50), ms(y.e2e_s.p50),
+                       ratio_text(y.e2e_s.p50, x.e2e_s.p50));
   };
-  for (size_t t = 0; t < off.turns.size() && t < on.turns.size(); ++t) {
-    row(std::to_string(t + 1), off.turns[t], on.turns[t]);
+  for (size_t i = 0; i < base.turns.size() && i < test.turns.size(); ++i) {
+    row(std::to_string(i + 1), base.turns[i], test.turns[i]);
   }
-  row("all", off.overall, on.overall);
-  out += fmt::format("wall time: off {:.1f} s, on {:.1f} s ({})\n", off.run.wall_s, on.run.wall_s,
-                     ratio_text(on.run.wall_s, off.run.wall_s));
+  row("all", base.overall, test.overall);
+  out += fmt::format("wall time: {} {:.1f} s, {} {:.1f} s ({})\n", b, base.run.wall_s, t, test.run.wall_s,
+                     ratio_text(test.run.wall_s, base.run.wall_s));
   return out;
 }
 
@@ -186,19 +188,20 @@ json to_json(const Report& report) {
       {"turns", std::move(turns)}, {"overall", to_json(report.overall)}, {"server_metrics", std::move(metrics)}};
 }
 
-json comparison_json(const Report& off, const Report& on) {
+json comparison_json(const Report& base, const Report& test, const ComparisonNames& names) {
   json turns = json::array();
-  for (size_t t = 0; t < off.turns.size() && t < on.turns.size(); ++t) {
+  for (size_t t = 0; t < base.turns.size() && t < test.turns.size(); ++t) {
     turns.push_back({{"turn", t + 1},
-                     {"ttft_p50_ratio", ratio_json(on.turns[t].ttft_s.p50, off.turns[t].ttft_s.p50)},
-                     {"ttft_p95_ratio", ratio_json(on.turns[t].ttft_s.p95, off.turns[t].ttft_s.p95)},
-                     {"e2e_p50_ratio", ratio_json(on.turns[t].e2e_s.p50, off.turns[t].e2e_s.p50)}});
+                     {"ttft_p50_ratio", ratio_json(test.turns[t].ttft_s.p50, base.turns[t].ttft_s.p50)},
+                     {"ttft_p95_ratio", ratio_json(test.turns[t].ttft_s.p95, base.turns[t].ttft_s.p95)},
+                     {"e2e_p50_ratio", ratio_json(test.turns[t].e2e_s.p50, base.turns[t].e2e_s.p50)}});
   }
-  return {{"turns", std::move(turns)},
+  return {{"ratio_of", names.test + " / " + names.base},
+          {"turns", std::move(turns)},
           {"overall",
-           {{"ttft_p50_ratio", ratio_json(on.overall.ttft_s.p50, off.overall.ttft_s.p50)},
-            {"e2e_p50_ratio", ratio_json(on.overall.e2e_s.p50, off.overall.e2e_s.p50)},
-            {"wall_ratio", ratio_json(on.run.wall_s, off.run.wall_s)}}}};
+           {{"ttft_p50_ratio", ratio_json(test.overall.ttft_s.p50, base.overall.ttft_s.p50)},
+            {"e2e_p50_ratio", ratio_json(test.overall.e2e_s.p50, base.overall.e2e_s.p50)},
+            {"wall_ratio", ratio_json(test.run.wall_s, base.run.wall_s)}}}};
 }
 
 }  // namespace hearth::bench

@@ -1,6 +1,6 @@
 #pragma once
 // Turns a run's request records into per-turn and overall summaries, and writes them as a table, as JSON, and
-// (for --compare) as cache-on / cache-off ratios.
+// (for --compare and --compare-url) as ratios of one run to another.
 
 #include <nlohmann/json.hpp>
 
@@ -46,11 +46,19 @@ struct Report {
 // A fixed-width table, one row per turn plus "all", then errors and server metrics.
 [[nodiscard]] std::string format_table(const Report& report);
 
-// on / off for the numbers --compare cares about (TTFT and end-to-end p50/p95 per turn and overall).
-[[nodiscard]] std::string format_comparison(const Report& off, const Report& on);
+// What a comparison's two runs are: `base` is the denominator of every ratio, `test` the numerator; the names
+// are short (they head 12-character columns).
+struct ComparisonNames {
+  std::string base = "off";  // --compare: cache off
+  std::string test = "on";   // --compare: cache on
+  std::string title = "cache on / cache off";
+};
+
+// test / base for the numbers a comparison cares about (TTFT and end-to-end p50/p95 per turn and overall, wall).
+[[nodiscard]] std::string format_comparison(const Report& base, const Report& test, const ComparisonNames& names = {});
 
 [[nodiscard]] nlohmann::json to_json(const Summary& s);
 [[nodiscard]] nlohmann::json to_json(const Report& report);
-[[nodiscard]] nlohmann::json comparison_json(const Report& off, const Report& on);
+[[nodiscard]] nlohmann::json comparison_json(const Report& base, const Report& test, const ComparisonNames& names = {});
 
 }  // namespace hearth::bench

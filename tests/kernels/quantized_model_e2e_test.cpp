@@ -1,7 +1,7 @@
-// End to end on real quantization mixes: llama-quantize (the peer) turns synth-tiny-f16.gguf into each mix at test
-// time; Hearth loads it, prefills with finite logits that do not change by one bit with chunk size or thread
+// End to end on the real quantization mixes of ../shared/models/mixes/ (llama-quantize's output from
+// synth-tiny-f16.gguf): Hearth loads each, prefills with finite logits that do not change by one bit with chunk size or thread
 // count, serves a prefix-cache hit whose logits are the cold run's bit for bit (the prefix-cache contract), and
-// generates greedy tokens. Skips, saying why, when the peer is absent.
+// generates greedy tokens.
 // It lives with the kernel tests because what it proves is the weight formats; it links the model and engine.
 
 #include <gtest/gtest.h>
@@ -19,7 +19,7 @@
 #include "model/kv_storage.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
-#include "peer_quantize.h"
+#include "shared_mixes.h"
 
 namespace hearth {
 namespace {
@@ -67,13 +67,11 @@ void expect_hit_matches_cold(Model& model, const Tokenizer& tokenizer, ThreadPoo
   EXPECT_EQ(std::memcmp(hit.data(), cold.data(), hit.size() * sizeof(float)), 0) << mix << ": hit differs from cold";
 }
 
-class QuantizedModelTest : public testing::TestWithParam<const char*> {};
+class QuantizedModelTest : public testing::TestWithParam<mixes::Mix> {};
 
 TEST_P(QuantizedModelTest, LoadsPrefillsDeterministicallyAndGenerates) {
-  const peer::PeerFile quantized = peer::quantize(GetParam());
-  if (quantized.absent) GTEST_SKIP() << quantized.message;
-  ASSERT_FALSE(quantized.path.empty()) << quantized.message;
-  auto file = GgufFile::open(quantized.path);
+  const char* mix = GetParam().name;
+  auto file = GgufFile::open(mixes::gguf_path(GetParam()));
   ASSERT_TRUE(file.ok()) << file.error().message;
   auto shared = std::make_shared<const GgufFile>(std::move(*file));
   auto model = Model::load(shared);
@@ -92,7 +90,7 @@ TEST_P(QuantizedModelTest, LoadsPrefillsDeterministicallyAndGenerates) {
     EXPECT_EQ(std::memcmp(chunked.data(), whole.data(), whole.size() * sizeof(float)), 0) << "chunk " << chunk;
   }
 
-  expect_hit_matches_cold(**model, *tokenizer, two, GetParam());
+  expect_hit_matches_cold(**model, *tokenizer, two, mix);
 
   GenerateOptions options;
   options.max_tokens = 8;
@@ -103,15 +101,11 @@ TEST_P(QuantizedModelTest, LoadsPrefillsDeterministicallyAndGenerates) {
   EXPECT_EQ(result->output_tokens.size(), 8u);
   auto again = generate(**model, *tokenizer, "Once upon a time", options, one);
   ASSERT_TRUE(again.ok()) << again.error().message;
-  EXPECT_EQ(again->output_tokens, result->output_tokens) << "greedy tokens changed with the thread count";
-  shared.reset();
-  std::filesystem::remove(quantized.path);
+  EXPECT_EQ(again->output_tokens, result->output_tokens) << mix << ": greedy tokens changed with the thread count";
 }
 
-INSTANTIATE_TEST_SUITE_P(PeerMixes, QuantizedModelTest,
-                         testing::Values("Q4_K_M", "Q5_K_M", "Q3_K_M", "IQ4_XS", "Q5_0", "Q5_1", "Q4_1", "IQ4_NL",
-                                         "Q2_K", "Q8_0", "Q4_0", "Q6_K", "BF16"),
-                         [](const testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
+INSTANTIATE_TEST_SUITE_P(PeerMixes, QuantizedModelTest, testing::ValuesIn(mixes::kMixes),
+                         [](const testing::TestParamInfo<mixes::Mix>& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace hearth

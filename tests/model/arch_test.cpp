@@ -1,9 +1,8 @@
 // The qwen2, qwen3, phi3, gemma2, gemma3 and Llama 3 (rope_freqs) forward passes, proven two ways on tiny synthetic
 // models with the families' real vocabularies: (a) the engine's logits agree with a plain scalar forward written from
 // the architectures' definitions (reference_forward.cpp), which itself agrees with the engine on stories260K (llama);
-// and (b) Hearth's greedy text equals an independent implementation's: llama.cpp b4748 for qwen2, phi3 and
-// Llama 3 and gemma2, ik_llama.cpp for qwen3 and gemma3 (b4748 knows neither). The peer tests skip, saying so, only
-// where the peer binary is absent.
+// and (b) Hearth's greedy token ids and text equal an independent implementation's: llama.cpp v0.5.0 as the npm
+// package node-llama-cpp 3.22.1 ships it (bench/peer/greedy.mjs, installed by scripts/test). A missing peer fails.
 
 #include <unistd.h>
 
@@ -15,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "../engine/first_logits.h"
@@ -95,6 +95,10 @@ SynthConfig tiny_config(const std::string& variant) {
     c.rope_freq_base = 10000.0f;
     c.sliding_window = 8;  // a mask on every layer, visible within the tests' positions
   }
+  // llama.cpp v0.5.0 ignores phi3's attention.sliding_window (it logs "Phi SWA is currently disabled",
+  // ggml-org/llama.cpp#13676), so the files its greedy text is compared on have a window as long as the context:
+  // the same model to the peer and to Hearth. The window itself is proven against the scalar reference.
+  if (variant.ends_with("_full_window")) c.sliding_window = c.context_length;
   if (variant.starts_with("phi3_longrope")) {
     // LongRoPE for an original context of 64: the 256-token model rotates with the long factors (up to 8) and
     // an attn_factor of √(1 + ln 4 / ln 64) = 1.155; "_short" serves 64 tokens, so the short ones and 1.
@@ -483,88 +487,96 @@ std::string run_command(const std::string& command) {
 const std::string kPrompt = "Once upon a time";
 constexpr int kGreedyTokens = 32;
 
-std::string hearth_greedy_text(const std::string& path) {
+struct Greedy {
+  std::vector<int32_t> prompt_ids;  // plain ints, so a mismatch prints the ids
+  std::vector<int32_t> ids;
+  std::string text;
+};
+
+std::vector<int32_t> ids_of(const std::vector<TokenId>& tokens) {
+  std::vector<int32_t> out;
+  for (TokenId t : tokens) out.push_back(t.value);
+  return out;
+}
+
+// Hearth's greedy continuation of kPrompt: exactly kGreedyTokens tokens (an end-of-generation token is generated
+// like any other, as the peer program does), f16 KV as the peer's default.
+Greedy hearth_greedy(const std::string& path) {
   const auto file = open_file(path);
   auto model = Model::load(file);
   EXPECT_TRUE(model.ok()) << (model.ok() ? "" : model.error().message);
   auto tokenizer = Tokenizer::from_gguf(*file);
   EXPECT_TRUE(tokenizer.ok()) << (tokenizer.ok() ? "" : tokenizer.error().message);
+  if (!model.ok() || !tokenizer.ok()) return {};
   ThreadPool pool(2);
   GenerateOptions options;
   options.max_tokens = kGreedyTokens;
   options.sampling.temperature = 0.0f;
-  options.kv_format = {KvDtype::kF16, KvDtype::kF16};  // the peers' default KV precision (ik_llama needs it)
+  options.stop_at_eos = false;
+  options.kv_format = {KvDtype::kF16, KvDtype::kF16};
   auto result = generate(**model, *tokenizer, kPrompt, options, pool);
   EXPECT_TRUE(result.ok()) << (result.ok() ? "" : result.error().message);
-  return result.ok() ? result->text : "";
+  if (!result.ok()) return {};
+  return {ids_of(result->prompt_tokens), ids_of(result->output_tokens), result->text};
 }
 
-struct Peer {
-  std::string dir;      // under shared/peers
-  std::string flags;    // beyond the common ones
-  std::string trailer;  // what llama-cli prints after the generated text
-};
-
-// The peer's greedy continuation of kPrompt: llama-cli prints the prompt, the generated text, then its trailer.
-std::string peer_greedy_text(const Peer& peer, const std::string& path) {
-  const std::string peer_dir = kShared + "/peers/" + peer.dir;
-  // From the temporary folder: ik_llama.cpp writes a main.log into its working directory.
-  const std::string command = "cd " + std::string(HEARTH_TEST_TMP_DIR) + " && LD_LIBRARY_PATH=" + peer_dir + " " +
-                              peer_dir + "/llama-cli -m " + path + " -p '" + kPrompt + "' -n " +
-                              std::to_string(kGreedyTokens) + " --temp 0 --repeat-penalty 1.0 -t 2 -c 256 " +
-                              peer.flags + " </dev/null 2>" + path + ".peer.log";
-  std::string out = run_command(command);
-  // A SentencePiece vocabulary (phi3's) prints the prompt with the space it prepends to the first word.
-  if (out.starts_with(" " + kPrompt)) out.erase(0, 1);
-  EXPECT_TRUE(out.starts_with(kPrompt)) << command << "\nprinted: " << out;
-  if (out.starts_with(kPrompt)) out.erase(0, kPrompt.size());
-  EXPECT_TRUE(out.ends_with(peer.trailer)) << command << "\nprinted: " << out;
-  if (out.ends_with(peer.trailer)) out.resize(out.size() - peer.trailer.size());
-  return out;
+// The peer's (llama.cpp v0.5.0 through node-llama-cpp, bench/peer/greedy.mjs) greedy continuation of kPrompt.
+// The peer is installed by scripts/test (scripts/peer-install); its absence is a failure, never a skip.
+Greedy peer_greedy(const std::string& path) {
+  const std::string peer_dir = HEARTH_PEER_DIR;
+  const std::string installed = peer_dir + "/node_modules/@node-llama-cpp/linux-x64/bins";
+  EXPECT_TRUE(fs::exists(installed)) << "the peer is not installed in " << peer_dir << ": run scripts/peer-install";
+  if (!fs::exists(installed)) return {};
+  const std::string log = path + ".peer.log";
+  const std::string command = "node '" + peer_dir + "/greedy.mjs' --model '" + path + "' --prompt '" + kPrompt +
+                              "' -n " + std::to_string(kGreedyTokens) + " --ctx 256 -t 1 2>'" + log + "'";
+  const std::string out = run_command(command);
+  const nlohmann::json j = nlohmann::json::parse(out, nullptr, false);
+  EXPECT_TRUE(j.is_object()) << command << "\nprinted: " << out << "\n(stderr in " << log << ")";
+  if (!j.is_object()) return {};
+  Greedy g;
+  for (const auto& id : j.at("prompt_ids")) g.prompt_ids.push_back(id.get<int32_t>());
+  for (const auto& id : j.at("ids")) g.ids.push_back(id.get<int32_t>());
+  g.text = j.at("text").get<std::string>();
+  return g;
 }
 
-void expect_greedy_text_matches_peer(const std::string& arch, const Peer& peer) {
-  const std::string peer_dir = kShared + "/peers/" + peer.dir;
-  if (!fs::exists(peer_dir + "/llama-cli")) {
-    GTEST_SKIP() << "peer binary " << peer_dir << "/llama-cli is absent: cannot compare " << arch
-                 << " greedy text with an independent implementation";
-  }
-  const std::string& path = synthetic_model(arch);
-  const std::string ours = hearth_greedy_text(path);
-  EXPECT_FALSE(ours.empty());
-  EXPECT_EQ(peer_greedy_text(peer, path), ours) << arch << " against " << peer.dir;
+// Token ids first (the prompt's, then the generated ones), text second.
+void expect_greedy_matches_peer(const std::string& path, const std::string& what) {
+  const Greedy ours = hearth_greedy(path);
+  const Greedy theirs = peer_greedy(path);
+  ASSERT_EQ(ours.ids.size(), static_cast<size_t>(kGreedyTokens)) << what;
+  EXPECT_EQ(ours.prompt_ids, theirs.prompt_ids) << what << ": the prompt tokenizes differently";
+  EXPECT_EQ(ours.ids, theirs.ids) << what << ": greedy token ids differ from llama.cpp v0.5.0's";
+  EXPECT_EQ(ours.text, theirs.text) << what << ": greedy text differs from llama.cpp v0.5.0's";
 }
 
-// b4748 would start a chat (the vocabulary has a chat template) without -no-cnv, and ends with a blank line.
-TEST(ArchPeer, Qwen2GreedyTextMatchesLlamaCpp) {
-  expect_greedy_text_matches_peer("qwen2", {"llama.cpp-b4748", "-no-cnv", "\n\n"});
+TEST(ArchPeer, LlamaStories260KGreedyMatchesLlamaCpp) {
+  expect_greedy_matches_peer(kShared + "/models/stories260K.gguf", "stories260K");
 }
 
-TEST(ArchPeer, Llama3RopeFreqsGreedyTextMatchesLlamaCpp) {
-  expect_greedy_text_matches_peer("llama3", {"llama.cpp-b4748", "-no-cnv", "\n\n"});
+TEST(ArchPeer, LlamaGreedyMatchesLlamaCpp) { expect_greedy_matches_peer(synthetic_model("llama"), "llama"); }
+
+TEST(ArchPeer, Llama3RopeFreqsGreedyMatchesLlamaCpp) {
+  expect_greedy_matches_peer(synthetic_model("llama3"), "llama3");
 }
 
-TEST(ArchPeer, Phi3GreedyTextMatchesLlamaCpp) {
-  expect_greedy_text_matches_peer("phi3", {"llama.cpp-b4748", "-no-cnv", "\n\n"});
+TEST(ArchPeer, Qwen2GreedyMatchesLlamaCpp) { expect_greedy_matches_peer(synthetic_model("qwen2"), "qwen2"); }
+
+TEST(ArchPeer, Qwen3GreedyMatchesLlamaCpp) { expect_greedy_matches_peer(synthetic_model("qwen3"), "qwen3"); }
+
+TEST(ArchPeer, Phi3GreedyMatchesLlamaCpp) {
+  expect_greedy_matches_peer(synthetic_model("phi3_full_window"), "phi3_full_window");
 }
 
-// -c 256 beyond the original 64: b4748 takes the long factors too (llama_context's build_rope_factors).
-TEST(ArchPeer, Phi3LongRopeGreedyTextMatchesLlamaCpp) {
-  expect_greedy_text_matches_peer("phi3_longrope", {"llama.cpp-b4748", "-no-cnv", "\n\n"});
+// The peer runs a 256-token context, beyond the original 64: llama.cpp takes the long factors too.
+TEST(ArchPeer, Phi3LongRopeGreedyMatchesLlamaCpp) {
+  expect_greedy_matches_peer(synthetic_model("phi3_longrope_full_window"), "phi3_longrope_full_window");
 }
 
-TEST(ArchPeer, Gemma2GreedyTextMatchesLlamaCpp) {
-  expect_greedy_text_matches_peer("gemma2", {"llama.cpp-b4748", "-no-cnv", "\n\n"});
-}
+TEST(ArchPeer, Gemma2GreedyMatchesLlamaCpp) { expect_greedy_matches_peer(synthetic_model("gemma2"), "gemma2"); }
 
-// ik_llama.cpp is not interactive by default and prints nothing after the text.
-TEST(ArchPeer, Qwen3GreedyTextMatchesIkLlamaCpp) {
-  expect_greedy_text_matches_peer("qwen3", {"ik_llama.cpp", "", ""});
-}
-
-TEST(ArchPeer, Gemma3GreedyTextMatchesIkLlamaCpp) {
-  expect_greedy_text_matches_peer("gemma3", {"ik_llama.cpp", "", ""});
-}
+TEST(ArchPeer, Gemma3GreedyMatchesLlamaCpp) { expect_greedy_matches_peer(synthetic_model("gemma3"), "gemma3"); }
 
 }  // namespace
 }  // namespace hearth
