@@ -20,7 +20,7 @@ struct SynthFlags {
 
 const std::map<std::string, DType> kWeightTypes = {
     {"f32", DType::F32},   {"f16", DType::F16},   {"bf16", DType::BF16}, {"q8_0", DType::Q8_0},
-    {"q4_0", DType::Q4_0}, {"q4_k", DType::Q4_K}, {"q6_k", DType::Q6_K},
+    {"q4_0", DType::Q4_0}, {"q4_k", DType::Q4_K}, {"q6_k", DType::Q6_K}, {"q4_k_m", DType::Q4_K},
 };
 
 int run_synth(const SynthFlags& f) {
@@ -37,6 +37,7 @@ int run_synth(const SynthFlags& f) {
   c.sliding_window = o.sliding_window;
   c.architecture = o.architecture;
   c.weight_type = kWeightTypes.at(f.type);
+  c.q4_k_m = f.type == "q4_k_m";  // llama-quantize's mix: Q6_K for the output and some attn_v and ffn_down
   c.llama3_rope_freqs = f.rope_freqs;
   if (f.rope_freqs) c.rope_freq_base = 500000.0f;  // Llama 3's
   if (f.rope_base > 0) c.rope_freq_base = f.rope_base;
@@ -82,7 +83,7 @@ Command add_synth(CLI::App& app) {
   app.add_option("--rope-base", f->rope_base, "RoPE frequency base (default 10000, 500000 with --rope-freqs)");
   app.add_option("--preset", f->preset, "Shape: tiny, 110m, 1b, 3b, 8b")->capture_default_str();
   app.add_option("--type", f->type, "Weight type")
-      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k"}))
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q4_k_m", "q6_k"}))
       ->capture_default_str();
   app.add_option("--vocab-from", f->overrides.vocab_from, "GGUF whose tokenizer is copied")
       ->check(CLI::ExistingFile)

@@ -74,10 +74,14 @@ struct TensorPlan {
   std::vector<float> values = {};  // when set: exactly these values (one row), instead of mean + noise
 };
 
+// llama-quantize's choice of the layers that get more bits in the _M mixes.
+bool use_more_bits(int64_t i, int64_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
 std::vector<TensorPlan> plan_layer(const SynthConfig& c, int64_t i) {
   const int64_t head_dim = c.dim / c.n_heads;
   const int64_t kv_dim = c.n_kv_heads * head_dim;
   const DType w = c.weight_type;
+  const DType w_more = c.q4_k_m && use_more_bits(i, c.n_layers) ? DType::Q6_K : w;  // attn_v, ffn_down
   const float sd = c.weight_sd;
   const std::string blk = "blk." + std::to_string(i) + ".";
   const bool phi3 = c.architecture == "phi3";
@@ -89,7 +93,7 @@ std::vector<TensorPlan> plan_layer(const SynthConfig& c, int64_t i) {
   } else {
     plan.push_back({blk + "attn_q.weight", {c.dim, c.dim}, w, 0.0f, sd});
     plan.push_back({blk + "attn_k.weight", {c.dim, kv_dim}, w, 0.0f, sd});
-    plan.push_back({blk + "attn_v.weight", {c.dim, kv_dim}, w, 0.0f, sd});
+    plan.push_back({blk + "attn_v.weight", {c.dim, kv_dim}, w_more, 0.0f, sd});
   }
   if (c.architecture == "qwen2") {
     plan.push_back({blk + "attn_q.bias", {c.dim}, DType::F32, 0.0f, c.bias_sd});
@@ -108,7 +112,7 @@ std::vector<TensorPlan> plan_layer(const SynthConfig& c, int64_t i) {
     plan.push_back({blk + "ffn_gate.weight", {c.dim, c.ffn_dim}, w, 0.0f, sd});
     plan.push_back({blk + "ffn_up.weight", {c.dim, c.ffn_dim}, w, 0.0f, sd});
   }
-  plan.push_back({blk + "ffn_down.weight", {c.ffn_dim, c.dim}, w, 0.0f, sd});
+  plan.push_back({blk + "ffn_down.weight", {c.ffn_dim, c.dim}, w_more, 0.0f, sd});
   if (gemma) {
     plan.push_back({blk + "post_attention_norm.weight", {c.dim}, DType::F32, 1.0f, c.qk_norm_sd});
     plan.push_back({blk + "post_ffw_norm.weight", {c.dim}, DType::F32, 1.0f, c.qk_norm_sd});
@@ -118,14 +122,16 @@ std::vector<TensorPlan> plan_layer(const SynthConfig& c, int64_t i) {
 
 std::vector<TensorPlan> plan_tensors(const SynthConfig& c, int64_t n_vocab) {
   const DType w = c.weight_type;
+  const bool tied = c.architecture == "gemma2" || c.architecture == "gemma3";  // output tied to token_embd
+  const DType w_output = c.q4_k_m ? DType::Q6_K : w;
   std::vector<TensorPlan> plan;
-  plan.push_back({"token_embd.weight", {c.dim, n_vocab}, w, 0.0f, c.weight_sd});
+  plan.push_back({"token_embd.weight", {c.dim, n_vocab}, tied ? w_output : w, 0.0f, c.weight_sd});
   for (int64_t i = 0; i < c.n_layers; ++i) {
     for (TensorPlan& t : plan_layer(c, i)) plan.push_back(std::move(t));
   }
   plan.push_back({"output_norm.weight", {c.dim}, DType::F32, 1.0f, 0.0f});
-  if (c.architecture != "gemma2" && c.architecture != "gemma3") {  // gemma: output tied to token_embd
-    plan.push_back({"output.weight", {c.dim, n_vocab}, w, 0.0f, c.weight_sd});
+  if (!tied) {
+    plan.push_back({"output.weight", {c.dim, n_vocab}, w_output, 0.0f, c.weight_sd});
   }
   if (c.llama3_rope_freqs) {
     std::vector<float> freqs = llama3_rope_freqs(c);
@@ -174,8 +180,9 @@ GgufTensorFill make_fill(const TensorPlan& t, const SynthConfig& c, ThreadPool& 
   };
 }
 
-// llama.cpp's LLAMA_FTYPE for a file whose weights are all `type` (norms stay F32 in every ftype).
-uint32_t llama_file_type(DType type) {
+// llama.cpp's LLAMA_FTYPE for a file whose weights are all `type` (norms stay F32 in every ftype), or its Q4_K_M.
+uint32_t llama_file_type(DType type, bool q4_k_m) {
+  if (q4_k_m) return 15;  // MOSTLY_Q4_K_M
   switch (type) {
     case DType::F32:
       return 0;
@@ -201,7 +208,7 @@ void add_metadata(GgufWriter& w, const SynthConfig& c, const GgufFile& vocab, in
   const std::string& a = c.architecture;
   w.add("general.architecture", gguf_string(a));
   w.add("general.name", gguf_string(c.name));
-  w.add("general.file_type", gguf_u32(llama_file_type(c.weight_type)));
+  w.add("general.file_type", gguf_u32(llama_file_type(c.weight_type, c.q4_k_m)));
   if (dtype_info(c.weight_type).block_size > 1) w.add("general.quantization_version", gguf_u32(2));
   w.add(a + ".vocab_size", u32(n_vocab));
   w.add(a + ".context_length", u32(c.context_length));
@@ -333,6 +340,7 @@ Result<void> validate_synth_config(const SynthConfig& c) {
     return bad(fmt::format("weight type {} has no quantizer (use F32, F16, BF16, Q8_0, Q4_0, Q4_K or Q6_K)",
                            dtype_name(c.weight_type)));
   }
+  if (c.q4_k_m && c.weight_type != DType::Q4_K) return bad("the Q4_K_M mix needs weight type Q4_K");
   const int64_t block = dtype_info(c.weight_type).block_size;
   if (c.dim % block != 0 || c.ffn_dim % block != 0) {
     return bad(fmt::format("{} rows need multiples of {} elements, but dim is {} and ffn_dim {}",

@@ -59,6 +59,10 @@ struct SynthConfig {
   int64_t ffn_dim = 768;
   int64_t context_length = 1024;
   DType weight_type = DType::F16;  // F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K
+  // With weight_type Q4_K: llama-quantize's Q4_K_M mix instead of all Q4_K: the output matrix (token_embd when
+  // it is tied) and, on the layers its use_more_bits picks (the first and last eighth, every third between),
+  // attn_v and ffn_down in Q6_K. phi3's fused attn_qkv, Q5_K in that mix, stays Q4_K (no Q5_K quantizer here).
+  bool q4_k_m = false;
   uint64_t seed = 1;
   float weight_sd = 0.02f;
   float bias_sd = 0.1f;     // qwen2's q/k/v biases

@@ -11,6 +11,7 @@
 #include <iterator>
 #include <map>
 #include <numbers>
+#include <set>
 
 #include "gguf/gguf_file.h"
 #include "model/synth.h"
@@ -259,6 +260,51 @@ TEST(Synth, TinyPresetMatchesTheSharedSyntheticModel) {
     EXPECT_EQ(gguf_value_to_string(*mine), gguf_value_to_string(value)) << key;
   }
   fs::remove(c->out_path);
+}
+
+// The Q4_K_M mix: every tensor of the tiny preset gets the type llama-quantize gave it in the shared
+// synth-tiny-q4_k_m.gguf (13 Q4_K, 3 Q6_K: output, and layer 1's attn_v and ffn_down), and general.file_type 15.
+TEST(Synth, Q4KMMixMatchesLlamaQuantizesTypes) {
+  std::optional<SynthConfig> c = synth_preset("tiny");
+  ASSERT_TRUE(c.has_value());
+  c->out_path = tmp_path("tiny-q4_k_m.gguf");
+  c->vocab_from = kVocab;
+  c->weight_type = DType::Q4_K;
+  c->q4_k_m = true;
+  ASSERT_TRUE(write_synthetic_model(*c));
+  auto ours = GgufFile::open(c->out_path);
+  auto theirs = GgufFile::open(kShared + "/models/mixes/synth-tiny-q4_k_m.gguf");
+  ASSERT_TRUE(ours && theirs);
+  std::map<std::string, DType> a, b;
+  for (const GgufTensor& t : ours->tensors()) a[t.name] = t.type;
+  for (const GgufTensor& t : theirs->tensors()) b[t.name] = t.type;
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(gguf_value_to_string(*ours->find("general.file_type")),
+            gguf_value_to_string(*theirs->find("general.file_type")));
+  fs::remove(c->out_path);
+}
+
+// On 16 layers the mix follows use_more_bits: layers 0-1 and 14-15, and every third from 4, get Q6_K.
+TEST(Synth, Q4KMMixPicksLlamaQuantizesLayers) {
+  SynthConfig c = small_config(DType::Q4_K, "q4_k_m16.gguf");
+  c.dim = 256;
+  c.ffn_dim = 256;
+  c.n_layers = 16;
+  c.q4_k_m = true;
+  ASSERT_TRUE(write_synthetic_model(c));
+  auto file = GgufFile::open(c.out_path);
+  ASSERT_TRUE(file);
+  std::set<int> more;
+  for (const GgufTensor& t : file->tensors()) {
+    if (t.name.ends_with("attn_v.weight") && t.type == DType::Q6_K) more.insert(std::stoi(t.name.substr(4)));
+    if (t.name.ends_with("ffn_down.weight")) {
+      EXPECT_EQ(t.type, more.count(std::stoi(t.name.substr(4))) ? DType::Q6_K : DType::Q4_K) << t.name;
+    }
+    if (t.name == "output.weight") EXPECT_EQ(t.type, DType::Q6_K);
+    if (t.name.ends_with("attn_q.weight")) EXPECT_EQ(t.type, DType::Q4_K) << t.name;
+  }
+  EXPECT_EQ(more, (std::set<int>{0, 1, 4, 7, 10, 13, 14, 15}));
+  fs::remove(c.out_path);
 }
 
 TEST(Synth, PresetsAreValid) {
