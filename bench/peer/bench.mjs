@@ -6,28 +6,45 @@
 // The token ids are a fixed pseudo-random walk over the vocabulary (speed does not depend on them). One warm-up
 // pass of each kind runs first. Each step goes through node-llama-cpp's evaluation queue, so decode times include
 // its per-call dispatch in JavaScript (a few tens of microseconds; `--p 0 --n 256` on stories260K shows the
-// ceiling). Prints one JSON object:
-//   {"prefill_tok_s", "decode_tok_s", "decode_depth_tok_s" (null without --depth), "variant", "flash_attention", ...}
+// ceiling).
 //
-//   node bench/peer/bench.mjs --model F.gguf [-t 2] [-p 512] [-n 64] [--depth 0] [--reps 1] [--fa auto] [--isa avx2]
+// Decode runs once per thread count of --decode-threads (default: 1 up to -t) and the fastest is reported: with
+// as many threads as cores, node-llama-cpp's decode waits in ggml's spinning barrier whenever its JavaScript event
+// loop (which wakes every millisecond while a decode is pending) takes a core from one of ggml's threads; on a
+// 2-core machine 2 threads decode slower than 1 (perf: ggml_barrier). llama-bench, whose calling thread is ggml's
+// first, has no such third thread. Taking the faster count measures the peer at its best.
+// Prints one JSON object:
+//   {"prefill_tok_s", "decode_tok_s", "decode_depth_tok_s" (null without --depth), "decode_threads" (the count
+//    that gave decode_tok_s), "decode_by_threads": {count: [decode, decode at depth]}, "variant", ...}
+//
+//   node bench/peer/bench.mjs --model F.gguf [-t 2] [-p 512] [-n 64] [--depth 0] [--reps 1] [--fa auto]
+//                            [--decode-threads 1,2] [--isa avx2]
 
 import {fail, flashAttention, loadLlama, parseFlags} from "./peer.mjs";
 
 const USAGE = "usage: bench.mjs --model F.gguf [-t 2] [-p 512] [-n 64] [--depth 0] [--reps 1] [--fa auto|on|off] " +
-              "[--isa avx2]";
-const a = parseFlags(process.argv.slice(2), {model: "", t: 2, p: 512, n: 64, depth: 0, reps: 1, fa: "auto", isa: ""},
+              "[--decode-threads 1,2] [--isa avx2]";
+const a = parseFlags(process.argv.slice(2),
+                     {model: "", t: 2, p: 512, n: 64, depth: 0, reps: 1, fa: "auto", isa: "", "decode-threads": ""},
                      USAGE);
+const decodeThreads = a["decode-threads"] ? a["decode-threads"].split(",").map(Number)
+                                          : Array.from({length: a.t}, (_, i) => i + 1);
+if (decodeThreads.some((d) => !Number.isInteger(d) || d < 1)) fail("--decode-threads takes positive integers");
 if (!a.model) fail(USAGE);
 if (a.p < 0 || a.n < 1 || a.depth < 0 || a.reps < 1) fail("need -p >= 0, -n >= 1, --depth >= 0, --reps >= 1");
 
-const peer = await loadLlama({threads: a.t, isa: a.isa});
+const peer = await loadLlama({threads: Math.max(a.t, ...decodeThreads), isa: a.isa});
 const model = await peer.llama.loadModel({modelPath: a.model}).catch((e) => fail(`cannot load ${a.model}: ${e.message}`));
 const contextSize = Math.max(a.p, a.depth + a.n, a.n + 1) + 16;
 const batch = Math.max(a.p, 512);
-const context = await model.createContext({
-  contextSize, batchSize: batch, threads: {ideal: a.t, min: a.t}, flashAttention: flashAttention(a.fa), sequences: 1,
-});
-const sequence = context.getSequence();
+async function makeContext(threads) {
+  return model.createContext({
+    contextSize, batchSize: batch, threads: {ideal: threads, min: threads}, flashAttention: flashAttention(a.fa),
+    sequences: 1,
+  });
+}
+let context = await makeContext(a.t);
+let sequence = context.getSequence();
 
 let nVocab = 0;
 for (const _ of model.iterateAllTokens()) ++nVocab;
@@ -72,14 +89,25 @@ if (a.p > 0) {
   for (let r = 0; r < a.reps; ++r) times.push(await timedPrefill(a.p));
   out.prefill_tok_s = a.p / median(times);
 }
-await timedDecode(0, 4);  // warm-up
-const decode = [];
-for (let r = 0; r < a.reps; ++r) decode.push(await timedDecode(0, a.n));
-out.decode_tok_s = a.n / median(decode);
-if (a.depth > 0) {
+out.decode_by_threads = {};
+for (const threads of decodeThreads) {
+  await context.dispose();
+  context = await makeContext(threads);
+  sequence = context.getSequence();
+  await timedDecode(0, 4);  // warm-up
+  const decode = [];
+  for (let r = 0; r < a.reps; ++r) decode.push(await timedDecode(0, a.n));
   const deep = [];
-  for (let r = 0; r < a.reps; ++r) deep.push(await timedDecode(a.depth, a.n));
-  out.decode_depth_tok_s = a.n / median(deep);
+  for (let r = 0; r < (a.depth > 0 ? a.reps : 0); ++r) deep.push(await timedDecode(a.depth, a.n));
+  const speeds = [a.n / median(decode), deep.length ? a.n / median(deep) : null];
+  out.decode_by_threads[threads] = speeds;
+  if (out.decode_tok_s === null || speeds[0] > out.decode_tok_s) {
+    out.decode_tok_s = speeds[0];
+    out.decode_threads = threads;
+  }
+  if (speeds[1] !== null && (out.decode_depth_tok_s === null || speeds[1] > out.decode_depth_tok_s)) {
+    out.decode_depth_tok_s = speeds[1];
+  }
 }
 out.variant = peer.variant();
 out.flash_attention = a.fa;
