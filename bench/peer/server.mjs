@@ -7,7 +7,10 @@
 // that common prefix, erases the rest and evaluates only the new tokens: per-sequence prompt reuse, exactly what
 // llama-server's slots do. There is no shared prefix cache: a prefix one sequence computed is not reused by
 // another. Requests wait in arrival order when every sequence is busy; node-llama-cpp batches the busy sequences'
-// tokens into one decode call per step (continuous batching).
+// tokens into one decode call per step (continuous batching, with the dispatch schedule below). Even so its
+// aggregate decode with several sequences stays near one stream's speed: each sequence's sampling and the
+// JavaScript between steps run one after another. Its batched-decode figures measure this harness, not
+// llama-server's batching.
 //
 // Chat messages are rendered with the model's chat template through node-llama-cpp's resolveChatWrapper, or, for a
 // GGUF without `tokenizer.chat_template`, with the same fallback format as Hearth's (`User: ...\n`, answers as
@@ -36,9 +39,24 @@ const MAX_BODY = 4 << 20;
 const peer = await loadLlama({threads: a.t, isa: a.isa});
 const model = await peer.llama.loadModel({modelPath: a.model}).catch((e) => fail(`cannot load ${a.model}: ${e.message}`));
 const perSequence = Math.floor(a.c / a.np);
+// node-llama-cpp dispatches a decode as soon as one sequence queues a token, unless every sequence of the context
+// has queued one; a busy sequence's next token arrives only after its own sampling returns, so concurrent streams
+// would rarely share a decode. llama-server's loop instead batches one token of every active slot per step. This
+// schedule does the same: it dispatches when every busy sequence has queued its token (or after 2 ms, so a stream
+// that is still rendering text does not hold the others back).
+let busy = 0;
+function dispatchWhenBusySequencesQueued(dispatch) {
+  const start = performance.now();
+  const poll = () => {
+    const queued = context._queuedDecodeSequenceIds?.size ?? busy;  // node-llama-cpp's own count, when it has one
+    if (queued >= busy || performance.now() - start > 2) dispatch();
+    else setImmediate(poll);
+  };
+  setImmediate(poll);
+}
 const context = await model.createContext({
   contextSize: perSequence, sequences: a.np, batchSize: 512, threads: {ideal: a.t, min: a.t},
-  flashAttention: flashAttention(a.fa),
+  flashAttention: flashAttention(a.fa), batching: {dispatchSchedule: dispatchWhenBusySequencesQueued},
 });
 const slots = Array.from({length: a.np}, (_, i) => ({id: i, sequence: context.getSequence(), busy: false, used: 0}));
 const modelId = a.model.split("/").pop();
@@ -84,6 +102,7 @@ function dispatch() {
       best = free.reduce((x, y) => (y.used < x.used ? y : x));
     }
     best.busy = true;
+    ++busy;
     best.used = ++clock;
     resolve(best);
   }
@@ -91,6 +110,7 @@ function dispatch() {
 
 function release(slot) {
   slot.busy = false;
+  --busy;
   dispatch();
 }
 
