@@ -32,6 +32,9 @@ SubmitResult<int32_t> check_request(const RequestSpec& spec, const EngineInfo& i
   }
   for (const std::string& s : spec.stop) {
     if (s.empty()) return submit_error(kInvalidStop, "stop strings must not be empty");
+    if (s.size() > kMaxStopBytes) {
+      return submit_error(kInvalidStop, "a stop string is {} bytes; at most {} are allowed", s.size(), kMaxStopBytes);
+    }
   }
   if (spec.top_logprobs && (*spec.top_logprobs < 0 || *spec.top_logprobs > kMaxTopLogprobs)) {
     return submit_error(kInvalidSampling, "top_logprobs {} is out of range [0, {}]", *spec.top_logprobs,

@@ -229,12 +229,22 @@ bool ModelHost::drain(std::chrono::milliseconds grace) {
   std::unique_lock lock(mutex_);
   draining_ = true;
   changed_.notify_all();
-  return changed_.wait_for(lock, grace, [&] {
+  auto idle = [&] {
     for (size_t i = 0; i < specs_.size(); ++i) {
       if (busy_locked(i)) return false;
     }
     return true;
-  });
+  };
+  changed_.wait_for(lock, grace, [&] { return drain_cut_ || idle(); });
+  return idle();
+}
+
+void ModelHost::cut_drain() {
+  {
+    std::lock_guard lock(mutex_);
+    drain_cut_ = true;
+  }
+  changed_.notify_all();
 }
 
 void ModelHost::for_each_loaded(const std::function<void(HttpServer&)>& fn) {
