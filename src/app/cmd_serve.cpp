@@ -9,6 +9,7 @@
 #include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -30,6 +31,7 @@
 #include "server/server.h"
 #include "template/chat_template.h"
 #include "util/log.h"
+#include "util/process_memory.h"
 
 namespace hearth::app {
 namespace {
@@ -141,6 +143,10 @@ std::string default_model_id(const std::string& path) {
 }
 
 int run_serve(ServeFlags f) {
+  // One allocator policy for the whole process, set before any thread starts (util/process_memory.h): 2 arenas, and
+  // model unloads trim. MALLOC_ARENA_MAX, when the operator set it, wins.
+  constexpr int kMallocArenas = 2;
+  if (std::getenv("MALLOC_ARENA_MAX") == nullptr) bound_malloc_arenas(kMallocArenas);
   const bool several = f.model_paths.size() > 1 || !f.models_dir.empty();
   if (f.model_paths.size() == 1 && f.models_dir.empty()) f.model_path = f.model_paths[0];
   if (several && !f.model_id.empty()) {

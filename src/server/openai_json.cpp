@@ -276,9 +276,11 @@ std::optional<ApiError> parse_limits(const json& body, CompletionRequest& r) {
   constexpr int64_t kMaxInt = std::numeric_limits<int32_t>::max();
   for (const char* key : {"max_tokens", "max_completion_tokens"}) {
     auto it = body.find(key);
-    if (it != body.end() && it->is_number_integer() && it->get<int64_t>() <= 0) {
-      return invalid_request(fmt::format("'{}' must be at least 1, got {}", key, it->get<int64_t>()), key,
-                             "invalid_value");
+    // An unsigned JSON integer (2^63 and above included) is read as unsigned: as int64 it would wrap negative.
+    const bool below_one = it != body.end() && it->is_number_integer() &&
+                           (it->is_number_unsigned() ? it->get<uint64_t>() == 0 : it->get<int64_t>() <= 0);
+    if (below_one) {
+      return invalid_request(fmt::format("'{}' must be at least 1, got {}", key, it->dump()), key, "invalid_value");
     }
     std::optional<int64_t> v;
     if (auto err = read_int(body, key, 1, kMaxInt, v)) return err;
