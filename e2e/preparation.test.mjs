@@ -5,12 +5,14 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { after, before, test } from 'node:test';
-import { startServer } from './helpers.mjs';
+import { BIN, startServer } from './helpers.mjs';
 
 const MAX_BODY = 4 << 20;
 // Compute budget per request alone, in ms. The issue asks for 100 ms of compute; parsing a 4 MiB JSON body alone is
 // most of that on a slow 2-core CI machine, so the bound is checked with room (a stall was 27 s before).
-const ALONE_MS = 1000;
+// scripts/test runs this suite against the AddressSanitizer build too, several times slower: the bounds scale.
+const SLOWER = /asan/.test(BIN) ? 10 : 1;
+const ALONE_MS = 1000 * SLOWER;
 
 let server;
 before(async () => {
@@ -213,6 +215,6 @@ test('8 worst bodies at a time: /health and a normal completion keep their usual
   console.log(`# normal completion: usual ${p.usual_ms} ms, under load ${p.completions_ms.join(' ')} ms; /health: ${p.checks} checks, worst ${p.worst_ms} ms`);
   assert.equal(p.failures, 0);
   assert.ok(p.completions_ms.length >= 3, 'completions ran while the load did');
-  assert.ok(p.worst_ms < 250, `/health took ${p.worst_ms} ms`);
-  assert.ok(Math.max(...p.completions_ms) < p.usual_ms + 250, `a normal completion took ${Math.max(...p.completions_ms)} ms`);
+  assert.ok(p.worst_ms < 250 * SLOWER, `/health took ${p.worst_ms} ms`);
+  assert.ok(Math.max(...p.completions_ms) < p.usual_ms + 250 * SLOWER, `a normal completion took ${Math.max(...p.completions_ms)} ms`);
 });

@@ -192,7 +192,7 @@ TEST(Grammar, HugeSchemasAreRefusedByCountWithTheLimitNamed) {
   std::tie(g, ms) = timed(json{{"type", types}, {"enum", distinct}});
   ASSERT_FALSE(g);
   EXPECT_EQ(g.error().message, "'schema.enum' has more than 64 distinct values; at most 64 are supported");
-  EXPECT_LT(ms.count(), 500);
+  EXPECT_LT(ms.count(), 2000);  // one linear pass (a few ms in Release; the sanitizer build is far slower)
 
   // 600k values of 3 distinct ones are fine: de-duplicated in one pass, to 3 literals.
   json repeated = json::array();
@@ -200,7 +200,7 @@ TEST(Grammar, HugeSchemasAreRefusedByCountWithTheLimitNamed) {
   std::tie(g, ms) = timed(json{{"enum", repeated}});
   ASSERT_TRUE(g) << g.error().message;
   EXPECT_EQ(g->nodes().back().literals, (std::vector<std::string>{"0", "1", "2"}));
-  EXPECT_LT(ms.count(), 500);
+  EXPECT_LT(ms.count(), 2000);  // one linear pass, as above
 
   // 3 levels of 41 properties: 70,644 nodes, past the 16-bit node ids; refused at the node that crosses the budget.
   json leaf = {{"type", "string"}};
