@@ -1,7 +1,7 @@
 // SIGTERM is graceful: an in-flight stream still ends properly, new work is refused, the process exits 0.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { collectStream, startServer } from './helpers.mjs';
+import { collectStream, metrics, startServer, waitFor } from './helpers.mjs';
 
 test('SIGTERM lets an in-flight stream finish and exits 0', async () => {
   const server = await startServer();
@@ -81,3 +81,27 @@ async function shutdownMidGeneration(n_background) {
   if (finished === 2) return 'finished first';
   return 'cut short';
 }
+
+test('a second SIGTERM cuts the grace period short: requests in flight are aborted and the process exits at once', async () => {
+  const server = await startServer(['--shutdown-grace', '300']);
+  const body = JSON.stringify({ prompt: 'Once upon a time', max_tokens: 480, temperature: 0, hearth: { ignore_eos: true } });
+  // Far more work than the machine does in a few seconds, so requests are still running at both signals.
+  const requests = Array.from({ length: 96 }, () =>
+    fetch(`${server.baseURL}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body })
+      .then((r) => r.status)
+      .catch(() => 0),
+  );
+  await waitFor(async () => (await metrics(server))['hearth_decode_tokens_total'] > 0, 20000, 'decoding');
+  server.proc.kill('SIGTERM');
+  await waitFor(() => /shutting down: refusing new requests, (\d+) in flight/.test(server.stdout()), 10000, 'the first SIGTERM');
+  const t0 = Date.now();
+  server.proc.kill('SIGTERM');
+  const { code } = await server.exited;
+  const ms = Date.now() - t0;
+  console.log(`# exited ${ms} ms after the second SIGTERM (grace 300 s)`);
+  assert.equal(code, 0);
+  assert.match(server.stdout(), /received SIGTERM again: aborting the requests in flight now/);
+  assert.match(server.stdout(), /aborting \d+ requests still in flight/);
+  assert.ok(ms < 10000, `${ms} ms`);
+  for (const status of await Promise.all(requests)) assert.ok([200, 429, 503, 0].includes(status), String(status));
+});

@@ -9,6 +9,7 @@
 #include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -30,6 +31,7 @@
 #include "server/server.h"
 #include "template/chat_template.h"
 #include "util/log.h"
+#include "util/process_memory.h"
 
 namespace hearth::app {
 namespace {
@@ -97,17 +99,23 @@ TierLoadPolicy tier_load_policy(const ServeFlags& f) {
 }
 
 void watch_stop_signals(const sigset_t& stop_signals, const std::atomic<bool>& done,
-                        const std::function<void()>& on_stop) {
+                        const std::function<void()>& on_stop, const std::function<void()>& cut_grace) {
   const timespec poll{0, 200 * 1000 * 1000};
+  std::thread stopping;
   while (!done.load()) {
     int sig = sigtimedwait(&stop_signals, nullptr, &poll);
     if (sig != SIGINT && sig != SIGTERM) sig = g_stop_signal.exchange(0);
-    if (sig == SIGINT || sig == SIGTERM) {
-      spdlog::info("received {}", sig == SIGINT ? "SIGINT" : "SIGTERM");
-      on_stop();
-      return;
+    if (sig != SIGINT && sig != SIGTERM) continue;
+    const char* name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+    if (!stopping.joinable()) {
+      spdlog::info("received {}", name);
+      stopping = std::thread(on_stop);
+    } else {
+      spdlog::info("received {} again: aborting the requests in flight now", name);
+      cut_grace();
     }
   }
+  if (stopping.joinable()) stopping.join();
 }
 
 Result<std::vector<nlohmann::json>> read_warm_file(const std::string& path) {
@@ -135,6 +143,10 @@ std::string default_model_id(const std::string& path) {
 }
 
 int run_serve(ServeFlags f) {
+  // One allocator policy for the whole process, set before any thread starts (util/process_memory.h): 2 arenas, and
+  // model unloads trim. MALLOC_ARENA_MAX, when the operator set it, wins.
+  constexpr int kMallocArenas = 2;
+  if (std::getenv("MALLOC_ARENA_MAX") == nullptr) bound_malloc_arenas(kMallocArenas);
   const bool several = f.model_paths.size() > 1 || !f.models_dir.empty();
   if (f.model_paths.size() == 1 && f.models_dir.empty()) f.model_path = f.model_paths[0];
   if (several && !f.model_id.empty()) {
@@ -275,7 +287,8 @@ int run_serve(ServeFlags f) {
   });
 
   std::atomic<bool> done{false};
-  std::thread signal_thread([&] { watch_stop_signals(stop_signals, done, [&] { http.shutdown(); }); });
+  std::thread signal_thread([&] { watch_stop_signals(stop_signals, done, [&] { http.shutdown(); }, [&] { http.cut_grace(); });
+  });
 
   // Tests and scripts read the port from this line (--port 0 picks a free one).
   std::printf("hearth: serving %s (model id '%s') on http://%s:%d%s\n", f.model_path.c_str(),

@@ -67,10 +67,11 @@ TierLoadPolicy tier_load_policy(const ServeFlags& f);
 int64_t default_kv_memory();
 // 75% of RAM: the budget of all models' weights and KV pools when --memory is not given.
 int64_t default_memory_budget();
-// Waits (on the calling thread, which has them blocked) for SIGINT or SIGTERM and then calls on_stop once; returns
-// then, or when `done` is set.
+// Waits (on the calling thread, which has them blocked) for SIGINT or SIGTERM: the first starts on_stop (a graceful
+// shutdown, on a thread of its own), a second calls cut_grace (the operator asks for a prompt exit: what is still in
+// flight is aborted now). Returns when `done` is set, after on_stop has returned.
 void watch_stop_signals(const sigset_t& stop_signals, const std::atomic<bool>& done,
-                        const std::function<void()>& on_stop);
+                        const std::function<void()>& on_stop, const std::function<void()>& cut_grace);
 // The --warm file: one warm-up per non-empty line, a JSON object (a POST /v1/cache/warm body) or plain prompt text.
 [[nodiscard]] Result<std::vector<nlohmann::json>> read_warm_file(const std::string& path);
 // What serving the model at `path` costs, from its GGUF header alone (serve_models.cpp): id (the file's stem),

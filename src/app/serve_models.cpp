@@ -285,7 +285,8 @@ int run_serve_models(ServeFlags f, int64_t kv_bytes, int64_t max_body, const sig
     }
   });
   std::atomic<bool> done{false};
-  std::thread signal_thread([&] { watch_stop_signals(stop_signals, done, [&] { router.shutdown(); }); });
+  std::thread signal_thread([&] { watch_stop_signals(stop_signals, done, [&] { router.shutdown(); }, [&] { router.cut_grace(); });
+  });
 
   std::string ids;
   for (const auto& s : host->specs()) ids += (ids.empty() ? "" : ", ") + s.id;

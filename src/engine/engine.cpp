@@ -32,6 +32,9 @@ SubmitResult<int32_t> check_request(const RequestSpec& spec, const EngineInfo& i
   }
   for (const std::string& s : spec.stop) {
     if (s.empty()) return submit_error(kInvalidStop, "stop strings must not be empty");
+    if (s.size() > kMaxStopBytes) {
+      return submit_error(kInvalidStop, "a stop string is {} bytes; at most {} are allowed", s.size(), kMaxStopBytes);
+    }
   }
   if (spec.top_logprobs && (*spec.top_logprobs < 0 || *spec.top_logprobs > kMaxTopLogprobs)) {
     return submit_error(kInvalidSampling, "top_logprobs {} is out of range [0, {}]", *spec.top_logprobs,
@@ -139,10 +142,14 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineConfig& con
     if (tokenizer.is_eog(TokenId{t})) eog_ids_.push_back(TokenId{t});
   }
   const auto num_blocks = static_cast<int32_t>(info_.kv_plan.num_blocks);
-  kv_ = std::make_unique<KvCacheManager>(KvCacheConfig{num_blocks, config.block_size,
-                                                       static_cast<int32_t>(num_blocks * config.max_pinned_fraction),
-                                                       config.retention_clock, info_.kv_plan.window.window_tokens,
-                                                       static_cast<int32_t>(info_.kv_plan.num_window_slabs)});
+  kv_ = std::make_unique<KvCacheManager>(KvCacheConfig{
+      .num_blocks = num_blocks,
+      .block_size = config.block_size,
+      .max_pinned_blocks = static_cast<int32_t>(num_blocks * config.max_pinned_fraction),
+      .max_pinned_blocks_per_namespace = static_cast<int32_t>(num_blocks * config.max_pinned_fraction_per_salt),
+      .clock = config.retention_clock,
+      .window_tokens = info_.kv_plan.window.window_tokens,
+      .num_window_slabs = static_cast<int32_t>(info_.kv_plan.num_window_slabs)});
   spdlog::info("{} ({} blocks of {}; the model's full context is {} tokens)", describe_kv_plan(info_.kv_plan),
                num_blocks, config.block_size, info_.n_ctx);
   scheduler_ = std::make_unique<Scheduler>(

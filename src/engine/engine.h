@@ -44,6 +44,9 @@ struct EngineConfig {
   int32_t max_running = 64;
   int32_t max_waiting = 256;
   double max_pinned_fraction = 0.5;  // pins may hold at most this share of the pool
+  // One cache_salt's pins (the unsalted namespace's too) at most this share: half the shared cap, so no tenant alone
+  // can fill it and block another's pins.
+  double max_pinned_fraction_per_salt = 0.25;
   std::string adapter_id;
   // The tier below the pool (README "Tiers"); not owned, may be shared by engines; null: none.
   DiskTier* disk_tier = nullptr;

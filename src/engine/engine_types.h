@@ -33,6 +33,9 @@ class Grammar;  // engine/grammar.h
 
 // Most alternatives a request may ask logprobs for (OpenAI's top_logprobs limit).
 inline constexpr int32_t kMaxTopLogprobs = 20;
+// Longest stop string, in bytes. Each token's stop check (a search of the held text, and its overlap with each
+// stop's prefixes) costs up to the square of this on the engine thread, which every request shares.
+inline constexpr size_t kMaxStopBytes = 256;
 
 struct TokenLogprob {
   TokenId token;

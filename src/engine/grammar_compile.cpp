@@ -2,10 +2,27 @@
 // node graph grammar.cpp runs.
 
 #include <algorithm>
+#include <unordered_set>
 
 #include "engine/grammar.h"
 
 namespace hearth {
+
+// Where a schema sits, for error messages only: a chain of parts rendered on demand, so compiling copies no paths
+// (copying one per node would be quadratic in a wide, deep schema).
+struct SchemaPath {
+  const SchemaPath* parent = nullptr;
+  std::string_view part;  // the root's name, ".properties." or ".items"
+  std::string_view name;  // a property's name
+
+  std::string str() const {
+    std::string out = parent != nullptr ? parent->str() : std::string();
+    out.append(part);
+    out.append(name);
+    return out;
+  }
+};
+
 namespace {
 
 using nlohmann::json;
@@ -13,6 +30,9 @@ using Kind = GrammarNodeKind;
 
 const char* const kAnnotations[] = {"title",  "description", "default", "examples",
                                     "format", "$schema",     "$id",     "$comment"};
+constexpr size_t kNumSchemaTypes = 7;  // object array string number integer boolean null
+constexpr size_t kMaxGrammarNodes = UINT16_MAX;
+
 const char* const kKeywords[] = {"type",  "properties", "required", "additionalProperties",
                                  "items", "minItems",   "maxItems", "enum",
                                  "const", "minLength",  "maxLength"};
@@ -76,12 +96,18 @@ class GrammarCompiler {
     return any_;
   }
 
-  Result<int32_t> compile(const json& schema, const std::string& path) {
+  Result<int32_t> compile(const json& schema, const SchemaPath& path) {
+    // Nodes grow at most linearly with the schema, but a budget names the limit before the graph outgrows the
+    // 16-bit node ids of GrammarFrame.
+    if (g.nodes_.size() >= kMaxGrammarNodes) {
+      return make_error("the schema at '{}' is too large: at most {} grammar nodes are supported", path.str(),
+                        kMaxGrammarNodes);
+    }
     if (schema.is_boolean()) {
       if (schema.get<bool>()) return any();
-      return make_error("the schema at '{}' is false: nothing can match it", path);
+      return make_error("the schema at '{}' is false: nothing can match it", path.str());
     }
-    if (!schema.is_object()) return make_error("the schema at '{}' must be an object", path);
+    if (!schema.is_object()) return make_error("the schema at '{}' must be an object", path.str());
     for (const auto& [key, value] : schema.items()) {
       const bool known = std::find(std::begin(kKeywords), std::end(kKeywords), key) != std::end(kKeywords) ||
                          std::find(std::begin(kAnnotations), std::end(kAnnotations), key) != std::end(kAnnotations);
@@ -90,7 +116,7 @@ class GrammarCompiler {
             "JSON Schema keyword '{}' (at '{}') is not supported; supported: type, properties, "
             "required, additionalProperties (true/false), items, minItems, maxItems, enum, const, "
             "minLength, maxLength",
-            key, path);
+            key, path.str());
       }
     }
     std::vector<std::string> types;
@@ -99,16 +125,19 @@ class GrammarCompiler {
         types.push_back(t->get<std::string>());
       } else if (t->is_array() && !t->empty()) {
         for (const json& x : *t) {
-          if (!x.is_string()) return make_error("'{}.type' must be a string or an array of strings", path);
+          if (!x.is_string()) return make_error("'{}.type' must be a string or an array of strings", path.str());
+          // Kept distinct, so the checks below and compile_literals stay linear however often a name repeats.
+          if (std::find(types.begin(), types.end(), x.get_ref<const std::string&>()) != types.end()) continue;
           types.push_back(x.get<std::string>());
+          if (types.size() > kNumSchemaTypes) break;  // a name that is not a type: refused just below
         }
       } else {
-        return make_error("'{}.type' must be a string or an array of strings", path);
+        return make_error("'{}.type' must be a string or an array of strings", path.str());
       }
       for (const std::string& type : types) {
         if (!value_has_type(json(), type) && type != "object" && type != "array" && type != "string" &&
             type != "number" && type != "integer" && type != "boolean") {
-          return make_error("'{}.type' \"{}\" is not a JSON Schema type", path, type);
+          return make_error("'{}.type' \"{}\" is not a JSON Schema type", path.str(), type);
         }
       }
     }
@@ -141,40 +170,47 @@ class GrammarCompiler {
   }
 
  private:
-  Result<int32_t> compile_literals(const json& schema, const std::string& path, const std::vector<std::string>& types) {
-    std::vector<json> values;
-    if (auto c = schema.find("const"); c != schema.end()) values.push_back(*c);
-    if (auto e = schema.find("enum"); e != schema.end()) {
-      if (!e->is_array() || e->empty()) return make_error("'{}.enum' must be a non-empty array", path);
-      for (const json& v : *e) values.push_back(v);
+  // enum/const as literals. Linear in the values: distinct texts are found with a hash set, and the walk stops at
+  // the first distinct value past the limit (an enum of 600k values is refused after 65 of them, not sorted out).
+  Result<int32_t> compile_literals(const json& schema, const SchemaPath& path, const std::vector<std::string>& types) {
+    std::vector<const json*> values;
+    if (auto c = schema.find("const"); c != schema.end()) values.push_back(&*c);
+    auto e = schema.find("enum");
+    if (e != schema.end() && (!e->is_array() || e->empty())) {
+      return make_error("'{}.enum' must be a non-empty array", path.str());
     }
     std::vector<std::string> texts;
-    for (const json& v : values) {
+    std::unordered_set<std::string> seen;
+    auto take = [&](const json& v) -> bool {
       const bool typed = types.empty() || std::any_of(types.begin(), types.end(), [&](const std::string& t) {
                            return value_has_type(v, t) || (t == "number" && v.is_number());
                          });
-      if (!typed) continue;
+      if (!typed) return true;
       std::string text = v.dump();
-      if (std::find(texts.begin(), texts.end(), text) == texts.end()) texts.push_back(std::move(text));
+      if (!seen.insert(text).second) return true;
+      texts.push_back(std::move(text));
+      return texts.size() <= kMaxGrammarAlternatives;
+    };
+    bool within = std::all_of(values.begin(), values.end(), [&](const json* v) { return take(*v); });
+    if (within && e != schema.end()) within = std::all_of(e->begin(), e->end(), take);
+    if (!within) {
+      return make_error("'{}.enum' has more than {} distinct values; at most {} are supported", path.str(),
+                        kMaxGrammarAlternatives, kMaxGrammarAlternatives);
     }
-    if (texts.empty()) return make_error("'{}': no value of enum/const has the schema's type", path);
-    if (texts.size() > kMaxGrammarAlternatives) {
-      return make_error("'{}.enum' has {} values; at most {} are supported", path, texts.size(),
-                        kMaxGrammarAlternatives);
-    }
+    if (texts.empty()) return make_error("'{}': no value of enum/const has the schema's type", path.str());
     return literals(std::move(texts));
   }
 
-  static Result<int32_t> read_count(const json& schema, const char* key, const std::string& path, int32_t fallback) {
+  static Result<int32_t> read_count(const json& schema, const char* key, const SchemaPath& path, int32_t fallback) {
     auto it = schema.find(key);
     if (it == schema.end()) return fallback;
     if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > 1'000'000) {
-      return make_error("'{}.{}' must be an integer in [0, 1000000]", path, key);
+      return make_error("'{}.{}' must be an integer in [0, 1000000]", path.str(), key);
     }
     return static_cast<int32_t>(it->get<int64_t>());
   }
 
-  Result<int32_t> compile_type(const json& schema, const std::string& path, const std::string& type) {
+  Result<int32_t> compile_type(const json& schema, const SchemaPath& path, const std::string& type) {
     if (type == "object") return compile_object(schema, path);
     if (type == "array") return compile_array(schema, path);
     if (type == "string") {
@@ -182,7 +218,7 @@ class GrammarCompiler {
       if (!lo) return lo.error();
       auto hi = read_count(schema, "maxLength", path, -1);
       if (!hi) return hi.error();
-      if (*hi >= 0 && *hi < *lo) return make_error("'{}': maxLength {} is below minLength {}", path, *hi, *lo);
+      if (*hi >= 0 && *hi < *lo) return make_error("'{}': maxLength {} is below minLength {}", path.str(), *hi, *lo);
       GrammarNode n;
       n.kind = Kind::kString;
       n.min_len = *lo;
@@ -195,25 +231,25 @@ class GrammarCompiler {
     return literals({"null"});
   }
 
-  Result<int32_t> compile_object(const json& schema, const std::string& path) {
+  Result<int32_t> compile_object(const json& schema, const SchemaPath& path) {
     GrammarNode n;
     n.kind = Kind::kObject;
     bool additional = true;
     if (auto a = schema.find("additionalProperties"); a != schema.end()) {
       if (!a->is_boolean()) {
-        return make_error("'{}.additionalProperties' as a schema is not supported; use true or false", path);
+        return make_error("'{}.additionalProperties' as a schema is not supported; use true or false", path.str());
       }
       additional = a->get<bool>();
     }
     std::vector<std::string> names;
     if (auto p = schema.find("properties"); p != schema.end()) {
-      if (!p->is_object()) return make_error("'{}.properties' must be an object", path);
+      if (!p->is_object()) return make_error("'{}.properties' must be an object", path.str());
       if (p->size() > kMaxGrammarAlternatives) {
-        return make_error("'{}.properties' has {} properties; at most {} are supported", path, p->size(),
+        return make_error("'{}.properties' has {} properties; at most {} are supported", path.str(), p->size(),
                           kMaxGrammarAlternatives);
       }
       for (const auto& [name, sub] : p->items()) {
-        auto child = compile(sub, path + ".properties." + name);
+        auto child = compile(sub, SchemaPath{&path, ".properties.", name});
         if (!child) return child.error();
         names.push_back(name);
         n.keys.push_back(json(name).dump());
@@ -221,11 +257,11 @@ class GrammarCompiler {
       }
     }
     if (auto r = schema.find("required"); r != schema.end()) {
-      if (!r->is_array()) return make_error("'{}.required' must be an array of strings", path);
+      if (!r->is_array()) return make_error("'{}.required' must be an array of strings", path.str());
       for (const json& name : *r) {
         auto at = name.is_string() ? std::find(names.begin(), names.end(), name.get<std::string>()) : names.end();
         if (at == names.end()) {
-          return make_error("'{}.required' names {}, which is not in properties", path, name.dump());
+          return make_error("'{}.required' names {}, which is not in properties", path.str(), name.dump());
         }
         n.required |= uint64_t{1} << (at - names.begin());
       }
@@ -238,11 +274,11 @@ class GrammarCompiler {
     return add(std::move(n));
   }
 
-  Result<int32_t> compile_array(const json& schema, const std::string& path) {
+  Result<int32_t> compile_array(const json& schema, const SchemaPath& path) {
     GrammarNode n;
     n.kind = Kind::kArray;
     if (auto it = schema.find("items"); it != schema.end()) {
-      auto child = compile(*it, path + ".items");
+      auto child = compile(*it, SchemaPath{&path, ".items", {}});
       if (!child) return child.error();
       n.items = *child;
     } else {
@@ -252,7 +288,7 @@ class GrammarCompiler {
     if (!lo) return lo.error();
     auto hi = read_count(schema, "maxItems", path, -1);
     if (!hi) return hi.error();
-    if (*hi >= 0 && *hi < *lo) return make_error("'{}': maxItems {} is below minItems {}", path, *hi, *lo);
+    if (*hi >= 0 && *hi < *lo) return make_error("'{}': maxItems {} is below minItems {}", path.str(), *hi, *lo);
     n.min_items = *lo;
     n.max_items = *hi;
     return add(std::move(n));
@@ -263,7 +299,7 @@ class GrammarCompiler {
 
 Result<Grammar> Grammar::from_json_schema(const nlohmann::json& schema) {
   GrammarCompiler c;
-  auto root = c.compile(schema, "schema");
+  auto root = c.compile(schema, SchemaPath{nullptr, "schema", {}});
   if (!root) return root.error();
   c.g.root_ = *root;
   if (c.g.nodes_.size() > UINT16_MAX) return make_error("the schema is too large ({} nodes)", c.g.nodes_.size());
@@ -290,7 +326,8 @@ Result<Grammar> Grammar::branches(const std::vector<Branch>& branches) {
   n.kind = Kind::kBranches;
   for (size_t i = 0; i < branches.size(); ++i) {
     HEARTH_CHECK(!branches[i].suffix.empty(), "a grammar branch needs a suffix");
-    auto child = c.compile(branches[i].parameters, fmt::format("tools[{}].function.parameters", i));
+    const std::string root = fmt::format("tools[{}].function.parameters", i);
+    auto child = c.compile(branches[i].parameters, SchemaPath{nullptr, root, {}});
     if (!child) return child.error();
     n.prefixes.push_back(branches[i].prefix);
     n.branch_nodes.push_back(*child);

@@ -114,6 +114,9 @@ class GgufFile {
     return n;
   }
   const GgufTensor* find_tensor(std::string_view name) const;
+  // Drops the resident mapped pages of `range` (tensor data read once, e.g. hashed) when the file is mapped; a no-op
+  // for caller-owned bytes, which are not file-backed (MappedFile::release_resident).
+  void release_resident(std::span<const uint8_t> range) const { mapping_.release_resident(range); }
 
  private:
   MappedFile mapping_;  // empty when parsed from caller-owned bytes

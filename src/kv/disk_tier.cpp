@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <fmt/ranges.h>
+
 #include "util/log.h"
 
 namespace hearth {
@@ -54,6 +56,48 @@ bool write_all(int fd, const uint8_t* data, size_t n) {
   return true;
 }
 
+// Creates `dir` and its missing parents with mode 0700 (at mkdir, never chmod'ed after: there is no moment when
+// another local user could open them). Existing directories are left as they are; check_private_modes() warns.
+bool make_private_dirs(const fs::path& dir, std::error_code& ec) {
+  fs::path at;
+  for (const fs::path& part : dir) {
+    at /= part;
+    if (::mkdir(at.c_str(), 0700) != 0 && errno != EEXIST) {
+      ec = std::error_code(errno, std::generic_category());
+      return false;
+    }
+  }
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    ec = std::make_error_code(std::errc::not_a_directory);
+    return false;
+  }
+  return true;
+}
+
+// Opens an entry for reading only if it is a regular file: O_NONBLOCK so a FIFO never blocks the open, O_NOFOLLOW so
+// a link never leads out of the tier, then fstat on what was opened (no race with a swap). -1 with *irregular set
+// for anything else (FIFO, socket, device, link, directory).
+int open_regular(const fs::path& path, bool* irregular) {
+  *irregular = false;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    // A socket (ENXIO), a link (ELOOP), a device on a nodev mount (EACCES): what the name is, not why open failed.
+    const int open_errno = errno;
+    struct stat st {};
+    *irregular = ::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
+    errno = open_errno;
+    return -1;
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    *irregular = true;
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 void fsync_dir(const fs::path& dir) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
   if (fd < 0) return;
@@ -88,10 +132,11 @@ Result<std::unique_ptr<DiskTier>> DiskTier::open(const DiskTierConfig& config) {
   }
   std::error_code ec;
   const fs::path root = config.dir / "v1";
-  fs::create_directories(root / "tmp", ec);
-  if (ec) return make_error("cannot create the disk tier directory {}: {}", root.string(), ec.message());
+  if (!make_private_dirs(root / "tmp", ec)) {
+    return make_error("cannot create the disk tier directory {}: {}", root.string(), ec.message());
+  }
   std::unique_ptr<DiskTier> tier(new DiskTier(config));
-  tier->lock_fd_ = ::open((root / "lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  tier->lock_fd_ = ::open((root / "lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (tier->lock_fd_ < 0) {
     return make_error("cannot open the disk tier lock {}: {}", (root / "lock").string(), std::strerror(errno));
   }
@@ -99,7 +144,12 @@ Result<std::unique_ptr<DiskTier>> DiskTier::open(const DiskTierConfig& config) {
     return make_error("another Hearth process is using the disk tier {} (its lock is held)", config.dir.string());
   }
   tier->stats_.capacity_bytes = config.capacity_bytes;
+  tier->check_private_modes();
   tier->scan();
+  if (tier->stats_.num_irregular_skipped > 0) {
+    spdlog::warn("disk tier: skipped {} entries that are not regular files (FIFOs, sockets, devices or links) in {}",
+                 tier->stats_.num_irregular_skipped, root.string());
+  }
   tier->writer_ = std::thread([t = tier.get()] { t->writer_main(); });
   tier->reader_ = std::thread([t = tier.get()] { t->reader_main(); });
   return tier;
@@ -122,21 +172,57 @@ fs::path DiskTier::entry_path(const BlockHash& key) const {
   return config_.dir / "v1" / hex.substr(0, 2) / (hex + ".kvb");
 }
 
+void DiskTier::check_private_modes() {
+  const fs::path root = config_.dir / "v1";
+  std::vector<fs::path> dirs = {config_.dir, root, root / "tmp"};
+  std::error_code ec;
+  for (const auto& sub : fs::directory_iterator(root, ec)) {
+    std::error_code type_ec;
+    if (sub.is_directory(type_ec) && !sub.is_symlink(type_ec) && sub.path().filename().string().size() == 2) {
+      dirs.push_back(sub.path());
+    }
+  }
+  std::vector<std::string> loose;
+  for (const fs::path& d : dirs) {
+    struct stat st {};
+    if (::stat(d.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
+      loose.push_back(fmt::format("{} ({:04o})", d.string(), st.st_mode & 07777));
+    }
+  }
+  struct stat lock_st {};
+  if (::fstat(lock_fd_, &lock_st) == 0 && (lock_st.st_mode & 077) != 0) {
+    loose.push_back(fmt::format("{} ({:04o})", (root / "lock").string(), lock_st.st_mode & 07777));
+  }
+  stats_.num_loose_modes += loose.size();
+  if (!loose.empty()) {
+    spdlog::warn("disk tier: other local users may read every tenant's cached prompts: {} (want 0700 directories "
+                 "and 0600 files: chmod -R go= {})",
+                 fmt::join(loose, ", "), config_.dir.string());
+  }
+}
+
 void DiskTier::scan() {
   const fs::path root = config_.dir / "v1";
   std::error_code ec;
   for (const auto& tmp : fs::directory_iterator(root / "tmp", ec)) fs::remove(tmp.path(), ec);
   const int64_t now = unix_ms_now();
   std::vector<uint8_t> buf;
+  uint64_t num_loose_entries = 0;
   for (const auto& sub : fs::directory_iterator(root, ec)) {
-    if (!sub.is_directory() || sub.path().filename().string().size() != 2) continue;
+    std::error_code type_ec;
+    if (!sub.is_directory(type_ec) || sub.is_symlink(type_ec) || sub.path().filename().string().size() != 2) continue;
     std::error_code sub_ec;
     for (const auto& file : fs::directory_iterator(sub.path(), sub_ec)) {
       if (file.path().extension() != ".kvb") continue;
-      const int fd = ::open(file.path().c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0) continue;
+      bool irregular = false;
+      const int fd = open_regular(file.path(), &irregular);
+      if (fd < 0) {
+        stats_.num_irregular_skipped += irregular ? 1 : 0;
+        continue;
+      }
       struct stat st {};
       bool ok = ::fstat(fd, &st) == 0;
+      if (ok && (st.st_mode & 077) != 0) num_loose_entries++;
       const auto size = static_cast<uint64_t>(st.st_size);
       buf.resize(std::min<uint64_t>(size, kTierEntryFixedBytes + kTierMaxLayoutBytes + 4ull * kTierMaxTokens));
       ok = ok && read_all(fd, buf.data(), buf.size());
@@ -166,7 +252,12 @@ void DiskTier::scan() {
       index_insert(std::move(e));
     }
   }
+  if (num_loose_entries > 0) {
+    spdlog::warn("disk tier: {} entries in {} are readable by other local users (want 0600: chmod -R go= {})",
+                 num_loose_entries, root.string(), config_.dir.string());
+  }
   std::lock_guard lock(mutex_);
+  stats_.num_loose_modes += num_loose_entries;
   // A budget smaller than what is already there (the flag changed): evict down to it now.
   while (stats_.bytes_used > config_.capacity_bytes && evict_one()) {
   }
@@ -321,8 +412,7 @@ double DiskTier::seconds_per_block() const {
 
 DiskTierStats DiskTier::stats() const {
   std::lock_guard lock(mutex_);
-  DiskTierStats s = stats_;
-  s.bytes_used += reserved_bytes_;
+  DiskTierStats s = stats_;  // bytes_used already holds the writes in progress (write_batch reserves them there)
   s.num_queued_writes = static_cast<int64_t>(writes_.size() + num_writes_in_flight_);
   return s;
 }
@@ -421,7 +511,6 @@ void DiskTier::write_batch(std::vector<WriteJob> jobs) {
         stats_.num_writes_dropped++;
         continue;
       }
-      reserved_bytes_ += need;
       stats_.bytes_used += need;  // the cap holds while the files are being written
     }
     for (const fs::path& path : doomed) {
@@ -435,7 +524,7 @@ void DiskTier::write_batch(std::vector<WriteJob> jobs) {
     p.need = need;
     p.file_bytes = static_cast<int64_t>(bytes.size());
     bool ok = false;
-    const int fd = ::open(p.tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    const int fd = ::open(p.tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd >= 0) {
       ok = write_all(fd, bytes.data(), bytes.size());
       ok = (::close(fd) == 0) && ok;
@@ -445,7 +534,6 @@ void DiskTier::write_batch(std::vector<WriteJob> jobs) {
       std::lock_guard lock(mutex_);
       stats_.num_write_errors++;
       stats_.bytes_used -= need;
-      reserved_bytes_ -= need;
       continue;
     }
     p.job = std::move(job);
@@ -464,7 +552,7 @@ void DiskTier::write_batch(std::vector<WriteJob> jobs) {
   for (size_t i = 0; i < pending.size(); ++i) {
     Pending& p = pending[i];
     std::error_code ec;
-    fs::create_directories(p.final_path.parent_path(), ec);
+    make_private_dirs(p.final_path.parent_path(), ec);
     renamed[i] = synced && ::rename(p.tmp.c_str(), p.final_path.c_str()) == 0;
     if (!renamed[i]) {
       ::unlink(p.tmp.c_str());
@@ -480,7 +568,6 @@ void DiskTier::write_batch(std::vector<WriteJob> jobs) {
   for (size_t i = 0; i < pending.size(); ++i) {
     Pending& p = pending[i];
     stats_.bytes_used -= p.need;
-    reserved_bytes_ -= p.need;
     if (!renamed[i]) {
       stats_.num_write_errors++;
       continue;
@@ -513,7 +600,8 @@ std::optional<TierBlock> DiskTier::read_entry(const BlockHash& key, const std::s
   std::vector<uint8_t> bytes;
   bool missing = false;
   bool read_ok = false;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  bool irregular = false;
+  const int fd = open_regular(path, &irregular);
   if (fd < 0) {
     missing = errno == ENOENT;
   } else {

@@ -6,6 +6,11 @@
 //   DIR/v1/tmp/                 entries being written (removed at open: a crash leaves only these behind)
 //   DIR/v1/ab/abcdef….kvb       one entry; "ab" is the key's first byte in hex
 //
+// Privacy: directories are created 0700 and files 0600 (at creation, so no other local user ever sees them open);
+// looser modes found at open() are counted and warned of, never changed behind the operator's back. Only regular
+// files are ever opened (O_NONBLOCK|O_NOFOLLOW, then fstat): a FIFO, socket, device or link named *.kvb is skipped
+// and counted, so none can block startup or lead the tier outside its directory.
+//
 // Writes are crash-safe: temporary files, syncfs, renames, then the directories are fsynced. SIGKILL at any moment
 // leaves complete entries or temporaries, never a half-written entry under a final name. The index (key → size,
 // last use, hits, retention) lives in memory and is rebuilt at open() from the entries' headers; every load reads
@@ -59,6 +64,8 @@ struct DiskTierStats {
   uint64_t num_evictions = 0;
   uint64_t num_corrupt_removed = 0;  // failed verification (at open or at load) and were deleted
   uint64_t num_missing = 0;          // indexed, but the file was gone when loaded
+  uint64_t num_irregular_skipped = 0;  // *.kvb names that are not regular files (FIFO, socket, device, link): left alone
+  uint64_t num_loose_modes = 0;        // tier directories and entries other users may read (found at open; a warning)
 };
 
 // One block read back from the tier: its verified header and payload.
@@ -154,6 +161,8 @@ class DiskTier {
 
   explicit DiskTier(const DiskTierConfig& config);
   void scan();
+  // Counts (and warns of) tier directories not 0700 and entries not 0600, which other local users may read.
+  void check_private_modes();
   void writer_main();
   void reader_main();
   // Writes a batch: each entry to a temporary file, one syncfs for all, then the renames and directory fsyncs.
@@ -188,7 +197,6 @@ class DiskTier {
   std::vector<std::pair<BlockHash, TierRetention>> retention_updates_;  // for the writer thread
   std::vector<std::pair<uint64_t, TierLoadDone>> loaded_;  // (owner, result)
   int64_t queued_write_bytes_ = 0;
-  int64_t reserved_bytes_ = 0;  // a write in progress
   size_t num_writes_in_flight_ = 0;  // the writer's current batch
   bool writing_ = false;
   bool stopping_ = false;

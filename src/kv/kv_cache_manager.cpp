@@ -13,7 +13,9 @@ int32_t ceil_div(int32_t a, int32_t b) { return (a + b - 1) / b; }
 KvCacheManager::KvCacheManager(const KvCacheConfig& config)
     : pool_(config.num_blocks, config.block_size, config.clock, config.window_tokens > 0 ? config.num_window_slabs : 0),
       window_tokens_(config.window_tokens),
-      max_pinned_blocks_(config.max_pinned_blocks) {
+      max_pinned_blocks_(config.max_pinned_blocks),
+      max_pinned_blocks_per_namespace_(config.max_pinned_blocks_per_namespace > 0 ? config.max_pinned_blocks_per_namespace
+                                                                                 : config.max_pinned_blocks) {
   HEARTH_CHECK(config.window_tokens >= 0 && (config.window_tokens == 0 || config.num_window_slabs > 0),
                "a {}-token window needs window slabs ({})", config.window_tokens, config.num_window_slabs);
 }
@@ -385,12 +387,18 @@ Result<PinInfo> KvCacheManager::pin_prefix(const BlockHash& ns, std::span<const 
   const BlockHash key = match.keys.back();
   const auto n = static_cast<int32_t>(match.blocks.size());
   if (pins_.contains(key)) return PinInfo{key, n * bs};
+  const int32_t own = num_blocks_pinned_by_namespace_.contains(ns) ? num_blocks_pinned_by_namespace_.at(ns) : 0;
+  if (own + n > max_pinned_blocks_per_namespace_) {
+    return make_error("pinning {} blocks ({} tokens) would exceed this cache_salt's pin cap: {} of {} blocks already "
+                      "pinned by it",
+                      n, n * bs, own, max_pinned_blocks_per_namespace_);
+  }
   if (num_blocks_pinned_ + n > max_pinned_blocks_) {
-    return make_error("pinning {} blocks ({} tokens) would exceed the pin cap: {} of {} blocks already pinned", n,
-                      n * bs, num_blocks_pinned_, max_pinned_blocks_);
+    return make_error("pinning {} blocks ({} tokens) would exceed the server's pin cap, which every cache_salt shares",
+                      n, n * bs);
   }
   for (BlockId b : match.blocks) pool_.touch(b);
-  Pin pin{match.blocks, {}};
+  Pin pin{ns, match.blocks, {}};
   if (window_tokens_ > 0) {
     for (int32_t i = first_window_block(n * bs); i < n; ++i) {
       pool_.touch_window_slab(match.blocks[i]);
@@ -398,6 +406,7 @@ Result<PinInfo> KvCacheManager::pin_prefix(const BlockHash& ns, std::span<const 
     }
   }
   num_blocks_pinned_ += n;
+  num_blocks_pinned_by_namespace_[ns] += n;
   pins_.emplace(key, std::move(pin));
   return PinInfo{key, n * bs};
 }
@@ -409,6 +418,9 @@ bool KvCacheManager::unpin(const BlockHash& key) {
   const auto& blocks = it->second.blocks;
   for (auto b = blocks.rbegin(); b != blocks.rend(); ++b) pool_.release(*b);
   num_blocks_pinned_ -= static_cast<int32_t>(blocks.size());
+  auto own = num_blocks_pinned_by_namespace_.find(it->second.ns);
+  own->second -= static_cast<int32_t>(blocks.size());
+  if (own->second == 0) num_blocks_pinned_by_namespace_.erase(own);
   pins_.erase(it);
   return true;
 }

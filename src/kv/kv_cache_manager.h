@@ -39,6 +39,9 @@ struct KvCacheConfig {
   int32_t num_blocks = 0;
   int32_t block_size = 16;
   int32_t max_pinned_blocks = 0;  // cap on blocks held by pins
+  // Cap on the blocks one namespace's pins hold (a cache_salt is a tenant), so no tenant alone fills the shared cap
+  // and blocks another's pins; 0: max_pinned_blocks.
+  int32_t max_pinned_blocks_per_namespace = 0;
   RetentionClock clock = unix_time_ms;  // what retention expiries are measured against
   int32_t window_tokens = 0;     // W of the sliding-window layers; 0: no window slabs
   int32_t num_window_slabs = 0;  // slabs for their K/V (required > 0 with window_tokens)
@@ -214,7 +217,8 @@ class KvCacheManager {
   [[nodiscard]] CachedPrefixTree cached_prefix_tree(const BlockHash& ns, const CachedPrefixLimits& limits) const;
 
   // Pins the cached full blocks of `tokens` so they are never evicted. Fails when nothing of the prefix is
-  // cached yet, or when the pin would exceed max_pinned_blocks (the message has the numbers).
+  // cached yet, or when the pin would exceed the namespace's cap (the message has its own numbers) or the shared
+  // max_pinned_blocks (the message has no numbers: they would tell of other namespaces' pins).
   // Pinning the same prefix twice returns the existing pin.
   [[nodiscard]] Result<PinInfo> pin_prefix(const BlockHash& ns, std::span<const TokenId> tokens);
   // Removes a pin by its key; false when no such pin exists.
@@ -244,6 +248,7 @@ class KvCacheManager {
     std::vector<BlockId> window_slabs;
   };
   struct Pin {
+    BlockHash ns;
     std::vector<BlockId> blocks;
     std::vector<BlockId> window_blocks;  // blocks whose window slab the pin holds
   };
@@ -280,6 +285,8 @@ class KvCacheManager {
   int32_t window_tokens_;
   int32_t max_pinned_blocks_;
   int32_t num_blocks_pinned_ = 0;
+  int32_t max_pinned_blocks_per_namespace_;
+  std::unordered_map<BlockHash, int32_t> num_blocks_pinned_by_namespace_;  // only namespaces with pins
   std::unordered_map<RequestId, Sequence> seqs_;
   std::unordered_map<BlockHash, Pin> pins_;
   std::vector<BlockCopy> pending_copies_;

@@ -1,5 +1,6 @@
 #include "model/fingerprint.h"
 
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 
@@ -53,8 +54,17 @@ std::string model_fingerprint(const GgufFile& file) {
   }
   XXH3_state_t* weights = XXH3_createState();
   XXH3_128bits_reset(weights);
+  // Hashed a slice at a time, each slice's mapped pages released after it: reading every weight once must not leave
+  // a second, file-backed copy of the model in RSS beside the repacked one (69 MiB of 110M's were).
+  constexpr size_t kSlice = 16u << 20;
   for (const GgufTensor& t : file.tensors()) {
-    if (t.data != nullptr) XXH3_128bits_update(weights, t.data, t.nbytes);
+    if (t.data == nullptr) continue;
+    const auto* bytes = static_cast<const uint8_t*>(t.data);
+    for (size_t at = 0; at < t.nbytes; at += kSlice) {
+      const size_t n = std::min(kSlice, t.nbytes - at);
+      XXH3_128bits_update(weights, bytes + at, n);
+      file.release_resident({bytes + at, n});
+    }
   }
   const XXH128_hash_t digest = XXH3_128bits_digest(weights);
   XXH3_freeState(weights);

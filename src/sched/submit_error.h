@@ -15,7 +15,7 @@ enum class SubmitErrorCode {
   kEmptyPrompt,       // no prompt tokens
   kInvalidToken,      // a prompt token outside the vocabulary
   kInvalidSampling,   // temperature, top_p or top_k out of range
-  kInvalidStop,       // an empty stop string
+  kInvalidStop,       // an empty stop string, or one longer than kMaxStopBytes
   kInvalidRetention,  // a retention priority, TTL or span count out of range
   kInvalidMaxTokens,  // max_tokens < 1
   kPromptTooLong,     // the prompt alone leaves no room in the context for one generated token

@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "server/json_body.h"
+#include "server/request_tools.h"
 #include "server/retention_json.h"
 
 namespace hearth::server {
@@ -209,6 +210,9 @@ std::optional<ApiError> read_tools(const json& body, std::string_view nonce, Mes
   auto t = body.find("tools");
   if (t == body.end() || t->is_null()) return std::nullopt;
   if (!t->is_array()) return bad("'tools' must be an array", "tools");
+  if (t->size() > kMaxTools) {
+    return bad(fmt::format("'tools' has {} tools; at most {} are allowed", t->size(), kMaxTools), "tools");
+  }
   json tools = json::array();
   for (size_t i = 0; i < t->size(); ++i) {
     const json& tool = (*t)[i];
@@ -339,7 +343,7 @@ std::optional<ApiError> read_sampling(const json& body, CompletionRequest& c) {
       c.stop.push_back(v.get<std::string>());
     }
   }
-  return std::nullopt;
+  return check_stop_lengths(c.stop, "stop_sequences");
 }
 
 std::optional<ApiError> read_misc(const json& body, CompletionRequest& c) {
@@ -357,6 +361,11 @@ std::optional<ApiError> read_misc(const json& body, CompletionRequest& c) {
   if (auto s = body.find("cache_salt"); s != body.end() && !s->is_null()) {
     if (!s->is_string()) return bad("'cache_salt' must be a string", "cache_salt");
     c.cache_salt = s->get<std::string>();
+  }
+  // As on the OpenAI routes: false keeps the prompt out of every cache (pool, disk, listings, answer memory).
+  if (auto s = body.find("cache_prompt"); s != body.end() && !s->is_null()) {
+    if (!s->is_boolean()) return bad("'cache_prompt' must be a boolean", "cache_prompt");
+    c.use_cache = s->get<bool>();
   }
   return std::nullopt;
 }

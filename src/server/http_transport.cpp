@@ -85,7 +85,11 @@ class Session;
 
 struct HttpTransport::Impl {
   Impl(HttpTransportConfig c, Handler h, ErrorRenderer e)
-      : config(std::move(c)), handler(std::move(h)), render_error(std::move(e)), workers(config.worker_threads) {}
+      : config(std::move(c)),
+        handler(std::move(h)),
+        render_error(std::move(e)),
+        workers(config.worker_threads),
+        heavy_workers(config.heavy_worker_threads) {}
 
   void accept();
   void on_accept(beast::error_code ec, tcp::socket socket);
@@ -98,6 +102,7 @@ struct HttpTransport::Impl {
   tcp::acceptor acceptor{ioc};
   net::steady_timer accept_retry{ioc};
   net::thread_pool workers;
+  net::thread_pool heavy_workers;  // requests with a body of at least config.heavy_body_bytes
   std::optional<net::executor_work_guard<net::io_context::executor_type>> guard;
   std::atomic<int> num_connections{0};
   std::atomic<bool> stopped{false};
@@ -105,6 +110,21 @@ struct HttpTransport::Impl {
   std::unordered_map<Session*, std::weak_ptr<Session>> sessions;  // guarded by sessions_mutex
   int port = 0;
 };
+
+namespace {
+
+// The handler's response; a route that throws becomes a 500.
+HttpResponse handle(HttpTransport::Impl& impl, const HttpRequest& req) {
+  try {
+    return impl.handler(req);
+  } catch (const std::exception& e) {
+    return impl.render_error(500, std::string("internal error: ") + e.what(), req.path);
+  } catch (...) {
+    return impl.render_error(500, "internal error", req.path);
+  }
+}
+
+}  // namespace
 
 // One connection. Every member is touched only on the connection's strand.
 class Session : public std::enable_shared_from_this<Session> {
@@ -247,15 +267,10 @@ void Session::dispatch() {
   }
   req.body = std::move(msg.body());
   keep_alive_ = msg.keep_alive();
-  net::post(impl_.workers, [self = shared_from_this(), req = std::move(req)] {
-    HttpResponse res;
-    try {
-      res = self->impl_.handler(req);
-    } catch (const std::exception& e) {
-      res = self->impl_.render_error(500, std::string("internal error: ") + e.what(), req.path);
-    } catch (...) {
-      res = self->impl_.render_error(500, "internal error", req.path);
-    }
+  if (impl_.config.answer_inline && impl_.config.answer_inline(req)) return respond(handle(impl_, req));
+  auto& pool = req.body.size() >= impl_.config.heavy_body_bytes ? impl_.heavy_workers : impl_.workers;
+  net::post(pool, [self = shared_from_this(), req = std::move(req)] {
+    HttpResponse res = handle(self->impl_, req);
     net::post(self->stream_.get_executor(), [self, res = std::move(res)]() mutable { self->respond(std::move(res)); });
   });
 }
@@ -459,6 +474,7 @@ HttpTransport::HttpTransport(HttpTransportConfig config, Handler handler, ErrorR
 HttpTransport::~HttpTransport() {
   stop();
   impl_->workers.join();
+  impl_->heavy_workers.join();
 }
 
 Result<void> HttpTransport::bind() {

@@ -9,6 +9,7 @@
 //     while it arrives, each read must make progress within body_idle_timeout;
 //   - an idle keep-alive connection closes after keep_alive_timeout;
 //   - at most max_connections are open; one more is answered 503 and closed;
+//   - a request with a large body is handled on a small pool of its own, so large bodies never delay small ones;
 //   - while a ResponseSource produces a response, the socket is watched: a client that closes or resets it, or
 //     does not read what was written within write_timeout (or lets max_pending_bytes pile up), cancels the source.
 // Errors the transport finds itself (400, 413, 431, 503) are rendered by the server's error callback, so they look
@@ -39,6 +40,16 @@ struct HttpTransportConfig {
   int listen_backlog = 1024;
   int io_threads = 2;
   int worker_threads = 8;  // route handlers (they may wait for an engine step: /metrics, /v1/cache/explain)
+  // Requests with a body of at least heavy_body_bytes run on a pool of their own, heavy_worker_threads strong.
+  // Preparing a request is linear in its body (every validation and compile step is, or refuses by count first), so
+  // the size says what it may cost: a burst of 4 MiB bodies then holds at most those threads (and that many cores),
+  // and a normal request never queues behind them.
+  size_t heavy_body_bytes = 64u << 10;
+  int heavy_worker_threads = 2;
+  // Requests this accepts are answered on the connection's I/O thread, never queued behind the workers, so a
+  // liveness probe answers while every worker is busy. It and the handler must be cheap and never block on such a
+  // request (GET /health). Empty: every request goes to the workers.
+  std::function<bool(const HttpRequest&)> answer_inline;
 };
 
 class HttpTransport {

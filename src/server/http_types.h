@@ -27,6 +27,9 @@ struct HttpRequest {
   std::optional<std::string_view> param(std::string_view name) const;
 };
 
+// GET /health: the liveness probe both fronts answer on the I/O thread (HttpTransportConfig::answer_inline).
+[[nodiscard]] inline bool is_health_probe(const HttpRequest& req) { return req.method == "GET" && req.path == "/health"; }
+
 class ResponseSource;
 
 struct HttpResponse {

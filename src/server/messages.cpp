@@ -250,10 +250,10 @@ HttpResponse HttpServer::handle_messages(const HttpRequest& req) {
   tokenize_prompt(request.chat, prompt);
   const auto prompt_tokens = static_cast<int32_t>(prompt.tokens.size());
   RequestSpec spec = build_spec(request.chat, std::move(prompt.tokens));
-  if (!spec.prompt.empty()) observe_prompt(spec.prompt, spec);
+  if (spec.use_cache && !spec.prompt.empty()) observe_prompt(spec.prompt, spec);
   auto handle = loop_.submit(std::move(spec));
   if (!handle) return anthropic_error_response(api_error(handle.error(), Endpoint::kChat));
-  const bool remember = answers_.max_entries() > 0;
+  const bool remember = request.chat.use_cache && answers_.max_entries() > 0;
   auto gen = std::make_shared<MessagesGeneration>(*this, std::move(request), std::move(*handle), prompt_tokens,
                                                   breakpoint_tokens);
   if (remember) {

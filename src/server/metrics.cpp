@@ -173,6 +173,12 @@ void Metrics::render_tiers(const EngineStats& e, std::string& out) {
             d.num_corrupt_removed);
   tier_line("hearth_kv_tier_missing_total", "counter", "Indexed entries whose file was gone when loaded.",
             d.num_missing);
+  tier_line("hearth_kv_tier_irregular_skipped_total", "counter",
+            "Entry names that are not regular files (FIFO, socket, device, link), skipped at open.",
+            d.num_irregular_skipped);
+  tier_line("hearth_kv_tier_loose_modes", "gauge",
+            "Tier directories (not 0700) and entries (not 0600) other local users may read, found at open.",
+            d.num_loose_modes);
   header(out, "hearth_kv_tier_decisions_total", "counter",
          "Requests that found blocks in the tier, by the load-or-recompute decision (measured costs).");
   out += fmt::format("hearth_kv_tier_decisions_total{{tier=\"disk\",decision=\"load\"}} {}\n",

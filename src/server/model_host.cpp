@@ -6,6 +6,7 @@
 
 #include "server/server.h"
 #include "util/log.h"
+#include "util/process_memory.h"
 #include "util/units.h"
 
 namespace hearth::server {
@@ -182,9 +183,10 @@ void ModelHost::unload_all(std::unique_lock<std::mutex>& lock, const std::vector
     lock.unlock();
     const auto t0 = Clock::now();
     gone.reset();
+    return_freed_memory();  // else the allocator keeps the model's freed memory resident (process_memory.h)
     const double seconds = seconds_since(t0);
-    spdlog::info("unloaded model '{}' in {:.3f} s (its cached blocks are in the disk tier, if one is on)", specs_[v].id,
-                 seconds);
+    spdlog::info("unloaded model '{}' in {:.3f} s (its cached blocks are in the disk tier, if one is on); RSS now {}",
+                 specs_[v].id, seconds, format_bytes(resident_bytes()));
     lock.lock();
     budget_.set_state(v, ModelState::kUnloaded);
     claims_[v].clear();  // the requests that waited for its room have it now
@@ -229,12 +231,22 @@ bool ModelHost::drain(std::chrono::milliseconds grace) {
   std::unique_lock lock(mutex_);
   draining_ = true;
   changed_.notify_all();
-  return changed_.wait_for(lock, grace, [&] {
+  auto idle = [&] {
     for (size_t i = 0; i < specs_.size(); ++i) {
       if (busy_locked(i)) return false;
     }
     return true;
-  });
+  };
+  changed_.wait_for(lock, grace, [&] { return drain_cut_ || idle(); });
+  return idle();
+}
+
+void ModelHost::cut_drain() {
+  {
+    std::lock_guard lock(mutex_);
+    drain_cut_ = true;
+  }
+  changed_.notify_all();
 }
 
 void ModelHost::for_each_loaded(const std::function<void(HttpServer&)>& fn) {

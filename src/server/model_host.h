@@ -120,6 +120,8 @@ class ModelHost {
   void notify_idle(size_t i);
   // Refuses new leases from now on (503) and waits up to `grace` until no model has requests; true if none has.
   bool drain(std::chrono::milliseconds grace);
+  // Makes drain() return now (false when a model still has requests). Any thread.
+  void cut_drain();
   // Every loaded model's server, for shutdown: each gets `fn` (under no lock of the host).
   void for_each_loaded(const std::function<void(HttpServer&)>& fn);
 
@@ -154,6 +156,7 @@ class ModelHost {
   uint64_t next_arrival_ = 0;   // guarded by mutex_
   ModelHostCounters counters_;  // guarded by mutex_
   bool draining_ = false;
+  bool drain_cut_ = false;
   bool stopping_ = false;
   std::thread keep_alive_thread_;
 };

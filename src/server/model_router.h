@@ -60,6 +60,8 @@ class ModelRouter {
   [[nodiscard]] ApiResult<nlohmann::json> warm(const nlohmann::json& body);
   // Refuses new work, lets requests in flight finish for the grace period, aborts the rest, closes. Idempotent.
   void shutdown();
+  // Ends shutdown()'s grace period now (a second SIGTERM). Any thread.
+  void cut_grace() { host_.cut_drain(); }
 
   // The model a name stands for (id or alias): its index; with strict names or several models, 404 otherwise.
   [[nodiscard]] ApiResult<size_t> resolve(const std::string& name) const;

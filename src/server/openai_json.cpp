@@ -212,12 +212,27 @@ std::optional<ApiError> parse_prompt(const json& body, CompletionRequest& r) {
   return parse_token_array(*p, "prompt", r.prompt_tokens);
 }
 
+}  // namespace
+
+std::optional<ApiError> check_stop_lengths(const std::vector<std::string>& stops, const char* param) {
+  for (const std::string& s : stops) {
+    if (s.size() > kMaxStopBytes) {
+      return invalid_request(
+          fmt::format("'{}' holds a string of {} bytes; at most {} bytes are allowed", param, s.size(), kMaxStopBytes),
+          param, "invalid_value");
+    }
+  }
+  return std::nullopt;
+}
+
+namespace {
+
 std::optional<ApiError> parse_stop(const json& body, CompletionRequest& r) {
   auto it = body.find("stop");
   if (it == body.end() || it->is_null()) return std::nullopt;
   if (it->is_string()) {
     if (!it->get<std::string>().empty()) r.stop.push_back(it->get<std::string>());
-    return std::nullopt;
+    return check_stop_lengths(r.stop, "stop");
   }
   if (!it->is_array()) return wrong_type("stop", "a string or an array of strings", *it);
   if (it->size() > kMaxStopStrings) {
@@ -228,7 +243,7 @@ std::optional<ApiError> parse_stop(const json& body, CompletionRequest& r) {
     if (!s.is_string()) return wrong_type("stop", "a string or an array of strings", s);
     if (!s.get<std::string>().empty()) r.stop.push_back(s.get<std::string>());
   }
-  return std::nullopt;
+  return check_stop_lengths(r.stop, "stop");
 }
 
 // logit_bias: {"token id": bias in [-100, 100]} (at most kMaxLogitBias entries; ids are checked by the engine).
@@ -261,9 +276,11 @@ std::optional<ApiError> parse_limits(const json& body, CompletionRequest& r) {
   constexpr int64_t kMaxInt = std::numeric_limits<int32_t>::max();
   for (const char* key : {"max_tokens", "max_completion_tokens"}) {
     auto it = body.find(key);
-    if (it != body.end() && it->is_number_integer() && it->get<int64_t>() <= 0) {
-      return invalid_request(fmt::format("'{}' must be at least 1, got {}", key, it->get<int64_t>()), key,
-                             "invalid_value");
+    // An unsigned JSON integer (2^63 and above included) is read as unsigned: as int64 it would wrap negative.
+    const bool below_one = it != body.end() && it->is_number_integer() &&
+                           (it->is_number_unsigned() ? it->get<uint64_t>() == 0 : it->get<int64_t>() <= 0);
+    if (below_one) {
+      return invalid_request(fmt::format("'{}' must be at least 1, got {}", key, it->dump()), key, "invalid_value");
     }
     std::optional<int64_t> v;
     if (auto err = read_int(body, key, 1, kMaxInt, v)) return err;

@@ -30,6 +30,8 @@ struct ApiError {
 };
 
 [[nodiscard]] ApiError invalid_request(std::string message, std::string param = {}, std::string code = {});
+// A 400 naming `param` when a stop string is longer than kMaxStopBytes (both dialects).
+[[nodiscard]] std::optional<ApiError> check_stop_lengths(const std::vector<std::string>& stops, const char* param);
 [[nodiscard]] nlohmann::json error_json(const ApiError& error);
 // The OpenAI error type for a status without a more specific one (401 authentication_error, 404 not_found_error,
 // 429 rate_limit_error, 5xx server_error, else invalid_request_error).

@@ -45,6 +45,10 @@ std::optional<ApiError> parse_tools(const json& body, CompletionRequest& r) {
   auto t = body.find("tools");
   if (t == body.end() || t->is_null()) return std::nullopt;
   if (!t->is_array()) return wrong_type("tools", "an array", *t);
+  if (t->size() > kMaxTools) {
+    return invalid_request(fmt::format("'tools' has {} tools; at most {} are allowed", t->size(), kMaxTools), "tools",
+                           "invalid_value");
+  }
   for (size_t i = 0; i < t->size(); ++i) {
     const json& tool = (*t)[i];
     const std::string param = fmt::format("tools[{}]", i);

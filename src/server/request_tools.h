@@ -12,10 +12,14 @@
 
 namespace hearth::server {
 
+// Most tools one request may declare (OpenAI's own limit). Every tool is rendered into the prompt by the chat
+// template before the context check can refuse it, so the count is refused first.
+inline constexpr size_t kMaxTools = 128;
+
 // An assistant message's tool_calls: [{"id", "type": "function", "function": {"name", "arguments"}}]. Arguments
 // sent as a JSON string (the OpenAI format) become the object they hold, as templates print them with tojson.
 [[nodiscard]] std::optional<ApiError> normalize_tool_calls(nlohmann::json& message, const std::string& param);
-// tools: [{"type": "function", "function": {"name", ...}}].
+// tools: [{"type": "function", "function": {"name", ...}}], at most kMaxTools.
 [[nodiscard]] std::optional<ApiError> parse_tools(const nlohmann::json& body, CompletionRequest& r);
 // tool_choice: "auto", "none", "required", or {"type": "function", "function": {"name"}} naming one of the tools.
 // Requires parse_tools first.

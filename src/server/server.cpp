@@ -47,6 +47,7 @@ HttpServer::HttpServer(ServerConfig config, EngineLoop& loop, const Tokenizer& t
   install_routes();
   sampler_ = std::make_unique<StatsSampler>(std::chrono::seconds(1), [this] { sample_stats(); });
   if (!config_.own_transport) return;
+  config_.http.answer_inline = is_health_probe;  // handle_health() is a constant: it never waits for a worker
   transport_ = std::make_unique<HttpTransport>(
       config_.http, [this](const HttpRequest& req) { return handle(req); },
       [this](int status, const std::string& message, std::string_view path) {
@@ -244,6 +245,14 @@ HttpResponse HttpServer::handle_tokenize(const HttpRequest& req) {
   return json_response(json{{"tokens", std::move(tokens)}});
 }
 
+void HttpServer::cut_grace() {
+  {
+    std::lock_guard lock(in_flight_mutex_);
+    grace_cut_ = true;
+  }
+  in_flight_done_.notify_all();
+}
+
 Result<void> HttpServer::bind() {
   return transport_->bind();
 }
@@ -262,7 +271,7 @@ void HttpServer::shutdown() {
   // In-flight generations may finish on their own for the grace period (woken by the last one); the rest are
   // aborted when the loop stops, and their final outputs still reach their clients before the connections close.
   const auto grace = std::chrono::duration<double>(config_.shutdown_grace_s);
-  in_flight_done_.wait_for(lock, grace, [&] { return num_in_flight_ == 0; });
+  in_flight_done_.wait_for(lock, grace, [&] { return num_in_flight_ == 0 || grace_cut_; });
   if (num_in_flight_ > 0) spdlog::info("aborting {} requests still in flight", num_in_flight_);
   lock.unlock();
   loop_.stop(/*drain=*/false);

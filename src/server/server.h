@@ -92,6 +92,9 @@ class HttpServer {
   // Graceful stop, from any thread: refuse new work (503), stop accepting, let in-flight requests finish for up to
   // shutdown_grace_s, then abort the rest, stop the engine loop and close the connections. Idempotent.
   void shutdown();
+  // Ends shutdown()'s grace period now (a second SIGTERM): what is in flight is aborted. Any thread; before or
+  // during shutdown().
+  void cut_grace();
 
  private:
   class Generation;
@@ -171,7 +174,8 @@ class HttpServer {
   std::atomic<int> warms_in_flight_{0};
   std::mutex in_flight_mutex_;
   std::condition_variable in_flight_done_;
-  int num_in_flight_ = 0;  // guarded by in_flight_mutex_
+  int num_in_flight_ = 0;    // guarded by in_flight_mutex_
+  bool grace_cut_ = false;  // guarded by in_flight_mutex_
   std::atomic<uint64_t> next_id_{1};
   std::mutex volatile_mutex_;
   VolatilePrefixDetector volatile_;  // guarded by volatile_mutex_

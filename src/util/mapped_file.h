@@ -23,6 +23,10 @@ class MappedFile {
   [[nodiscard]] static Result<MappedFile> open(const std::string& path);
 
   std::span<const uint8_t> bytes() const { return {data_, size_}; }
+  // Drops this process's resident pages of the whole pages inside `range` (a part of bytes()): a one-off read (a
+  // checksum) then leaves nothing behind in RSS. The mapping is read-only and file-backed, so nothing is lost: the
+  // page cache keeps the pages and a later read faults them back in. Ranges outside the mapping are ignored.
+  void release_resident(std::span<const uint8_t> range) const;
   const std::string& path() const { return path_; }
 
  private:

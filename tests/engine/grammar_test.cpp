@@ -3,6 +3,8 @@
 // output parses and validates.
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include <nlohmann/json.hpp>
 
 #include <random>
@@ -167,6 +169,62 @@ TEST(Grammar, RefusesWhatItDoesNotSupportNamingTheKeyword) {
     ASSERT_FALSE(g) << schema;
     EXPECT_NE(g.error().message.find(needle), std::string::npos) << g.error().message;
   }
+}
+
+// Compiling is linear in the schema, or refuses by count first: an enum of 600k values (4 MiB, the body limit) took
+// 27 s to de-duplicate before its "at most 64" check; the walk now stops at the 65th distinct value.
+TEST(Grammar, HugeSchemasAreRefusedByCountWithTheLimitNamed) {
+  auto timed = [](const json& schema) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto g = Grammar::from_json_schema(schema);
+    return std::pair{std::move(g), std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)};
+  };
+  json distinct = json::array();
+  for (int i = 0; i < 600'000; ++i) distinct.push_back(i);
+  auto [g, ms] = timed(json{{"enum", distinct}});
+  ASSERT_FALSE(g);
+  EXPECT_EQ(g.error().message, "'schema.enum' has more than 64 distinct values; at most 64 are supported");
+  EXPECT_LT(ms.count(), 100);
+
+  // The same behind a "type" array of 600k repeated names (each value was checked against every name).
+  json types = json::array();
+  for (int i = 0; i < 600'000; ++i) types.push_back("integer");
+  std::tie(g, ms) = timed(json{{"type", types}, {"enum", distinct}});
+  ASSERT_FALSE(g);
+  EXPECT_EQ(g.error().message, "'schema.enum' has more than 64 distinct values; at most 64 are supported");
+  EXPECT_LT(ms.count(), 2000);  // one linear pass (a few ms in Release; the sanitizer build is far slower)
+
+  // 600k values of 3 distinct ones are fine: de-duplicated in one pass, to 3 literals.
+  json repeated = json::array();
+  for (int i = 0; i < 600'000; ++i) repeated.push_back(i % 3);
+  std::tie(g, ms) = timed(json{{"enum", repeated}});
+  ASSERT_TRUE(g) << g.error().message;
+  EXPECT_EQ(g->nodes().back().literals, (std::vector<std::string>{"0", "1", "2"}));
+  EXPECT_LT(ms.count(), 2000);  // one linear pass, as above
+
+  // 3 levels of 41 properties: 70,644 nodes, past the 16-bit node ids; refused at the node that crosses the budget.
+  json leaf = {{"type", "string"}};
+  auto level = [](const json& child) {
+    json props = json::object();
+    for (int i = 0; i < 41; ++i) props["p" + std::to_string(i)] = child;
+    return json{{"type", "object"}, {"properties", props}};
+  };
+  std::tie(g, ms) = timed(level(level(level(leaf))));
+  ASSERT_FALSE(g);
+  EXPECT_NE(g.error().message.find("is too large: at most 65535 grammar nodes are supported"), std::string::npos)
+      << g.error().message;
+}
+
+// Error paths are rendered only on error: a deep schema of long property names compiles without copying them per
+// level, and an error deep inside names its whole path.
+TEST(Grammar, ADeepSchemaNamesTheWholePathOfAnError) {
+  json schema = {{"type", "string"}, {"pattern", "x"}};
+  for (int i = 0; i < 3; ++i) schema = {{"type", "object"}, {"properties", {{"k" + std::to_string(i), schema}}}};
+  auto g = Grammar::from_json_schema(schema);
+  ASSERT_FALSE(g);
+  EXPECT_TRUE(g.error().message.starts_with(
+      "JSON Schema keyword 'pattern' (at 'schema.properties.k2.properties.k1.properties.k0') is not supported"))
+      << g.error().message;
 }
 
 TEST(Grammar, ToolCallBranchesChooseTheToolByName) {

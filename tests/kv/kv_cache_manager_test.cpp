@@ -180,6 +180,43 @@ TEST_F(KvCacheManagerTest, PinCapAndUncachedPrefixGiveClearErrors) {
   EXPECT_TRUE(kv_.unpin(fits->key));
 }
 
+// A cache_salt is a tenant: its pins count against a cap of its own, so one tenant cannot fill the shared cap and
+// block another's pins, and a refusal tells a tenant only its own numbers.
+TEST(KvCacheManagerPins, EachNamespaceHasItsOwnPinCapWithinTheSharedOne) {
+  KvCacheManager kv({.num_blocks = 16, .block_size = 4, .max_pinned_blocks = 6, .max_pinned_blocks_per_namespace = 3});
+  const BlockHash alice = CacheNamespace{.model_fingerprint = "m", .cache_salt = "alice"}.digest();
+  const BlockHash bob = CacheNamespace{.model_fingerprint = "m", .cache_salt = "bob"}.digest();
+  const BlockHash carol = CacheNamespace{.model_fingerprint = "m", .cache_salt = "carol"}.digest();
+  auto cache = [&](uint64_t id, const BlockHash& ns, std::vector<TokenId> tokens) {
+    const auto n = static_cast<int32_t>(tokens.size());
+    ASSERT_TRUE(kv.admit(RequestId{id}, ns, tokens, n, true).has_value());
+    kv.cache_full_blocks(RequestId{id}, tokens, n);
+    kv.release(RequestId{id});
+  };
+  cache(1, alice, seq(0, 16));
+  cache(2, bob, seq(0, 12));
+  cache(3, carol, seq(0, 4));
+  auto too_many = kv.pin_prefix(alice, seq(0, 16));  // 4 blocks: past alice's 3
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_EQ(too_many.error().message,
+            "pinning 4 blocks (16 tokens) would exceed this cache_salt's pin cap: 0 of 3 blocks already pinned by it");
+  ASSERT_TRUE(kv.pin_prefix(alice, seq(0, 12)).ok());  // 3 blocks: alice's cap is full, the shared cap is not
+  auto alice_more = kv.pin_prefix(alice, seq(0, 4));  // a shorter prefix is a pin of its own
+  ASSERT_FALSE(alice_more.ok());
+  EXPECT_EQ(alice_more.error().message,
+            "pinning 1 blocks (4 tokens) would exceed this cache_salt's pin cap: 3 of 3 blocks already pinned by it");
+  auto bob_pin = kv.pin_prefix(bob, seq(0, 12));
+  ASSERT_TRUE(bob_pin.ok()) << bob_pin.error().message;  // alice's pins took nothing of bob's room
+  auto carol_pin = kv.pin_prefix(carol, seq(0, 4));  // the shared cap (6) is full: no numbers of the others
+  ASSERT_FALSE(carol_pin.ok());
+  EXPECT_EQ(carol_pin.error().message,
+            "pinning 1 blocks (4 tokens) would exceed the server's pin cap, which every cache_salt shares");
+  EXPECT_TRUE(kv.unpin(bob_pin->key));
+  EXPECT_TRUE(kv.pin_prefix(carol, seq(0, 4)).ok());
+  EXPECT_EQ(kv.num_blocks_pinned(), 4);
+  kv.check_invariants();
+}
+
 TEST_F(KvCacheManagerTest, GeneratedTokensAreCachedForTheNextTurn) {
   auto tokens = seq(100, 6);
   ASSERT_TRUE(kv_.admit(RequestId{1}, ns_, tokens, 6, true).has_value());

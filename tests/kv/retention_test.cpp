@@ -167,7 +167,7 @@ class RetentionManagerTest : public ::testing::Test {
  protected:
   void TearDown() override { kv_.check_invariants(); }
   int64_t now_ = 0;
-  KvCacheManager kv_{KvCacheConfig{10, 4, 5, [this] { return now_; }}};
+  KvCacheManager kv_{KvCacheConfig{.num_blocks = 10, .block_size = 4, .max_pinned_blocks = 5, .clock = [this] { return now_; }}};
   BlockHash ns_ = key_of(200);
 };
 

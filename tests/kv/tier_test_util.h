@@ -20,6 +20,8 @@ inline std::filesystem::path fresh_tier_dir(const std::string& name) {
                                                 ::getpid());
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
+  // Private, as the tier makes the directories it creates, so the tier does not warn of a loose mode at open.
+  std::filesystem::permissions(dir, std::filesystem::perms::owner_all);
   return dir;
 }
 

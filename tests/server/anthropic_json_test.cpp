@@ -95,6 +95,7 @@ TEST(MessagesJson, RefusesWhatItDoesNotImplementAndBoundsEveryInput) {
        "stop_sequences"},
       {R"({"system": 5})", "system"},
       {R"({"metadata": "x"})", "metadata"},
+      {R"({"cache_prompt": "no"})", "cache_prompt"},
   };
   for (const Case& c : cases) {
     json body = base;
@@ -110,9 +111,28 @@ TEST(MessagesJson, RefusesWhatItDoesNotImplementAndBoundsEveryInput) {
          {"content", json::array({{{"type", "text"}, {"text", "x"}, {"cache_control", {{"type", "ephemeral"}}}}})}});
   }
   EXPECT_NE(parse_error(five).message.find("maximum of 4"), std::string::npos);
+  // Stop strings of at most 256 bytes (each costs its square per token on the engine thread), at most 128 tools.
+  json long_stop = base;
+  long_stop["stop_sequences"] = {std::string(257, 'a')};
+  EXPECT_EQ(parse_error(long_stop).message, "'stop_sequences' holds a string of 257 bytes; at most 256 bytes are allowed");
+  long_stop["stop_sequences"] = {std::string(256, 'a')};
+  EXPECT_EQ(parse_ok(long_stop).chat.stop.size(), 1u);
+  json tools = base;
+  for (int i = 0; i < 129; ++i) tools["tools"].push_back({{"name", "t" + std::to_string(i)}, {"input_schema", json::object()}});
+  EXPECT_EQ(parse_error(tools).message, "'tools' has 129 tools; at most 128 are allowed");
+  tools["tools"].erase(128);
+  EXPECT_EQ(parse_ok(tools).chat.tools.size(), 128u);
   // An empty tools array asks for no tool.
   EXPECT_TRUE(parse_ok(json::parse(R"({"max_tokens": 1, "messages": [{"role": "user", "content": "x"}], "tools": []})"))
                   .breakpoints.empty());
+}
+
+TEST(MessagesJson, CachePromptFalseKeepsThePromptOutOfTheCacheAsOnTheOpenAiRoutes) {
+  const json base = json::parse(R"({"max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]})");
+  EXPECT_TRUE(parse_ok(base).chat.use_cache);
+  json off = base;
+  off["cache_prompt"] = false;
+  EXPECT_FALSE(parse_ok(off).chat.use_cache);
 }
 
 TEST(MessagesJson, ToolsToolUseAndToolResultBecomeTheOpenAiChat) {

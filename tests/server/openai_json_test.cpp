@@ -20,6 +20,18 @@ struct BadCase {
   const char* message_part;
 };
 
+// Bodies too long to write inline: a stop string one byte past kMaxStopBytes (256), and one tool past kMaxTools (128).
+const std::string kLongStop = R"({"prompt": "x", "stop": ")" + std::string(257, 'a') + R"("})";
+const std::string kLongStopItem =
+    R"({"messages": [{"role": "user", "content": "x"}], "stop": ["a", ")" + std::string(300, 'b') + R"("]})";
+const std::string kTooManyTools = [] {
+  nlohmann::json body = {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"tools", nlohmann::json::array()}};
+  for (int i = 0; i < 129; ++i) {
+    body["tools"].push_back({{"type", "function"}, {"function", {{"name", "f" + std::to_string(i)}}}});
+  }
+  return body.dump();
+}();
+
 class BadRequestTest : public ::testing::TestWithParam<BadCase> {};
 
 TEST_P(BadRequestTest, IsA400NamingTheField) {
@@ -67,6 +79,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"max_completion_tokens_zero", kChat,
                 R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 0})",
                 "max_completion_tokens", "at least 1"},
+        BadCase{"max_tokens_2_pow_63", kCompl, R"({"prompt": "x", "max_tokens": 9223372036854775808})", "max_tokens",
+                "'max_tokens' is 9223372036854775808, above the maximum 2147483647"},
+        BadCase{"max_completion_tokens_2_pow_64_minus_1", kChat,
+                R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 18446744073709551615})",
+                "max_completion_tokens", "'max_completion_tokens' is 18446744073709551615, above the maximum"},
         BadCase{"max_tokens_string", kCompl, R"({"prompt": "x", "max_tokens": "9"})", "max_tokens", "an integer"},
         BadCase{"max_tokens_float", kCompl, R"({"prompt": "x", "max_tokens": 1.5})", "max_tokens", "an integer"},
         BadCase{"n_zero", kCompl, R"({"prompt": "x", "n": 0})", "n", "[1, 16]"},
@@ -77,6 +94,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"seed_type", kCompl, R"({"prompt": "x", "seed": "s"})", "seed", "an integer"},
         BadCase{"stop_type", kCompl, R"({"prompt": "x", "stop": 7})", "stop", "string or an array"},
         BadCase{"stop_item_type", kCompl, R"({"prompt": "x", "stop": ["a", 1]})", "stop", "string or an array"},
+        BadCase{"stop_too_long", kCompl, kLongStop.c_str(), "stop",
+                "a string of 257 bytes; at most 256 bytes are allowed"},
+        BadCase{"stop_item_too_long", kChat, kLongStopItem.c_str(), "stop",
+                "a string of 300 bytes; at most 256 bytes are allowed"},
+        BadCase{"too_many_tools", kChat, kTooManyTools.c_str(), "tools", "'tools' has 129 tools; at most 128"},
         BadCase{"stream_type", kCompl, R"({"prompt": "x", "stream": "yes"})", "stream", "a boolean"},
         BadCase{"include_usage_type", kCompl,
                 R"({"prompt": "x", "stream": true, "stream_options": {"include_usage": 1}})",
