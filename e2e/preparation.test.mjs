@@ -215,6 +215,8 @@ test('8 worst bodies at a time: /health and a normal completion keep their usual
   console.log(`# normal completion: usual ${p.usual_ms} ms, under load ${p.completions_ms.join(' ')} ms; /health: ${p.checks} checks, worst ${p.worst_ms} ms`);
   assert.equal(p.failures, 0);
   assert.ok(p.completions_ms.length >= 3, 'completions ran while the load did');
-  assert.ok(p.worst_ms < 250 * SLOWER, `/health took ${p.worst_ms} ms`);
-  assert.ok(Math.max(...p.completions_ms) < p.usual_ms + 250 * SLOWER, `a normal completion took ${Math.max(...p.completions_ms)} ms`);
+  // Bounds with room for a loaded CI machine (2 cores shared with other jobs): the stall they guard against held
+  // /health and completions for minutes (216 s with 8 enum bodies), and here they measure 2-46 ms.
+  assert.ok(p.worst_ms < 750 * SLOWER, `/health took ${p.worst_ms} ms`);
+  assert.ok(Math.max(...p.completions_ms) < p.usual_ms + 1000 * SLOWER, `a normal completion took ${Math.max(...p.completions_ms)} ms`);
 });
