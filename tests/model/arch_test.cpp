@@ -632,6 +632,11 @@ TEST(ArchPeer, Qwen3MoeGreedyMatchesLlamaCpp) {
   expect_greedy_matches_peer(synthetic_model("qwen3moe"), "qwen3moe");
 }
 
+// Q8_0 experts, read through the packed tiles where the CPU has AVX2, as llama.cpp reads its own.
+TEST(ArchPeer, Qwen3MoeQ8GreedyMatchesLlamaCpp) {
+  expect_greedy_matches_peer(synthetic_model("qwen3moe_q8_0"), "qwen3moe_q8_0");
+}
+
 TEST(ArchPeer, Phi3GreedyMatchesLlamaCpp) {
   expect_greedy_matches_peer(synthetic_model("phi3_full_window"), "phi3_full_window");
 }
