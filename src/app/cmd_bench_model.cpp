@@ -42,20 +42,33 @@ struct BenchModelFlags {
 };
 
 // What one token's forward pass reads and computes: every weight matrix once (the embedding table only as one
-// row, unless it is tied to the output), so matmul parameters and their stored bytes.
+// row, unless it is tied to the output), so matmul parameters and their stored bytes; of a mixture of experts'
+// 3-D expert tensors only the expert_used_count experts a token chooses (a batch of many tokens reads more).
 struct WeightTotals {
   double bytes_per_token = 0;
   double params = 0;
 };
 
+// The share of a layer's experts that one token reads: expert_used_count / expert_count, 1 for a dense model.
+double active_expert_share(const GgufFile& file) {
+  auto arch = file.get_string("general.architecture");
+  if (!arch.ok() || !arch->has_value()) return 1.0;
+  auto used = file.get_uint(**arch + ".expert_used_count");
+  auto count = file.get_uint(**arch + ".expert_count");
+  if (!used.ok() || !count.ok() || !used->has_value() || !count->has_value() || **count == 0) return 1.0;
+  return static_cast<double>(**used) / static_cast<double>(**count);
+}
+
 WeightTotals weight_totals(const GgufFile& file) {
   const bool tied = file.find_tensor("output.weight") == nullptr;
+  const double expert_share = active_expert_share(file);
   WeightTotals totals;
   for (const GgufTensor& t : file.tensors()) {
     if (t.n_dims < 2) continue;  // norms: negligible and not matmuls
     if (t.name == "token_embd.weight" && !tied) continue;
-    totals.bytes_per_token += static_cast<double>(t.nbytes);
-    totals.params += static_cast<double>(t.num_elements());
+    const double share = t.name.ends_with("_exps.weight") ? expert_share : 1.0;
+    totals.bytes_per_token += static_cast<double>(t.nbytes) * share;
+    totals.params += static_cast<double>(t.num_elements()) * share;
   }
   return totals;
 }

@@ -16,6 +16,7 @@ struct SynthFlags {
   int64_t longrope_original = 0;  // phi3: LongRoPE factors for this original context (0: none)
   float rope_base = 0.0f;  // 0: the architecture's default
   bool has_dim = false, has_layers = false, has_heads = false, has_kv_heads = false, has_ffn = false, has_ctx = false;
+  bool has_arch = false, has_head_dim = false, has_experts = false, has_experts_used = false, has_expert_ffn = false;
 };
 
 const std::map<std::string, DType> kWeightTypes = {
@@ -26,7 +27,7 @@ const std::map<std::string, DType> kWeightTypes = {
 int run_synth(const SynthFlags& f) {
   auto preset = synth_preset(f.preset);
   if (!preset) {
-    std::fprintf(stderr, "error: unknown preset '%s' (tiny, 110m, 1b, 3b, 8b)\n", f.preset.c_str());
+    std::fprintf(stderr, "error: unknown preset '%s' (tiny, 110m, 1b, 3b, 8b, 30b-a3b)\n", f.preset.c_str());
     return 1;
   }
   SynthConfig c = *preset;
@@ -35,7 +36,7 @@ int run_synth(const SynthFlags& f) {
   c.vocab_from = o.vocab_from;
   c.seed = o.seed;
   c.sliding_window = o.sliding_window;
-  c.architecture = o.architecture;
+  if (f.has_arch || c.n_expert == 0) c.architecture = o.architecture;  // 30b-a3b is qwen3moe unless told
   c.weight_type = kWeightTypes.at(f.type);
   c.q4_k_m = f.type == "q4_k_m";  // llama-quantize's mix: Q6_K for the output and some attn_v and ffn_down
   c.llama3_rope_freqs = f.rope_freqs;
@@ -49,16 +50,30 @@ int run_synth(const SynthFlags& f) {
   if (f.has_kv_heads) c.n_kv_heads = o.n_kv_heads;
   if (f.has_ffn) c.ffn_dim = o.ffn_dim;
   if (f.has_ctx) c.context_length = o.context_length;
+  if (f.has_head_dim) c.head_dim = o.head_dim;
+  if (f.has_experts) c.n_expert = o.n_expert;
+  if (f.has_experts_used) c.n_expert_used = o.n_expert_used;
+  if (f.has_expert_ffn) c.expert_ffn_dim = o.expert_ffn_dim;
+  if (c.architecture == "qwen3moe" && c.n_expert == 0) {  // a dense preset as qwen3moe: Qwen3-30B-A3B's routing
+    c.n_expert = f.has_experts ? o.n_expert : 128;
+    c.n_expert_used = f.has_experts_used ? o.n_expert_used : 8;
+    c.expert_ffn_dim = f.has_expert_ffn ? o.expert_ffn_dim : c.ffn_dim / 8;
+  }
   auto written = write_synthetic_model(c);
   if (!written) {
     std::fprintf(stderr, "error: %s\n", written.error().message.c_str());
     return 1;
   }
-  std::printf("wrote %s: %s, dim %lld, %lld layers, %lld heads (%lld KV), ffn %lld, context %lld, %s weights\n",
+  std::printf("wrote %s: %s, dim %lld, %lld layers, %lld heads of %lld (%lld KV), ffn %lld, context %lld, %s weights",
               c.out_path.c_str(), c.architecture.c_str(), static_cast<long long>(c.dim),
               static_cast<long long>(c.n_layers), static_cast<long long>(c.n_heads),
-              static_cast<long long>(c.n_kv_heads), static_cast<long long>(c.ffn_dim),
-              static_cast<long long>(c.context_length), f.type.c_str());
+              static_cast<long long>(synth_head_dim(c)), static_cast<long long>(c.n_kv_heads),
+              static_cast<long long>(c.ffn_dim), static_cast<long long>(c.context_length), f.type.c_str());
+  if (c.n_expert > 0) {
+    std::printf(", %lld experts of %lld (%lld used)", static_cast<long long>(c.n_expert),
+                static_cast<long long>(c.expert_ffn_dim), static_cast<long long>(c.n_expert_used));
+  }
+  std::printf("\n");
   return 0;
 }
 
@@ -69,11 +84,12 @@ Command add_synth(CLI::App& app) {
   f->overrides.vocab_from = "../shared/models/stories260K.gguf";
   app.add_option("-o,--output", f->overrides.out_path, "Output GGUF path (e.g. models/synth-110m-q8_0.gguf)")
       ->required();
-  app.add_option("--arch", f->overrides.architecture,
-                 "Architecture: llama, qwen2 (q/k/v biases), qwen3 (q/k norms), phi3 (fused qkv and gate/up), "
-                 "gemma2 (soft-capping, every other layer local), gemma3 (q/k norms, 5 local : 1 global)")
-      ->check(CLI::IsMember({"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3"}))
-      ->capture_default_str();
+  app.add_option_function<std::string>(
+         "--arch", [f](const std::string& v) { f->overrides.architecture = v, f->has_arch = true; },
+         "Architecture: llama (default), qwen2 (q/k/v biases), qwen3 (q/k norms), qwen3moe (qwen3 with a "
+         "mixture-of-experts FFN), phi3 (fused qkv and gate/up), gemma2 (soft-capping, every other layer local), "
+         "gemma3 (q/k norms, 5 local : 1 global)")
+      ->check(CLI::IsMember({"llama", "qwen2", "qwen3", "qwen3moe", "phi3", "gemma2", "gemma3"}));
   app.add_flag("--rope-freqs", f->rope_freqs,
                "llama: Llama 3.1 RoPE scaling (rope_freqs.weight from factor 8, low 1, high 4, original context "
                "8192) and base 500000");
@@ -81,7 +97,8 @@ Command add_synth(CLI::App& app) {
                  "phi3: LongRoPE for this original context (rope_factors_long/short.weight, long factors up to 8, "
                  "rope.scaling.attn_factor and original_context_length; the long ones rotate when --ctx exceeds it)");
   app.add_option("--rope-base", f->rope_base, "RoPE frequency base (default 10000, 500000 with --rope-freqs)");
-  app.add_option("--preset", f->preset, "Shape: tiny, 110m, 1b, 3b, 8b")->capture_default_str();
+  app.add_option("--preset", f->preset, "Shape: tiny, 110m, 1b, 3b, 8b, 30b-a3b (Qwen3-30B-A3B, qwen3moe)")
+      ->capture_default_str();
   app.add_option("--type", f->type, "Weight type")
       ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q4_k_m", "q6_k"}))
       ->capture_default_str();
@@ -104,6 +121,18 @@ Command add_synth(CLI::App& app) {
       "--ffn", [f](int64_t v) { f->overrides.ffn_dim = v, f->has_ffn = true; }, "Feed-forward width");
   app.add_option_function<int64_t>(
       "--ctx", [f](int64_t v) { f->overrides.context_length = v, f->has_ctx = true; }, "Context length");
+  app.add_option_function<int64_t>(
+      "--head-dim", [f](int64_t v) { f->overrides.head_dim = v, f->has_head_dim = true; },
+      "qwen3, qwen3moe, gemma: head size (attention.key_length; default dim / heads)");
+  app.add_option_function<int64_t>(
+      "--experts", [f](int64_t v) { f->overrides.n_expert = v, f->has_experts = true; },
+      "qwen3moe: experts per layer (default 128)");
+  app.add_option_function<int64_t>(
+      "--experts-used", [f](int64_t v) { f->overrides.n_expert_used = v, f->has_experts_used = true; },
+      "qwen3moe: experts each token uses (default 8)");
+  app.add_option_function<int64_t>(
+      "--expert-ffn", [f](int64_t v) { f->overrides.expert_ffn_dim = v, f->has_expert_ffn = true; },
+      "qwen3moe: each expert's hidden width (default ffn / 8)");
   return [f] { return run_synth(*f); };
 }
 

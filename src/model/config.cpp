@@ -7,8 +7,11 @@
 namespace hearth {
 namespace {
 
-constexpr std::array<std::string_view, 8> kSupportedArchitectures = {"gemma2", "gemma3", "llama", "mistral",
-                                                                     "phi3",   "qwen2",  "qwen3", "smollm"};
+constexpr std::array<std::string_view, 9> kSupportedArchitectures = {"gemma2", "gemma3", "llama",    "mistral", "phi3",
+                                                                     "qwen2",  "qwen3",  "qwen3moe", "smollm"};
+
+// llama.cpp's LLAMA_MAX_EXPERTS: a file with more experts is one the peer refuses too.
+constexpr int32_t kMaxExperts = 512;
 
 Result<int32_t> read_positive(const GgufFile& file, const std::string& key, std::optional<int32_t> fallback) {
   auto value = file.get_uint(key);
@@ -50,6 +53,8 @@ Result<void> check_shape_limits(const GgufFile& file, const ModelConfig& c) {
       {"attention.head_count", c.n_heads, int64_t{1} << 12},
       {"attention.key_length", c.head_dim, int64_t{1} << 14},
       {"feed_forward_length", c.ffn_dim, int64_t{1} << 22},
+      {"expert_feed_forward_length", c.moe.ffn_dim, int64_t{1} << 22},
+      {"expert_count × expert_feed_forward_length", int64_t{c.moe.n_expert} * c.moe.ffn_dim, int64_t{1} << 26},
       {"attention.head_count × key_length", int64_t{c.n_heads} * c.head_dim, int64_t{1} << 20},
   };
   for (const Limit& l : limits) {
@@ -140,6 +145,26 @@ Result<void> read_gemma(const GgufFile& file, const std::string& p, ModelConfig&
   return {};
 }
 
+// qwen3moe's experts, as llama.cpp's qwen3moe loader reads them: expert_count and expert_used_count required,
+// expert_feed_forward_length or else feed_forward_length / expert_used_count. `ffn` is feed_forward_length, 0
+// when absent (a MoE file needs it only for that fallback).
+Result<void> read_moe(const GgufFile& file, const std::string& p, int32_t ffn, ModelConfig& c) {
+  if (c.architecture != "qwen3moe") return {};
+  auto n_expert = read_positive(file, p + "expert_count", std::nullopt);
+  if (!n_expert) return n_expert.error();
+  auto n_used = read_positive(file, p + "expert_used_count", std::nullopt);
+  if (!n_used) return n_used.error();
+  if (*n_expert > kMaxExperts || *n_used > *n_expert) {
+    return make_error("{}: {}expert_used_count {} and expert_count {} need 1 <= used <= count <= {}", file.name(), p,
+                      *n_used, *n_expert, kMaxExperts);
+  }
+  const std::optional<int32_t> fallback = ffn / *n_used > 0 ? std::optional<int32_t>(ffn / *n_used) : std::nullopt;
+  auto expert_ffn = read_positive(file, p + "expert_feed_forward_length", fallback);
+  if (!expert_ffn) return expert_ffn.error();
+  c.moe = MoeRouting{*n_expert, *n_used, *expert_ffn, ExpertGating::kSoftmax, /*norm_weights=*/true};
+  return {};
+}
+
 }  // namespace
 
 std::string ModelConfig::supported_architectures() {
@@ -170,7 +195,9 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
   auto dim = read_positive(file, p + "embedding_length", std::nullopt);
   auto layers = read_positive(file, p + "block_count", std::nullopt);
   auto heads = read_positive(file, p + "attention.head_count", std::nullopt);
-  auto ffn = read_positive(file, p + "feed_forward_length", std::nullopt);
+  // A MoE file's feed_forward_length is only the fallback for its experts' width (read_moe).
+  const bool moe = c.architecture == "qwen3moe";
+  auto ffn = read_positive(file, p + "feed_forward_length", moe ? std::optional<int32_t>(0) : std::nullopt);
   auto ctx = read_positive(file, p + "context_length", 2048);
   for (const auto* r : {&dim, &layers, &heads, &ffn, &ctx}) {
     if (!*r) return r->error();
@@ -207,6 +234,7 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
   if (c.rope_dim > c.head_dim || c.rope_dim % 2 != 0) {
     return make_error("{}: rope.dimension_count {} is invalid for head size {}", file.name(), c.rope_dim, c.head_dim);
   }
+  HEARTH_TRY(read_moe(file, p, c.ffn_dim, c));
   HEARTH_TRY(check_shape_limits(file, c));
   auto base = read_float(file, p + "rope.freq_base", 10000.0f, 0.0, 1e12);
   auto eps = read_float(file, p + "attention.layer_norm_rms_epsilon", 1e-5f, 0.0, 1.0);
@@ -216,10 +244,11 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
   c.rms_eps = *eps;
   const std::string& a = c.architecture;
   c.gemma = a == "gemma2" || a == "gemma3";
-  const bool neox = a == "qwen2" || a == "qwen3" || a == "phi3" || c.gemma;
+  const bool qwen3 = a == "qwen3" || a == "qwen3moe";
+  const bool neox = a == "qwen2" || qwen3 || a == "phi3" || c.gemma;
   c.rope_style = neox ? RopeStyle::kNeox : RopeStyle::kNormal;
   c.qkv_bias_required = a == "qwen2";
-  c.qk_norm = a == "qwen3" || a == "gemma3";
+  c.qk_norm = qwen3 || a == "gemma3";
   c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   c.fused_qkv_ffn = a == "phi3";
   c.rope_freqs_allowed = a == "llama" || a == "mistral" || a == "smollm";

@@ -21,6 +21,11 @@
 //     gemma3                5 local : 1 global ((il + 1) % 6 == 0 is global); q/k per-head RMSNorm before RoPE;
 //                           local layers rotate with base 10000 and no scaling, global ones with rope.freq_base
 //                           and rope.scaling
+//   qwen3moe                qwen3's attention; every layer's FFN is a mixture of experts (MoeRouting, moe.h):
+//                           expert_count experts of expert_feed_forward_length (absent: feed_forward_length /
+//                           expert_used_count, as llama.cpp), softmax router over all of them, the expert_used_count
+//                           most probable, their weights normalised to sum 1 (llama.cpp's build_qwen3moe always
+//                           normalises, whatever expert_weights_norm says; Qwen3-MoE's norm_topk_prob is true)
 //
 // RoPE scaling: a rope_freqs.weight tensor (Llama 3.1/3.2, llama family) divides each pair's frequency
 // (weights.h); rope.scaling.type linear (or absent) with rope.scaling.factor F multiplies every angle by 1/F;
@@ -41,6 +46,21 @@ namespace hearth {
 // How RoPE pairs dimensions: GGML "normal" rotates adjacent pairs (x[2i], x[2i+1]) as Llama GGUFs expect;
 // "neox" rotates (x[i], x[i + rope_dim/2]) as Qwen2-style models do.
 enum class RopeStyle { kNormal, kNeox };
+
+// How a mixture-of-experts router turns its logits into probabilities. Later families add theirs (sigmoid,
+// softmax over the chosen logits); a switch on it has no default, so a new one fails to compile until handled.
+enum class ExpertGating { kSoftmax };
+
+// A mixture-of-experts FFN's routing, as llama.cpp's build_moe_ffn computes it: probabilities from the router
+// logits (gating), the n_used most probable experts (ties: the lower id), their probabilities as weights, divided
+// by their sum when norm_weights. n_expert 0: the layer's FFN is dense.
+struct MoeRouting {
+  int32_t n_expert = 0;
+  int32_t n_used = 0;
+  int32_t ffn_dim = 0;  // each expert's hidden width
+  ExpertGating gating = ExpertGating::kSoftmax;
+  bool norm_weights = false;
+};
 
 struct ModelConfig {
   std::string architecture;
@@ -72,6 +92,9 @@ struct ModelConfig {
   float final_softcap = 0.0f;         // gemma2: logits → cap × tanh(logit / cap); 0: none
   int32_t swa_period = 0;             // 0: no local layers; 1: all local (phi3); N > 1: global when (il + 1) % N == 0
   float rope_freq_base_local = 0.0f;  // gemma3: local layers' RoPE base, unscaled; 0: every layer uses the global
+  MoeRouting moe;                     // qwen3moe: every layer's FFN is a mixture of experts; else n_expert 0
+
+  bool is_moe() const { return moe.n_expert > 0; }
 
   // phi3 LongRoPE: the long factors when the served context exceeds the original one.
   bool rope_uses_long_factors() const { return n_ctx_train > rope_original_context; }

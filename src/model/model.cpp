@@ -113,8 +113,10 @@ void Model::prepare_scratch(const BatchInput& batch, int n_threads) {
   grow(s_.v, t * c.kv_dim());
   grow(s_.attn, t * c.q_dim());
   grow(s_.proj, t * c.dim);
-  grow(s_.gate, t * c.ffn_dim);
-  grow(s_.up, t * c.ffn_dim);
+  if (!c.is_moe()) {  // the MoE FFN keeps its own rows
+    grow(s_.gate, t * c.ffn_dim);
+    grow(s_.up, t * c.ffn_dim);
+  }
   grow(s_.cos_sin, t * c.rope_dim);
   if (c.rope_freq_base_local > 0.0f) grow(s_.cos_sin_local, t * c.rope_dim);
   s_.row_pos.resize(t);
@@ -278,6 +280,11 @@ void Model::ffn_block(int layer, int64_t n, ThreadPool& pool) {
   for_rows(pool, n, [&](int64_t row) {
     rms_norm(s_.x.data() + row * c.dim, w.ffn_norm.data(), s_.xn.data() + row * c.dim, c.dim, c.rms_eps);
   });
+  if (c.is_moe()) {
+    s_.moe.forward(w.moe, c.moe, s_.xn.data(), n, s_.proj.data(), pool, s_.matmul);
+    add_residual(w.ffn_post_norm, n, pool);
+    return;
+  }
   const MatmulOutput gate_up[] = {{&w.w_gate, s_.gate.data()}, {&w.w_up, s_.up.data()}};
   matmul_group(gate_up, s_.xn.data(), n, pool, s_.matmul);
   for_rows(pool, n, [&](int64_t row) {

@@ -1,6 +1,6 @@
 #pragma once
-// Model: a llama-family transformer on the CPU (llama, mistral, smollm, phi3, qwen2, qwen3, gemma2, gemma3: see
-// config.h). It owns the
+// Model: a llama-family transformer on the CPU (llama, mistral, smollm, phi3, qwen2, qwen3, gemma2, gemma3, and
+// qwen3moe with a mixture-of-experts FFN (moe.h): see config.h). It owns the
 // mapped GGUF, the weight views and the forward scratch. K/V memory is passed in (KvStorage) and addressed through each
 // sequence's block table, so the same forward pass serves one sequence or a batch of many, cold or from a prefix cache.
 
@@ -13,6 +13,7 @@
 #include "kernels/matmul.h"
 #include "model/config.h"
 #include "model/kv_storage.h"
+#include "model/moe.h"
 #include "model/weights.h"
 #include "util/ids.h"
 #include "util/result.h"
@@ -91,6 +92,7 @@ class Model {
     size_t attn_scratch_per_thread = 0;
     std::vector<float> logits_in, logits;  // [n_logit_rows, dim | n_vocab]
     MatmulScratch matmul;
+    MoeFfn moe;  // the MoE FFN's routing and grouped rows
   };
   void prepare_scratch(const BatchInput& batch, int n_threads);
   void embed(const BatchInput& batch, ThreadPool& pool);

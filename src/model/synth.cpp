@@ -77,8 +77,19 @@ struct TensorPlan {
 // llama-quantize's choice of the layers that get more bits in the _M mixes.
 bool use_more_bits(int64_t i, int64_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
 
+// qwen3moe's router and experts (synth.h); Q4_K_M's more bits go to ffn_down_exps as to ffn_down.
+void plan_experts(const SynthConfig& c, const std::string& blk, DType w_more, std::vector<TensorPlan>& plan) {
+  const DType w = c.weight_type;
+  const float router_sd = c.router_sd > 0 ? c.router_sd : c.weight_sd;
+  plan.push_back({blk + "ffn_gate_inp.weight", {c.dim, c.n_expert}, DType::F32, 0.0f, router_sd});
+  plan.push_back({blk + "ffn_gate_exps.weight", {c.dim, c.expert_ffn_dim, c.n_expert}, w, 0.0f, c.weight_sd});
+  plan.push_back({blk + "ffn_up_exps.weight", {c.dim, c.expert_ffn_dim, c.n_expert}, w, 0.0f, c.weight_sd});
+  plan.push_back({blk + "ffn_down_exps.weight", {c.expert_ffn_dim, c.dim, c.n_expert}, w_more, 0.0f, c.weight_sd});
+}
+
 std::vector<TensorPlan> plan_layer(const SynthConfig& c, int64_t i) {
-  const int64_t head_dim = c.dim / c.n_heads;
+  const int64_t head_dim = synth_head_dim(c);
+  const int64_t q_dim = c.n_heads * head_dim;
   const int64_t kv_dim = c.n_kv_heads * head_dim;
   const DType w = c.weight_type;
   const DType w_more = c.q4_k_m && use_more_bits(i, c.n_layers) ? DType::Q6_K : w;  // attn_v, ffn_down
@@ -91,7 +102,7 @@ std::vector<TensorPlan> plan_layer(const SynthConfig& c, int64_t i) {
   if (phi3) {
     plan.push_back({blk + "attn_qkv.weight", {c.dim, c.dim + 2 * kv_dim}, w, 0.0f, sd});
   } else {
-    plan.push_back({blk + "attn_q.weight", {c.dim, c.dim}, w, 0.0f, sd});
+    plan.push_back({blk + "attn_q.weight", {c.dim, q_dim}, w, 0.0f, sd});
     plan.push_back({blk + "attn_k.weight", {c.dim, kv_dim}, w, 0.0f, sd});
     plan.push_back({blk + "attn_v.weight", {c.dim, kv_dim}, w_more, 0.0f, sd});
   }
@@ -100,12 +111,16 @@ std::vector<TensorPlan> plan_layer(const SynthConfig& c, int64_t i) {
     plan.push_back({blk + "attn_k.bias", {kv_dim}, DType::F32, 0.0f, c.bias_sd});
     plan.push_back({blk + "attn_v.bias", {kv_dim}, DType::F32, 0.0f, c.bias_sd});
   }
-  if (c.architecture == "qwen3" || c.architecture == "gemma3") {
+  if (c.architecture == "qwen3" || c.architecture == "qwen3moe" || c.architecture == "gemma3") {
     plan.push_back({blk + "attn_q_norm.weight", {head_dim}, DType::F32, 1.0f, c.qk_norm_sd});
     plan.push_back({blk + "attn_k_norm.weight", {head_dim}, DType::F32, 1.0f, c.qk_norm_sd});
   }
-  plan.push_back({blk + "attn_output.weight", {c.dim, c.dim}, w, 0.0f, sd});
+  plan.push_back({blk + "attn_output.weight", {q_dim, c.dim}, w, 0.0f, sd});
   plan.push_back({blk + "ffn_norm.weight", {c.dim}, DType::F32, 1.0f, 0.0f});
+  if (c.architecture == "qwen3moe") {
+    plan_experts(c, blk, w_more, plan);
+    return plan;
+  }
   if (phi3) {
     plan.push_back({blk + "ffn_up.weight", {c.dim, 2 * c.ffn_dim}, w, 0.0f, sd});  // gate rows, then up rows
   } else {
@@ -219,7 +234,7 @@ void add_metadata(GgufWriter& w, const SynthConfig& c, const GgufFile& vocab, in
   w.add(a + ".attention.head_count_kv", u32(c.n_kv_heads));
   w.add(a + ".attention.layer_norm_rms_epsilon", gguf_f32(c.rms_eps));
   w.add(a + ".rope.freq_base", gguf_f32(c.rope_freq_base));
-  w.add(a + ".rope.dimension_count", u32(c.dim / c.n_heads));
+  w.add(a + ".rope.dimension_count", u32(synth_head_dim(c)));
   if (a == "phi3")
     w.add(a + ".attention.sliding_window", u32(c.sliding_window > 0 ? c.sliding_window : c.context_length));
   if (c.phi3_longrope) {
@@ -232,9 +247,14 @@ void add_metadata(GgufWriter& w, const SynthConfig& c, const GgufFile& vocab, in
     w.add(a + ".attn_logit_softcapping", gguf_f32(c.attn_softcap));
     w.add(a + ".final_logit_softcapping", gguf_f32(c.final_softcap));
   }
-  if (a == "qwen3" || gemma) {
-    w.add(a + ".attention.key_length", u32(c.dim / c.n_heads));
-    w.add(a + ".attention.value_length", u32(c.dim / c.n_heads));
+  if (a == "qwen3" || a == "qwen3moe" || gemma) {
+    w.add(a + ".attention.key_length", u32(synth_head_dim(c)));
+    w.add(a + ".attention.value_length", u32(synth_head_dim(c)));
+  }
+  if (a == "qwen3moe") {
+    w.add(a + ".expert_count", u32(c.n_expert));
+    w.add(a + ".expert_used_count", u32(c.n_expert_used));
+    w.add(a + ".expert_feed_forward_length", u32(c.expert_ffn_dim));
   }
   for (const auto& [key, value] : vocab.metadata()) {
     if (key.starts_with("tokenizer.")) w.add(key, value);
@@ -243,8 +263,12 @@ void add_metadata(GgufWriter& w, const SynthConfig& c, const GgufFile& vocab, in
 
 }  // namespace
 
+int64_t synth_head_dim(const SynthConfig& c) {
+  return c.head_dim > 0 ? c.head_dim : c.dim / c.n_heads;
+}
+
 std::vector<float> llama3_rope_freqs(const SynthConfig& c) {
-  const int64_t head_dim = c.dim / c.n_heads;
+  const int64_t head_dim = synth_head_dim(c);
   const double low_wavelen = static_cast<double>(c.rope_original_context) / c.rope_low_freq_factor;
   const double high_wavelen = static_cast<double>(c.rope_original_context) / c.rope_high_freq_factor;
   std::vector<float> freqs;
@@ -265,7 +289,7 @@ std::vector<float> llama3_rope_freqs(const SynthConfig& c) {
 }
 
 std::vector<float> phi3_rope_factors(const SynthConfig& c, bool long_factors) {
-  const int64_t n = c.dim / c.n_heads / 2;
+  const int64_t n = synth_head_dim(c) / 2;
   const double top = long_factors ? c.rope_factor - 1.0 : 0.25;
   std::vector<float> f;
   for (int64_t i = 0; i < n; ++i) f.push_back(static_cast<float>(1.0 + top * i / std::max<int64_t>(n - 1, 1)));
@@ -287,6 +311,24 @@ std::optional<SynthConfig> synth_preset(std::string_view name) {
       {"tiny", 256, 2, 4, 2, 768, 1024},   {"110m", 768, 12, 12, 12, 2048, 4096}, {"1b", 2048, 16, 32, 8, 8192, 4096},
       {"3b", 3072, 28, 24, 8, 8192, 4096}, {"8b", 4096, 32, 32, 8, 14336, 8192},
   };
+  if (name == "30b-a3b") {  // Qwen3-30B-A3B's config.json, context cut to 4096
+    SynthConfig c;
+    c.name = "hearth-synthetic-30b-a3b";
+    c.architecture = "qwen3moe";
+    c.dim = 2048;
+    c.n_layers = 48;
+    c.n_heads = 32;
+    c.n_kv_heads = 4;
+    c.head_dim = 128;
+    c.ffn_dim = 6144;
+    c.n_expert = 128;
+    c.n_expert_used = 8;
+    c.expert_ffn_dim = 768;
+    c.context_length = 4096;
+    c.rope_freq_base = 1000000.0f;
+    c.rms_eps = 1e-6f;
+    return c;
+  }
   for (const Preset& p : kPresets) {
     if (p.name != name) continue;
     SynthConfig c;
@@ -302,16 +344,43 @@ std::optional<SynthConfig> synth_preset(std::string_view name) {
   return std::nullopt;
 }
 
+namespace {
+
+// qwen3moe needs 1 <= n_expert_used <= n_expert <= 512 (llama.cpp's LLAMA_MAX_EXPERTS) and an expert width; every
+// other architecture is dense and must leave them 0.
+Result<void> validate_experts(const SynthConfig& c) {
+  const bool moe = c.architecture == "qwen3moe";
+  if (!moe) {
+    if (c.n_expert != 0 || c.n_expert_used != 0 || c.expert_ffn_dim != 0) {
+      return make_error("synthetic model: experts are for architecture qwen3moe only");
+    }
+    return {};
+  }
+  if (c.n_expert < 1 || c.n_expert > 512 || c.n_expert_used < 1 || c.n_expert_used > c.n_expert) {
+    return make_error("synthetic model: qwen3moe needs 1 <= experts used ({}) <= experts ({}) <= 512", c.n_expert_used,
+                      c.n_expert);
+  }
+  if (c.expert_ffn_dim < 1 || c.expert_ffn_dim > (int64_t{1} << 22)) {
+    return make_error("synthetic model: expert_ffn_dim is {}, expected 1 to {}", c.expert_ffn_dim, int64_t{1} << 22);
+  }
+  if (!(c.router_sd >= 0)) return make_error("synthetic model: router_sd must not be negative");
+  return {};
+}
+
+}  // namespace
+
 Result<void> validate_synth_config(const SynthConfig& c) {
   constexpr int64_t kMax = int64_t{1} << 30;
   auto bad = [](std::string_view what) { return make_error("synthetic model: {}", what); };
   if (c.out_path.empty()) return bad("no output path");
   if (c.vocab_from.empty()) return bad("no vocabulary file to copy the tokenizer from");
   const std::string& a = c.architecture;
-  if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "phi3" && a != "gemma2" && a != "gemma3") {
+  if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "qwen3moe" && a != "phi3" && a != "gemma2" &&
+      a != "gemma3") {
     return bad(fmt::format(
-        "architecture '{}' is not one the generator writes (llama, qwen2, qwen3, phi3, gemma2, gemma3)", a));
+        "architecture '{}' is not one the generator writes (llama, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3)", a));
   }
+  HEARTH_TRY(validate_experts(c));
   if (!(c.attn_softcap > 0) || !(c.final_softcap > 0)) return bad("soft-capping values must be positive");
   if (c.llama3_rope_freqs && a != "llama") return bad("Llama 3 rope_freqs are for architecture llama only");
   if (c.llama3_rope_freqs && (!(c.rope_factor >= 1) || !(c.rope_high_freq_factor > c.rope_low_freq_factor) ||
@@ -331,8 +400,15 @@ Result<void> validate_synth_config(const SynthConfig& c) {
                          {"context_length", c.context_length}}) {
     if (v <= 0 || v > kMax) return bad(fmt::format("{} is {}, expected 1 to {}", name, v, kMax));
   }
-  if (c.dim % c.n_heads != 0) return bad(fmt::format("dim {} is not divisible by n_heads {}", c.dim, c.n_heads));
-  if ((c.dim / c.n_heads) % 2 != 0) return bad(fmt::format("head dim {} is odd; RoPE needs pairs", c.dim / c.n_heads));
+  const bool writes_key_length = a == "qwen3" || a == "qwen3moe" || a == "gemma2" || a == "gemma3";
+  if (c.head_dim < 0 || (c.head_dim > 0 && !writes_key_length)) {
+    return bad(fmt::format("head_dim {} is for qwen3, qwen3moe and gemma only (0: dim / n_heads)", c.head_dim));
+  }
+  if (c.head_dim == 0 && c.dim % c.n_heads != 0) {
+    return bad(fmt::format("dim {} is not divisible by n_heads {}", c.dim, c.n_heads));
+  }
+  const int64_t head_dim = synth_head_dim(c);
+  if (head_dim % 2 != 0) return bad(fmt::format("head dim {} is odd; RoPE needs pairs", head_dim));
   if (c.n_heads % c.n_kv_heads != 0) {
     return bad(fmt::format("n_heads {} is not a multiple of n_kv_heads {}", c.n_heads, c.n_kv_heads));
   }
@@ -342,9 +418,11 @@ Result<void> validate_synth_config(const SynthConfig& c) {
   }
   if (c.q4_k_m && c.weight_type != DType::Q4_K) return bad("the Q4_K_M mix needs weight type Q4_K");
   const int64_t block = dtype_info(c.weight_type).block_size;
-  if (c.dim % block != 0 || c.ffn_dim % block != 0) {
-    return bad(fmt::format("{} rows need multiples of {} elements, but dim is {} and ffn_dim {}",
-                           dtype_name(c.weight_type), block, c.dim, c.ffn_dim));
+  const int64_t ffn = a == "qwen3moe" ? c.expert_ffn_dim : c.ffn_dim;
+  if (c.dim % block != 0 || ffn % block != 0 || (c.n_heads * head_dim) % block != 0) {
+    return bad(fmt::format("{} rows need multiples of {} elements, but dim is {}, {} {} and n_heads × head_dim {}",
+                           dtype_name(c.weight_type), block, c.dim, a == "qwen3moe" ? "expert_ffn_dim" : "ffn_dim", ffn,
+                           c.n_heads * head_dim));
   }
   if (!(c.weight_sd > 0) || !(c.rms_eps > 0) || !(c.rope_freq_base > 0)) {
     return bad("weight_sd, rms_eps and rope_freq_base must be positive");

@@ -1,14 +1,15 @@
 #pragma once
-// Synthetic llama-family models (architecture llama, qwen2, qwen3 or phi3): a real vocabulary (copied from an existing
-// GGUF) with random Gaussian weights at any shape and weight type. Speed does not depend on the weight values, so these
-// stand in for real 1B-8B models in benchmarks and tests (vLLM's "dummy" load format exists for the same reason).
+// Synthetic llama-family models (architecture llama, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3): a real vocabulary
+// (copied from an existing GGUF) with random Gaussian weights at any shape and weight type. Speed does not depend on
+// the weight values, so these stand in for real 1B-8B models in benchmarks and tests (vLLM's "dummy" load format exists
+// for the same reason).
 //
 // The file is what llama.cpp writes for such a model: general.architecture, the <arch>.* hyperparameter keys
 // (qwen3 adds attention.key_length/value_length), and tensors named and shaped as llama.cpp names them (shapes
 // in GGML order, ne[0] first):
 //   token_embd.weight        [dim, n_vocab]       weight type
 //   blk.N.attn_norm.weight   [dim]                F32, all ones
-//   blk.N.attn_q.weight      [dim, dim]           weight type
+//   blk.N.attn_q.weight      [dim, q_dim]         weight type; q_dim = n_heads * head_dim
 //   blk.N.attn_k.weight      [dim, kv_dim]        kv_dim = n_kv_heads * head_dim
 //   blk.N.attn_v.weight      [dim, kv_dim]
 //   blk.N.attn_q.bias        [dim]                qwen2 only: F32, N(0, bias_sd^2)
@@ -16,7 +17,7 @@
 //   blk.N.attn_v.bias        [kv_dim]             qwen2 only
 //   blk.N.attn_q_norm.weight [head_dim]           qwen3 only: F32, 1 + N(0, qk_norm_sd^2)
 //   blk.N.attn_k_norm.weight [head_dim]           qwen3 only
-//   blk.N.attn_output.weight [dim, dim]
+//   blk.N.attn_output.weight [q_dim, dim]
 //   blk.N.ffn_norm.weight    [dim]                F32, all ones
 //   blk.N.ffn_gate.weight    [dim, ffn_dim]
 //   blk.N.ffn_up.weight      [dim, ffn_dim]
@@ -31,6 +32,15 @@
 // 1 + N(0, qk_norm_sd^2)), have no output.weight (tied to token_embd, as llama.cpp requires) and write
 // attention.sliding_window and key_length; gemma2 writes attn_/final_logit_softcapping, gemma3 has q/k norms as
 // qwen3.
+// qwen3moe is qwen3's attention with a mixture-of-experts FFN instead of ffn_gate/ffn_up/ffn_down, as llama.cpp's
+// converter writes Qwen3-30B-A3B (expert_count, expert_used_count, expert_feed_forward_length beside
+// feed_forward_length):
+//   blk.N.ffn_gate_inp.weight  [dim, n_expert]                F32 (llama-quantize never quantizes the router),
+//                                                             N(0, router_sd^2)
+//   blk.N.ffn_gate_exps.weight [dim, expert_ffn, n_expert]    weight type
+//   blk.N.ffn_up_exps.weight   [dim, expert_ffn, n_expert]
+//   blk.N.ffn_down_exps.weight [expert_ffn, dim, n_expert]    (Q6_K on the Q4_K_M mix's use_more_bits layers)
+// head_dim (attention.key_length) may differ from dim / n_heads for qwen3, qwen3moe and gemma, as Qwen3's does.
 //
 // Generation streams one row at a time (rows are generated in parallel in small batches), so a 1B model needs
 // a few MiB of memory, not the model's size. Weights are a pure function of (seed, tensor name, row): the same
@@ -51,13 +61,19 @@ struct SynthConfig {
   std::string out_path;
   std::string vocab_from;  // a GGUF whose tokenizer.* metadata is copied; its token list sets n_vocab
   std::string name = "hearth-synthetic";
-  std::string architecture = "llama";  // llama, qwen2 (q/k/v biases), qwen3 (per-head q/k RMSNorm), phi3 (fused)
+  std::string architecture = "llama";  // llama, qwen2 (q/k/v biases), qwen3 (per-head q/k RMSNorm), qwen3moe, phi3, ...
   int64_t dim = 256;
   int64_t n_layers = 2;
   int64_t n_heads = 4;
   int64_t n_kv_heads = 2;
   int64_t ffn_dim = 768;
   int64_t context_length = 1024;
+  int64_t head_dim = 0;  // 0: dim / n_heads; else written as attention.key_length (qwen3, qwen3moe, gemma only)
+  // qwen3moe: experts per layer, experts each token uses, each expert's hidden width; 0 for dense architectures.
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
+  int64_t expert_ffn_dim = 0;
+  float router_sd = 0.0f;          // qwen3moe: the router's N(0, router_sd^2) weights; 0: weight_sd
   DType weight_type = DType::F16;  // F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K
   // With weight_type Q4_K: llama-quantize's Q4_K_M mix instead of all Q4_K: the output matrix (token_embd when
   // it is tied) and, on the layers its use_more_bits picks (the first and last eighth, every third between),
@@ -90,8 +106,13 @@ struct SynthConfig {
 
 // Named shapes: "tiny" (the shape of the shared synth-tiny models), "110m" (dim 768, 12 layers, 12 heads, ffn
 // 2048), "1b" (dim 2048, 16 layers, 32 heads, 8 KV
-// heads, ffn 8192), "3b", "8b". nullopt for an unknown name. Paths, type and seed keep their defaults.
+// heads, ffn 8192), "3b", "8b", and "30b-a3b" (Qwen3-30B-A3B, architecture qwen3moe: dim 2048, 48 layers, 32 heads
+// of 128, 4 KV heads, ffn 6144, 128 experts of 768, 8 used). nullopt for an unknown name. Paths, type and seed keep
+// their defaults.
 std::optional<SynthConfig> synth_preset(std::string_view name);
+
+// The head size: head_dim, or dim / n_heads when it is 0.
+int64_t synth_head_dim(const SynthConfig& config);
 
 // Llama 3's rope_freqs for head size `head_dim` (head_dim / 2 values), from the config's rope_* fields.
 std::vector<float> llama3_rope_freqs(const SynthConfig& config);

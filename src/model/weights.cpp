@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <set>
@@ -44,27 +45,19 @@ class Binder {
 
   // Binds a 2-D matrix whose GGML shape is [n_cols, n_rows].
   Result<MatrixView> matrix(const std::string& name, int64_t n_cols, int64_t n_rows) {
-    const GgufTensor* t = file_.find_tensor(name);
-    if (t == nullptr) return make_error("{}: missing tensor '{}'", file_.name(), name);
-    bound_.insert(name);
-    if (t->ne[0] != n_cols || t->ne[1] != n_rows || t->ne[2] != 1 || t->ne[3] != 1) {
-      return make_error("{}: tensor '{}' has shape [{}, {}, {}, {}], expected [{}, {}]", file_.name(), name, t->ne[0],
-                        t->ne[1], t->ne[2], t->ne[3], n_cols, n_rows);
+    return stack(name, n_cols, n_rows, 0);
+  }
+
+  // Binds a 3-D tensor [n_cols, n_rows, n_stack] as n_stack matrices of n_rows × n_cols (a MoE layer's experts).
+  Result<std::vector<MatrixView>> experts(const std::string& name, int64_t n_cols, int64_t n_rows, int64_t n_stack) {
+    auto all = stack(name, n_cols, n_rows, n_stack);
+    if (!all) return all.error();
+    std::vector<MatrixView> out;
+    for (int64_t e = 0; e < n_stack; ++e) {
+      out.push_back(MatrixView{all->type, n_rows, n_cols, all->data + static_cast<size_t>(e * n_rows) * all->row_stride,
+                               all->row_stride});
     }
-    if (!dtype_info(t->type).compute_supported) {
-      return make_error(
-          "{}: tensor '{}' has type {}, which Hearth cannot compute with (supported: F32, F16, BF16, "
-          "Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS)",
-          file_.name(), name, dtype_name(t->type));
-    }
-    const MatrixView m{t->type, n_rows, n_cols, t->data, row_bytes(t->type, n_cols)};
-    if (n_rows * n_cols <= kMaxScannedElements) {
-      if (auto bad = find_non_finite(m)) {
-        return make_error("{}: tensor '{}' holds a non-finite value ({} at row {}, column {})", file_.name(), name,
-                          bad->value, bad->row, bad->col);
-      }
-    }
-    return m;
+    return out;
   }
 
   // Reads a 1-D vector of `n` elements into owned f32.
@@ -93,6 +86,34 @@ class Binder {
   }
 
  private:
+  // The tensor [n_cols, n_rows, n_stack] as one view of n_rows × max(n_stack, 1) rows; n_stack 0: a 2-D matrix.
+  Result<MatrixView> stack(const std::string& name, int64_t n_cols, int64_t n_rows, int64_t n_stack) {
+    const GgufTensor* t = file_.find_tensor(name);
+    if (t == nullptr) return make_error("{}: missing tensor '{}'", file_.name(), name);
+    bound_.insert(name);
+    const int64_t ne2 = std::max<int64_t>(n_stack, 1);
+    if (t->ne[0] != n_cols || t->ne[1] != n_rows || t->ne[2] != ne2 || t->ne[3] != 1) {
+      const std::string expected =
+          n_stack > 0 ? fmt::format("[{}, {}, {}]", n_cols, n_rows, n_stack) : fmt::format("[{}, {}]", n_cols, n_rows);
+      return make_error("{}: tensor '{}' has shape [{}, {}, {}, {}], expected {}", file_.name(), name, t->ne[0],
+                        t->ne[1], t->ne[2], t->ne[3], expected);
+    }
+    if (!dtype_info(t->type).compute_supported) {
+      return make_error(
+          "{}: tensor '{}' has type {}, which Hearth cannot compute with (supported: F32, F16, BF16, "
+          "Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS)",
+          file_.name(), name, dtype_name(t->type));
+    }
+    const MatrixView m{t->type, n_rows * ne2, n_cols, t->data, row_bytes(t->type, n_cols)};
+    if (m.n_rows * n_cols <= kMaxScannedElements) {
+      if (auto bad = find_non_finite(m)) {
+        return make_error("{}: tensor '{}' holds a non-finite value ({} at row {}, column {})", file_.name(), name,
+                          bad->value, bad->row, bad->col);
+      }
+    }
+    return m;
+  }
+
   const GgufFile& file_;
   std::set<std::string, std::less<>> bound_;
 };
@@ -173,6 +194,32 @@ Result<void> bind_gate_up(Binder& b, const ModelConfig& c, const std::string& p,
   return {};
 }
 
+// A MoE layer's router and experts, with llama.cpp's qwen3moe names and shapes (GGML order):
+// ffn_gate_inp [dim, n_expert], ffn_gate_exps and ffn_up_exps [dim, expert_ffn, n_expert], ffn_down_exps
+// [expert_ffn, dim, n_expert].
+Result<void> bind_moe(Binder& b, const ModelConfig& c, const std::string& p, LayerWeights& l) {
+  const MoeRouting& r = c.moe;
+  auto router = b.matrix(p + "ffn_gate_inp.weight", c.dim, r.n_expert);
+  if (!router) return router.error();
+  auto gate = b.experts(p + "ffn_gate_exps.weight", c.dim, r.ffn_dim, r.n_expert);
+  if (!gate) return gate.error();
+  auto up = b.experts(p + "ffn_up_exps.weight", c.dim, r.ffn_dim, r.n_expert);
+  if (!up) return up.error();
+  auto down = b.experts(p + "ffn_down_exps.weight", r.ffn_dim, c.dim, r.n_expert);
+  if (!down) return down.error();
+  l.moe = MoeLayerWeights{*router, std::move(*gate), std::move(*up), std::move(*down)};
+  return {};
+}
+
+// The dense FFN's matrices: gate and up (bind_gate_up), down.
+Result<void> bind_dense_ffn(Binder& b, const ModelConfig& c, const std::string& p, LayerWeights& l) {
+  HEARTH_TRY(bind_gate_up(b, c, p, l));
+  auto down = b.matrix(p + "ffn_down.weight", c.ffn_dim, c.dim);
+  if (!down) return down.error();
+  l.w_down = *down;
+  return {};
+}
+
 Result<LayerWeights> bind_layer(Binder& b, const ModelConfig& c, int il) {
   const std::string p = fmt::format("blk.{}.", il);
   LayerWeights l;
@@ -185,9 +232,7 @@ Result<LayerWeights> bind_layer(Binder& b, const ModelConfig& c, int il) {
   HEARTH_TRY(bind_qk_norm(b, c, p, l));
   auto ffn_norm = b.vector(p + "ffn_norm.weight", c.dim);
   if (!ffn_norm) return ffn_norm.error();
-  HEARTH_TRY(bind_gate_up(b, c, p, l));
-  auto down = b.matrix(p + "ffn_down.weight", c.ffn_dim, c.dim);
-  if (!down) return down.error();
+  HEARTH_TRY(c.is_moe() ? bind_moe(b, c, p, l) : bind_dense_ffn(b, c, p, l));
   if (c.gemma) {
     auto attn_post = b.vector(p + "post_attention_norm.weight", c.dim);
     if (!attn_post) return attn_post.error();
@@ -199,7 +244,6 @@ Result<LayerWeights> bind_layer(Binder& b, const ModelConfig& c, int il) {
   l.attn_norm = std::move(*attn_norm);
   l.ffn_norm = std::move(*ffn_norm);
   l.wo = *wo;
-  l.w_down = *down;
   return l;
 }
 
@@ -262,9 +306,7 @@ size_t ModelWeights::pack_matrices() {
     m.packed = packed.back().get();
     bytes += packed.back()->bytes();
   };
-  for (LayerWeights& l : layers) {
-    for (MatrixView* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) pack(*m);
-  }
+  for (LayerWeights& l : layers) l.for_each_matrix(pack);
   pack(output);
   return bytes;
 }
@@ -274,9 +316,7 @@ void ModelWeights::release_packed_originals() const {
     if (m.packed == nullptr || m.data == token_embd.data) return;
     release_pages(m.data, m.row_stride * static_cast<size_t>(m.n_rows));
   };
-  for (const LayerWeights& l : layers) {
-    for (const MatrixView* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) release(*m);
-  }
+  for (const LayerWeights& l : layers) l.for_each_matrix(release);
   release(output);
 }
 

@@ -2,7 +2,8 @@
 // ModelWeights: views of a llama-family model's tensors inside the mapped GGUF. Matrices stay in the
 // mmap in their stored dtype; only the small norm vectors are converted to owned f32. phi3's fused matrices
 // (attn_qkv: rows q, k, v; ffn_up: rows gate, then up) are bound as row ranges of the fused tensor, so the
-// forward pass sees the same wq/wk/wv/w_gate/w_up as for any other architecture.
+// forward pass sees the same wq/wk/wv/w_gate/w_up as for any other architecture. A MoE layer's 3-D expert
+// tensors are bound as one view per expert (model/moe.h).
 
 #include <memory>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "kernels/matmul.h"
 #include "kernels/packed.h"
 #include "model/config.h"
+#include "model/moe.h"
 #include "util/result.h"
 
 namespace hearth {
@@ -32,6 +34,27 @@ struct LayerWeights {
   MatrixView w_gate;                  // [ffn_dim, dim]
   MatrixView w_up;                    // [ffn_dim, dim]
   MatrixView w_down;                  // [dim, ffn_dim]
+  MoeLayerWeights moe;                // MoE (config.is_moe()): router and experts instead of w_gate/w_up/w_down
+
+  // Calls fn(matrix) for every matrix of the layer the matmul kernels read, experts included (unused views of the
+  // other FFN kind are empty).
+  template <class F>
+  void for_each_matrix(F&& fn) {
+    visit_matrices(*this, fn);
+  }
+  template <class F>
+  void for_each_matrix(F&& fn) const {
+    visit_matrices(*this, fn);
+  }
+
+ private:
+  template <class Self, class F>
+  static void visit_matrices(Self& l, F& fn) {
+    for (auto* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.moe.router}) fn(*m);
+    for (auto* experts : {&l.moe.gate, &l.moe.up, &l.moe.down}) {
+      for (auto& m : *experts) fn(m);
+    }
+  }
 };
 
 struct ModelWeights {

@@ -1,8 +1,9 @@
-// The qwen2, qwen3, phi3, gemma2, gemma3 and Llama 3 (rope_freqs) forward passes, proven two ways on tiny synthetic
-// models with the families' real vocabularies: (a) the engine's logits agree with a plain scalar forward written from
-// the architectures' definitions (reference_forward.cpp), which itself agrees with the engine on stories260K (llama);
-// and (b) Hearth's greedy token ids and text equal an independent implementation's: llama.cpp v0.5.0 as the npm
-// package node-llama-cpp 3.22.1 ships it (bench/peer/greedy.mjs, installed by scripts/test). A missing peer fails.
+// The qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3 and Llama 3 (rope_freqs) forward passes, proven two ways on tiny
+// synthetic models with the families' real vocabularies: (a) the engine's logits agree with a plain scalar forward
+// written from the architectures' definitions (reference_forward.cpp), which itself agrees with the engine on
+// stories260K (llama); and (b) Hearth's greedy token ids and text equal an independent implementation's: llama.cpp
+// v0.5.0 as the npm package node-llama-cpp 3.22.1 ships it (bench/peer/greedy.mjs, installed by scripts/test). A
+// missing peer fails.
 
 #include <unistd.h>
 
@@ -61,6 +62,19 @@ void configure_gemma(SynthConfig& c) {
   }
 }
 
+// Qwen3-MoE: 16 experts of 32, 4 used per token, heads of 32 (q is 128 wide in a 64-wide model, as Qwen3's
+// key_length differs from dim / heads). The router's weights (sd 0.15, logits of sd about 1.2) spread the experts'
+// probabilities enough that each top-4 is decided by margins far above rounding, and keep the four weights
+// comparable, so that both the normalisation and the other three experts move the logits.
+void configure_qwen3moe(SynthConfig& c) {
+  c.architecture = "qwen3moe";
+  c.head_dim = 32;
+  c.n_expert = 16;
+  c.n_expert_used = 4;
+  c.expert_ffn_dim = 32;
+  c.router_sd = 0.15f;
+}
+
 SynthConfig tiny_config(const std::string& variant) {
   SynthConfig c;
   fs::create_directories(HEARTH_TEST_TMP_DIR);
@@ -107,6 +121,8 @@ SynthConfig tiny_config(const std::string& variant) {
     if (variant == "phi3_longrope_short") c.context_length = 64;
   }
   if (variant == "gemma2" || variant == "gemma3") configure_gemma(c);
+  if (variant.starts_with("qwen3moe")) configure_qwen3moe(c);
+  if (variant == "qwen3moe_q8_0") c.weight_type = DType::Q8_0;  // experts read through the packed Q8_0 tiles
   return c;
 }
 
@@ -228,6 +244,15 @@ TEST(ArchReference, Qwen3MatchesScalarReference) {
   expect_engine_matches_reference(synthetic_model("qwen3"), kQwenTokens, {.skip_qk_norm = true});
 }
 
+// The experts' weights are normalised (the reference without it is far off) and every used expert counts (top-1
+// is far off), as are qwen3's q/k norms.
+TEST(ArchReference, Qwen3MoeMatchesScalarReference) {
+  const std::string& path = synthetic_model("qwen3moe");
+  expect_engine_matches_reference(path, kQwenTokens, {.skip_expert_norm = true});
+  expect_each_feature_has_teeth(path, kQwenTokens,
+                                {{"the other experts", {.top1_experts = true}}, {"q/k norms", {.skip_qk_norm = true}}});
+}
+
 // The rope_freqs divisors are applied (the reference without them is far off), and they are the formula's.
 TEST(ArchReference, Llama3RopeFreqsMatchScalarReference) {
   const SynthConfig c = tiny_config("llama3");
@@ -297,6 +322,11 @@ void expect_hit_matches_cold(const std::string& variant, const std::vector<int32
       << variant << ": hit differs from cold";
 }
 
+// Prefill chunks group other tokens by expert than the hit's rows: the bits do not change.
+TEST(ArchPrefixCacheHit, Qwen3MoeBitIdenticalToCold) {
+  expect_hit_matches_cold("qwen3moe", kQwenTokens);
+}
+
 TEST(ArchPrefixCacheHit, Llama3RopeFreqsBitIdenticalToCold) {
   expect_hit_matches_cold("llama3", kLlama3Tokens);
 }
@@ -312,6 +342,39 @@ TEST(ArchPrefixCacheHit, Gemma2BitIdenticalToCold) {
 }
 TEST(ArchPrefixCacheHit, Gemma3BitIdenticalToCold) {
   expect_hit_matches_cold("gemma3", kGemmaTokens);
+}
+
+// A token's logits have the same bits whether its forward runs it alone (one token per call, each expert read
+// for one row) or in one 60-row prefill whose rows are grouped by expert (240 choices over 16 experts), with F32
+// experts and with Q8_0 ones (packed tiles where the CPU has AVX2).
+void expect_same_bits_whatever_the_batch(const std::string& variant) {
+  const auto file = open_file(synthetic_model(variant));
+  std::vector<int32_t> tokens;
+  for (int32_t i = 0; i < 60; ++i) tokens.push_back(kQwenTokens[i % kQwenTokens.size()] + i / 14);
+  const auto one_by_one = engine_logits(file, tokens);
+  auto model = Model::load(file);
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  const ModelConfig& c = (*model)->config();
+  ASSERT_TRUE(c.is_moe());
+  if (variant.ends_with("q8_0") && Model::kernel_isa() != std::string("scalar")) {
+    EXPECT_GT((*model)->packed_bytes(), 0u);
+  }
+  KvStorage kv(c.n_layers, c.n_kv_heads, c.head_dim, 16, 4);
+  const std::vector<BlockId> table = {BlockId{0}, BlockId{1}, BlockId{2}, BlockId{3}};
+  std::vector<TokenId> ids;
+  for (int32_t t : tokens) ids.push_back(TokenId{t});
+  ThreadPool pool(2);
+  const BatchSequence seq{0, 60, 0, table, true};
+  const auto logits = (*model)->forward({ids, {&seq, 1}}, kv, pool);
+  ASSERT_EQ(logits.size(), one_by_one.back().size());
+  EXPECT_EQ(std::memcmp(logits.data(), one_by_one.back().data(), logits.size() * sizeof(float)), 0) << variant;
+}
+
+TEST(ArchMoe, Qwen3MoeLogitsSameBitsWhateverTheBatch) {
+  expect_same_bits_whatever_the_batch("qwen3moe");
+}
+TEST(ArchMoe, Qwen3MoeQ8LogitsSameBitsWhateverTheBatch) {
+  expect_same_bits_whatever_the_batch("qwen3moe_q8_0");
 }
 
 // Every logits row `engine` samples from for `prompt` and 12 greedy tokens.
@@ -564,6 +627,15 @@ TEST(ArchPeer, Llama3RopeFreqsGreedyMatchesLlamaCpp) {
 TEST(ArchPeer, Qwen2GreedyMatchesLlamaCpp) { expect_greedy_matches_peer(synthetic_model("qwen2"), "qwen2"); }
 
 TEST(ArchPeer, Qwen3GreedyMatchesLlamaCpp) { expect_greedy_matches_peer(synthetic_model("qwen3"), "qwen3"); }
+
+TEST(ArchPeer, Qwen3MoeGreedyMatchesLlamaCpp) {
+  expect_greedy_matches_peer(synthetic_model("qwen3moe"), "qwen3moe");
+}
+
+// Q8_0 experts, read through the packed tiles where the CPU has AVX2, as llama.cpp reads its own.
+TEST(ArchPeer, Qwen3MoeQ8GreedyMatchesLlamaCpp) {
+  expect_greedy_matches_peer(synthetic_model("qwen3moe_q8_0"), "qwen3moe_q8_0");
+}
 
 TEST(ArchPeer, Phi3GreedyMatchesLlamaCpp) {
   expect_greedy_matches_peer(synthetic_model("phi3_full_window"), "phi3_full_window");

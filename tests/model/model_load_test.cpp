@@ -45,6 +45,11 @@ const GgufFile& small_model(const std::string& arch) {
   c.weight_sd = 0.1f;
   c.bias_sd = 0.5f;
   c.num_threads = 1;
+  if (arch == "qwen3moe") {  // 4 experts of 32, 2 used
+    c.n_expert = 4;
+    c.n_expert_used = 2;
+    c.expert_ffn_dim = 32;
+  }
   auto written = write_synthetic_model(c);
   EXPECT_TRUE(written.ok()) << (written.ok() ? "" : written.error().message);
   auto file = GgufFile::open(c.out_path);
@@ -114,8 +119,10 @@ bool contains(const std::string& s, const std::string& part) {
 TEST(ModelLoadErrors, UnknownArchitectureListsTheSupportedOnes) {
   const std::string message = load_error({.arch = "gemma"}, "llama");
   EXPECT_TRUE(contains(message, "edited.gguf: architecture 'gemma' is not supported")) << message;
-  EXPECT_TRUE(contains(message, "(supported: gemma2, gemma3, llama, mistral, phi3, qwen2, qwen3, smollm)")) << message;
-  EXPECT_EQ(ModelConfig::supported_architectures(), "gemma2, gemma3, llama, mistral, phi3, qwen2, qwen3, smollm");
+  EXPECT_TRUE(contains(message, "(supported: gemma2, gemma3, llama, mistral, phi3, qwen2, qwen3, qwen3moe, smollm)"))
+      << message;
+  EXPECT_EQ(ModelConfig::supported_architectures(),
+            "gemma2, gemma3, llama, mistral, phi3, qwen2, qwen3, qwen3moe, smollm");
 }
 
 TEST(ModelLoadErrors, MissingRequiredTensorIsNamed) {
@@ -133,6 +140,8 @@ TEST(ModelLoadErrors, MissingRequiredTensorIsNamed) {
       {"gemma2", "blk.1.post_ffw_norm.weight"},
       {"gemma3", "blk.1.attn_k_norm.weight"},
       {"gemma3", "blk.0.post_ffw_norm.weight"},
+      {"qwen3moe", "blk.0.ffn_gate_inp.weight"},
+      {"qwen3moe", "blk.1.ffn_down_exps.weight"},
   };
   for (const auto& [arch, tensor] : cases) {
     const std::string message = load_error({.arch = arch, .keep = drop(tensor)}, arch);
@@ -141,6 +150,27 @@ TEST(ModelLoadErrors, MissingRequiredTensorIsNamed) {
   // The llama family's biases are optional, but all three or none.
   const std::string partial = load_error({.arch = "llama", .keep = drop("blk.0.attn_v.bias")}, "qwen2");
   EXPECT_TRUE(contains(partial, "missing tensor 'blk.0.attn_v.bias'")) << partial;
+}
+
+// qwen3moe's expert counts: more used than there are is refused naming both keys; an expert width that the expert
+// tensors do not have is refused naming the tensor and both shapes.
+TEST(ModelLoadErrors, Qwen3MoeExpertsAreChecked) {
+  const std::string used = load_error({.arch = "qwen3moe", .metadata = {{"qwen3moe.expert_used_count", gguf_u32(5)}}},
+                                      "qwen3moe");
+  EXPECT_TRUE(contains(used, "edited.gguf: qwen3moe.expert_used_count 5 and expert_count 4 need 1 <= used <= count"))
+      << used;
+  const std::string width = load_error(
+      {.arch = "qwen3moe", .metadata = {{"qwen3moe.expert_feed_forward_length", gguf_u32(64)}}}, "qwen3moe");
+  EXPECT_TRUE(contains(width, "tensor 'blk.0.ffn_gate_exps.weight' has shape [64, 32, 4, 1], expected [64, 64, 4]"))
+      << width;
+  auto model = Model::load(edited(small_model("qwen3moe"), {.arch = "qwen3moe"})->file);
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  const MoeRouting& r = (*model)->config().moe;
+  EXPECT_EQ(r.n_expert, 4);
+  EXPECT_EQ(r.n_used, 2);
+  EXPECT_EQ(r.ffn_dim, 32);
+  EXPECT_TRUE(r.norm_weights);
+  EXPECT_TRUE((*model)->config().qk_norm);
 }
 
 TEST(ModelLoadErrors, UnknownTensorIsNamed) {
@@ -152,6 +182,7 @@ TEST(ModelLoadErrors, UnknownTensorIsNamed) {
       {"qwen3", "blk.0.attn_q.bias", {64}},             // qwen3 has no biases
       {"gemma2", "output.weight", {64, 512}},           // gemma's output is always token_embd (llama.cpp)
       {"gemma2", "blk.0.attn_q_norm.weight", {16}},     // gemma2 has no q/k norms
+      {"qwen3moe", "blk.0.ffn_gate.weight", {64, 128}}, // a dense FFN beside the experts
   };
   for (const auto& [arch, tensor, shape] : cases) {
     const std::string message = load_error({.arch = arch, .extra = {{tensor, shape}}}, arch);

@@ -1,5 +1,6 @@
 #include "reference_forward.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
@@ -21,6 +22,7 @@ struct Hparams {
   bool gemma = false, gemma2 = false;
   int64_t window = 0;  // gemma's sliding window
   double attn_cap = 0, final_cap = 0, query_scale = 0;
+  int64_t n_expert = 0, n_expert_used = 0;  // qwen3moe
 };
 
 // Gemma 2 alternates local and global layers starting with a local one; Gemma 3 makes every sixth layer global.
@@ -65,6 +67,8 @@ Hparams read_hparams(const GgufFile& f) {
   h.final_cap = h.gemma2 ? meta_float(f, p + "final_logit_softcapping", 30.0) : 0.0;
   const bool big = h.n_layers == (h.gemma2 ? 46 : 62);  // 27B: query_pre_attn_scalar = dim / heads
   h.query_scale = 1.0 / std::sqrt(static_cast<double>(h.gemma && big ? h.dim / h.n_heads : h.head_dim));
+  h.n_expert = meta_int(f, p + "expert_count", 0);
+  h.n_expert_used = meta_int(f, p + "expert_used_count", 0);
   return h;
 }
 
@@ -152,6 +156,16 @@ Vec attention(const Hparams& hp, const Vec& q, const std::vector<Vec>& keys, con
   return out;
 }
 
+double silu(double x) {
+  return x / (1.0 + std::exp(-x));
+}
+
+// Rows [first, first + n) of a row-major matrix of `cols` columns, as a matrix of its own.
+std::vector<float> rows_of(const std::vector<float>& w, size_t cols, size_t first, size_t n) {
+  return {w.begin() + static_cast<std::ptrdiff_t>(first * cols),
+          w.begin() + static_cast<std::ptrdiff_t>((first + n) * cols)};
+}
+
 double gelu_tanh(double x) {
   return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
 }
@@ -187,10 +201,48 @@ struct LayerCache {
   std::vector<Vec> keys, values;
 };
 
+// qwen3moe's mixture of experts of the normed x (reference_forward.h).
+Vec moe_ffn(const Hparams& hp, Weights& w, const std::string& p, const ReferenceOptions& options, const Vec& xn) {
+  const Vec logits = matvec(w[p + "ffn_gate_inp.weight"], {}, xn);
+  const double max_logit = *std::max_element(logits.begin(), logits.end());
+  Vec probs(logits.size());
+  double total = 0.0;
+  for (size_t e = 0; e < logits.size(); ++e) total += (probs[e] = std::exp(logits[e] - max_logit));
+  for (double& pr : probs) pr /= total;
+  std::vector<size_t> order(probs.size());
+  for (size_t e = 0; e < order.size(); ++e) order[e] = e;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return probs[a] > probs[b]; });
+  order.resize(options.top1_experts ? 1 : hp.n_expert_used);
+  double chosen = 0.0;
+  for (size_t e : order) chosen += probs[e];
+  const auto& gate = w[p + "ffn_gate_exps.weight"];
+  const auto& up = w[p + "ffn_up_exps.weight"];
+  const auto& down = w[p + "ffn_down_exps.weight"];
+  const size_t ff = gate.size() / hp.n_expert / hp.dim;
+  Vec out(hp.dim, 0.0);
+  for (size_t e : order) {
+    Vec g = matvec(rows_of(gate, hp.dim, e * ff, ff), {}, xn);
+    const Vec u = matvec(rows_of(up, hp.dim, e * ff, ff), {}, xn);
+    for (size_t i = 0; i < ff; ++i) g[i] = silu(g[i]) * u[i];
+    const Vec y = matvec(rows_of(down, ff, e * hp.dim, hp.dim), {}, g);
+    const double weight = options.skip_expert_norm ? probs[e] : probs[e] / chosen;
+    for (int64_t i = 0; i < hp.dim; ++i) out[i] += weight * y[i];
+  }
+  return out;
+}
+
+// The dense FFN of the normed x: SwiGLU, or GELU-gated for gemma.
+Vec dense_ffn(const Hparams& hp, Weights& w, const std::string& p, const Vec& xn) {
+  Vec gate = matvec(w[p + "ffn_gate.weight"], {}, xn);
+  const Vec up = matvec(w[p + "ffn_up.weight"], {}, xn);
+  for (size_t i = 0; i < gate.size(); ++i) gate[i] = (hp.gemma ? gelu_tanh(gate[i]) : silu(gate[i])) * up[i];
+  return matvec(w[p + "ffn_down.weight"], {}, gate);
+}
+
 // One transformer block at position `pos`, updating x and the layer's K/V.
 void layer_forward(const Hparams& hp, Weights& w, int64_t l, size_t pos, const ReferenceOptions& options,
                    const std::vector<float>& freqs, Vec& x, LayerCache& cache) {
-  const bool neox = hp.arch == "qwen2" || hp.arch == "qwen3" || hp.arch == "phi3" || hp.gemma;
+  const bool neox = hp.arch == "qwen2" || hp.arch == "qwen3" || hp.arch == "qwen3moe" || hp.arch == "phi3" || hp.gemma;
   const bool sliding = is_sliding_layer(hp, l) && !options.skip_window;
   const std::string p = "blk." + std::to_string(l) + ".";
   auto bias = [&](const char* name) { return options.skip_qkv_bias ? std::vector<float>{} : w[p + name]; };
@@ -224,12 +276,7 @@ void layer_forward(const Hparams& hp, Weights& w, int64_t l, size_t pos, const R
   for (int64_t i = 0; i < hp.dim; ++i) x[i] += attn[i];
   xn = x;
   rms_norm_in_place(xn, 0, hp.dim, w[p + "ffn_norm.weight"], hp.eps);
-  Vec gate = matvec(w[p + "ffn_gate.weight"], {}, xn);
-  const Vec up = matvec(w[p + "ffn_up.weight"], {}, xn);
-  for (size_t i = 0; i < gate.size(); ++i) {
-    gate[i] = (hp.gemma ? gelu_tanh(gate[i]) : gate[i] / (1.0 + std::exp(-gate[i]))) * up[i];
-  }
-  Vec down = matvec(w[p + "ffn_down.weight"], {}, gate);
+  Vec down = hp.n_expert > 0 ? moe_ffn(hp, w, p, options, xn) : dense_ffn(hp, w, p, xn);
   post_norm(down, "post_ffw_norm.weight");
   for (int64_t i = 0; i < hp.dim; ++i) x[i] += down[i];
 }

@@ -16,6 +16,10 @@
 // (gemma2: even layers; gemma3: all but every sixth) see the last sliding_window keys only; gemma2 soft-caps
 // scores (cap × tanh(s / cap)) and the final logits; gemma3 norms q and k per head and rotates its local layers
 // with base 10000.
+// qwen3moe (from HF's modeling_qwen3_moe, Qwen3MoeSparseMoeBlock with norm_topk_prob): qwen3's attention; the FFN
+// is a mixture of experts: softmax of ffn_gate_inp · x over all expert_count experts, the expert_used_count most
+// probable, their probabilities divided by their sum, each expert e's SwiGLU down_e(silu(gate_e x) * up_e x) (slices
+// e of the 3-D ffn_{gate,up,down}_exps tensors) weighted by it and summed.
 
 #include <cstdint>
 #include <vector>
@@ -34,6 +38,8 @@ struct ReferenceOptions {
   bool skip_softcap = false;                 // gemma2: no soft-capping
   bool skip_post_norms = false;              // gemma: no post-attention / post-FFN norms
   bool global_rope_base_everywhere = false;  // gemma3: local layers rotate with rope.freq_base too
+  bool skip_expert_norm = false;             // qwen3moe: the chosen experts' probabilities as weights, unnormalised
+  bool top1_experts = false;                 // qwen3moe: route each token to its most probable expert only
 };
 
 // Logits after every token of `tokens`, in order: [tokens.size()][n_vocab].

@@ -186,6 +186,52 @@ TEST(Synth, QwenArchitecturesAddTheirTensors) {
   }
 }
 
+// qwen3moe, as llama.cpp's converter writes Qwen3-30B-A3B: qwen3's attention (q/k norms, key_length, here heads of
+// 32 in a 64-wide model, so q is 128 wide), the expert keys, and per layer an F32 router and three 3-D expert
+// tensors instead of ffn_gate/ffn_up/ffn_down.
+TEST(Synth, Qwen3MoeWritesLlamaCppsExpertTensors) {
+  SynthConfig c = small_config(DType::Q8_0, "qwen3moe.gguf");
+  c.architecture = "qwen3moe";
+  c.head_dim = 32;
+  c.n_expert = 8;
+  c.n_expert_used = 2;
+  c.expert_ffn_dim = 96;
+  c.router_sd = 0.5f;
+  ASSERT_TRUE(write_synthetic_model(c));
+  auto f = GgufFile::open(c.out_path);
+  ASSERT_TRUE(f) << f.error().message;
+  EXPECT_EQ(*f->get_string("general.architecture").value(), "qwen3moe");
+  EXPECT_EQ(*f->get_uint("qwen3moe.expert_count").value(), 8u);
+  EXPECT_EQ(*f->get_uint("qwen3moe.expert_used_count").value(), 2u);
+  EXPECT_EQ(*f->get_uint("qwen3moe.expert_feed_forward_length").value(), 96u);
+  EXPECT_EQ(*f->get_uint("qwen3moe.feed_forward_length").value(), 128u);
+  EXPECT_EQ(*f->get_uint("qwen3moe.attention.key_length").value(), 32u);
+  EXPECT_EQ(*f->get_uint("qwen3moe.attention.value_length").value(), 32u);
+  EXPECT_EQ(*f->get_uint("qwen3moe.rope.dimension_count").value(), 32u);
+  EXPECT_EQ(f->tensors().size(), 3 + 12 * c.n_layers);
+  for (int64_t i = 0; i < c.n_layers; ++i) {
+    const std::string b = "blk." + std::to_string(i) + ".";
+    expect_shape(*f, b + "attn_q.weight", DType::Q8_0, {64, 128});
+    expect_shape(*f, b + "attn_k.weight", DType::Q8_0, {64, 64});
+    expect_shape(*f, b + "attn_output.weight", DType::Q8_0, {128, 64});
+    expect_shape(*f, b + "attn_q_norm.weight", DType::F32, {32});
+    expect_shape(*f, b + "attn_k_norm.weight", DType::F32, {32});
+    expect_shape(*f, b + "ffn_gate_inp.weight", DType::F32, {64, 8});
+    expect_shape(*f, b + "ffn_gate_exps.weight", DType::Q8_0, {64, 96, 8});
+    expect_shape(*f, b + "ffn_up_exps.weight", DType::Q8_0, {64, 96, 8});
+    expect_shape(*f, b + "ffn_down_exps.weight", DType::Q8_0, {96, 64, 8});
+    EXPECT_EQ(f->find_tensor(b + "ffn_gate.weight"), nullptr);
+    EXPECT_EQ(f->find_tensor(b + "ffn_down.weight"), nullptr);
+  }
+  const auto [mean, sd] = tensor_stats(*f->find_tensor("blk.0.ffn_gate_inp.weight"));
+  EXPECT_NEAR(mean, 0.0, 0.1);
+  EXPECT_NEAR(sd, 0.5, 0.1);
+  const auto [exp_mean, exp_sd] = tensor_stats(*f->find_tensor("blk.1.ffn_down_exps.weight"));
+  EXPECT_NEAR(exp_mean, 0.0, 0.002);
+  EXPECT_NEAR(exp_sd, 0.02, 0.002);
+  fs::remove(c.out_path);
+}
+
 // phi3 fuses q/k/v into attn_qkv and gate/up into a double-height ffn_up (no ffn_gate), as llama.cpp's converter
 // writes it, and states its sliding window (the context length unless set).
 TEST(Synth, Phi3FusesItsMatrices) {
@@ -308,7 +354,7 @@ TEST(Synth, Q4KMMixPicksLlamaQuantizesLayers) {
 }
 
 TEST(Synth, PresetsAreValid) {
-  for (const char* name : {"tiny", "1b", "3b", "8b"}) {
+  for (const char* name : {"tiny", "1b", "3b", "8b", "30b-a3b"}) {
     std::optional<SynthConfig> c = synth_preset(name);
     ASSERT_TRUE(c.has_value()) << name;
     c->out_path = "x.gguf";
@@ -335,7 +381,8 @@ TEST(Synth, BadConfigsAreExplained) {
       {[](SynthConfig& c) { c.n_kv_heads = 3; }, "n_heads 4 is not a multiple of n_kv_heads 3"},
       {[](SynthConfig& c) { c.n_heads = 64; }, "head dim 1 is odd"},
       {[](SynthConfig& c) { c.weight_type = DType::Q4_K; }, "Q4_K rows need multiples of 256 elements"},
-      {[](SynthConfig& c) { c.ffn_dim = 48; }, "Q8_0 rows need multiples of 32 elements, but dim is 64 and ffn_dim 48"},
+      {[](SynthConfig& c) { c.ffn_dim = 48; },
+       "Q8_0 rows need multiples of 32 elements, but dim is 64, ffn_dim 48 and n_heads × head_dim 64"},
       {[](SynthConfig& c) { c.weight_type = DType::Q5_K; }, "weight type Q5_K has no quantizer"},
       {[](SynthConfig& c) { c.vocab_from = "/nonexistent/vocab.gguf"; }, "vocabulary: /nonexistent/vocab.gguf"},
       {[](SynthConfig& c) { c.out_path = "/nonexistent-dir/m.gguf"; }, "cannot create"},
@@ -344,6 +391,13 @@ TEST(Synth, BadConfigsAreExplained) {
       {[](SynthConfig& c) { c.bias_sd = -1; }, "bias_sd and qk_norm_sd must not be negative"},
       {[](SynthConfig& c) { c.architecture = "qwen2", c.llama3_rope_freqs = true; }, "for architecture llama only"},
       {[](SynthConfig& c) { c.llama3_rope_freqs = true, c.rope_high_freq_factor = 1; }, "Llama 3 RoPE scaling needs"},
+      {[](SynthConfig& c) { c.head_dim = 32; }, "head_dim 32 is for qwen3, qwen3moe and gemma only"},
+      {[](SynthConfig& c) { c.n_expert = 8; }, "experts are for architecture qwen3moe only"},
+      {[](SynthConfig& c) { c.architecture = "qwen3moe"; }, "qwen3moe needs 1 <= experts used (0) <= experts (0)"},
+      {[](SynthConfig& c) { c.architecture = "qwen3moe", c.n_expert = 4, c.n_expert_used = 5; },
+       "qwen3moe needs 1 <= experts used (5) <= experts (4) <= 512"},
+      {[](SynthConfig& c) { c.architecture = "qwen3moe", c.n_expert = 4, c.n_expert_used = 2, c.expert_ffn_dim = 48; },
+       "but dim is 64, expert_ffn_dim 48"},
   };
   for (const Case& k : cases) {
     SynthConfig c = small_config(DType::Q8_0, "bad.gguf");

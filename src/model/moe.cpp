@@ -1,0 +1,161 @@
+#include "model/moe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/ops.h"
+#include "util/result.h"
+
+namespace hearth {
+namespace {
+
+// llama.cpp clamps the sum of the chosen weights below at the smallest normal f16 before dividing by it.
+constexpr float kMinWeightSum = 6.103515625e-5f;
+
+// Rows of element-wise work below which it runs on the calling thread (a decode step's few rows cost less than
+// waking the pool).
+constexpr int64_t kInlineRows = 16;
+
+template <class F>
+void for_rows(ThreadPool& pool, int64_t n_rows, F&& fn) {
+  if (n_rows < kInlineRows) {
+    for (int64_t row = 0; row < n_rows; ++row) fn(row);
+    return;
+  }
+  pool.run([&](int ith, int nth) {
+    const Range r = split_range(n_rows, ith, nth);
+    for (int64_t row = r.begin; row < r.end; ++row) fn(row);
+  });
+}
+
+template <class T>
+void grow(std::vector<T>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+}
+
+// probs = softmax(logits), as ggml's soft_max: exp(l - max), their sum in double, each × 1/sum.
+void softmax(std::span<const float> logits, std::span<float> probs) {
+  const float max = *std::max_element(logits.begin(), logits.end());
+  double sum = 0.0;
+  for (size_t e = 0; e < logits.size(); ++e) sum += (probs[e] = std::exp(logits[e] - max));
+  const float scale = static_cast<float>(1.0 / sum);
+  for (float& p : probs) p *= scale;
+}
+
+}  // namespace
+
+void route_token(const MoeRouting& routing, std::span<const float> logits, std::span<float> probs,
+                 std::span<ExpertChoice> choices) {
+  HEARTH_CHECK(static_cast<int32_t>(logits.size()) == routing.n_expert && probs.size() == logits.size() &&
+                   static_cast<int32_t>(choices.size()) == routing.n_used,
+               "route_token: {} logits, {} probs, {} choices for {} experts, {} used", logits.size(), probs.size(),
+               choices.size(), routing.n_expert, routing.n_used);
+  switch (routing.gating) {
+    case ExpertGating::kSoftmax:
+      softmax(logits, probs);
+      break;
+  }
+  // n_used passes of argmax (strictly greater: the lower id wins a tie); each winner leaves the race.
+  for (ExpertChoice& choice : choices) {
+    int32_t best = -1;
+    for (int32_t e = 0; e < routing.n_expert; ++e) {
+      if (probs[e] >= 0.0f && (best < 0 || probs[e] > probs[best])) best = e;
+    }
+    choice = {best, probs[best]};
+    probs[best] = -1.0f;
+  }
+  if (!routing.norm_weights) return;
+  float sum = 0.0f;
+  for (const ExpertChoice& choice : choices) sum += choice.weight;
+  sum = std::max(sum, kMinWeightSum);
+  for (ExpertChoice& choice : choices) choice.weight /= sum;
+}
+
+void MoeFfn::route(const MoeLayerWeights& w, const MoeRouting& r, const float* x, int64_t n, ThreadPool& pool,
+                   MatmulScratch& matmul_scratch) {
+  grow(logits_, static_cast<size_t>(n * r.n_expert));
+  grow(probs_, static_cast<size_t>(r.n_expert));
+  grow(choices_, static_cast<size_t>(n * r.n_used));
+  matmul(w.router, x, n, logits_.data(), pool, matmul_scratch);
+  for (int64_t t = 0; t < n; ++t) {
+    route_token(r, {logits_.data() + t * r.n_expert, static_cast<size_t>(r.n_expert)},
+                {probs_.data(), static_cast<size_t>(r.n_expert)},
+                {choices_.data() + t * r.n_used, static_cast<size_t>(r.n_used)});
+  }
+}
+
+void MoeFfn::group_by_expert(const MoeRouting& r, int64_t n) {
+  const int64_t n_choices = n * r.n_used;
+  expert_begin_.assign(static_cast<size_t>(r.n_expert) + 1, 0);
+  for (int64_t i = 0; i < n_choices; ++i) ++expert_begin_[choices_[i].expert + 1];
+  for (int32_t e = 0; e < r.n_expert; ++e) expert_begin_[e + 1] += expert_begin_[e];
+  grow(row_of_choice_, static_cast<size_t>(n_choices));
+  grow(token_of_row_, static_cast<size_t>(n_choices));
+  next_row_.assign(expert_begin_.begin(), expert_begin_.end() - 1);
+  for (int64_t i = 0; i < n_choices; ++i) {
+    const int32_t row = next_row_[choices_[i].expert]++;
+    row_of_choice_[i] = row;
+    token_of_row_[row] = static_cast<int32_t>(i / r.n_used);
+  }
+}
+
+void MoeFfn::run_experts(const MoeLayerWeights& w, const MoeRouting& r, const float* x, ThreadPool& pool,
+                         MatmulScratch& matmul_scratch) {
+  const int64_t dim = w.router.n_cols;
+  const int64_t ff = r.ffn_dim;
+  const int64_t n_rows = expert_begin_[r.n_expert];
+  grow(x_rows_, static_cast<size_t>(n_rows * dim));
+  grow(gate_rows_, static_cast<size_t>(n_rows * ff));
+  grow(up_rows_, static_cast<size_t>(n_rows * ff));
+  grow(down_rows_, static_cast<size_t>(n_rows * dim));
+  for_rows(pool, n_rows, [&](int64_t row) {
+    std::memcpy(x_rows_.data() + row * dim, x + token_of_row_[row] * dim, static_cast<size_t>(dim) * sizeof(float));
+  });
+  for (int32_t e = 0; e < r.n_expert; ++e) {
+    const int64_t begin = expert_begin_[e], count = expert_begin_[e + 1] - begin;
+    if (count == 0) continue;  // an expert no token chose is never read
+    const MatmulOutput gate_up[] = {{&w.gate[e], gate_rows_.data() + begin * ff},
+                                    {&w.up[e], up_rows_.data() + begin * ff}};
+    matmul_group(gate_up, x_rows_.data() + begin * dim, count, pool, matmul_scratch);
+  }
+  for_rows(pool, n_rows, [&](int64_t row) {
+    float* g = gate_rows_.data() + row * ff;
+    silu_mul(g, up_rows_.data() + row * ff, g, ff);
+  });
+  for (int32_t e = 0; e < r.n_expert; ++e) {
+    const int64_t begin = expert_begin_[e], count = expert_begin_[e + 1] - begin;
+    if (count == 0) continue;
+    matmul(w.down[e], gate_rows_.data() + begin * ff, count, down_rows_.data() + begin * dim, pool, matmul_scratch);
+  }
+}
+
+void MoeFfn::combine(const MoeRouting& r, int64_t n, int64_t dim, float* out, ThreadPool& pool) const {
+  // Each token's experts weighted and added in its choice order, as llama.cpp's chain of adds.
+  for_rows(pool, n, [&](int64_t t) {
+    float* y = out + t * dim;
+    for (int32_t k = 0; k < r.n_used; ++k) {
+      const int64_t i = t * r.n_used + k;
+      const float weight = choices_[i].weight;
+      const float* expert_out = down_rows_.data() + static_cast<int64_t>(row_of_choice_[i]) * dim;
+      if (k == 0) {
+        for (int64_t d = 0; d < dim; ++d) y[d] = expert_out[d] * weight;
+      } else {
+        for (int64_t d = 0; d < dim; ++d) y[d] += expert_out[d] * weight;
+      }
+    }
+  });
+}
+
+void MoeFfn::forward(const MoeLayerWeights& w, const MoeRouting& r, const float* x, int64_t n, float* out,
+                     ThreadPool& pool, MatmulScratch& matmul_scratch) {
+  if (n == 0) return;
+  HEARTH_CHECK(static_cast<int32_t>(w.gate.size()) == r.n_expert && w.router.n_rows == r.n_expert,
+               "MoeFfn: {} experts bound, {} in the routing", w.gate.size(), r.n_expert);
+  route(w, r, x, n, pool, matmul_scratch);
+  group_by_expert(r, n);
+  run_experts(w, r, x, pool, matmul_scratch);
+  combine(r, n, w.router.n_cols, out, pool);
+}
+
+}  // namespace hearth
