@@ -5,7 +5,7 @@
 // bit-identical to a cold run.
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -39,6 +39,14 @@ async function models(server) {
   const res = await fetch(`${server.baseURL}/v1/models`);
   assert.equal(res.status, 200);
   return res.json();
+}
+
+// A field of /proc/PID/status (VmRSS, VmHWM), in bytes.
+function procStatus(server, field) {
+  const line = readFileSync(`/proc/${server.proc.pid}/status`, 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith(`${field}:`));
+  return Number(line.split(/\s+/)[1]) * 1024;
 }
 
 function state(list, id) {
@@ -80,11 +88,15 @@ describe('two models in one budget that holds both', () => {
       assert.equal(m.meta.state, 'unloaded');
       assert.equal(m.meta.kv_plan.block_size, 16);
       assert.ok(m.meta.kv_plan.num_blocks > 0);
-      assert.equal(m.meta.memory.total_bytes, m.meta.memory.weights_bytes + m.meta.memory.kv_pool_bytes);
+      const mem = m.meta.memory;
+      assert.equal(mem.total_bytes, mem.weights_bytes + mem.kv_pool_bytes + mem.runtime_bytes);
+      assert.ok(mem.runtime_bytes >= 4 << 20, JSON.stringify(mem)); // scratch, tokenizer, engine and threads
       assert.equal(m.meta.memory.kv_pool_bytes, m.meta.kv_plan.pool_bytes);
     }
     assert.equal(list.memory.budget_bytes, 1 << 30);
-    assert.equal(list.memory.used_bytes, 0);
+    // The server's own memory, measured before any model loaded, is always in use.
+    assert.ok(list.memory.process_bytes > 1 << 20, JSON.stringify(list.memory));
+    assert.equal(list.memory.used_bytes, list.memory.process_bytes);
   });
 
   test('alternating requests route by model and each answers as it does alone', async () => {
@@ -107,7 +119,10 @@ describe('two models in one budget that holds both', () => {
     const list = await models(server);
     assert.equal(state(list, MODEL_ID), 'loaded');
     assert.equal(state(list, SYNTH_ID), 'loaded');
-    assert.equal(list.memory.used_bytes, list.data[0].meta.memory.total_bytes + list.data[1].meta.memory.total_bytes);
+    assert.equal(
+      list.memory.used_bytes,
+      list.memory.process_bytes + list.data[0].meta.memory.total_bytes + list.data[1].meta.memory.total_bytes,
+    );
   });
 
   test('an unknown name is a 404 listing the ids; no name is the first model', async () => {
@@ -151,12 +166,15 @@ describe('two models in one budget that holds both', () => {
 describe('a budget that holds one model at a time', () => {
   let server;
   let dir;
+  let budget;
   before(async () => {
-    // The budget: the larger model's cost plus half the smaller's, so either fits alone and never both.
+    // The budget: the server's own memory, the larger model's cost and half the smaller's, so either fits alone
+    // and never both.
     const probe = await startServer(['--kv-memory', '4MiB', '--memory', '1GiB'], {}, BOTH);
-    const costs = (await models(probe)).data.map((m) => m.meta.memory.total_bytes);
+    const listing = await models(probe);
+    const costs = listing.data.map((m) => m.meta.memory.total_bytes);
     await probe.stop();
-    const budget = Math.max(...costs) + Math.floor(Math.min(...costs) / 2);
+    budget = listing.memory.process_bytes + Math.max(...costs) + Math.floor(Math.min(...costs) / 2);
     dir = path.join(root, 'switch');
     server = await startServer(['--kv-memory', '4MiB', '--memory', String(budget), '--kv-disk', dir], {}, BOTH);
   });
@@ -208,12 +226,32 @@ describe('a budget that holds one model at a time', () => {
     assert.equal(res.status, 409);
     assert.equal((await res.json()).error.code, 'model_not_loaded');
   });
+
+  test('through ten more switches the peak RSS stays within 1.05x --memory, which counts the server itself', async () => {
+    for (let k = 0; k < 10; k++) {
+      const id = k % 2 ? SYNTH_ID : MODEL_ID;
+      await complete(server, id, HOUSE_RULES + ` Question ${k}?`, 4);
+    }
+    const list = await models(server);
+    assert.ok(list.memory.process_bytes > 1 << 20, JSON.stringify(list.memory));
+    assert.ok(list.memory.used_bytes <= budget, JSON.stringify(list.memory));
+    for (const m of list.data) assert.ok(m.meta.memory.runtime_bytes > 0, JSON.stringify(m.meta.memory));
+    const peak = procStatus(server, 'VmHWM');
+    assert.ok(peak <= 1.05 * budget, `peak RSS ${peak} against the budget ${budget}`);
+  });
 });
 
 describe('a model larger than the whole budget', () => {
   let server;
   before(async () => {
-    server = await startServer(['--kv-memory', '4MiB', '--memory', '5.5MiB'], {}, BOTH);
+    // Between the two models' needs: stories260K fits, the synthetic model never does.
+    const probe = await startServer(['--kv-memory', '4MiB', '--memory', '1GiB'], {}, BOTH);
+    const listing = await models(probe);
+    const [small, large] = listing.data.map((m) => m.meta.memory.total_bytes);
+    await probe.stop();
+    assert.ok(small < large);
+    const budget = listing.memory.process_bytes + Math.floor((small + large) / 2);
+    server = await startServer(['--kv-memory', '4MiB', '--memory', String(budget)], {}, BOTH);
   });
   after(async () => assert.equal((await server.stop()).code, 0));
 
@@ -237,7 +275,7 @@ describe('a model larger than the whole budget', () => {
     await assert.rejects(complete(server, SYNTH_ID, 'x', 1), (e) => {
       assert.equal(e.status, 413);
       assert.equal(e.code, 'model_too_large');
-      assert.match(e.message, /needs [\d.]+ MiB .* budget of 5\.50 MiB/);
+      assert.match(e.message, /needs [\d.]+ MiB .* budget of [\d.]+ MiB less the [\d.]+ MiB the server itself holds/);
       return true;
     });
     const a = await complete(server, MODEL_ID, 'Once upon a time', 64);
@@ -363,19 +401,43 @@ test('hearth plan for both models: fits at once, one at a time, or not at all, w
         encoding: 'utf8',
       }),
     );
-  const both = plan('8MiB');
+  const sizes = plan('1GiB');
+  const mib = (bytes) => `${Math.floor(bytes / 1024)}KiB`;
+  const both = plan(mib(sizes.all_loaded_bytes + (2 << 20)));
   assert.deepEqual(
     both.models.map((m) => m.id),
     [MODEL_ID, SYNTH_ID],
   );
   assert.equal(both.all_loaded_bytes, both.models.reduce((n, m) => n + m.requested.total_bytes, 0));
   assert.equal(both.fits_at_once, true);
-  const one = plan('5MiB');
+  const one = plan(mib(sizes.largest_bytes + (1 << 20)));
   assert.equal(one.fits_at_once, false);
   assert.equal(one.fits_one_at_a_time, true);
   assert.match(one.verdict, /each fits alone/);
-  const none = plan('3MiB');
+  const none = plan(mib(sizes.largest_bytes - (2 << 20)));
   assert.equal(none.fits_one_at_a_time, false);
   assert.equal(none.largest_model, SYNTH_ID);
-  assert.match(none.verdict, /e2e-synth-tiny alone needs 3\.86 MiB \(885 KiB short\)/);
+  assert.match(none.verdict, /e2e-synth-tiny alone needs [\d.]+ MiB \([\d.]+ (MiB|KiB) short\)/);
+  // Each model's total: resident weights, what is beside them (its runtime, the server's own memory) and the KV.
+  for (const m of sizes.models) {
+    assert.ok(m.model.other_bytes > 1 << 20, JSON.stringify(m.model));
+    assert.equal(m.requested.total_bytes, m.model.weights_bytes + m.model.other_bytes + m.requested.kv_bytes);
+  }
+});
+
+test('one model: its steady RSS is within 5% of what hearth plan prints for it', async () => {
+  const plan = JSON.parse(
+    execFileSync(BIN, ['plan', '-m', MODEL, '--ctx', '512', '--users', '1', '--json'], { encoding: 'utf8' }),
+  );
+  // hearth plan counts the server's default flags: threads as the machine has cores.
+  const server = await startServer(['--kv-memory', String(plan.requested.kv_bytes), '-t', String(os.cpus().length)]);
+  try {
+    await complete(server, undefined, HOUSE_RULES + ' What did Tom feed?', 64);
+    await complete(server, undefined, HOUSE_RULES + ' Where did they play?', 64);
+    const rss = procStatus(server, 'VmRSS');
+    const total = plan.requested.total_bytes;
+    assert.ok(Math.abs(rss - total) <= 0.05 * total, `RSS ${rss} against the plan's ${total} (${JSON.stringify(plan.model)})`);
+  } finally {
+    await server.stop();
+  }
 });

@@ -1,4 +1,4 @@
-// hearth plan: the KV memory plan of a model from its GGUF header alone (no weights are read): bytes per
+// hearth plan: the KV memory plan of a model from its GGUF (its header, and the small matrices' values checked): bytes per
 // token for every KV dtype, KV and total memory for a context × users, and what fits in a memory budget.
 
 #include <cstdio>
@@ -8,12 +8,14 @@
 #include <vector>
 
 #include "app/commands.h"
+#include "app/serve_flags.h"
 #include "engine/engine.h"
 #include "gguf/gguf_file.h"
 #include "kv/kv_plan.h"
 #include "model/config.h"
 #include "server/kv_plan_json.h"
 #include "tensor/kv_dtype.h"
+#include "util/process_memory.h"
 
 namespace hearth::app {
 namespace {
@@ -67,7 +69,7 @@ struct ModelPlan {
   MemoryPlan plan;
 };
 
-Result<ModelPlan> plan_model(const PlanFlags& f, const std::string& path) {
+Result<ModelPlan> plan_model(const PlanFlags& f, const std::string& path, int64_t process_bytes) {
   auto file = GgufFile::open(path);
   if (!file) return file.error();
   auto config = ModelConfig::from_gguf(*file);
@@ -76,7 +78,12 @@ Result<ModelPlan> plan_model(const PlanFlags& f, const std::string& path) {
   if (!format) return format.error();
   MemoryPlanRequest request;
   request.shape = {config->n_layers, config->n_kv_heads, config->head_dim};
-  request.weights_bytes = static_cast<int64_t>(file->tensor_data_bytes());
+  // What hearth serve with its default flags holds beside the KV: the model's resident weights and runtime, and the
+  // server's own memory (this binary's now: the server measures its own at start, within a MiB of it).
+  auto memory = served_model_memory(*file, ServeFlags{});
+  if (!memory) return make_error("{}: {}", path, memory.error().message);
+  request.weights_bytes = memory->weights_bytes;
+  request.other_bytes = memory->runtime_bytes + process_bytes;
   request.block_size = f.block_size;
   request.context = f.context > 0 ? f.context : config->n_ctx_train;
   request.users = f.users;
@@ -166,9 +173,10 @@ int run_plan(const PlanFlags& f) {
     std::fprintf(stderr, "error: %s\n", message.c_str());
     return 1;
   };
+  const auto process_bytes = static_cast<int64_t>(resident_bytes());
   std::vector<ModelPlan> models;
   for (const std::string& path : f.model_paths) {
-    auto m = plan_model(f, path);
+    auto m = plan_model(f, path, process_bytes);
     if (!m) return fail(m.error().message);
     models.push_back(std::move(*m));
   }

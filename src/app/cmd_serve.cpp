@@ -205,10 +205,14 @@ int run_serve(ServeFlags f) {
     if (!budget) return std::fprintf(stderr, "error: --memory: %s\n", budget.error().message.c_str()), 1;
     auto spec = describe_model(f, f.model_path, *kv_bytes);
     if (!spec) return std::fprintf(stderr, "error: %s\n", spec.error().message.c_str()), 1;
-    if (spec->cost.total() > *budget) {
-      std::fprintf(stderr, "error: the model needs %s (%s of weights + %s of KV pool), more than --memory %s\n",
+    const auto process_bytes = static_cast<int64_t>(resident_bytes());
+    if (spec->cost.total() + process_bytes > *budget) {
+      std::fprintf(stderr,
+                   "error: the model needs %s (%s of weights + %s of KV pool + %s of scratch and tokenizer) beside the %s the "
+                   "server itself holds, more than --memory %s\n",
                    format_bytes(spec->cost.total()).c_str(), format_bytes(spec->cost.weights_bytes).c_str(),
-                   format_bytes(spec->cost.kv_bytes).c_str(), format_bytes(*budget).c_str());
+                   format_bytes(spec->cost.kv_bytes).c_str(), format_bytes(spec->cost.runtime_bytes).c_str(),
+                   format_bytes(process_bytes).c_str(), format_bytes(*budget).c_str());
       return 1;
     }
   }

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/kv_tiers.h"
+#include "gguf/gguf_file.h"
 #include "kv/disk_tier.h"
 #include "server/model_host.h"
 #include "util/result.h"
@@ -75,7 +76,16 @@ void watch_stop_signals(const sigset_t& stop_signals, const std::atomic<bool>& d
 // The --warm file: one warm-up per non-empty line, a JSON object (a POST /v1/cache/warm body) or plain prompt text.
 [[nodiscard]] Result<std::vector<nlohmann::json>> read_warm_file(const std::string& path);
 // What serving the model at `path` costs, from its GGUF header alone (serve_models.cpp): id (the file's stem),
-// weights (tensor bytes), the KV pool of `kv_bytes` at the flags' dtype and block size.
+// resident weights, the KV pool of `kv_bytes` at the flags' dtype and block size, the runtime (served_model_memory).
+// What one served model holds beside its KV pool, estimated from its file: resident weights, and its runtime (the
+// forward scratch at the flags' largest step, the tokenizer's tables, its engine and threads). The several-models
+// budget and `hearth plan` count it (model/model_memory.h).
+struct ServedMemory {
+  int64_t weights_bytes = 0;
+  int64_t runtime_bytes = 0;
+};
+[[nodiscard]] Result<ServedMemory> served_model_memory(const GgufFile& file, const ServeFlags& f);
+
 [[nodiscard]] Result<server::ModelSpec> describe_model(const ServeFlags& f, const std::string& path, int64_t kv_bytes);
 // Serves several models under one memory budget (-m more than once, or --models). The stop signals are blocked.
 int run_serve_models(ServeFlags f, int64_t kv_bytes, int64_t max_body, const sigset_t& stop_signals);

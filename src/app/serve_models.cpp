@@ -23,12 +23,14 @@
 #include "kv/kv_plan.h"
 #include "model/config.h"
 #include "model/model.h"
+#include "model/model_memory.h"
 #include "model/tokenizer.h"
 #include "server/model_router.h"
 #include "server/server.h"
 #include "template/chat_template.h"
 #include "tensor/kv_dtype.h"
 #include "util/log.h"
+#include "util/process_memory.h"
 #include "util/thread_pool.h"
 
 namespace hearth::app {
@@ -179,6 +181,16 @@ Result<std::chrono::milliseconds> parse_duration(const std::string& text) {
 
 }  // namespace
 
+Result<ServedMemory> served_model_memory(const GgufFile& file, const ServeFlags& f) {
+  const int threads = f.threads > 0 ? f.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  auto memory = estimate_model_memory(file, ForwardShape{f.max_batch_tokens, f.max_running, threads});
+  if (!memory) return memory.error();
+  // Beside the model's own: its engine, loop and routes, and its pool's thread stacks (3.2 MiB of RSS measured on
+  // a 110M model beyond weights, a full KV pool, scratch and the process's own; README "Several models").
+  constexpr int64_t kServingBytes = int64_t{4} << 20;
+  return ServedMemory{memory->weights_bytes, memory->scratch_bytes + memory->tokenizer_bytes + kServingBytes};
+}
+
 Result<server::ModelSpec> describe_model(const ServeFlags& f, const std::string& path, int64_t kv_bytes) {
   auto file = GgufFile::open(path);
   if (!file) return file.error();
@@ -196,10 +208,12 @@ Result<server::ModelSpec> describe_model(const ServeFlags& f, const std::string&
   ec.kv_window_plan_context = f.kv_window_context;
   auto plan = plan_kv_pool(shape, *cost, f.block_size, kv_bytes, kv_window_split(*config, ec));
   if (!plan) return make_error("{}: {}", path, plan.error().message);
+  auto memory = served_model_memory(*file, f);
+  if (!memory) return make_error("{}: {}", path, memory.error().message);
   server::ModelSpec spec;
   spec.id = std::filesystem::path(path).stem().string();
   spec.path = path;
-  spec.cost = {static_cast<int64_t>(file->tensor_data_bytes()), plan->pool_bytes};
+  spec.cost = {memory->weights_bytes, plan->pool_bytes, memory->runtime_bytes};
   spec.n_ctx = config->n_ctx_train;
   spec.kv_plan = *plan;
   return spec;
@@ -226,12 +240,17 @@ int run_serve_models(ServeFlags f, int64_t kv_bytes, int64_t max_body, const sig
     specs.push_back(std::move(*spec));
   }
   if (auto aliased = apply_aliases(f, specs); !aliased) return fail(aliased.error().message);
-  spdlog::info("memory budget {} (--memory{}): weights at their file size plus each loaded model's KV pool",
-               format_bytes(*budget), f.memory.empty() ? ", default 75% of RAM" : "");
+  // The process's own memory, before any model: the budget counts it as used.
+  const auto process_bytes = static_cast<int64_t>(resident_bytes());
+  spdlog::info("memory budget {} (--memory{}): the server's own {} plus each loaded model's resident weights, KV "
+               "pool and scratch",
+               format_bytes(*budget), f.memory.empty() ? ", default 75% of RAM" : "", format_bytes(process_bytes));
   for (const auto& s : specs) {
-    spdlog::info("model '{}': {} = {} weights + {} KV pool ({}){}", s.id, format_bytes(s.cost.total()),
+    spdlog::info("model '{}': {} = {} weights + {} KV pool ({}) + {} scratch and tokenizer{}", s.id, format_bytes(s.cost.total()),
                  format_bytes(s.cost.weights_bytes), format_bytes(s.cost.kv_bytes), describe_kv_plan(s.kv_plan),
-                 s.cost.total() > *budget ? " -- larger than the whole budget: requests for it will be refused" : "");
+                 format_bytes(s.cost.runtime_bytes),
+                 s.cost.total() > *budget - process_bytes ? " -- larger than the budget: requests for it will be refused"
+                                                          : "");
   }
 
   auto opened_tier = open_disk_tier(f);
@@ -243,6 +262,7 @@ int run_serve_models(ServeFlags f, int64_t kv_bytes, int64_t max_body, const sig
   base.answer_memory_entries = static_cast<size_t>(f.answer_memory);
   server::ModelHostConfig host_config;
   host_config.budget_bytes = *budget;
+  host_config.process_bytes = process_bytes;
   host_config.keep_alive = *keep_alive;
   server::ModelHost* host_ptr = nullptr;  // set before the first load (the loader runs only inside acquire)
   auto loader = [&](const server::ModelSpec& spec, size_t index) {

@@ -65,6 +65,12 @@ struct WeightRows {
   const uint8_t* at(int64_t r) const { return base + static_cast<size_t>(r / rows_per_unit) * unit_stride; }
 };
 
+// The quantized activation rows of n_tokens tokens, rounded up to the scratch alignment (the sums follow them).
+size_t activation_rows_bytes(DType weight_type, int64_t n_cols, int64_t n_tokens) {
+  const size_t stride = row_bytes(matmul_activation_type(weight_type), n_cols);
+  return (stride * static_cast<size_t>(n_tokens) + kScratchAlignment - 1) / kScratchAlignment * kScratchAlignment;
+}
+
 Activations prepare_activations(const MatrixView& w, bool packed, const float* x, int64_t n_tokens, ThreadPool& pool,
                                 MatmulScratch& scratch) {
   const DType act_type = matmul_activation_type(w.type);
@@ -72,10 +78,9 @@ Activations prepare_activations(const MatrixView& w, bool packed, const float* x
     return {reinterpret_cast<const uint8_t*>(x), static_cast<size_t>(w.n_cols) * sizeof(float)};
   }
   const size_t stride = row_bytes(act_type, w.n_cols);
-  const size_t rows_bytes =
-      (stride * static_cast<size_t>(n_tokens) + kScratchAlignment - 1) / kScratchAlignment * kScratchAlignment;
+  const size_t rows_bytes = activation_rows_bytes(w.type, w.n_cols, n_tokens);
   const size_t sums_stride = packed ? static_cast<size_t>(kernels::packed_correction_count(w.type, w.n_cols)) : 0;
-  uint8_t* dst = scratch.reserve(rows_bytes + sums_stride * sizeof(int32_t) * static_cast<size_t>(n_tokens));
+  uint8_t* dst = scratch.reserve(matmul_scratch_bytes(w.type, w.n_cols, n_tokens, packed));
   int32_t* sums = packed ? reinterpret_cast<int32_t*>(dst + rows_bytes) : nullptr;
   const bool avx2 = isa_at_least(IsaLevel::kAvx2);
   auto quantize_range = [&](int ith, int nth) {
@@ -137,6 +142,12 @@ uint8_t* MatmulScratch::reserve(size_t bytes) {
     capacity_ = bytes;
   }
   return buffer_.get();
+}
+
+size_t matmul_scratch_bytes(DType weight_type, int64_t n_cols, int64_t n_tokens, bool packed) {
+  if (matmul_activation_type(weight_type) == DType::F32) return 0;
+  const size_t sums_stride = packed ? static_cast<size_t>(kernels::packed_correction_count(weight_type, n_cols)) : 0;
+  return activation_rows_bytes(weight_type, n_cols, n_tokens) + sums_stride * sizeof(int32_t) * static_cast<size_t>(n_tokens);
 }
 
 void MatmulScratch::AlignedFree::operator()(uint8_t* p) const {

@@ -58,6 +58,10 @@ class MatmulScratch {
   size_t capacity_ = 0;
 };
 
+// Bytes of MatmulScratch a matmul of n_tokens rows against weights of this type and width asks for (packed: the
+// packed tiles' activation sums too). Memory estimates use it: a model's scratch is the largest of its matrices'.
+[[nodiscard]] size_t matmul_scratch_bytes(DType weight_type, int64_t n_cols, int64_t n_tokens, bool packed);
+
 // The activation format a weight type is multiplied with: F32, Q8_0 or Q8_K.
 DType matmul_activation_type(DType weight_type);
 

@@ -261,6 +261,14 @@ HugePagesBuffer allocate_storage(size_t bytes) {
 
 }  // namespace
 
+size_t packed_group_bytes(DType type, int64_t n_cols) {
+  return (unpadded_group_bytes(type, n_cols) + kAlignment - 1) / kAlignment * kAlignment;
+}
+
+size_t packed_matrix_bytes(DType type, int64_t n_rows, int64_t n_cols) {
+  return packed_group_bytes(type, n_cols) * static_cast<size_t>((n_rows + kPackRows - 1) / kPackRows);
+}
+
 std::unique_ptr<PackedMatrix> pack_matrix(const MatrixView& w) {
   HEARTH_CHECK(packing_available(w.type), "pack_matrix: no packed layout for {}", dtype_name(w.type));
   HEARTH_CHECK(w.n_cols % dtype_info(w.type).block_size == 0 && w.n_rows >= 0, "pack_matrix: bad shape");
@@ -270,8 +278,7 @@ std::unique_ptr<PackedMatrix> pack_matrix(const MatrixView& w) {
   p->n_cols = w.n_cols;
   // Groups start on a cache line: Q8_0/Q4_0 quant blocks are 256 or 128 bytes, so each stays inside its own lines;
   // K-quant super-blocks are multiples of 32 bytes, so no 32-byte load splits a line.
-  p->group_bytes = unpadded_group_bytes(w.type, w.n_cols);
-  p->group_bytes = (p->group_bytes + kAlignment - 1) / kAlignment * kAlignment;
+  p->group_bytes = packed_group_bytes(w.type, w.n_cols);
   p->storage = allocate_storage(p->bytes());
   p->data = p->storage.get();
   for (int64_t g = 0; g < p->n_groups(); ++g) {

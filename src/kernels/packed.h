@@ -85,6 +85,11 @@ struct PackedMatrix {
 // True when weights of this type have a packed layout and this CPU has the ISA its tiles need (AVX2).
 bool packing_available(DType type);
 
+// Bytes of one group of kPackRows packed rows of n_cols columns, and of a whole packed matrix (PackedMatrix::bytes
+// of pack_matrix's result): what memory estimates count before anything is packed.
+[[nodiscard]] size_t packed_group_bytes(DType type, int64_t n_cols);
+[[nodiscard]] size_t packed_matrix_bytes(DType type, int64_t n_rows, int64_t n_cols);
+
 // The packed copy of `w` (requires packing_available(w.type)), for MatrixView::packed of a view of the same rows.
 std::unique_ptr<PackedMatrix> pack_matrix(const MatrixView& w);
 

@@ -154,6 +154,9 @@ Result<void> check_plan_request(const MemoryPlanRequest& r) {
   }
   if (r.memory_bytes < 0) return make_error("memory budget must not be negative");
   if (r.weights_bytes < 0) return make_error("weights size must not be negative");
+  if (r.other_bytes < 0 || r.other_bytes > std::numeric_limits<int64_t>::max() - r.weights_bytes) {
+    return make_error("memory beside the KV must be between 0 and what a 64-bit count holds");
+  }
   return {};
 }
 
@@ -202,19 +205,20 @@ Result<MemoryPlan> plan_memory(const MemoryPlanRequest& r) {
                      : std::nullopt;
     }
     const std::optional<int64_t> kv_bytes = per_user ? checked_product(1, r.users, *per_user) : std::nullopt;
-    if (!kv_bytes || *kv_bytes > std::numeric_limits<int64_t>::max() - r.weights_bytes) {
+    const int64_t fixed = r.weights_bytes + r.other_bytes;
+    if (!kv_bytes || *kv_bytes > std::numeric_limits<int64_t>::max() - fixed) {
       return make_error("{} users × {} tokens at {} ({} bytes per token) is more bytes than a 64-bit count holds",
                         r.users, r.context, cost.dtype, row.bytes_per_token);
     }
     row.kv_bytes = *kv_bytes;
-    row.total_bytes = r.weights_bytes + row.kv_bytes;
+    row.total_bytes = fixed + row.kv_bytes;
     if (r.memory_bytes > 0 && n_window == 0) {
-      const int64_t kv_budget = std::max<int64_t>(0, r.memory_bytes - r.weights_bytes);
+      const int64_t kv_budget = std::max<int64_t>(0, r.memory_bytes - fixed);
       const int64_t blocks = kv_budget / bytes_per_block;
       row.max_context = blocks / r.users * r.block_size;
       row.max_users = blocks / blocks_per_user;
     } else if (r.memory_bytes > 0) {
-      const int64_t kv_budget = std::max<int64_t>(0, r.memory_bytes - r.weights_bytes);
+      const int64_t kv_budget = std::max<int64_t>(0, r.memory_bytes - fixed);
       row.max_users = *per_user > 0 ? kv_budget / *per_user : 0;
       // The longest whole-block context every user can hold: user_bytes grows with the context (the window's
       // blocks counted at their most), so a bisection finds it.
@@ -239,9 +243,11 @@ Result<MemoryPlan> plan_memory(const MemoryPlanRequest& r) {
 std::string render_memory_plan(const MemoryPlan& plan) {
   const MemoryPlanRequest& r = plan.request;
   std::string out = fmt::format(
-      "model: {} layers, {} KV heads × head size {}; weights {}\n"
+      "model: {} layers, {} KV heads × head size {}; weights {}{}\n"
       "asked: {} users × {} tokens of context, KV blocks of {} tokens{}\n\n",
-      r.shape.n_layers, r.shape.n_kv_heads, r.shape.head_dim, format_bytes(r.weights_bytes), format_thousands(r.users),
+      r.shape.n_layers, r.shape.n_kv_heads, r.shape.head_dim, format_bytes(r.weights_bytes),
+      r.other_bytes > 0 ? fmt::format(", {} beside them and the KV", format_bytes(r.other_bytes)) : std::string(),
+      format_thousands(r.users),
       format_thousands(r.context), r.block_size,
       r.memory_bytes > 0 ? fmt::format(", in {} of memory", format_bytes(r.memory_bytes)) : std::string());
   out += fmt::format("{:<14} {:>12} {:>10} {:>12} {:>12}", "KV dtype", "bytes/token", "of scales", "KV", "total");
@@ -260,7 +266,8 @@ std::string render_memory_plan(const MemoryPlan& plan) {
     }
     out += "\n";
   }
-  out += "\n* the requested KV dtype. total = weights + KV; scratch buffers (a few MiB) come on top.\n";
+  out += r.other_bytes > 0 ? "\n* the requested KV dtype. total = weights + KV + what is beside them.\n"
+                           : "\n* the requested KV dtype. total = weights + KV.\n";
   return out;
 }
 

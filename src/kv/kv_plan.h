@@ -66,13 +66,15 @@ Result<KvPlan> plan_kv_pool(const KvShape& shape, const KvTokenCost& cost, int32
 std::string describe_kv_plan(const KvPlan& plan);
 
 // What a model needs in memory at a context × users, for each KV dtype, and what fits in a budget: the table of
-// `hearth plan` and GET /v1/kv/plan. Weights are counted at their file size (they are mapped, not copied).
+// `hearth plan` and GET /v1/kv/plan. Weights are what the caller counts (hearth plan: resident, model_memory.h);
+// other_bytes is the rest that is not KV (the model's scratch and tokenizer, the server's own memory).
 // The inputs are bounded so that every product stays far from int64 overflow (and is checked regardless).
 inline constexpr int64_t kMaxPlanContext = int64_t{1} << 24;  // 16,777,216 tokens per user
 inline constexpr int64_t kMaxPlanUsers = int64_t{1} << 20;    // 1,048,576 users
 struct MemoryPlanRequest {
   KvShape shape;
   int64_t weights_bytes = 0;
+  int64_t other_bytes = 0;  // memory beside weights and KV; 0 when not known
   int32_t block_size = 16;
   int64_t context = 0;  // tokens per user
   int64_t users = 1;
@@ -87,7 +89,7 @@ struct MemoryPlanRow {
   int64_t bytes_per_token = 0;
   int64_t scale_bytes_per_token = 0;
   int64_t kv_bytes = 0;     // users × whole blocks of `context` tokens (window layers: window_blocks_held)
-  int64_t total_bytes = 0;  // weights + kv
+  int64_t total_bytes = 0;  // weights + other + kv
   // With a budget: the longest context each of `users` users can hold, and how many users fit at `context`.
   int64_t max_context = 0;
   int64_t max_users = 0;

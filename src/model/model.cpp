@@ -5,6 +5,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/cpu_isa.h"
+#include "kernels/packed.h"
 #include "kernels/ops.h"
 #include "tensor/quant.h"
 
@@ -35,12 +36,22 @@ int32_t stream_heads(int32_t n_kv_heads, int n_threads) {
   while (n_kv_heads % heads != 0) --heads;
   return heads;
 }
+// The attention scratch floats of one thread (prepare_scratch's attn_scratch_per_thread).
+size_t attention_floats_per_thread(const ModelConfig& c, int n_threads) {
+  const int32_t group = c.n_heads / c.n_kv_heads;
+  return std::max(attention_scratch_floats(c.head_dim, kAttnRows, group),
+                  attention_scratch_floats(c.head_dim, kStreamRows, group * stream_heads(c.n_kv_heads, n_threads)));
+}
+
 // Rows of element-wise work (norms, RoPE, residuals) below which for_rows runs them on the calling thread: a decode
 // step's one to three rows take a microsecond or two, less than one pool call costs.
 constexpr int64_t kInlineRows = 4;
 
+// Grows to exactly n (reserve first: resize alone may double the capacity, past what model_memory.h counts).
 void grow(std::vector<float>& v, size_t n) {
-  if (v.size() < n) v.resize(n);
+  if (v.size() >= n) return;
+  v.reserve(n);
+  v.resize(n);
 }
 
 // Applies fn(row) to rows [0, n_rows), split across the pool.
@@ -143,10 +154,7 @@ void Model::prepare_scratch(const BatchInput& batch, int n_threads) {
       }
     }
   }
-  const int32_t group = c.n_heads / c.n_kv_heads;
-  s_.attn_scratch_per_thread =
-      std::max(attention_scratch_floats(c.head_dim, kAttnRows, group),
-               attention_scratch_floats(c.head_dim, kStreamRows, group * stream_heads(c.n_kv_heads, n_threads)));
+  s_.attn_scratch_per_thread = attention_floats_per_thread(c, n_threads);
   grow(s_.attn_scratch, static_cast<size_t>(n_threads) * s_.attn_scratch_per_thread);
 }
 
@@ -334,6 +342,51 @@ std::span<const float> Model::forward(const BatchInput& batch, KvStorage& kv, Th
     ffn_block(layer, n, pool);
   }
   return output_logits(batch, pool);
+}
+
+namespace {
+
+template <class... V>
+int64_t capacity_bytes(const V&... v) {
+  return (static_cast<int64_t>(v.capacity() * sizeof(typename V::value_type)) + ...);
+}
+
+}  // namespace
+
+int64_t estimate_scratch_bytes(const ModelConfig& c, const ModelWeights& w, const ForwardShape& shape) {
+  const int64_t t = std::max<int64_t>(shape.max_batch_tokens, 1);
+  const int64_t seqs = std::clamp<int64_t>(shape.max_sequences, 1, t);
+  const int64_t row_floats = 3 * int64_t{c.dim} + 2 * int64_t{c.q_dim()} + 2 * int64_t{c.kv_dim()} +
+                             (c.is_moe() ? 0 : 2 * int64_t{c.ffn_dim}) +
+                             int64_t{c.rope_dim} * (c.rope_freq_base_local > 0.0f ? 2 : 1);
+  int64_t bytes = static_cast<int64_t>(sizeof(float)) * (t * row_floats + seqs * (int64_t{c.dim} + c.n_vocab));
+  bytes += static_cast<int64_t>(sizeof(float) * attention_floats_per_thread(c, shape.n_threads)) * shape.n_threads;
+  bytes += static_cast<int64_t>(sizeof(int32_t)) * 2 * t + static_cast<int64_t>(sizeof(int64_t)) * seqs;
+  // Work items: at most every row tile of every sequence for every KV head; push_back may leave twice that.
+  bytes += 2 * static_cast<int64_t>(sizeof(Model::AttnItem)) * (t / kAttnRows + seqs) * c.n_kv_heads;
+  // The largest matmul's activations: a layer matrix over the whole batch, the output over one row per sequence.
+  size_t matmul_bytes = 0;
+  const bool packs = isa_at_least(IsaLevel::kAvx2);
+  auto consider = [&](const MatrixView& m, int64_t rows) {
+    if (m.data == nullptr || m.n_rows == 0) return;
+    const bool packed = packs && packing_available(m.type);
+    matmul_bytes = std::max(matmul_bytes, matmul_scratch_bytes(m.type, m.n_cols, rows, packed));
+  };
+  for (const LayerWeights& l : w.layers) l.for_each_matrix([&](const MatrixView& m) { consider(m, t); });
+  consider(w.output, seqs);
+  bytes += static_cast<int64_t>(matmul_bytes);
+  if (c.is_moe()) bytes += MoeFfn::scratch_bytes_for(c.moe, c.dim, t);
+  return bytes;
+}
+
+ModelMemory Model::memory() const {
+  ModelMemory m;
+  m.weights_bytes = resident_weight_bytes(*file_, weights_, [](const MatrixView& v) { return v.packed != nullptr; });
+  m.scratch_bytes = capacity_bytes(s_.x, s_.xn, s_.q, s_.k, s_.v, s_.attn, s_.proj, s_.gate, s_.up, s_.cos_sin,
+                                   s_.cos_sin_local, s_.row_pos, s_.row_seq, s_.logit_rows, s_.attn_items,
+                                   s_.attn_scratch, s_.logits_in, s_.logits) +
+                    static_cast<int64_t>(s_.matmul.capacity()) + s_.moe.scratch_bytes();
+  return m;
 }
 
 }  // namespace hearth

@@ -13,6 +13,7 @@
 #include "kernels/matmul.h"
 #include "model/config.h"
 #include "model/kv_storage.h"
+#include "model/model_memory.h"
 #include "model/moe.h"
 #include "model/weights.h"
 #include "util/ids.h"
@@ -51,6 +52,10 @@ class Model {
   // are resident memory beyond the mapped file, whose pages of the packed matrices are handed back after packing.
   size_t packed_bytes() const { return packed_bytes_; }
 
+  // What this model holds in memory beside its KV pool now (model_memory.h): resident weights, and the forward
+  // scratch as large as the largest step so far made it.
+  [[nodiscard]] ModelMemory memory() const;
+
   // The name of the ISA level the kernels run at now (kernels/cpu_isa.h), for reports.
   static const char* kernel_isa();
   // The decode tiles' prefetch policy (DecodePrefetch, kernels/packed.h), for reports: speed only, no bit.
@@ -78,6 +83,7 @@ class Model {
   // One unit of attention work: rows [row0, row0 + n_rows) of sequence `seq` against KV head `kv_head`.
   // Rows [row0, row_end) of one sequence for KV heads [kv_head, kv_head + n_kv_heads): tiles of at most kAttnRows
   // rows (model.cpp), the earliest first, one after another on one thread.
+  friend int64_t estimate_scratch_bytes(const ModelConfig& c, const ModelWeights& w, const ForwardShape& shape);
   struct AttnItem {
     int32_t seq, kv_head, n_kv_heads, row0, row_end;
   };

@@ -30,8 +30,10 @@ void for_rows(ThreadPool& pool, int64_t n_rows, F&& fn) {
 }
 
 template <class T>
-void grow(std::vector<T>& v, size_t n) {
-  if (v.size() < n) v.resize(n);
+void grow(std::vector<T>& v, size_t n) {  // to exactly n: model_memory.h counts what it holds
+  if (v.size() >= n) return;
+  v.reserve(n);
+  v.resize(n);
 }
 
 // probs = softmax(logits), as ggml's soft_max: exp(l - max), their sum in double, each × 1/sum.
@@ -156,6 +158,23 @@ void MoeFfn::forward(const MoeLayerWeights& w, const MoeRouting& r, const float*
   group_by_expert(r, n);
   run_experts(w, r, x, pool, matmul_scratch);
   combine(r, n, w.router.n_cols, out, pool);
+}
+
+template <class... V>
+int64_t capacity_bytes(const V&... v) {
+  return (static_cast<int64_t>(v.capacity() * sizeof(typename V::value_type)) + ...);
+}
+
+int64_t MoeFfn::scratch_bytes() const {
+  return capacity_bytes(logits_, probs_, choices_, expert_begin_, next_row_, row_of_choice_, token_of_row_, x_rows_,
+                        gate_rows_, up_rows_, down_rows_);
+}
+
+int64_t MoeFfn::scratch_bytes_for(const MoeRouting& r, int64_t dim, int64_t n_tokens) {
+  const int64_t choices = n_tokens * r.n_used;
+  return static_cast<int64_t>(sizeof(float)) * (n_tokens * r.n_expert + r.n_expert + choices * (2 * dim + 2 * r.ffn_dim)) +
+         static_cast<int64_t>(sizeof(ExpertChoice)) * choices +
+         static_cast<int64_t>(sizeof(int32_t)) * (2 * (r.n_expert + 1) + 2 * choices);
 }
 
 }  // namespace hearth

@@ -54,6 +54,11 @@ class MoeFfn {
   void forward(const MoeLayerWeights& weights, const MoeRouting& routing, const float* x, int64_t n_tokens, float* out,
                ThreadPool& pool, MatmulScratch& matmul_scratch);
 
+  // Bytes its buffers hold now, and what they grow to for a batch of n_tokens rows of width dim (matmul scratch
+  // not included: the caller's).
+  [[nodiscard]] int64_t scratch_bytes() const;
+  [[nodiscard]] static int64_t scratch_bytes_for(const MoeRouting& routing, int64_t dim, int64_t n_tokens);
+
  private:
   void route(const MoeLayerWeights& weights, const MoeRouting& routing, const float* x, int64_t n_tokens,
              ThreadPool& pool, MatmulScratch& matmul_scratch);

@@ -300,11 +300,14 @@ void release_pages(const uint8_t* data, size_t bytes) {
 size_t ModelWeights::pack_matrices() {
   if (!isa_at_least(IsaLevel::kAvx2)) return 0;
   size_t bytes = 0;
+  // Each original's mapped pages go back to the page cache as soon as its packed copy exists, so loading holds at
+  // most one matrix twice, not the whole model (the load's peak RSS is what --memory must bound).
   auto pack = [&](MatrixView& m) {
     if (m.packed != nullptr || !packing_available(m.type)) return;
     packed.push_back(pack_matrix(m));
     m.packed = packed.back().get();
     bytes += packed.back()->bytes();
+    if (m.data != token_embd.data) release_pages(m.data, m.row_stride * static_cast<size_t>(m.n_rows));
   };
   for (LayerWeights& l : layers) l.for_each_matrix(pack);
   pack(output);

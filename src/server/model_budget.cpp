@@ -29,7 +29,7 @@ size_t ModelBudget::add(std::string id, ModelCost cost) {
 }
 
 int64_t ModelBudget::used_bytes() const {
-  int64_t used = 0;
+  int64_t used = process_bytes_;
   for (const Entry& e : models_) used += e.state == ModelState::kUnloaded ? 0 : e.cost.total();
   return used;
 }
@@ -40,13 +40,14 @@ ModelBudget::Plan ModelBudget::plan_load(size_t i, const BusyFn& busy) const {
   plan.needed_bytes = models_[i].cost.total();
   plan.budget_bytes = budget_bytes_;
   plan.free_bytes = budget_bytes_ - used_bytes();
-  if (plan.needed_bytes > budget_bytes_) {
+  if (plan.needed_bytes > budget_bytes_ - process_bytes_) {
+    const ModelCost& c = models_[i].cost;
     plan.kind = Plan::Kind::kNever;
     plan.message = fmt::format(
-        "the model '{}' needs {} ({} of weights + {} of KV pool), more than the whole memory budget of {} "
-        "(--memory; a smaller --kv-memory shrinks the pool)",
-        models_[i].id, format_bytes(plan.needed_bytes), format_bytes(models_[i].cost.weights_bytes),
-        format_bytes(models_[i].cost.kv_bytes), format_bytes(budget_bytes_));
+        "the model '{}' needs {} ({} of weights + {} of KV pool + {} of scratch and tokenizer), more than the memory budget of {} "
+        "less the {} the server itself holds (--memory; a smaller --kv-memory shrinks the pool)",
+        models_[i].id, format_bytes(plan.needed_bytes), format_bytes(c.weights_bytes), format_bytes(c.kv_bytes),
+        format_bytes(c.runtime_bytes), format_bytes(budget_bytes_), format_bytes(process_bytes_));
     return plan;
   }
   if (plan.needed_bytes <= plan.free_bytes) return plan;

@@ -2,17 +2,20 @@
 // ModelBudget: which models are in memory under one byte budget, and which to unload to make room. Pure
 // bookkeeping by index (no model, no thread, no clock of its own), so tests drive it with exact numbers.
 //
-//   cost of a model  = weights (the GGUF's tensor bytes: mapped, so the file size is the upper bound of what is
-//                      resident) + its KV pool (the bytes the engine allocates, KvPlan::pool_bytes)
-//   used             = the cost of every model loaded, loading or unloading (an unloading model's pages are freed
-//                      only when it is gone; a loading one has reserved its room)
+//   cost of a model  = weights (resident: packed copies and the mapped tensors read in place, model/model_memory.h)
+//                      + its KV pool (the bytes the engine allocates, KvPlan::pool_bytes) + its runtime (the
+//                      forward scratch at the largest step, the tokenizer's tables)
+//   used             = the process's own memory (measured at start, before any model) + the cost of every model
+//                      loaded, loading or unloading (an unloading model's pages are freed only when it is gone; a
+//                      loading one has reserved its room)
 //   room for model m = budget - used + the cost of the idle loaded models chosen as victims, least recently used
 //                      first, until m fits
 //
 //   plan_load(m):  kFits   room is there now
 //                  kEvict  room is there once `victims` (idle, least recently used first) are unloaded
 //                  kWait   the models that would have to go are busy (running or waiting requests) or still loading
-//                  kNever  m alone is larger than the whole budget: the message has the numbers
+//                  kNever  m alone is larger than the budget less the process's own memory: the message has the
+//                          numbers
 
 #include <chrono>
 #include <cstdint>
@@ -28,7 +31,8 @@ enum class ModelState { kUnloaded, kLoading, kLoaded, kUnloading };
 struct ModelCost {
   int64_t weights_bytes = 0;
   int64_t kv_bytes = 0;
-  int64_t total() const { return weights_bytes + kv_bytes; }
+  int64_t runtime_bytes = 0;  // the forward scratch at the largest step and the tokenizer's tables
+  int64_t total() const { return weights_bytes + kv_bytes + runtime_bytes; }
 };
 
 class ModelBudget {
@@ -37,7 +41,9 @@ class ModelBudget {
   // Tells whether model i has requests (running, waiting, or a route using it now); only asked of loaded models.
   using BusyFn = std::function<bool(size_t)>;
 
-  explicit ModelBudget(int64_t budget_bytes) : budget_bytes_(budget_bytes) {}
+  // process_bytes: what the process holds with no model (binary, libraries, HTTP): always counted as used.
+  explicit ModelBudget(int64_t budget_bytes, int64_t process_bytes = 0)
+      : budget_bytes_(budget_bytes), process_bytes_(process_bytes) {}
 
   // Adds a model, unloaded; returns its index (0, 1, ... in order).
   size_t add(std::string id, ModelCost cost);
@@ -68,6 +74,7 @@ class ModelBudget {
   [[nodiscard]] Clock::time_point next_expiry(Clock::duration keep_alive, const BusyFn& busy) const;
 
   int64_t budget_bytes() const { return budget_bytes_; }
+  int64_t process_bytes() const { return process_bytes_; }
   int64_t used_bytes() const;
   size_t size() const { return models_.size(); }
   const std::string& id(size_t i) const { return models_[i].id; }
@@ -86,6 +93,7 @@ class ModelBudget {
     uint64_t num_loads = 0;
   };
   int64_t budget_bytes_;
+  int64_t process_bytes_;
   uint64_t next_use_ = 1;
   std::vector<Entry> models_;
 };

@@ -29,7 +29,7 @@ ModelLease::~ModelLease() {
 }
 
 ModelHost::ModelHost(ModelHostConfig config, std::vector<ModelSpec> specs, Loader loader)
-    : config_(config), specs_(std::move(specs)), loader_(std::move(loader)), budget_(config.budget_bytes) {
+    : config_(config), specs_(std::move(specs)), loader_(std::move(loader)), budget_(config.budget_bytes, config.process_bytes) {
   HEARTH_CHECK(!specs_.empty(), "a model host needs at least one model");
   for (const ModelSpec& s : specs_) budget_.add(s.id, s.cost);
   loaded_.resize(specs_.size());

@@ -40,7 +40,7 @@ struct ModelSpec {
   std::string id;                    // file stem, or --model-id
   std::vector<std::string> aliases;  // --model-alias ID=NAME
   std::string path;
-  ModelCost cost;  // weights: the GGUF's tensor bytes; KV: the pool the engine will allocate
+  ModelCost cost;  // weights resident, the KV pool the engine will allocate, the forward scratch (model_budget.h)
   int32_t n_ctx = 0;
   KvPlan kv_plan;
 };
@@ -56,6 +56,7 @@ class ServedModel {
 
 struct ModelHostConfig {
   int64_t budget_bytes = 0;
+  int64_t process_bytes = 0;  // the server's own resident memory with no model: counted as used (model_budget.h)
   std::chrono::milliseconds keep_alive{5 * 60 * 1000};  // 0: never unload an idle model for time alone
   std::chrono::milliseconds load_timeout{120 * 1000};   // longest a request waits for a load or for room
 };

@@ -100,6 +100,26 @@ TEST(ModelBudget, AModelLargerThanTheBudgetNeverFitsAndTheMessageHasTheNumbers) 
   EXPECT_NE(plan.message.find("huge"), std::string::npos) << plan.message;
 }
 
+TEST(ModelBudget, TheServersOwnMemoryIsAlwaysUsedAndCountsAgainstEveryModel) {
+  ModelBudget b(100, 25);  // the process holds 25 with no model
+  const size_t a = b.add("a", {30, 10, 5});
+  const size_t c = b.add("c", {40, 30, 10});
+  EXPECT_EQ(b.used_bytes(), 25);
+  EXPECT_EQ(b.process_bytes(), 25);
+  const auto fits = b.plan_load(a, kNoneBusy);
+  EXPECT_EQ(fits.kind, Kind::kFits);
+  EXPECT_EQ(fits.needed_bytes, 45);  // weights + KV + runtime
+  EXPECT_EQ(fits.free_bytes, 75);
+  load(b, a, 0);
+  EXPECT_EQ(b.used_bytes(), 70);
+  const auto never = b.plan_load(c, kNoneBusy);  // 80 alone: more than 100 less the process's 25
+  EXPECT_EQ(never.kind, Kind::kNever);
+  EXPECT_EQ(never.message,
+            "the model 'c' needs 80 B (40 B of weights + 30 B of KV pool + 10 B of scratch and tokenizer), more than "
+            "the memory budget of 100 B less the 25 B the server itself holds (--memory; a smaller --kv-memory "
+            "shrinks the pool)");
+}
+
 TEST(ModelBudget, KeepAliveExpiresIdleLoadedModelsOnly) {
   ModelBudget b(100);
   const size_t a = b.add("a", {10, 0});
