@@ -132,3 +132,29 @@ test('a FIFO, a socket and a device node named like entries: the server starts, 
     sock.close();
   }
 });
+
+test("/v1/stats names a tenant's own counters: another tenant's requests never change them", async () => {
+  const server = await startServer([]);
+  try {
+    const stats = async (salt) => (await fetch(`${server.baseURL}/v1/stats?cache_salt=${salt}`)).json();
+    const ask = (salt, prompt) =>
+      server.client().completions.create({ prompt, max_tokens: 3, temperature: 0, cache_salt: salt });
+    const first = await ask('alice', STORY + ' Lily');
+    const again = await ask('alice', STORY + ' Tom');
+    const before = await stats('alice');
+    assert.equal(before.tenant.requests, 2);
+    assert.equal(before.tenant.prompt_tokens, first.usage.prompt_tokens + again.usage.prompt_tokens);
+    assert.equal(before.tenant.cached_tokens, again.usage.prompt_tokens_details.cached_tokens);
+    assert.equal(before.tenant.completion_tokens, 6);
+    assert.ok(before.tenant.cached_tokens > 0 && before.tenant.hit_rate > 0, JSON.stringify(before.tenant));
+    // Bob's traffic, the same prompts included, changes only bob's counters.
+    for (let k = 0; k < 3; k++) await ask('bob', STORY + ' Lily');
+    const after = await stats('alice');
+    assert.deepEqual(after.tenant, before.tenant);
+    const bob = await stats('bob');
+    assert.equal(bob.tenant.requests, 3);
+    assert.equal((await stats('carol')).tenant.requests, 0);
+  } finally {
+    await server.stop();
+  }
+});

@@ -177,7 +177,10 @@ void HttpServer::record_finish(Generation& gen, RequestOutput& out, size_t choic
   if (gen.remember && choice == 0) remember_answer(gen.request().cache_salt, gen.parse_special, gen.prompt_text, out);
   if (choice == 0 && gen.meta().answer_tokens_reused > 0)
     metrics_.record_answer_tokens_reused(gen.meta().answer_tokens_reused);
-  if (out.usage.reuse.reason) metrics_.record_reuse_stop(reuse_stop_name(*out.usage.reuse.reason));
+  const std::string reuse_stop = out.usage.reuse.reason ? reuse_stop_name(*out.usage.reuse.reason) : "";
+  if (!reuse_stop.empty()) metrics_.record_reuse_stop(reuse_stop);
+  metrics_.record_tenant(gen.request().cache_salt, out.usage.prompt_tokens, out.usage.cached_tokens,
+                         out.usage.completion_tokens, reuse_stop);
   history_.record_ttft(seconds_since_start(), out.usage.ttft_ms / 1000.0);
   metrics_.record_request(gen.request().endpoint == Endpoint::kChat ? "chat" : "completions",
                           finish_reason_text(out.finish_reason), out.usage.ttft_ms / 1000.0,

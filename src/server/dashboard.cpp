@@ -63,8 +63,8 @@ json counters_json(const EngineStats& s, const ServerCounts& c) {
 }
 
 // Why finished requests' prefix reuse stopped, most frequent first (end_of_prompt: the whole prompt was reused).
-json misses_json(const ServerCounts& c) {
-  std::vector<std::pair<std::string, uint64_t>> reasons(c.reuse_stops.begin(), c.reuse_stops.end());
+json misses_json(const std::map<std::string, uint64_t>& reuse_stops) {
+  std::vector<std::pair<std::string, uint64_t>> reasons(reuse_stops.begin(), reuse_stops.end());
   std::stable_sort(reasons.begin(), reasons.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   json out = json::array();
   for (const auto& [reason, n] : reasons) out.push_back({{"reason", reason}, {"requests", n}});
@@ -141,7 +141,18 @@ HttpResponse HttpServer::handle_stats(const HttpRequest& req) {
   out["uptime_s"] = now;
   out["kv"] = kv_state_json(*stats, info.kv_plan);
   out["counters"] = counters_json(*stats, counts);
-  out["misses"] = misses_json(counts);
+  out["misses"] = misses_json(counts.reuse_stops);
+  // The tenant the salt names, alone: its own requests, tokens and misses (the sections above are the whole
+  // server's: the operator's view, which whoever holds the API key reads).
+  const TenantCounts tenant = metrics_.tenant_counts(scope);
+  out["tenant"] = {{"requests", tenant.num_requests},
+                   {"prompt_tokens", tenant.prompt_tokens},
+                   {"cached_tokens", tenant.cached_tokens},
+                   {"hit_rate", tenant.prompt_tokens > 0 ? json(static_cast<double>(tenant.cached_tokens) /
+                                                                static_cast<double>(tenant.prompt_tokens))
+                                                           : json(nullptr)},
+                   {"completion_tokens", tenant.completion_tokens},
+                   {"misses", misses_json(tenant.reuse_stops)}};
   out["volatile"] = {{"requests", counts.num_volatile_requests},
                      {"warnings", counts.num_volatile_warnings},
                      {"tokens_lost_last", counts.volatile_tokens_lost}};

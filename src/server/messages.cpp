@@ -147,7 +147,10 @@ class HttpServer::MessagesGeneration : public ResponseSource, public std::enable
   void record(RequestOutput& out) {
     if (out.error) return;
     if (!prompt_text.empty()) server_.remember_answer(request_.chat.cache_salt, parse_special, prompt_text, out);
-    if (out.usage.reuse.reason) server_.metrics_.record_reuse_stop(reuse_stop_name(*out.usage.reuse.reason));
+    const std::string reuse_stop = out.usage.reuse.reason ? reuse_stop_name(*out.usage.reuse.reason) : "";
+    if (!reuse_stop.empty()) server_.metrics_.record_reuse_stop(reuse_stop);
+    server_.metrics_.record_tenant(request_.chat.cache_salt, out.usage.prompt_tokens, out.usage.cached_tokens,
+                                   out.usage.completion_tokens, reuse_stop);
     server_.metrics_.record_request("messages", finish_reason_text(out.finish_reason), out.usage.ttft_ms / 1000.0,
                                     out.usage.total_ms / 1000.0);
   }

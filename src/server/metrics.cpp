@@ -242,6 +242,34 @@ ServerCounts Metrics::counts() const {
   return c;
 }
 
+void Metrics::record_tenant(const std::string& cache_salt, int64_t prompt_tokens, int64_t cached_tokens,
+                            int64_t completion_tokens, const std::string& reuse_stop) {
+  std::lock_guard lock(mutex_);
+  auto it = tenants_.find(cache_salt);
+  if (it == tenants_.end()) {
+    if (tenants_.size() >= kMaxTenants) {
+      auto oldest = std::min_element(tenants_.begin(), tenants_.end(), [](const auto& a, const auto& b) {
+        return a.second.last_seen < b.second.last_seen;
+      });
+      tenants_.erase(oldest);
+    }
+    it = tenants_.emplace(cache_salt, Tenant{}).first;
+  }
+  Tenant& t = it->second;
+  t.last_seen = ++tenant_clock_;
+  t.counts.num_requests += 1;
+  t.counts.prompt_tokens += prompt_tokens;
+  t.counts.cached_tokens += cached_tokens;
+  t.counts.completion_tokens += completion_tokens;
+  if (!reuse_stop.empty()) t.counts.reuse_stops[reuse_stop] += 1;
+}
+
+TenantCounts Metrics::tenant_counts(const std::string& cache_salt) const {
+  std::lock_guard lock(mutex_);
+  auto it = tenants_.find(cache_salt);
+  return it == tenants_.end() ? TenantCounts{} : it->second.counts;
+}
+
 void Metrics::record_reuse_stop(const std::string& reason) {
   std::lock_guard lock(mutex_);
   reuse_stops_[reason]++;

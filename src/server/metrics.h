@@ -39,8 +39,21 @@ struct ServerCounts {
   int64_t volatile_tokens_lost = 0;
 };
 
+// One tenant's own counters (a tenant is a cache_salt namespace; the unsalted one is ""): what its requests
+// cost and reused, and why their reuse stopped. GET /v1/stats shows a caller only the tenant it names.
+struct TenantCounts {
+  uint64_t num_requests = 0;
+  int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;
+  int64_t completion_tokens = 0;
+  std::map<std::string, uint64_t> reuse_stops;  // reason -> finished requests
+};
+
 class Metrics {
  public:
+  // Tenants whose counters are kept; past it the least recently seen tenant's are dropped (they start again at 0).
+  static constexpr size_t kMaxTenants = 4096;
+
   Metrics();
 
   // A finished request: its endpoint ("chat" or "completions"), finish reason, TTFT and end-to-end seconds.
@@ -56,7 +69,13 @@ class Metrics {
   // A prompt built with `tokens` generated ids of a remembered answer (see answer_memory.h).
   void record_answer_tokens_reused(int64_t tokens);
 
+  // A finished request of the tenant `cache_salt` (its usage; reuse_stop empty when none was recorded).
+  void record_tenant(const std::string& cache_salt, int64_t prompt_tokens, int64_t cached_tokens,
+                     int64_t completion_tokens, const std::string& reuse_stop);
+
   [[nodiscard]] ServerCounts counts() const;
+  // The counters of the tenant `cache_salt` (zero when it has none).
+  [[nodiscard]] TenantCounts tenant_counts(const std::string& cache_salt) const;
 
   // The whole exposition: the engine's counters and pool (`stats`, read on the loop thread) and its KV plan first,
   // then the server's own series.
@@ -78,6 +97,12 @@ class Metrics {
   uint64_t volatile_warnings_ = 0;
   int64_t volatile_tokens_lost_ = 0;  // of the last volatile prompt
   uint64_t answer_prompts_ = 0;
+  struct Tenant {
+    TenantCounts counts;
+    uint64_t last_seen = 0;
+  };
+  std::map<std::string, Tenant> tenants_;  // at most kMaxTenants
+  uint64_t tenant_clock_ = 0;
   uint64_t answer_tokens_ = 0;
 };
 
