@@ -25,6 +25,7 @@
 #include "gguf/gguf_file.h"
 #include "kv/disk_tier.h"
 #include "kv/kv_plan.h"
+#include "kv/tier_seal.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
 #include "server/serve_access.h"
@@ -64,6 +65,9 @@ Result<std::unique_ptr<DiskTier>> open_disk_tier(const ServeFlags& f) {
   // The disk tier (on unless --kv-disk off). A directory another process holds, or one that cannot be created,
   // leaves the server running without it, with a warning: it is a cache, never a reason not to serve.
   std::unique_ptr<DiskTier> disk_tier;
+  if (f.kv_disk == "off" && !f.kv_disk_key.empty()) {
+    return make_error("--kv-disk-key encrypts the disk tier's entries, and --kv-disk is off");
+  }
   if (f.kv_disk != "off") {
     DiskTierConfig disk_config;
     disk_config.dir = f.kv_disk.empty() ? default_disk_tier_dir() : std::filesystem::path(f.kv_disk);
@@ -74,15 +78,22 @@ Result<std::unique_ptr<DiskTier>> open_disk_tier(const ServeFlags& f) {
       if (!size) return make_error("--kv-disk-size: {}", size.error().message);
       disk_config.capacity_bytes = *size;
     }
+    if (!f.kv_disk_key.empty()) {
+      auto key = load_tier_key(f.kv_disk_key, disk_config.dir);
+      if (!key) return make_error("--kv-disk-key: {}", key.error().message);
+      disk_config.seal_key = std::move(*key);
+    }
     auto opened = DiskTier::open(disk_config);
     if (opened) {
       disk_tier = std::move(*opened);
       const DiskTierStats st = disk_tier->stats();
-      spdlog::info("KV disk tier: {} ({} entries, {} of {} used{}; --kv-disk off disables it)",
+      const uint64_t corrupt = disk_tier->num_removed_at_open() - st.num_key_mismatch_removed;
+      spdlog::info("KV disk tier: {} ({} entries, {} of {} used{}{}{}; --kv-disk off disables it)",
                    disk_config.dir.string(), st.num_entries, format_bytes(st.bytes_used),
-                   format_bytes(st.capacity_bytes),
-                   disk_tier->num_removed_at_open() > 0
-                       ? fmt::format(", {} corrupt entries removed", disk_tier->num_removed_at_open())
+                   format_bytes(st.capacity_bytes), disk_config.seal_key ? ", encrypted with --kv-disk-key" : "",
+                   corrupt > 0 ? fmt::format(", {} corrupt entries removed", corrupt) : std::string(),
+                   st.num_key_mismatch_removed > 0
+                       ? fmt::format(", {} entries of another key (or none) removed", st.num_key_mismatch_removed)
                        : std::string());
     } else {
       spdlog::warn("KV disk tier off: {}", opened.error().message);
@@ -374,6 +385,11 @@ Command add_serve(CLI::App& app) {
                  "'off' disables it");
   app.add_option("--kv-disk-size", flags->kv_disk_size,
                  "Disk tier budget, e.g. 20GiB (default: a tenth of the free space, at most 64GiB)");
+  app.add_option("--kv-disk-key", flags->kv_disk_key,
+                 "Encrypt the disk tier's entries (AES-256-GCM) with the key in FILE: 32 random bytes or 64 hex "
+                 "digits (openssl rand -hex 32), mode 0600, outside the tier directory. Entries of another key are "
+                 "removed at start")
+      ->type_name("FILE");
   app.add_option("--kv-disk-load", flags->kv_disk_load,
                  "Blocks the disk tier holds: load them when the measured costs say it is faster than recomputing "
                  "('measured'), or whenever found ('always')")

@@ -54,13 +54,15 @@ struct ServeFlags {
   double header_timeout_s = 10.0;
   std::string kv_disk;       // empty: default_disk_tier_dir(); "off": no disk tier
   std::string kv_disk_size;  // empty: default_disk_tier_bytes()
+  std::string kv_disk_key;   // a key file: the tier's entries are encrypted (kv/tier_seal.h); empty: plain
   std::string kv_disk_load = "measured";  // "measured": load when faster than recomputing; "always"
   std::string kv_prefault = "on";         // "on": commit the KV pool's pages ahead of use (engine/kv_prefault.h)
   std::string warm_file;     // prompts to prefill and pin at start (--warm)
 };
 
 // The disk tier the flags ask for (null when --kv-disk off, or when the directory cannot be used: a warning, the
-// server runs without it). Error only for a bad --kv-disk-size.
+// server runs without it). Error for a bad --kv-disk-size, and for a --kv-disk-key that cannot be used (a server
+// asked to encrypt never falls back to plain entries).
 [[nodiscard]] Result<std::unique_ptr<DiskTier>> open_disk_tier(const ServeFlags& f);
 // --kv-disk-load: whether blocks the disk tier holds load by measured cost or always.
 TierLoadPolicy tier_load_policy(const ServeFlags& f);

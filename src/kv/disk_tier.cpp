@@ -168,8 +168,38 @@ DiskTier::~DiskTier() {
 }
 
 fs::path DiskTier::entry_path(const BlockHash& key) const {
-  const std::string hex = key.hex();
-  return config_.dir / "v1" / hex.substr(0, 2) / (hex + ".kvb");
+  const std::string name = entry_name(key);
+  return config_.dir / "v1" / name.substr(0, 2) / (name + ".kvb");
+}
+
+std::string DiskTier::entry_name(const BlockHash& key) const {
+  // A plain tier's names are the block keys: an unkeyed hash of the namespace and the tokens, so whoever can list
+  // the directory and knows the namespace (the model's fingerprint and the salt) can confirm a guessed prompt. The
+  // contents are in clear there anyway. A sealed tier names entries by an HMAC under its key, which confirms nothing.
+  return config_.seal_key ? config_.seal_key->entry_name(key) : key.hex();
+}
+
+std::vector<uint8_t> DiskTier::encode_entry(const WriteJob& job) const {
+  return config_.seal_key ? config_.seal_key->seal(job.header, job.payload)
+                          : encode_tier_entry(job.header, job.payload);
+}
+
+Result<TierEntryHeader, TierEntryError> DiskTier::decode_header(std::span<const uint8_t> prefix,
+                                                                uint64_t entry_bytes) const {
+  if (config_.seal_key) return config_.seal_key->open_header(prefix, entry_bytes);
+  if (is_sealed_tier_entry(prefix)) {
+    return TierEntryError{TierEntryProblem::kKeyMismatch, "an encrypted entry, and no key is set"};
+  }
+  return decode_tier_header(prefix, entry_bytes);
+}
+
+Result<TierEntryHeader, TierEntryError> DiskTier::verify_entry(std::span<uint8_t> entry,
+                                                               std::span<const uint8_t>* payload) const {
+  if (config_.seal_key) return config_.seal_key->open(entry, payload);
+  if (is_sealed_tier_entry(entry)) {
+    return TierEntryError{TierEntryProblem::kKeyMismatch, "an encrypted entry, and no key is set"};
+  }
+  return verify_tier_entry(entry, payload);
 }
 
 void DiskTier::check_private_modes() {
@@ -224,18 +254,24 @@ void DiskTier::scan() {
       bool ok = ::fstat(fd, &st) == 0;
       if (ok && (st.st_mode & 077) != 0) num_loose_entries++;
       const auto size = static_cast<uint64_t>(st.st_size);
-      buf.resize(std::min<uint64_t>(size, kTierEntryFixedBytes + kTierMaxLayoutBytes + 4ull * kTierMaxTokens));
+      buf.resize(std::min<uint64_t>(
+          size, kTierSealFixedBytes + kTierEntryFixedBytes + kTierMaxLayoutBytes + 4ull * kTierMaxTokens));
       ok = ok && read_all(fd, buf.data(), buf.size());
       ::close(fd);
       std::optional<TierEntryHeader> header;
+      bool key_mismatch = false;
       if (ok) {
-        auto decoded = decode_tier_header(buf, size);
-        if (decoded && decoded->key.hex() + ".kvb" == file.path().filename().string()) header = std::move(*decoded);
+        auto decoded = decode_header(buf, size);
+        key_mismatch = !decoded && decoded.error().problem == TierEntryProblem::kKeyMismatch;
+        if (decoded && entry_name(decoded->key) + ".kvb" == file.path().filename().string()) {
+          header = std::move(*decoded);
+        }
       }
       if (!header) {
         fs::remove(file.path(), sub_ec);
         removed_at_open_++;
         stats_.num_corrupt_removed++;
+        stats_.num_key_mismatch_removed += key_mismatch ? 1 : 0;
         continue;
       }
       Entry e;
@@ -394,12 +430,12 @@ void DiskTier::set_retention(const BlockHash& key, const TierRetention& retentio
 }
 
 void DiskTier::write_retention(const BlockHash& key, const TierRetention& retention) {
-  // The retention bytes are outside the checksum, so they change in place.
+  // The retention bytes are outside the checksum (and, sealed, outside the ciphertext), so they change in place.
   const int fd = ::open(entry_path(key).c_str(), O_WRONLY | O_CLOEXEC);
   if (fd < 0) return;
   const auto bytes = encode_tier_retention(retention);
-  if (::pwrite(fd, bytes.data(), bytes.size(), static_cast<off_t>(kTierRetentionOffset)) ==
-      static_cast<ssize_t>(bytes.size())) {
+  const size_t offset = config_.seal_key ? kTierSealRetentionOffset : kTierRetentionOffset;
+  if (::pwrite(fd, bytes.data(), bytes.size(), static_cast<off_t>(offset)) == static_cast<ssize_t>(bytes.size())) {
     ::fdatasync(fd);
   }
   ::close(fd);
@@ -500,7 +536,7 @@ void DiskTier::write_batch(std::vector<WriteJob> jobs) {
   std::vector<Pending> pending;
   std::vector<fs::path> doomed;
   for (WriteJob& job : jobs) {
-    std::vector<uint8_t> bytes = encode_tier_entry(job.header, job.payload);
+    std::vector<uint8_t> bytes = encode_entry(job);
     const int64_t need = rounded(static_cast<int64_t>(bytes.size()));
     {
       std::lock_guard lock(mutex_);
@@ -520,7 +556,8 @@ void DiskTier::write_batch(std::vector<WriteJob> jobs) {
     doomed.clear();
     Pending p;
     p.final_path = entry_path(job.header.key);
-    p.tmp = config_.dir / "v1" / "tmp" / fmt::format("{}.{}.{}.tmp", job.header.key.hex(), ::getpid(), next_tmp_++);
+    p.tmp =
+        config_.dir / "v1" / "tmp" / fmt::format("{}.{}.{}.tmp", entry_name(job.header.key), ::getpid(), next_tmp_++);
     p.need = need;
     p.file_bytes = static_cast<int64_t>(bytes.size());
     bool ok = false;
@@ -613,14 +650,16 @@ std::optional<TierBlock> DiskTier::read_entry(const BlockHash& key, const std::s
     ::close(fd);
   }
   std::optional<TierBlock> block;
+  bool key_mismatch = false;
   if (read_ok) {
     std::span<const uint8_t> payload;
-    auto header = verify_tier_entry(bytes, &payload);
+    auto header = verify_entry(bytes, &payload);
     if (header && header->key == key && header->layout == layout) {
       block = TierBlock{std::move(*header), std::vector<uint8_t>(payload.begin(), payload.end())};
     } else if (header) {
       spdlog::warn("disk tier: {} holds a block of another layout; removed", path.string());
     } else {
+      key_mismatch = header.error().problem == TierEntryProblem::kKeyMismatch;
       spdlog::warn("disk tier: {} is corrupt ({}); removed", path.string(), header.error().message);
     }
   }
@@ -644,6 +683,7 @@ std::optional<TierBlock> DiskTier::read_entry(const BlockHash& key, const std::s
     stats_.num_missing++;
   } else {
     stats_.num_corrupt_removed++;
+    stats_.num_key_mismatch_removed += key_mismatch ? 1 : 0;
   }
   return std::nullopt;
 }

@@ -4,7 +4,12 @@
 //
 //   DIR/v1/lock                 flock: one Hearth process owns the directory
 //   DIR/v1/tmp/                 entries being written (removed at open: a crash leaves only these behind)
-//   DIR/v1/ab/abcdef….kvb       one entry; "ab" is the key's first byte in hex
+//   DIR/v1/ab/abcdef….kvb       one entry; "ab" is the name's first byte in hex
+//
+// With a key (hearth serve --kv-disk-key) every entry is sealed (kv/tier_seal.h: AES-256-GCM, tokens, block keys and
+// K/V inside the ciphertext) and named by an HMAC of its block key; without one, plain and named by the block key.
+// An entry that does not match the setting (another key, sealed without a key, plain with one) is foreign: counted
+// (num_key_mismatch_removed, within num_corrupt_removed), deleted, never loaded, as any corrupt entry is.
 //
 // Privacy: directories are created 0700 and files 0600 (at creation, so no other local user ever sees them open);
 // looser modes found at open() are counted and warned of, never changed behind the operator's back. Only regular
@@ -39,6 +44,7 @@
 
 #include "kv/block_hash.h"
 #include "kv/tier_entry.h"
+#include "kv/tier_seal.h"
 #include "util/result.h"
 
 namespace hearth {
@@ -47,6 +53,7 @@ struct DiskTierConfig {
   std::filesystem::path dir;
   int64_t capacity_bytes = 0;                  // hard cap on the entries' bytes (each rounded up to 4 KiB)
   int64_t max_queued_write_bytes = 64ll << 20;  // payload bytes waiting to be written; beyond this writes drop
+  std::shared_ptr<const TierKey> seal_key;      // seals every entry (kv/tier_seal.h); null: plain entries
 };
 
 struct DiskTierStats {
@@ -63,6 +70,8 @@ struct DiskTierStats {
   uint64_t num_write_errors = 0;    // the filesystem refused (full, read-only, ...)
   uint64_t num_evictions = 0;
   uint64_t num_corrupt_removed = 0;  // failed verification (at open or at load) and were deleted
+  uint64_t num_key_mismatch_removed = 0;  // of those: another key sealed them, or they are plain with a key set, or
+                                          // sealed without one
   uint64_t num_missing = 0;          // indexed, but the file was gone when loaded
   uint64_t num_irregular_skipped = 0;  // *.kvb names that are not regular files (FIFO, socket, device, link): left alone
   uint64_t num_loose_modes = 0;        // tier directories and entries other users may read (found at open; a warning)
@@ -172,6 +181,14 @@ class DiskTier {
   // Reads and verifies one indexed entry; on failure deletes it (counted). Requires mutex_ not held.
   std::optional<TierBlock> read_entry(const BlockHash& key, const std::string& layout);
   std::filesystem::path entry_path(const BlockHash& key) const;
+  // The entry's file name without extension: the block key in hex, or its HMAC under the key (kv/tier_seal.h).
+  std::string entry_name(const BlockHash& key) const;
+  // The entry format the tier's setting asks for: sealed with config_.seal_key, else plain.
+  std::vector<uint8_t> encode_entry(const WriteJob& job) const;
+  Result<TierEntryHeader, TierEntryError> decode_header(std::span<const uint8_t> prefix, uint64_t entry_bytes) const;
+  // Decrypts a sealed entry in place.
+  Result<TierEntryHeader, TierEntryError> verify_entry(std::span<uint8_t> entry,
+                                                       std::span<const uint8_t>* payload) const;
   // Index maintenance; require mutex_ held.
   EvictOrder evict_order(const Entry& e, int64_t now_ms) const;
   void index_insert(Entry e);

@@ -54,6 +54,10 @@ std::array<uint8_t, kTierRetentionBytes> encode_tier_retention(const TierRetenti
   return out;
 }
 
+TierRetention decode_tier_retention(std::span<const uint8_t, kTierRetentionBytes> bytes) {
+  return TierRetention{bytes[0], static_cast<int64_t>(get_u64(bytes.data() + 8))};
+}
+
 std::vector<uint8_t> encode_tier_entry(const TierEntryHeader& h, std::span<const uint8_t> payload) {
   HEARTH_CHECK(payload.size() == h.payload_bytes, "payload is {} bytes, header says {}", payload.size(),
                h.payload_bytes);
@@ -102,8 +106,8 @@ Result<TierEntryHeader, TierEntryError> decode_tier_header(std::span<const uint8
   std::memcpy(h.ns.bytes.data(), p + 80, 32);
   h.depth = static_cast<int32_t>(get_u32(p + 112));
   const uint32_t n_tokens = get_u32(p + 116);
-  h.retention.priority = p[kTierRetentionOffset];
-  h.retention.expires_at_ms = static_cast<int64_t>(get_u64(p + 128));
+  h.retention = decode_tier_retention(
+      std::span<const uint8_t, kTierRetentionBytes>(p + kTierRetentionOffset, kTierRetentionBytes));
   h.written_at_ms = static_cast<int64_t>(get_u64(p + 136));
   h.payload_bytes = get_u64(p + 144);
   const uint16_t layout_bytes = get_u16(p + 152);

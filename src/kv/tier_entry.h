@@ -70,7 +70,8 @@ struct TierEntryHeader {
   size_t file_bytes() const { return header_bytes() + payload_bytes + 8; }
 };
 
-enum class TierEntryProblem { kTruncated, kBadMagic, kBadVersion, kBadSize, kBadChecksum, kBadKey };
+// kKeyMismatch: sealed with another key, sealed while no key is set, or plain while one is (kv/tier_seal.h).
+enum class TierEntryProblem { kTruncated, kBadMagic, kBadVersion, kBadSize, kBadChecksum, kBadKey, kKeyMismatch };
 struct TierEntryError {
   TierEntryProblem problem;
   std::string message;
@@ -90,5 +91,6 @@ Result<TierEntryHeader, TierEntryError> verify_tier_entry(std::span<const uint8_
 
 // The retention bytes [120, 136) for `r` (what a tier rewrites in place).
 std::array<uint8_t, kTierRetentionBytes> encode_tier_retention(const TierRetention& r);
+TierRetention decode_tier_retention(std::span<const uint8_t, kTierRetentionBytes> bytes);
 
 }  // namespace hearth

@@ -171,6 +171,10 @@ void Metrics::render_tiers(const EngineStats& e, std::string& out) {
   tier_line("hearth_kv_tier_corrupt_removed_total", "counter",
             "Entries that failed verification (truncated, bit-flipped, foreign) and were deleted.",
             d.num_corrupt_removed);
+  tier_line("hearth_kv_tier_key_mismatch_removed_total", "counter",
+            "Of the corrupt entries removed: those sealed with another --kv-disk-key, or not sealed as the key "
+            "setting asks (plain with a key, encrypted without one).",
+            d.num_key_mismatch_removed);
   tier_line("hearth_kv_tier_missing_total", "counter", "Indexed entries whose file was gone when loaded.",
             d.num_missing);
   tier_line("hearth_kv_tier_irregular_skipped_total", "counter",

@@ -10,6 +10,7 @@
 #include "engine/kv_tiers.h"
 #include "kernels/cpu_isa.h"
 #include "kv/disk_tier.h"
+#include "kv/tier_seal.h"
 #include "model/fingerprint.h"
 #include "model/kv_storage.h"
 #include "model/synth.h"
@@ -31,8 +32,8 @@ fs::path fresh_dir(const std::string& name) {
   return dir;
 }
 
-std::unique_ptr<DiskTier> open_tier(const fs::path& dir) {
-  auto tier = DiskTier::open({.dir = dir, .capacity_bytes = 64ll << 20});
+std::unique_ptr<DiskTier> open_tier(const fs::path& dir, std::shared_ptr<const TierKey> key = nullptr) {
+  auto tier = DiskTier::open({.dir = dir, .capacity_bytes = 64ll << 20, .seal_key = std::move(key)});
   HEARTH_CHECK(tier.ok(), "{}", tier.error().message);
   return std::move(*tier);
 }
@@ -91,8 +92,8 @@ class TierEngineTest : public ::testing::Test {
   }
 
   // Serves prefix_ once with a tier on `dir`, then "restarts": the engine and the tier are gone afterwards.
-  void first_life(const fs::path& dir, KvFormat format = {}) {
-    auto tier = open_tier(dir);
+  void first_life(const fs::path& dir, KvFormat format = {}, std::shared_ptr<const TierKey> key = nullptr) {
+    auto tier = open_tier(dir, std::move(key));
     auto engine = Engine::create(*m_.model, *m_.tokenizer, tier_config(tier.get(), format), pool_);
     serve(**engine, prefix_, 1);
     tier->flush();
@@ -205,6 +206,39 @@ TEST_F(TierEngineTest, DamagedEntriesAreNeverLoadedAndTheAnswerIsUnchanged) {
   // Blocks 1-5 are still indexed (their damage is found at their next load), block 0 was written again, and block 6
   // (prompt and answer) is new.
   EXPECT_EQ(tier->stats().num_entries, 5 + 1 + 1);
+}
+
+std::shared_ptr<const TierKey> test_key(uint8_t fill) {
+  std::array<uint8_t, kTierKeyBytes> secret{};
+  secret.fill(fill);
+  return TierKey::from_secret(secret);
+}
+
+// --kv-disk-key: a restart with the same key is warm and bit-identical to a cold run; with another key nothing loads
+// (every entry is counted and removed at open) and the answer is the cold one.
+TEST_F(TierEngineTest, WithAKeyARestartIsWarmAndBitIdenticalAndAnotherKeyRecomputes) {
+  const fs::path dir = fresh_dir("key");
+  first_life(dir, {}, test_key(1));
+  const Served reference = cold();
+  {
+    auto tier = open_tier(dir, test_key(1));
+    auto engine = Engine::create(*m_.model, *m_.tokenizer, tier_config(tier.get()), pool_);
+    const Served warm = serve(**engine, prompt_);
+    EXPECT_EQ(warm.usage.cached_tokens, 96);
+    EXPECT_EQ(warm.usage.tier.loaded_tokens, 96);
+    ASSERT_EQ(warm.logits.size(), reference.logits.size());
+    EXPECT_EQ(0, std::memcmp(warm.logits.data(), reference.logits.data(), warm.logits.size() * sizeof(float)));
+    EXPECT_EQ(warm.tokens, reference.tokens);
+    EXPECT_EQ(tier->stats().num_corrupt_removed, 0u);
+  }
+  auto tier = open_tier(dir, test_key(2));
+  EXPECT_EQ(tier->stats().num_key_mismatch_removed, 7u);  // the first life's 6 blocks and the prompt's 7th
+  auto engine = Engine::create(*m_.model, *m_.tokenizer, tier_config(tier.get()), pool_);
+  const Served again = serve(**engine, prompt_);
+  EXPECT_EQ(again.usage.tier.found_tokens, 0);
+  EXPECT_EQ(again.usage.cached_tokens, 0);
+  EXPECT_EQ(0, std::memcmp(again.logits.data(), reference.logits.data(), again.logits.size() * sizeof(float)));
+  EXPECT_EQ(again.tokens, reference.tokens);
 }
 
 TEST_F(TierEngineTest, AnotherKvDtypeSharesTheDirectoryButNeverItsBlocks) {
