@@ -23,11 +23,11 @@
 #include "kv/kv_plan.h"
 #include "model/config.h"
 #include "model/model.h"
-#include "model/tokenizer.h"
 #include "server/model_router.h"
 #include "server/server.h"
 #include "template/chat_template.h"
 #include "tensor/kv_dtype.h"
+#include "tokenizer/tokenizer.h"
 #include "util/log.h"
 #include "util/thread_pool.h"
 
