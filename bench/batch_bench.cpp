@@ -13,7 +13,7 @@
 #include <random>
 #include <vector>
 
-#include "bench/bench_tokens.h"
+#include "bench_client/bench_tokens.h"
 #include "engine/engine.h"
 #include "model/loaded_model.h"
 

@@ -23,10 +23,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/grammar.h"
-#include "engine/token_mask.h"
 #include "gguf/gguf_file.h"
-#include "model/tokenizer.h"
+#include "grammar/grammar.h"
+#include "grammar/token_mask.h"
+#include "tokenizer/tokenizer.h"
 
 namespace hearth {
 namespace {

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "gguf/gguf_file.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace hearth {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "gguf/gguf_file.h"
 #include "model/config.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto file = hearth::GgufFile::parse(std::span<const uint8_t>(data, size), "fuzz.gguf");

@@ -1,4 +1,4 @@
-// Fuzz target: the tokenizers (src/model/tokenizer*) on four real vocabularies (SentencePiece Llama 2, BPE
+// Fuzz target: the tokenizers (src/tokenizer/) on four real vocabularies (SentencePiece Llama 2, BPE
 // Llama 3, Qwen 2, GPT-2) from ../shared/vocab. The first input byte picks the vocabulary and the flags, the
 // rest is the text. Every id encode() returns must be in the vocabulary and decode() must accept them; crashes,
 // hangs and out-of-bounds reads on any bytes (invalid UTF-8 included) are the bugs looked for.
@@ -12,7 +12,7 @@
 #include <string_view>
 
 #include "gguf/gguf_file.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace {
 

@@ -19,7 +19,7 @@
 
 #include "app/commands.h"
 #include "app/machine_limits.h"
-#include "bench/bench_tokens.h"
+#include "bench_client/bench_tokens.h"
 #include "model/loaded_model.h"
 #include "util/thread_pool.h"
 

@@ -10,7 +10,7 @@
 #include "app/commands.h"
 #include "engine/explain.h"
 #include "gguf/gguf_file.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "util/log.h"
 
 namespace hearth::app {

@@ -27,10 +27,10 @@
 #include "kv/kv_plan.h"
 #include "kv/tier_seal.h"
 #include "model/model.h"
-#include "model/tokenizer.h"
 #include "server/serve_access.h"
 #include "server/server.h"
 #include "template/chat_template.h"
+#include "tokenizer/tokenizer.h"
 #include "util/log.h"
 #include "util/process_memory.h"
 

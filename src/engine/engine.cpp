@@ -8,7 +8,7 @@
 #include "model/fingerprint.h"
 #include "model/kv_storage.h"
 #include "model/model.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "util/log.h"
 #include "util/thread_pool.h"
 #include "util/units.h"

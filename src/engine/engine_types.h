@@ -29,7 +29,7 @@
 
 namespace hearth {
 
-class Grammar;  // engine/grammar.h
+class Grammar;  // grammar/grammar.h
 
 // Most alternatives a request may ask logprobs for (OpenAI's top_logprobs limit).
 inline constexpr int32_t kMaxTopLogprobs = 20;

@@ -11,7 +11,7 @@
 #include "engine/engine_types.h"
 #include "kv/prefix_diff.h"
 #include "kv/prefix_explain.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace hearth {
 

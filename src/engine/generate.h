@@ -10,8 +10,8 @@
 #include "engine/sampler.h"
 #include "model/kv_storage.h"
 #include "model/model.h"
-#include "model/tokenizer.h"
 #include "sched/request.h"
+#include "tokenizer/tokenizer.h"
 #include "util/result.h"
 #include "util/thread_pool.h"
 

@@ -23,11 +23,11 @@
 #include <vector>
 
 #include "engine/engine_types.h"
-#include "engine/grammar.h"
 #include "engine/sampler.h"
-#include "engine/token_mask.h"
-#include "model/tokenizer.h"
+#include "grammar/grammar.h"
+#include "grammar/token_mask.h"
 #include "sched/request.h"
+#include "tokenizer/tokenizer.h"
 
 namespace hearth {
 

@@ -7,7 +7,7 @@
 
 #include "gguf/gguf_file.h"
 #include "model/model.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "util/result.h"
 
 namespace hearth {

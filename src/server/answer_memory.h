@@ -23,7 +23,7 @@
 #include <string_view>
 #include <vector>
 
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace hearth::server {
 

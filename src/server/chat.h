@@ -11,9 +11,9 @@
 #include <memory>
 #include <string>
 
-#include "model/tokenizer.h"
 #include "server/tool_calls.h"
 #include "template/chat_template.h"
+#include "tokenizer/tokenizer.h"
 #include "util/result.h"
 
 namespace hearth::server {

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "engine/engine_types.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace hearth::server {
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "engine/engine_types.h"
-#include "engine/grammar.h"
+#include "grammar/grammar.h"
 #include "server/tool_calls.h"
 
 namespace hearth::server {

@@ -25,7 +25,6 @@
 
 #include "engine/engine_loop.h"
 #include "kv/volatile_prefix.h"
-#include "model/tokenizer.h"
 #include "server/answer_memory.h"
 #include "server/chat.h"
 #include "server/http_transport.h"
@@ -34,6 +33,7 @@
 #include "server/model_names.h"
 #include "server/openai_json.h"
 #include "server/stats_history.h"
+#include "tokenizer/tokenizer.h"
 
 namespace hearth::server {
 

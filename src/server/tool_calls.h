@@ -21,7 +21,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/grammar.h"
+#include "grammar/grammar.h"
 #include "util/result.h"
 
 namespace hearth::server {

@@ -7,7 +7,7 @@
 
 #include "engine/engine.h"
 #include "engine/engine_test_util.h"  // tests/engine
-#include "engine/grammar.h"
+#include "grammar/grammar.h"
 
 namespace hearth {
 namespace {

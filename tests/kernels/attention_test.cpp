@@ -14,7 +14,7 @@
 #include "kernels/cpu_isa.h"
 #include "tensor/kv_dtype.h"
 
-#include "random_vector.h"  // tests/kernels
+#include "../tensor/random_vector.h"  // tests/tensor
 
 namespace hearth {
 namespace {

@@ -13,7 +13,7 @@
 #include <random>
 #include <vector>
 
-#include "random_vector.h"  // tests/kernels
+#include "../tensor/random_vector.h"  // tests/tensor
 
 namespace hearth {
 namespace {

@@ -18,8 +18,8 @@
 #include "engine/generate.h"
 #include "model/kv_storage.h"
 #include "model/model.h"
-#include "model/tokenizer.h"
 #include "shared_mixes.h"
+#include "tokenizer/tokenizer.h"
 
 namespace hearth {
 namespace {

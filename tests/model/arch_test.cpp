@@ -24,8 +24,8 @@
 #include "kv/kv_plan.h"
 #include "model/model.h"
 #include "model/synth.h"
-#include "model/tokenizer.h"
 #include "reference_forward.h"
+#include "tokenizer/tokenizer.h"
 
 namespace hearth {
 namespace {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "engine/generate.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace hearth {
 namespace {

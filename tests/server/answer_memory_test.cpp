@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "../model/tokenizer_test_util.h"
+#include "../tokenizer/tokenizer_test_util.h"
 
 namespace hearth::server {
 namespace {

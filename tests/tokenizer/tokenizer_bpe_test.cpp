@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "model/tokenizer_normalize.h"
-#include "model/tokenizer_pretokenize.h"
+#include "tokenizer/tokenizer_normalize.h"
+#include "tokenizer/tokenizer_pretokenize.h"
 #include "tokenizer_test_util.h"
 
 namespace hearth {

@@ -1,5 +1,5 @@
 #pragma once
-// Seeded N(0, scale²) test data for the kernel tests.
+// Seeded N(0, scale²) test data for the tensor and kernel tests.
 
 #include <cstdint>
 #include <random>

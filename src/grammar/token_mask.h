@@ -16,8 +16,8 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/grammar.h"
-#include "model/tokenizer.h"
+#include "grammar/grammar.h"
+#include "tokenizer/tokenizer.h"
 #include "util/ids.h"
 
 namespace hearth {

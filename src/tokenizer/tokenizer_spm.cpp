@@ -9,9 +9,9 @@
 //
 // The linked list of symbols and the heap of candidate pairs are tokenizer_merge.h's, shared with the BPE encoder.
 
-#include "model/tokenizer_memo.h"
-#include "model/tokenizer_merge.h"
-#include "model/tokenizer_vocab.h"
+#include "tokenizer/tokenizer_memo.h"
+#include "tokenizer/tokenizer_merge.h"
+#include "tokenizer/tokenizer_vocab.h"
 
 namespace hearth {
 namespace {

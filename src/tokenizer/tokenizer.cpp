@@ -1,13 +1,13 @@
 // Tokenizer construction: reading tokenizer.ggml.* metadata, validating it and building the lookup tables.
 
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 #include <algorithm>
 #include <cctype>
 
 #include "gguf/gguf_file.h"
-#include "model/tokenizer_bpe.h"
-#include "model/tokenizer_vocab.h"
+#include "tokenizer/tokenizer_bpe.h"
+#include "tokenizer/tokenizer_vocab.h"
 
 namespace hearth {
 namespace {

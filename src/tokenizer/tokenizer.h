@@ -12,7 +12,7 @@
 //            (tokenizer_normalize.h). Decoding is byte-exact: no clean-up of spaces.
 // Results match the reference tokenizations in shared/vocab token for token (llama.cpp c392e5094's for llama-spm,
 // phi-3, gpt-2, mpt, starcoder, refact, deepseek-coder; Hugging Face tokenizers' for llama-bpe, qwen2, gemma3):
-// tests/model/tokenizer_reference_test.cpp.
+// tests/tokenizer/tokenizer_reference_test.cpp.
 //
 // Encoding never fails: ill-formed UTF-8 input is split into single bytes, which take the byte-fallback path.
 // Decoding always yields well-formed UTF-8: bytes that do not form a character become U+FFFD.

@@ -6,8 +6,8 @@
 
 #include <algorithm>
 
-#include "model/tokenizer.h"
 #include "template/chat_template.h"
+#include "tokenizer/tokenizer.h"
 #include "tokenizer_test_util.h"
 
 namespace hearth {

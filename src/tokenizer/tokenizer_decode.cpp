@@ -1,8 +1,8 @@
 // Detokenization: token pieces, whole-sequence decode and the streaming IncrementalDecoder.
 
-#include "model/tokenizer.h"
-#include "model/tokenizer_vocab.h"
-#include "model/utf8.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_vocab.h"
+#include "tokenizer/utf8.h"
 
 namespace hearth {
 

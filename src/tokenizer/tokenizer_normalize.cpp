@@ -1,9 +1,9 @@
-#include "model/tokenizer_normalize.h"
+#include "tokenizer/tokenizer_normalize.h"
 
 #include <unicode/bytestream.h>
 #include <unicode/normalizer2.h>
 
-#include "model/utf8.h"
+#include "tokenizer/utf8.h"
 #include "util/result.h"
 
 namespace hearth {

@@ -4,7 +4,7 @@
 #include <string_view>
 #include <vector>
 
-#include "model/tokenizer_vocab.h"
+#include "tokenizer/tokenizer_vocab.h"
 
 namespace hearth {
 

@@ -1,7 +1,7 @@
-#include "model/tokenizer_pretokenize.h"
+#include "tokenizer/tokenizer_pretokenize.h"
 
-#include "model/tokenizer_unicode.h"
-#include "model/utf8.h"
+#include "tokenizer/tokenizer_unicode.h"
+#include "tokenizer/utf8.h"
 
 namespace hearth {
 namespace {

@@ -1,7 +1,7 @@
 // Unicode 14.0 letter and number ranges, generated from Python's unicodedata (unidata_version 14.0.0) with:
 //   ranges of consecutive code points whose unicodedata.category(chr(cp)) starts with 'L' (letter) or 'N' (number).
 
-#include "model/tokenizer_unicode.h"
+#include "tokenizer/tokenizer_unicode.h"
 
 #include <algorithm>
 #include <array>

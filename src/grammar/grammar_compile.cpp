@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <unordered_set>
 
-#include "engine/grammar.h"
+#include "grammar/grammar.h"
 
 namespace hearth {
 

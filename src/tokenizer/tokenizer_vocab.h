@@ -7,10 +7,10 @@
 #include <string_view>
 #include <vector>
 
-#include "model/tokenizer.h"
-#include "model/tokenizer_pretokenize.h"
-#include "model/tokenizer_tables.h"
-#include "model/utf8.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_pretokenize.h"
+#include "tokenizer/tokenizer_tables.h"
+#include "tokenizer/utf8.h"
 
 namespace hearth {
 

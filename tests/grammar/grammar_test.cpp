@@ -1,4 +1,4 @@
-// Grammar (engine/grammar.h) and token masks (engine/token_mask.h): the language of a schema, the keywords refused,
+// Grammar (grammar/grammar.h) and token masks (grammar/token_mask.h): the language of a schema, the keywords refused,
 // the trie-walk masks against the scalar reference on real vocabularies, and random-logits decoding whose every
 // output parses and validates.
 #include <gtest/gtest.h>
@@ -9,9 +9,9 @@
 
 #include <random>
 
-#include "engine/grammar.h"
-#include "engine/token_mask.h"
-#include "model/tokenizer_test_util.h"
+#include "grammar/grammar.h"
+#include "grammar/token_mask.h"
+#include "tokenizer/tokenizer_test_util.h"
 
 namespace hearth {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "model/utf8.h"
+#include "tokenizer/utf8.h"
 #include "tokenizer_test_util.h"
 
 namespace hearth {

@@ -1,4 +1,4 @@
-#include "engine/grammar.h"
+#include "grammar/grammar.h"
 
 #include <algorithm>
 #include <bit>

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "gguf/gguf_file.h"
-#include "model/tokenizer.h"
-#include "model/utf8.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/utf8.h"
 
 namespace hearth::test {
 

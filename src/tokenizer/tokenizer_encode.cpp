@@ -1,9 +1,9 @@
 // Tokenizer::encode: split the text on special tokens, then hand each plain-text fragment to the model's encoder.
 
-#include "model/tokenizer.h"
-#include "model/tokenizer_bpe.h"
-#include "model/tokenizer_memo.h"
-#include "model/tokenizer_vocab.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_bpe.h"
+#include "tokenizer/tokenizer_memo.h"
+#include "tokenizer/tokenizer_vocab.h"
 
 namespace hearth {
 namespace {

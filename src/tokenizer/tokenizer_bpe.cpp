@@ -3,15 +3,15 @@
 // symbols are merged by rank (lowest first, ties leftmost) with the same linked-list + heap scheme as the
 // SentencePiece encoder.
 
-#include "model/tokenizer_bpe.h"
+#include "tokenizer/tokenizer_bpe.h"
 
 #include <array>
 
-#include "model/tokenizer_memo.h"
-#include "model/tokenizer_merge.h"
-#include "model/tokenizer_normalize.h"
-#include "model/tokenizer_pretokenize.h"
-#include "model/utf8.h"
+#include "tokenizer/tokenizer_memo.h"
+#include "tokenizer/tokenizer_merge.h"
+#include "tokenizer/tokenizer_normalize.h"
+#include "tokenizer/tokenizer_pretokenize.h"
+#include "tokenizer/utf8.h"
 
 namespace hearth {
 namespace {

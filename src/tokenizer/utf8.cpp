@@ -1,4 +1,4 @@
-#include "model/utf8.h"
+#include "tokenizer/utf8.h"
 
 namespace hearth {
 namespace {

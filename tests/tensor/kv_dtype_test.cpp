@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "random_vector.h"  // tests/kernels
+#include "random_vector.h"
 
 namespace hearth {
 namespace {
