@@ -27,7 +27,7 @@ const std::map<std::string, DType> kWeightTypes = {
 int run_synth(const SynthFlags& f) {
   auto preset = synth_preset(f.preset);
   if (!preset) {
-    std::fprintf(stderr, "error: unknown preset '%s' (tiny, 110m, 1b, 3b, 8b, 30b-a3b)\n", f.preset.c_str());
+    std::fprintf(stderr, "error: unknown preset '%s' (tiny, 110m, 1b, 3b, 8b, 30b-a3b, gpt-oss-20b)\n", f.preset.c_str());
     return 1;
   }
   SynthConfig c = *preset;
@@ -59,6 +59,11 @@ int run_synth(const SynthFlags& f) {
     c.n_expert_used = f.has_experts_used ? o.n_expert_used : 8;
     c.expert_ffn_dim = f.has_expert_ffn ? o.expert_ffn_dim : c.ffn_dim / 8;
   }
+  if (c.architecture == "gpt-oss" && c.n_expert == 0) {  // a dense preset as gpt-oss: gpt-oss-20b's routing
+    c.n_expert = f.has_experts ? o.n_expert : 32;
+    c.n_expert_used = f.has_experts_used ? o.n_expert_used : 4;
+    c.expert_ffn_dim = f.has_expert_ffn ? o.expert_ffn_dim : c.ffn_dim;
+  }
   auto written = write_synthetic_model(c);
   if (!written) {
     std::fprintf(stderr, "error: %s\n", written.error().message.c_str());
@@ -88,8 +93,9 @@ Command add_synth(CLI::App& app) {
          "--arch", [f](const std::string& v) { f->overrides.architecture = v, f->has_arch = true; },
          "Architecture: llama (default), qwen2 (q/k/v biases), qwen3 (q/k norms), qwen3moe (qwen3 with a "
          "mixture-of-experts FFN), phi3 (fused qkv and gate/up), gemma2 (soft-capping, every other layer local), "
-         "gemma3 (q/k norms, 5 local : 1 global)")
-      ->check(CLI::IsMember({"llama", "qwen2", "qwen3", "qwen3moe", "phi3", "gemma2", "gemma3"}));
+         "gemma3 (q/k norms, 5 local : 1 global), gpt-oss (biases, attention sinks, YaRN, every other layer local, "
+         "biased experts with a clamped SwiGLU)")
+      ->check(CLI::IsMember({"llama", "qwen2", "qwen3", "qwen3moe", "phi3", "gemma2", "gemma3", "gpt-oss"}));
   app.add_flag("--rope-freqs", f->rope_freqs,
                "llama: Llama 3.1 RoPE scaling (rope_freqs.weight from factor 8, low 1, high 4, original context "
                "8192) and base 500000");
@@ -97,7 +103,7 @@ Command add_synth(CLI::App& app) {
                  "phi3: LongRoPE for this original context (rope_factors_long/short.weight, long factors up to 8, "
                  "rope.scaling.attn_factor and original_context_length; the long ones rotate when --ctx exceeds it)");
   app.add_option("--rope-base", f->rope_base, "RoPE frequency base (default 10000, 500000 with --rope-freqs)");
-  app.add_option("--preset", f->preset, "Shape: tiny, 110m, 1b, 3b, 8b, 30b-a3b (Qwen3-30B-A3B, qwen3moe)")
+  app.add_option("--preset", f->preset, "Shape: tiny, 110m, 1b, 3b, 8b, 30b-a3b (Qwen3-30B-A3B, qwen3moe), gpt-oss-20b (gpt-oss)")
       ->capture_default_str();
   app.add_option("--type", f->type, "Weight type")
       ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q4_k_m", "q6_k"}))
@@ -123,16 +129,16 @@ Command add_synth(CLI::App& app) {
       "--ctx", [f](int64_t v) { f->overrides.context_length = v, f->has_ctx = true; }, "Context length");
   app.add_option_function<int64_t>(
       "--head-dim", [f](int64_t v) { f->overrides.head_dim = v, f->has_head_dim = true; },
-      "qwen3, qwen3moe, gemma: head size (attention.key_length; default dim / heads)");
+      "qwen3, qwen3moe, gemma, gpt-oss: head size (attention.key_length; default dim / heads)");
   app.add_option_function<int64_t>(
       "--experts", [f](int64_t v) { f->overrides.n_expert = v, f->has_experts = true; },
-      "qwen3moe: experts per layer (default 128)");
+      "qwen3moe, gpt-oss: experts per layer (default 128, gpt-oss 32)");
   app.add_option_function<int64_t>(
       "--experts-used", [f](int64_t v) { f->overrides.n_expert_used = v, f->has_experts_used = true; },
-      "qwen3moe: experts each token uses (default 8)");
+      "qwen3moe, gpt-oss: experts each token uses (default 8, gpt-oss 4)");
   app.add_option_function<int64_t>(
       "--expert-ffn", [f](int64_t v) { f->overrides.expert_ffn_dim = v, f->has_expert_ffn = true; },
-      "qwen3moe: each expert's hidden width (default ffn / 8)");
+      "qwen3moe, gpt-oss: each expert's hidden width (default ffn / 8, gpt-oss ffn)");
   return [f] { return run_synth(*f); };
 }
 

@@ -538,7 +538,10 @@ void attention_tile_impl(const AttentionTile& t, const PagedKvView& k, const Pag
   for (int32_t r = 0; r < t.n_rows; ++r) {
     for (int32_t i = 0; i < per_row; ++i) {
       const int32_t qi = r * per_row + i;
-      const float inv = 1.0f / st.l[qi];
+      // A sink's term, exp(sink - m) with m the row's running max, joins the sum (std::exp at every ISA level:
+      // the same bits everywhere).
+      const float sink = t.sinks != nullptr ? std::exp(t.sinks[i] - st.m[qi]) : 0.0f;
+      const float inv = 1.0f / (st.l[qi] + sink);
       float* out = t.out + r * t.out_stride + static_cast<size_t>(i) * hd;
       for (int32_t d = 0; d < hd; ++d) out[d] = st.acc[static_cast<size_t>(qi) * hd + d] * inv;
     }

@@ -61,6 +61,10 @@ struct AttentionTile {
   int32_t window = 0;    // 0: causal over every earlier key
   float softcap = 0.0f;  // 0: none
   int32_t n_kv_heads = 1;
+  // gpt-oss: a sink logit per query head of the tile (n_q_heads × n_kv_heads, in the tile's head order), which
+  // joins each softmax's denominator with no value: out = Σ exp(s_j - m) v_j / (Σ exp(s_j - m) + exp(sink - m)).
+  // nullptr: none.
+  const float* sinks = nullptr;
 };
 
 // Keys per online-softmax step for a head size: 64 for head size 64, fewer for larger heads (32 at 128, 16 at 256)

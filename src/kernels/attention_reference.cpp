@@ -32,8 +32,10 @@ void attention_tile_reference(const AttentionTile& t, const PagedKvView& k, cons
         if (t.softcap > 0.0f) s[j] = t.softcap * std::tanh(s[j] / t.softcap);
         max_score = std::max(max_score, s[j]);
       }
+      if (t.sinks != nullptr) max_score = std::max(max_score, static_cast<double>(t.sinks[i]));
       double sum = 0.0;
       for (double& x : s) sum += (x = std::exp(x - max_score));
+      if (t.sinks != nullptr) sum += std::exp(static_cast<double>(t.sinks[i]) - max_score);
       std::vector<double> out(hd, 0.0);
       for (int32_t j = 0; j < n_keys; ++j) {
         kv_dequantize_head_reference(v.dtype, v.head(j0 + j, kv_head), vj.data(), hd);

@@ -7,8 +7,8 @@
 namespace hearth {
 namespace {
 
-constexpr std::array<std::string_view, 9> kSupportedArchitectures = {"gemma2", "gemma3", "llama",    "mistral", "phi3",
-                                                                     "qwen2",  "qwen3",  "qwen3moe", "smollm"};
+constexpr std::array<std::string_view, 10> kSupportedArchitectures = {
+    "gemma2", "gemma3", "gpt-oss", "llama", "mistral", "phi3", "qwen2", "qwen3", "qwen3moe", "smollm"};
 
 // llama.cpp's LLAMA_MAX_EXPERTS: a file with more experts is one the peer refuses too.
 constexpr int32_t kMaxExperts = 512;
@@ -73,12 +73,14 @@ Result<void> read_rope_scaling(const GgufFile& file, const std::string& p, Model
   if (!type) return type.error();
   const std::string kind = type->value_or("linear");
   const bool longrope = c.architecture == "phi3" && kind == "longrope";
-  if (kind != "none" && kind != "linear" && !longrope) {
+  const bool yarn = c.architecture == "gpt-oss" && kind == "yarn";
+  if (kind != "none" && kind != "linear" && !longrope && !yarn) {
     return make_error(
-        "{}: metadata '{}rope.scaling.type' = '{}' is not supported (Hearth implements none and linear, and "
-        "longrope for phi3)",
+        "{}: metadata '{}rope.scaling.type' = '{}' is not supported (Hearth implements none and linear, "
+        "longrope for phi3 and yarn for gpt-oss)",
         file.name(), p, kind);
   }
+  c.rope_yarn = yarn;
   auto legacy = read_float(file, p + "rope.scale_linear", 1.0f, 1e-6, 1e6);
   if (!legacy) return legacy.error();
   auto factor = read_float(file, p + "rope.scaling.factor", *legacy, 1e-6, 1e6);
@@ -110,8 +112,23 @@ Result<void> read_rope_scaling(const GgufFile& file, const std::string& p, Model
 
 // phi3's attention.sliding_window: as llama.cpp b4748's build_phi3, every layer masks keys older than the window
 // (absent: no window, as Phi-4). Window slabs keep what the window reads (kv/kv_cache_manager.h); the context is
-// not capped.
+// not capped. gpt-oss: the window is required and applies to even layers (llama.cpp's swa pattern 2); a separate
+// rope.freq_base_swa is refused (gpt-oss has none; it would rotate the local layers differently).
 Result<void> read_sliding_window(const GgufFile& file, const std::string& p, ModelConfig& c) {
+  if (c.architecture == "gpt-oss") {
+    auto window = read_positive(file, p + "attention.sliding_window", std::nullopt);
+    if (!window) return window.error();
+    auto base_swa = file.get_float(p + "rope.freq_base_swa");
+    if (!base_swa) return base_swa.error();
+    if (base_swa->has_value() && static_cast<float>(**base_swa) != c.rope_freq_base) {
+      return make_error("{}: metadata '{}rope.freq_base_swa' = {} differs from rope.freq_base, which Hearth does not "
+                        "support for gpt-oss",
+                        file.name(), p, **base_swa);
+    }
+    c.sliding_window = *window;
+    c.swa_period = 2;
+    return {};
+  }
   if (c.architecture != "phi3") return {};
   auto window = read_positive(file, p + "attention.sliding_window", 0);  // 0: absent
   if (!window) return window.error();
@@ -149,7 +166,8 @@ Result<void> read_gemma(const GgufFile& file, const std::string& p, ModelConfig&
 // expert_feed_forward_length or else feed_forward_length / expert_used_count. `ffn` is feed_forward_length, 0
 // when absent (a MoE file needs it only for that fallback).
 Result<void> read_moe(const GgufFile& file, const std::string& p, int32_t ffn, ModelConfig& c) {
-  if (c.architecture != "qwen3moe") return {};
+  const bool gpt_oss = c.architecture == "gpt-oss";
+  if (c.architecture != "qwen3moe" && !gpt_oss) return {};
   auto n_expert = read_positive(file, p + "expert_count", std::nullopt);
   if (!n_expert) return n_expert.error();
   auto n_used = read_positive(file, p + "expert_used_count", std::nullopt);
@@ -161,6 +179,12 @@ Result<void> read_moe(const GgufFile& file, const std::string& p, int32_t ffn, M
   const std::optional<int32_t> fallback = ffn / *n_used > 0 ? std::optional<int32_t>(ffn / *n_used) : std::nullopt;
   auto expert_ffn = read_positive(file, p + "expert_feed_forward_length", fallback);
   if (!expert_ffn) return expert_ffn.error();
+  if (gpt_oss) {
+    // llama.cpp's gpt-oss: the largest logits, a softmax over them, no renormalisation, biases, the clamped SwiGLU.
+    c.moe = MoeRouting{*n_expert,      *n_used, *expert_ffn, ExpertGating::kSoftmaxWeight, /*norm_weights=*/false,
+                       ExpertActivation::kSwigluOai, /*biases=*/true};
+    return {};
+  }
   c.moe = MoeRouting{*n_expert, *n_used, *expert_ffn, ExpertGating::kSoftmax, /*norm_weights=*/true};
   return {};
 }
@@ -196,7 +220,7 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
   auto layers = read_positive(file, p + "block_count", std::nullopt);
   auto heads = read_positive(file, p + "attention.head_count", std::nullopt);
   // A MoE file's feed_forward_length is only the fallback for its experts' width (read_moe).
-  const bool moe = c.architecture == "qwen3moe";
+  const bool moe = c.architecture == "qwen3moe" || c.architecture == "gpt-oss";
   auto ffn = read_positive(file, p + "feed_forward_length", moe ? std::optional<int32_t>(0) : std::nullopt);
   auto ctx = read_positive(file, p + "context_length", 2048);
   for (const auto* r : {&dim, &layers, &heads, &ffn, &ctx}) {
@@ -245,7 +269,10 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
   const std::string& a = c.architecture;
   c.gemma = a == "gemma2" || a == "gemma3";
   const bool qwen3 = a == "qwen3" || a == "qwen3moe";
-  const bool neox = a == "qwen2" || qwen3 || a == "phi3" || c.gemma;
+  const bool gpt_oss = a == "gpt-oss";
+  const bool neox = a == "qwen2" || qwen3 || a == "phi3" || c.gemma || gpt_oss;
+  c.attn_sinks = gpt_oss;
+  c.attn_out_bias = gpt_oss;
   c.rope_style = neox ? RopeStyle::kNeox : RopeStyle::kNormal;
   c.qkv_bias_required = a == "qwen2";
   c.qk_norm = qwen3 || a == "gemma3";

@@ -26,6 +26,15 @@
 //                           expert_used_count, as llama.cpp), softmax router over all of them, the expert_used_count
 //                           most probable, their weights normalised to sum 1 (llama.cpp's build_qwen3moe always
 //                           normalises, whatever expert_weights_norm says; Qwen3-MoE's norm_topk_prob is true)
+//   gpt-oss                 neox RoPE with YaRN scaling (rope.scaling.type yarn: factor, original_context_length;
+//                           beta_fast 32, beta_slow 1 as llama.cpp's defaults); q/k/v biases and an attention output
+//                           bias (blk.N.attn_output.bias); a learned sink logit per query head
+//                           (blk.N.attn_sinks.weight) that joins every softmax's denominator; even layers attend to
+//                           the last attention.sliding_window keys, odd ones to all; the FFN's input norm is
+//                           blk.N.post_attention_norm; every FFN is a mixture of experts with biases on the router
+//                           and on every expert matrix, the expert_used_count largest router logits chosen and
+//                           their weights a softmax over those logits alone, and a clamped SwiGLU
+//                           (min(gate, 7) · sigmoid(1.702 · min(gate, 7)) · (clamp(up, -7, 7) + 1))
 //
 // RoPE scaling: a rope_freqs.weight tensor (Llama 3.1/3.2, llama family) divides each pair's frequency
 // (weights.h); rope.scaling.type linear (or absent) with rope.scaling.factor F multiplies every angle by 1/F;
@@ -49,7 +58,16 @@ enum class RopeStyle { kNormal, kNeox };
 
 // How a mixture-of-experts router turns its logits into probabilities. Later families add theirs (sigmoid,
 // softmax over the chosen logits); a switch on it has no default, so a new one fails to compile until handled.
-enum class ExpertGating { kSoftmax };
+enum class ExpertGating {
+  kSoftmax,        // p = softmax over every expert's logit; the n_used largest p, weighted by p
+  kSoftmaxWeight,  // the n_used largest logits; weights = softmax over those n_used logits alone (gpt-oss)
+};
+
+// The activation between an expert's gate/up and down products.
+enum class ExpertActivation {
+  kSilu,       // silu(gate) · up
+  kSwigluOai,  // gpt-oss: x = min(gate, 7); x · sigmoid(1.702 x) · (clamp(up, -7, 7) + 1)
+};
 
 // A mixture-of-experts FFN's routing, as llama.cpp's build_moe_ffn computes it: probabilities from the router
 // logits (gating), the n_used most probable experts (ties: the lower id), their probabilities as weights, divided
@@ -60,6 +78,8 @@ struct MoeRouting {
   int32_t ffn_dim = 0;  // each expert's hidden width
   ExpertGating gating = ExpertGating::kSoftmax;
   bool norm_weights = false;
+  ExpertActivation activation = ExpertActivation::kSilu;
+  bool biases = false;  // gpt-oss: the router and every expert matrix add a bias
 };
 
 struct ModelConfig {
@@ -93,6 +113,14 @@ struct ModelConfig {
   int32_t swa_period = 0;             // 0: no local layers; 1: all local (phi3); N > 1: global when (il + 1) % N == 0
   float rope_freq_base_local = 0.0f;  // gemma3: local layers' RoPE base, unscaled; 0: every layer uses the global
   MoeRouting moe;                     // qwen3moe: every layer's FFN is a mixture of experts; else n_expert 0
+  // YaRN RoPE scaling (gpt-oss): the angle of pair i blends the interpolated (× rope_freq_scale) and the original
+  // angle by a ramp over the pairs between the correction dims, and cos and sin are × rope_attn_factor ×
+  // (1 + 0.1 ln(1 / rope_freq_scale)), as ggml's rope_yarn with ext_factor 1.
+  bool rope_yarn = false;
+  float yarn_beta_fast = 32.0f;
+  float yarn_beta_slow = 1.0f;
+  bool attn_sinks = false;   // gpt-oss: blk.N.attn_sinks.weight, one logit per query head
+  bool attn_out_bias = false;  // gpt-oss: blk.N.attn_output.bias
 
   bool is_moe() const { return moe.n_expert > 0; }
 

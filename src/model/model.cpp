@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <numbers>
 
 #include "kernels/attention.h"
 #include "kernels/cpu_isa.h"
@@ -67,12 +68,42 @@ void for_rows(ThreadPool& pool, int64_t n_rows, F&& fn) {
   });
 }
 
+// YaRN (gpt-oss), as ggml's rope_yarn with ext_factor 1 and llama.cpp's attn_factor: pair i's original angle
+// pos × base^(-2i / rope_dim) and its interpolation (× rope_freq_scale) are blended by a ramp that is 1 (original)
+// below the first correction dim and 0 (interpolated) above the second; cos and sin × attn_factor ×
+// (1 + 0.1 ln(1 / rope_freq_scale)). The correction dims are where the original context fits beta_fast and
+// beta_slow turns of a pair (ggml_rope_yarn_corr_dims).
+void fill_yarn_cos_sin(int32_t pos, const ModelConfig& c, float* cos_sin) {
+  const double n_dims = c.rope_dim;
+  const double base = c.rope_freq_base;
+  auto corr_dim = [&](double turns) {
+    return n_dims * std::log(c.rope_original_context / (turns * 2.0 * std::numbers::pi)) / (2.0 * std::log(base));
+  };
+  const double low = std::max(0.0, std::floor(corr_dim(c.yarn_beta_fast)));
+  const double high = std::min(n_dims - 1.0, std::ceil(corr_dim(c.yarn_beta_slow)));
+  const double scale = c.rope_freq_scale;
+  const double mscale = c.rope_attn_factor * (1.0 + 0.1 * std::log(1.0 / scale));
+  for (int32_t i = 0; i < c.rope_dim / 2; ++i) {
+    const double extrap = pos * std::pow(base, -2.0 * i / n_dims);
+    const double interp = scale * extrap;
+    const double y = (i - low) / std::max(0.001, high - low);
+    const double ramp = 1.0 - std::min(1.0, std::max(0.0, y));
+    const double angle = interp * (1.0 - ramp) + extrap * ramp;
+    cos_sin[2 * i] = static_cast<float>(std::cos(angle) * mscale);
+    cos_sin[2 * i + 1] = static_cast<float>(std::sin(angle) * mscale);
+  }
+}
+
 // The cos/sin table of one position. With rope_freqs (Llama 3's, or phi3's LongRoPE factors) or linear scaling,
 // pair i turns by pos × freq_scale × base^(-2i / rope_dim) / rope_freqs[i], and cos and sin are multiplied by
 // attn_factor (LongRoPE's), as ggml's rope does with freq_factors and no YaRN (ext_factor 0, mscale attn_factor);
 // without them this is exactly the kernel's table.
 void fill_rope_cos_sin(int32_t pos, const ModelConfig& c, float base, float freq_scale,
                        const std::vector<float>& rope_freqs, float attn_factor, float* cos_sin) {
+  if (c.rope_yarn) {
+    fill_yarn_cos_sin(pos, c, cos_sin);
+    return;
+  }
   if (rope_freqs.empty() && freq_scale == 1.0f && attn_factor == 1.0f) {
     rope_fill_cos_sin(pos, c.rope_dim, base, cos_sin);
     return;
@@ -198,6 +229,7 @@ void Model::attend(int layer, const BatchInput& batch, const KvStorage& kv, Thre
   const auto& c = config_;
   const int32_t group = c.n_heads / c.n_kv_heads;
   const int32_t window = c.is_local(layer) ? c.sliding_window : 0;
+  const std::vector<float>& sinks = weights_.layers[layer].attn_sinks;
   // Items differ in cost (later rows read more keys), so threads take them one at a time. Which thread runs
   // an item never changes its result.
   std::atomic<size_t> next{0};
@@ -223,7 +255,8 @@ void Model::attend(int layer, const BatchInput& batch, const KvStorage& kv, Thre
                                  c.attn_scale,
                                  window,
                                  c.attn_softcap,
-                                 item.n_kv_heads};
+                                 item.n_kv_heads,
+                                 sinks.empty() ? nullptr : sinks.data() + head0};
         attention_tile(tile, kv.layer_view(layer, 0, table), kv.layer_view(layer, 1, table), scratch);
       }
     }
@@ -270,6 +303,9 @@ void Model::attention_block(int layer, const BatchInput& batch, KvStorage& kv, T
   store_kv(layer, batch, kv);
   attend(layer, batch, kv, pool);
   matmul(w.wo, s_.attn.data(), n, s_.proj.data(), pool, s_.matmul);
+  if (!w.bo.empty()) {
+    for_rows(pool, n, [&](int64_t row) { add_inplace(s_.proj.data() + row * config_.dim, w.bo.data(), config_.dim); });
+  }
   add_residual(w.attn_post_norm, n, pool);
 }
 

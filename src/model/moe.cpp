@@ -45,6 +45,25 @@ void softmax(std::span<const float> logits, std::span<float> probs) {
   for (float& p : probs) p *= scale;
 }
 
+// Which experts a token's routing has chosen so far (one per thread: route_token is called per token).
+std::vector<bool>& taken_scratch(int32_t n_expert) {
+  thread_local std::vector<bool> taken;
+  taken.assign(static_cast<size_t>(n_expert), false);
+  return taken;
+}
+
+// gpt-oss's clamped SwiGLU, as ggml's swiglu_oai (alpha 1.702, limit 7): out = x / (1 + exp(-alpha x)) · (y + 1)
+// with x = min(gate, limit) and y = clamp(up, -limit, limit).
+void swiglu_oai(float* gate, const float* up, int64_t n) {
+  constexpr float kAlpha = 1.702f;
+  constexpr float kLimit = 7.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = std::min(gate[i], kLimit);
+    const float y = std::clamp(up[i], -kLimit, kLimit);
+    gate[i] = x / (1.0f + std::exp(kAlpha * (-x))) * (y + 1.0f);
+  }
+}
+
 }  // namespace
 
 void route_token(const MoeRouting& routing, std::span<const float> logits, std::span<float> probs,
@@ -57,15 +76,28 @@ void route_token(const MoeRouting& routing, std::span<const float> logits, std::
     case ExpertGating::kSoftmax:
       softmax(logits, probs);
       break;
+    case ExpertGating::kSoftmaxWeight:
+      std::copy(logits.begin(), logits.end(), probs.begin());
+      break;
   }
   // n_used passes of argmax (strictly greater: the lower id wins a tie); each winner leaves the race.
+  std::vector<bool>& taken = taken_scratch(routing.n_expert);
   for (ExpertChoice& choice : choices) {
     int32_t best = -1;
     for (int32_t e = 0; e < routing.n_expert; ++e) {
-      if (probs[e] >= 0.0f && (best < 0 || probs[e] > probs[best])) best = e;
+      if (!taken[e] && (best < 0 || probs[e] > probs[best])) best = e;
     }
     choice = {best, probs[best]};
-    probs[best] = -1.0f;
+    taken[best] = true;
+  }
+  if (routing.gating == ExpertGating::kSoftmaxWeight) {
+    // ggml's soft_max over the chosen logits: exp(l - max), the sum in double, each × 1/sum.
+    float max = choices[0].weight;
+    for (const ExpertChoice& choice : choices) max = std::max(max, choice.weight);
+    double sum = 0.0;
+    for (ExpertChoice& choice : choices) sum += (choice.weight = std::exp(choice.weight - max));
+    const float scale = static_cast<float>(1.0 / sum);
+    for (ExpertChoice& choice : choices) choice.weight *= scale;
   }
   if (!routing.norm_weights) return;
   float sum = 0.0f;
@@ -80,6 +112,9 @@ void MoeFfn::route(const MoeLayerWeights& w, const MoeRouting& r, const float* x
   grow(probs_, static_cast<size_t>(r.n_expert));
   grow(choices_, static_cast<size_t>(n * r.n_used));
   matmul(w.router, x, n, logits_.data(), pool, matmul_scratch);
+  if (!w.router_bias.empty()) {
+    for (int64_t t = 0; t < n; ++t) add_inplace(logits_.data() + t * r.n_expert, w.router_bias.data(), r.n_expert);
+  }
   for (int64_t t = 0; t < n; ++t) {
     route_token(r, {logits_.data() + t * r.n_expert, static_cast<size_t>(r.n_expert)},
                 {probs_.data(), static_cast<size_t>(r.n_expert)},
@@ -121,14 +156,39 @@ void MoeFfn::run_experts(const MoeLayerWeights& w, const MoeRouting& r, const fl
                                     {&w.up[e], up_rows_.data() + begin * ff}};
     matmul_group(gate_up, x_rows_.data() + begin * dim, count, pool, matmul_scratch);
   }
+  // A grouped row's expert: the e with expert_begin_[e] <= row < expert_begin_[e + 1].
+  auto expert_of = [&](int64_t row) {
+    return static_cast<int32_t>(std::upper_bound(expert_begin_.begin(), expert_begin_.end(), row) -
+                                expert_begin_.begin()) -
+           1;
+  };
+  const bool biases = !w.gate_bias.empty();
   for_rows(pool, n_rows, [&](int64_t row) {
     float* g = gate_rows_.data() + row * ff;
-    silu_mul(g, up_rows_.data() + row * ff, g, ff);
+    float* u = up_rows_.data() + row * ff;
+    if (biases) {
+      const int32_t e = expert_of(row);
+      add_inplace(g, w.gate_bias.data() + e * ff, ff);
+      add_inplace(u, w.up_bias.data() + e * ff, ff);
+    }
+    switch (r.activation) {
+      case ExpertActivation::kSilu:
+        silu_mul(g, u, g, ff);
+        break;
+      case ExpertActivation::kSwigluOai:
+        swiglu_oai(g, u, ff);
+        break;
+    }
   });
   for (int32_t e = 0; e < r.n_expert; ++e) {
     const int64_t begin = expert_begin_[e], count = expert_begin_[e + 1] - begin;
     if (count == 0) continue;
     matmul(w.down[e], gate_rows_.data() + begin * ff, count, down_rows_.data() + begin * dim, pool, matmul_scratch);
+  }
+  if (biases) {
+    for_rows(pool, n_rows, [&](int64_t row) {
+      add_inplace(down_rows_.data() + row * dim, w.down_bias.data() + expert_of(row) * dim, dim);
+    });
   }
 }
 

@@ -2,11 +2,13 @@
 // The mixture-of-experts FFN, one implementation for every MoE family (qwen3moe today; gpt-oss and Gemma 4 add
 // their gating, biases and shared experts here). For each token x (already normed):
 //
-//   logits = router · x                                   [n_expert]
-//   p      = softmax(logits)                              (MoeRouting::gating)
+//   logits = router · x (+ router bias)                   [n_expert]
+//   p      = softmax(logits)                              (MoeRouting::gating kSoftmax; kSoftmaxWeight: p = logits)
 //   E      = the n_used experts of highest p, most probable first (ties: the lower id)
-//   w_e    = p_e, / Σ_{E} p_e when norm_weights           (the sum clamped below at 2^-14, as llama.cpp)
-//   out    = Σ_{e in E, in that order} w_e · down_e(silu(gate_e · x) ⊙ (up_e · x))
+//   w_e    = p_e, / Σ_{E} p_e when norm_weights           (the sum clamped below at 2^-14, as llama.cpp);
+//            kSoftmaxWeight: softmax over the chosen logits
+//   out    = Σ_{e in E, in that order} w_e · down_e(act(gate_e · x, up_e · x))   (each product + its bias, if any;
+//            act: silu(g) ⊙ u, or gpt-oss's clamped SwiGLU: MoeRouting::activation)
 //
 // as llama.cpp's build_moe_ffn computes it. A 3-D expert tensor [n_cols, n_rows, n_expert] is n_expert stacked
 // matrices, each multiplied with the ordinary matmul kernels.
@@ -33,6 +35,11 @@ struct MoeLayerWeights {
   std::vector<MatrixView> gate;  // n_expert × [expert_ffn, dim]  (ffn_gate_exps)
   std::vector<MatrixView> up;    // n_expert × [expert_ffn, dim]  (ffn_up_exps)
   std::vector<MatrixView> down;  // n_expert × [dim, expert_ffn]  (ffn_down_exps)
+  // gpt-oss (MoeRouting::biases): added to the router's logits and to each expert's products; empty otherwise.
+  std::vector<float> router_bias;  // [n_expert]
+  std::vector<float> gate_bias;    // [n_expert, expert_ffn]
+  std::vector<float> up_bias;      // [n_expert, expert_ffn]
+  std::vector<float> down_bias;    // [n_expert, dim]
 };
 
 // One routed expert of a token.

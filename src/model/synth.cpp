@@ -77,7 +77,8 @@ struct TensorPlan {
 // llama-quantize's choice of the layers that get more bits in the _M mixes.
 bool use_more_bits(int64_t i, int64_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
 
-// qwen3moe's router and experts (synth.h); Q4_K_M's more bits go to ffn_down_exps as to ffn_down.
+// The router and experts (synth.h); Q4_K_M's more bits go to ffn_down_exps as to ffn_down. gpt-oss adds a bias to
+// the router and to every expert matrix.
 void plan_experts(const SynthConfig& c, const std::string& blk, DType w_more, std::vector<TensorPlan>& plan) {
   const DType w = c.weight_type;
   const float router_sd = c.router_sd > 0 ? c.router_sd : c.weight_sd;
@@ -85,6 +86,36 @@ void plan_experts(const SynthConfig& c, const std::string& blk, DType w_more, st
   plan.push_back({blk + "ffn_gate_exps.weight", {c.dim, c.expert_ffn_dim, c.n_expert}, w, 0.0f, c.weight_sd});
   plan.push_back({blk + "ffn_up_exps.weight", {c.dim, c.expert_ffn_dim, c.n_expert}, w, 0.0f, c.weight_sd});
   plan.push_back({blk + "ffn_down_exps.weight", {c.expert_ffn_dim, c.dim, c.n_expert}, w_more, 0.0f, c.weight_sd});
+  if (c.architecture != "gpt-oss") return;
+  plan.push_back({blk + "ffn_gate_inp.bias", {c.n_expert}, DType::F32, 0.0f, router_sd});
+  plan.push_back({blk + "ffn_gate_exps.bias", {c.expert_ffn_dim, c.n_expert}, DType::F32, 0.0f, c.bias_sd});
+  plan.push_back({blk + "ffn_up_exps.bias", {c.expert_ffn_dim, c.n_expert}, DType::F32, 0.0f, c.bias_sd});
+  plan.push_back({blk + "ffn_down_exps.bias", {c.dim, c.n_expert}, DType::F32, 0.0f, c.bias_sd});
+}
+
+// gpt-oss's layer: q/k/v and attention output with biases, a sink logit per head, post_attention_norm as the FFN's
+// input norm, and the biased experts.
+std::vector<TensorPlan> plan_gpt_oss_layer(const SynthConfig& c, int64_t i, DType w_more) {
+  const int64_t head_dim = synth_head_dim(c);
+  const int64_t q_dim = c.n_heads * head_dim;
+  const int64_t kv_dim = c.n_kv_heads * head_dim;
+  const DType w = c.weight_type;
+  const float sd = c.weight_sd;
+  const std::string blk = "blk." + std::to_string(i) + ".";
+  std::vector<TensorPlan> plan;
+  plan.push_back({blk + "attn_norm.weight", {c.dim}, DType::F32, 1.0f, c.qk_norm_sd});
+  plan.push_back({blk + "attn_q.weight", {c.dim, q_dim}, w, 0.0f, sd});
+  plan.push_back({blk + "attn_k.weight", {c.dim, kv_dim}, w, 0.0f, sd});
+  plan.push_back({blk + "attn_v.weight", {c.dim, kv_dim}, w_more, 0.0f, sd});
+  plan.push_back({blk + "attn_q.bias", {q_dim}, DType::F32, 0.0f, c.bias_sd});
+  plan.push_back({blk + "attn_k.bias", {kv_dim}, DType::F32, 0.0f, c.bias_sd});
+  plan.push_back({blk + "attn_v.bias", {kv_dim}, DType::F32, 0.0f, c.bias_sd});
+  plan.push_back({blk + "attn_output.weight", {q_dim, c.dim}, w, 0.0f, sd});
+  plan.push_back({blk + "attn_output.bias", {c.dim}, DType::F32, 0.0f, c.bias_sd});
+  plan.push_back({blk + "attn_sinks.weight", {c.n_heads}, DType::F32, 0.0f, 1.0f});
+  plan.push_back({blk + "post_attention_norm.weight", {c.dim}, DType::F32, 1.0f, c.qk_norm_sd});
+  plan_experts(c, blk, w_more, plan);
+  return plan;
 }
 
 std::vector<TensorPlan> plan_layer(const SynthConfig& c, int64_t i) {
@@ -94,6 +125,7 @@ std::vector<TensorPlan> plan_layer(const SynthConfig& c, int64_t i) {
   const DType w = c.weight_type;
   const DType w_more = c.q4_k_m && use_more_bits(i, c.n_layers) ? DType::Q6_K : w;  // attn_v, ffn_down
   const float sd = c.weight_sd;
+  if (c.architecture == "gpt-oss") return plan_gpt_oss_layer(c, i, w_more);
   const std::string blk = "blk." + std::to_string(i) + ".";
   const bool phi3 = c.architecture == "phi3";
   const bool gemma = c.architecture == "gemma2" || c.architecture == "gemma3";
@@ -247,11 +279,17 @@ void add_metadata(GgufWriter& w, const SynthConfig& c, const GgufFile& vocab, in
     w.add(a + ".attn_logit_softcapping", gguf_f32(c.attn_softcap));
     w.add(a + ".final_logit_softcapping", gguf_f32(c.final_softcap));
   }
-  if (a == "qwen3" || a == "qwen3moe" || gemma) {
+  if (a == "qwen3" || a == "qwen3moe" || gemma || a == "gpt-oss") {
     w.add(a + ".attention.key_length", u32(synth_head_dim(c)));
     w.add(a + ".attention.value_length", u32(synth_head_dim(c)));
   }
-  if (a == "qwen3moe") {
+  if (a == "gpt-oss") {
+    w.add(a + ".attention.sliding_window", u32(c.sliding_window > 0 ? c.sliding_window : 128));
+    w.add(a + ".rope.scaling.type", gguf_string("yarn"));
+    w.add(a + ".rope.scaling.factor", gguf_f32(c.rope_factor));
+    w.add(a + ".rope.scaling.original_context_length", u32(c.rope_original_context));
+  }
+  if (a == "qwen3moe" || a == "gpt-oss") {
     w.add(a + ".expert_count", u32(c.n_expert));
     w.add(a + ".expert_used_count", u32(c.n_expert_used));
     w.add(a + ".expert_feed_forward_length", u32(c.expert_ffn_dim));
@@ -311,6 +349,26 @@ std::optional<SynthConfig> synth_preset(std::string_view name) {
       {"tiny", 256, 2, 4, 2, 768, 1024},   {"110m", 768, 12, 12, 12, 2048, 4096}, {"1b", 2048, 16, 32, 8, 8192, 4096},
       {"3b", 3072, 28, 24, 8, 8192, 4096}, {"8b", 4096, 32, 32, 8, 14336, 8192},
   };
+  if (name == "gpt-oss-20b") {  // gpt-oss-20b's config.json, context cut to 4096
+    SynthConfig c;
+    c.name = "hearth-synthetic-gpt-oss-20b";
+    c.architecture = "gpt-oss";
+    c.dim = 2880;
+    c.n_layers = 24;
+    c.n_heads = 64;
+    c.n_kv_heads = 8;
+    c.head_dim = 64;
+    c.ffn_dim = 2880;
+    c.n_expert = 32;
+    c.n_expert_used = 4;
+    c.expert_ffn_dim = 2880;
+    c.context_length = 4096;
+    c.sliding_window = 128;
+    c.rope_freq_base = 150000.0f;
+    c.rope_factor = 32.0f;
+    c.rope_original_context = 4096;
+    return c;
+  }
   if (name == "30b-a3b") {  // Qwen3-30B-A3B's config.json, context cut to 4096
     SynthConfig c;
     c.name = "hearth-synthetic-30b-a3b";
@@ -349,16 +407,16 @@ namespace {
 // qwen3moe needs 1 <= n_expert_used <= n_expert <= 512 (llama.cpp's LLAMA_MAX_EXPERTS) and an expert width; every
 // other architecture is dense and must leave them 0.
 Result<void> validate_experts(const SynthConfig& c) {
-  const bool moe = c.architecture == "qwen3moe";
+  const bool moe = c.architecture == "qwen3moe" || c.architecture == "gpt-oss";
   if (!moe) {
     if (c.n_expert != 0 || c.n_expert_used != 0 || c.expert_ffn_dim != 0) {
-      return make_error("synthetic model: experts are for architecture qwen3moe only");
+      return make_error("synthetic model: experts are for architectures qwen3moe and gpt-oss only");
     }
     return {};
   }
   if (c.n_expert < 1 || c.n_expert > 512 || c.n_expert_used < 1 || c.n_expert_used > c.n_expert) {
-    return make_error("synthetic model: qwen3moe needs 1 <= experts used ({}) <= experts ({}) <= 512", c.n_expert_used,
-                      c.n_expert);
+    return make_error("synthetic model: {} needs 1 <= experts used ({}) <= experts ({}) <= 512", c.architecture,
+                      c.n_expert_used, c.n_expert);
   }
   if (c.expert_ffn_dim < 1 || c.expert_ffn_dim > (int64_t{1} << 22)) {
     return make_error("synthetic model: expert_ffn_dim is {}, expected 1 to {}", c.expert_ffn_dim, int64_t{1} << 22);
@@ -376,9 +434,14 @@ Result<void> validate_synth_config(const SynthConfig& c) {
   if (c.vocab_from.empty()) return bad("no vocabulary file to copy the tokenizer from");
   const std::string& a = c.architecture;
   if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "qwen3moe" && a != "phi3" && a != "gemma2" &&
-      a != "gemma3") {
+      a != "gemma3" && a != "gpt-oss") {
     return bad(fmt::format(
-        "architecture '{}' is not one the generator writes (llama, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3)", a));
+        "architecture '{}' is not one the generator writes (llama, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3, "
+        "gpt-oss)",
+        a));
+  }
+  if (a == "gpt-oss" && (!(c.rope_factor >= 1) || c.rope_original_context <= 0)) {
+    return bad("gpt-oss's YaRN needs rope_factor >= 1 and an original context > 0");
   }
   HEARTH_TRY(validate_experts(c));
   if (!(c.attn_softcap > 0) || !(c.final_softcap > 0)) return bad("soft-capping values must be positive");
@@ -400,9 +463,9 @@ Result<void> validate_synth_config(const SynthConfig& c) {
                          {"context_length", c.context_length}}) {
     if (v <= 0 || v > kMax) return bad(fmt::format("{} is {}, expected 1 to {}", name, v, kMax));
   }
-  const bool writes_key_length = a == "qwen3" || a == "qwen3moe" || a == "gemma2" || a == "gemma3";
+  const bool writes_key_length = a == "qwen3" || a == "qwen3moe" || a == "gemma2" || a == "gemma3" || a == "gpt-oss";
   if (c.head_dim < 0 || (c.head_dim > 0 && !writes_key_length)) {
-    return bad(fmt::format("head_dim {} is for qwen3, qwen3moe and gemma only (0: dim / n_heads)", c.head_dim));
+    return bad(fmt::format("head_dim {} is for qwen3, qwen3moe, gemma and gpt-oss only (0: dim / n_heads)", c.head_dim));
   }
   if (c.head_dim == 0 && c.dim % c.n_heads != 0) {
     return bad(fmt::format("dim {} is not divisible by n_heads {}", c.dim, c.n_heads));
@@ -418,10 +481,11 @@ Result<void> validate_synth_config(const SynthConfig& c) {
   }
   if (c.q4_k_m && c.weight_type != DType::Q4_K) return bad("the Q4_K_M mix needs weight type Q4_K");
   const int64_t block = dtype_info(c.weight_type).block_size;
-  const int64_t ffn = a == "qwen3moe" ? c.expert_ffn_dim : c.ffn_dim;
+  const bool moe = a == "qwen3moe" || a == "gpt-oss";
+  const int64_t ffn = moe ? c.expert_ffn_dim : c.ffn_dim;
   if (c.dim % block != 0 || ffn % block != 0 || (c.n_heads * head_dim) % block != 0) {
     return bad(fmt::format("{} rows need multiples of {} elements, but dim is {}, {} {} and n_heads × head_dim {}",
-                           dtype_name(c.weight_type), block, c.dim, a == "qwen3moe" ? "expert_ffn_dim" : "ffn_dim", ffn,
+                           dtype_name(c.weight_type), block, c.dim, moe ? "expert_ffn_dim" : "ffn_dim", ffn,
                            c.n_heads * head_dim));
   }
   if (!(c.weight_sd > 0) || !(c.rms_eps > 0) || !(c.rope_freq_base > 0)) {

@@ -69,6 +69,17 @@ class Binder {
     return out;
   }
 
+  // Reads a 2-D tensor [n, n_rows] into owned f32, row after row (gpt-oss's per-expert biases).
+  Result<std::vector<float>> rows(const std::string& name, int64_t n, int64_t n_rows) {
+    auto m = matrix(name, n, n_rows);
+    if (!m) return m.error();
+    std::vector<float> out(static_cast<size_t>(n * n_rows));
+    for (int64_t r = 0; r < n_rows; ++r) {
+      dequantize_row(m->type, m->data + static_cast<size_t>(r) * m->row_stride, out.data() + r * n, n);
+    }
+    return out;
+  }
+
   bool has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
   const std::string& file_name() const { return file_.name(); }
 
@@ -208,6 +219,21 @@ Result<void> bind_moe(Binder& b, const ModelConfig& c, const std::string& p, Lay
   auto down = b.experts(p + "ffn_down_exps.weight", r.ffn_dim, c.dim, r.n_expert);
   if (!down) return down.error();
   l.moe = MoeLayerWeights{*router, std::move(*gate), std::move(*up), std::move(*down)};
+  if (!r.biases) return {};
+  // gpt-oss: ffn_gate_inp.bias [n_expert]; ffn_gate_exps.bias and ffn_up_exps.bias [expert_ffn, n_expert];
+  // ffn_down_exps.bias [dim, n_expert].
+  auto router_bias = b.vector(p + "ffn_gate_inp.bias", r.n_expert);
+  if (!router_bias) return router_bias.error();
+  auto gate_bias = b.rows(p + "ffn_gate_exps.bias", r.ffn_dim, r.n_expert);
+  if (!gate_bias) return gate_bias.error();
+  auto up_bias = b.rows(p + "ffn_up_exps.bias", r.ffn_dim, r.n_expert);
+  if (!up_bias) return up_bias.error();
+  auto down_bias = b.rows(p + "ffn_down_exps.bias", c.dim, r.n_expert);
+  if (!down_bias) return down_bias.error();
+  l.moe.router_bias = std::move(*router_bias);
+  l.moe.gate_bias = std::move(*gate_bias);
+  l.moe.up_bias = std::move(*up_bias);
+  l.moe.down_bias = std::move(*down_bias);
   return {};
 }
 
@@ -230,8 +256,24 @@ Result<LayerWeights> bind_layer(Binder& b, const ModelConfig& c, int il) {
   if (!wo) return wo.error();
   HEARTH_TRY(bind_qkv_bias(b, c, p, l));
   HEARTH_TRY(bind_qk_norm(b, c, p, l));
-  auto ffn_norm = b.vector(p + "ffn_norm.weight", c.dim);
+  // gpt-oss names the FFN's input norm post_attention_norm (it follows the attention's residual add).
+  auto ffn_norm = b.vector(p + (c.architecture == "gpt-oss" ? "post_attention_norm.weight" : "ffn_norm.weight"), c.dim);
   if (!ffn_norm) return ffn_norm.error();
+  if (c.attn_out_bias) {
+    auto bo = b.vector(p + "attn_output.bias", c.dim);
+    if (!bo) return bo.error();
+    l.bo = std::move(*bo);
+  }
+  if (c.attn_sinks) {
+    auto sinks = b.vector(p + "attn_sinks.weight", c.n_heads);
+    if (!sinks) return sinks.error();
+    for (size_t h = 0; h < sinks->size(); ++h) {
+      if (!std::isfinite((*sinks)[h])) {
+        return make_error("{}: {}attn_sinks.weight[{}] = {} is not a finite number", b.file_name(), p, h, (*sinks)[h]);
+      }
+    }
+    l.attn_sinks = std::move(*sinks);
+  }
   HEARTH_TRY(c.is_moe() ? bind_moe(b, c, p, l) : bind_dense_ffn(b, c, p, l));
   if (c.gemma) {
     auto attn_post = b.vector(p + "post_attention_norm.weight", c.dim);

@@ -26,6 +26,8 @@ struct LayerWeights {
   std::vector<float> bq;              // [q_dim]; empty when the model has no q/k/v biases
   std::vector<float> bk;              // [kv_dim]; empty with bq
   std::vector<float> bv;              // [kv_dim]; empty with bq
+  std::vector<float> bo;              // [dim]; gpt-oss: the attention output's bias, else empty
+  std::vector<float> attn_sinks;      // [n_heads]; gpt-oss: each query head's sink logit, else empty
   std::vector<float> q_norm;          // [head_dim]; per-head RMSNorm weight of q (qwen3), else empty
   std::vector<float> k_norm;          // [head_dim]; per-head RMSNorm weight of k (qwen3), else empty
   std::vector<float> attn_post_norm;  // [dim]; gemma: RMSNorm of the attention output before the residual add

@@ -57,11 +57,12 @@ constexpr Shape kShapes[] = {{8, 2, 4}, {64, 1, 16}, {64, 4, 16}, {72, 1, 5}, {8
 
 // Runs attention for `n_rows` rows starting at first_pos, head group `group` of KV head 1.
 std::vector<float> run(const PagedKv& k, const PagedKv& v, const std::vector<float>& q, Shape s, int32_t first_pos,
-                       int32_t n_rows, bool reference, int32_t window = 0, float softcap = 0.0f) {
+                       int32_t n_rows, bool reference, int32_t window = 0, float softcap = 0.0f,
+                       const float* sinks = nullptr) {
   const size_t stride = static_cast<size_t>(s.group) * s.head_dim;
   std::vector<float> out(n_rows * stride, NAN);
-  const AttentionTile t{q.data(), stride, out.data(), stride, n_rows, first_pos,
-                        s.group,  1,      s.head_dim, 0.2f,   window, softcap};
+  const AttentionTile t{q.data(), stride,     out.data(), stride,  n_rows, first_pos, s.group,
+                        1,        s.head_dim, 0.2f,       window,  softcap, 1,        sinks};
   if (reference) {
     attention_tile_reference(t, k.view(), v.view());
   } else {
@@ -106,6 +107,41 @@ TEST(Attention, WindowAndSoftcapMatchReference) {
         }
       }
     }
+  }
+}
+
+// Attention sinks (gpt-oss): a logit per query head joins the softmax's denominator with no value. The fast paths
+// (every ISA level, with and without a window) match the double-precision twin; a sink far below every score
+// changes nothing beyond rounding, one far above scales every output towards 0 (it has teeth).
+TEST(Attention, SinksMatchReferenceAndShrinkTheOutput) {
+  for (KvDtype type : {KvDtype::kF32, KvDtype::kF16}) {
+    for (Shape s : kShapes) {
+      PagedKv k(type, s.block_size, 2, s.head_dim, 70, 31), v(type, s.block_size, 2, s.head_dim, 70, 32);
+      std::vector<float> sinks(s.group);
+      for (int32_t g = 0; g < s.group; ++g) sinks[g] = 1.5f * static_cast<float>(g) - 1.0f;
+      for (int32_t window : {0, 8}) {
+        for (auto [first_pos, n_rows] : {std::pair{0, 1}, {9, 17}, {40, 30}}) {
+          const auto q = random_vector(static_cast<size_t>(n_rows) * s.group * s.head_dim, 33 + first_pos);
+          const auto fast = run(k, v, q, s, first_pos, n_rows, false, window, 0.0f, sinks.data());
+          const auto ref = run(k, v, q, s, first_pos, n_rows, true, window, 0.0f, sinks.data());
+          for (size_t i = 0; i < fast.size(); ++i) {
+            ASSERT_NEAR(fast[i], ref[i], 2e-5f) << kv_dtype_name(type) << " head_dim " << s.head_dim << " window "
+                                                << window << " at " << i;
+          }
+        }
+      }
+    }
+  }
+  const Shape s{64, 2, 16};
+  PagedKv k(KvDtype::kF32, 16, 2, 64, 40, 34), v(KvDtype::kF32, 16, 2, 64, 40, 35);
+  const auto q = random_vector(5 * 2 * 64, 36);
+  const auto plain = run(k, v, q, s, 30, 5, false);
+  const std::vector<float> low(2, -1e4f), high(2, 50.0f);
+  const auto with_low = run(k, v, q, s, 30, 5, false, 0, 0.0f, low.data());
+  const auto with_high = run(k, v, q, s, 30, 5, false, 0, 0.0f, high.data());
+  for (size_t i = 0; i < plain.size(); ++i) {
+    EXPECT_NEAR(with_low[i], plain[i], 1e-6f) << i;
+    EXPECT_LT(std::fabs(with_high[i]), 1e-6f + 1e-9f * std::fabs(plain[i])) << i;
   }
 }
 

@@ -75,6 +75,24 @@ void configure_qwen3moe(SynthConfig& c) {
   c.router_sd = 0.15f;
 }
 
+// gpt-oss: 8 experts of 32, 2 used, heads of 32, 4 layers (even ones attend to the last 8 keys), YaRN for an
+// original context of 64 with factor 32 and gpt-oss's RoPE base, a sink logit per head (sd 1: some above the
+// scores, some below), biases everywhere gpt-oss has them; weights of sd 0.25.
+void configure_gpt_oss(SynthConfig& c) {
+  c.architecture = "gpt-oss";
+  c.head_dim = 32;
+  c.n_layers = 4;
+  c.n_expert = 8;
+  c.n_expert_used = 2;
+  c.expert_ffn_dim = 32;
+  c.router_sd = 0.15f;
+  c.sliding_window = 8;
+  c.rope_freq_base = 150000.0f;
+  c.rope_factor = 32.0f;
+  c.rope_original_context = 64;
+  c.weight_sd = 0.25f;  // at 0.1 the logits of this 151k vocabulary are nearly flat: Q8_0 rounding picks the argmax
+}
+
 SynthConfig tiny_config(const std::string& variant) {
   SynthConfig c;
   fs::create_directories(HEARTH_TEST_TMP_DIR);
@@ -123,6 +141,16 @@ SynthConfig tiny_config(const std::string& variant) {
   if (variant == "gemma2" || variant == "gemma3") configure_gemma(c);
   if (variant.starts_with("qwen3moe")) configure_qwen3moe(c);
   if (variant == "qwen3moe_q8_0") c.weight_type = DType::Q8_0;  // experts read through the packed Q8_0 tiles
+  if (variant.starts_with("gpt-oss")) configure_gpt_oss(c);
+  if (variant == "gpt-oss_q8_0") {
+    // Q8_0 weights of sd 0.25 make the two engines' rounding differences grow from layer to layer until a greedy
+    // choice flips (qwen3moe does the same at sd 0.25), and at sd 0.1 this 151k vocabulary's logits are nearly
+    // flat; sd 0.1 on stories260K's 512 tokens keeps the choices far apart.
+    c.weight_type = DType::Q8_0;
+    c.weight_sd = 0.1f;
+    c.vocab_from = kShared + "/models/stories260K.gguf";
+  }
+
   return c;
 }
 
@@ -253,6 +281,19 @@ TEST(ArchReference, Qwen3MoeMatchesScalarReference) {
                                 {{"the other experts", {.top1_experts = true}}, {"q/k norms", {.skip_qk_norm = true}}});
 }
 
+// gpt-oss: sinks, YaRN, the clamped SwiGLU, the expert biases and the window each move the logits far beyond the
+// tolerance on their own.
+TEST(ArchReference, GptOssMatchesScalarReference) {
+  const std::string& path = synthetic_model("gpt-oss");
+  expect_engine_matches_reference(path, kQwenTokens, {.skip_sinks = true});
+  expect_each_feature_has_teeth(path, kQwenTokens,
+                                {{"YaRN", {.skip_yarn = true}},
+                                 {"the clamped SwiGLU", {.skip_swiglu_clamp = true}},
+                                 {"the expert biases", {.skip_expert_biases = true}},
+                                 {"q/k/v biases", {.skip_qkv_bias = true}},
+                                 {"sliding window", {.skip_window = true}}});
+}
+
 // The rope_freqs divisors are applied (the reference without them is far off), and they are the formula's.
 TEST(ArchReference, Llama3RopeFreqsMatchScalarReference) {
   const SynthConfig c = tiny_config("llama3");
@@ -327,6 +368,9 @@ TEST(ArchPrefixCacheHit, Qwen3MoeBitIdenticalToCold) {
   expect_hit_matches_cold("qwen3moe", kQwenTokens);
 }
 
+TEST(ArchPrefixCacheHit, GptOssBitIdenticalToCold) {
+  expect_hit_matches_cold("gpt-oss", kQwenTokens);
+}
 TEST(ArchPrefixCacheHit, Llama3RopeFreqsBitIdenticalToCold) {
   expect_hit_matches_cold("llama3", kLlama3Tokens);
 }
@@ -350,7 +394,10 @@ TEST(ArchPrefixCacheHit, Gemma3BitIdenticalToCold) {
 void expect_same_bits_whatever_the_batch(const std::string& variant) {
   const auto file = open_file(synthetic_model(variant));
   std::vector<int32_t> tokens;
-  for (int32_t i = 0; i < 60; ++i) tokens.push_back(kQwenTokens[i % kQwenTokens.size()] + i / 14);
+  const int64_t n_vocab = file->find_tensor("token_embd.weight")->ne[1];
+  for (int32_t i = 0; i < 60; ++i) {
+    tokens.push_back(static_cast<int32_t>((kQwenTokens[i % kQwenTokens.size()] + i / 14) % n_vocab));
+  }
   const auto one_by_one = engine_logits(file, tokens);
   auto model = Model::load(file);
   ASSERT_TRUE(model.ok()) << model.error().message;
@@ -372,6 +419,12 @@ void expect_same_bits_whatever_the_batch(const std::string& variant) {
 
 TEST(ArchMoe, Qwen3MoeLogitsSameBitsWhateverTheBatch) {
   expect_same_bits_whatever_the_batch("qwen3moe");
+}
+TEST(ArchMoe, GptOssLogitsSameBitsWhateverTheBatch) {
+  expect_same_bits_whatever_the_batch("gpt-oss");
+}
+TEST(ArchMoe, GptOssQ8LogitsSameBitsWhateverTheBatch) {
+  expect_same_bits_whatever_the_batch("gpt-oss_q8_0");
 }
 TEST(ArchMoe, Qwen3MoeQ8LogitsSameBitsWhateverTheBatch) {
   expect_same_bits_whatever_the_batch("qwen3moe_q8_0");
@@ -619,6 +672,12 @@ TEST(ArchPeer, LlamaStories260KGreedyMatchesLlamaCpp) {
 }
 
 TEST(ArchPeer, LlamaGreedyMatchesLlamaCpp) { expect_greedy_matches_peer(synthetic_model("llama"), "llama"); }
+
+TEST(ArchPeer, GptOssGreedyMatchesLlamaCpp) { expect_greedy_matches_peer(synthetic_model("gpt-oss"), "gpt-oss"); }
+
+TEST(ArchPeer, GptOssQ8GreedyMatchesLlamaCpp) {
+  expect_greedy_matches_peer(synthetic_model("gpt-oss_q8_0"), "gpt-oss_q8_0");
+}
 
 TEST(ArchPeer, Llama3RopeFreqsGreedyMatchesLlamaCpp) {
   expect_greedy_matches_peer(synthetic_model("llama3"), "llama3");

@@ -119,10 +119,10 @@ bool contains(const std::string& s, const std::string& part) {
 TEST(ModelLoadErrors, UnknownArchitectureListsTheSupportedOnes) {
   const std::string message = load_error({.arch = "gemma"}, "llama");
   EXPECT_TRUE(contains(message, "edited.gguf: architecture 'gemma' is not supported")) << message;
-  EXPECT_TRUE(contains(message, "(supported: gemma2, gemma3, llama, mistral, phi3, qwen2, qwen3, qwen3moe, smollm)"))
+  EXPECT_TRUE(contains(message, "(supported: gemma2, gemma3, gpt-oss, llama, mistral, phi3, qwen2, qwen3, qwen3moe, smollm)"))
       << message;
   EXPECT_EQ(ModelConfig::supported_architectures(),
-            "gemma2, gemma3, llama, mistral, phi3, qwen2, qwen3, qwen3moe, smollm");
+            "gemma2, gemma3, gpt-oss, llama, mistral, phi3, qwen2, qwen3, qwen3moe, smollm");
 }
 
 TEST(ModelLoadErrors, MissingRequiredTensorIsNamed) {

@@ -39,6 +39,23 @@ TEST(MoeRouter, SoftmaxTopKNormalised) {
   EXPECT_FLOAT_EQ(unnormalised[1].weight, 0.3f);
 }
 
+// gpt-oss's gating: the two largest logits (raw, not softmaxed over all), weighted by a softmax over those two
+// alone: logits 0.5 and 2.0 weigh 1 / (1 + e^1.5) and e^1.5 / (1 + e^1.5); negative logits are fine.
+TEST(MoeRouter, SoftmaxWeightChoosesTheLargestLogitsAndSoftmaxesThemAlone) {
+  const std::vector<float> logits = {-3.0f, 0.5f, -1.0f, 2.0f};
+  const MoeRouting r{4, 2, 8, ExpertGating::kSoftmaxWeight, false};
+  const auto chosen = route(r, logits);
+  ASSERT_EQ(chosen.size(), 2u);
+  EXPECT_EQ(chosen[0].expert, 3);
+  EXPECT_EQ(chosen[1].expert, 1);
+  const float e = std::exp(1.5f);
+  EXPECT_FLOAT_EQ(chosen[0].weight, e / (1.0f + e));
+  EXPECT_FLOAT_EQ(chosen[1].weight, 1.0f / (1.0f + e));
+  const auto all_negative = route(r, {-5.0f, -4.0f, -9.0f, -7.0f});
+  EXPECT_EQ(all_negative[0].expert, 1);
+  EXPECT_EQ(all_negative[1].expert, 0);
+}
+
 // Equal probabilities go to the lower expert id; a single used expert gets weight 1 when normalised.
 TEST(MoeRouter, TiesGoToTheLowerIdAndOneExpertWeighsOne) {
   const auto tied = route({4, 2, 8, ExpertGating::kSoftmax, true}, {1.0f, 0.0f, 1.0f, 1.0f});

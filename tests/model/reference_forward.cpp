@@ -22,13 +22,16 @@ struct Hparams {
   bool gemma = false, gemma2 = false;
   int64_t window = 0;  // gemma's sliding window
   double attn_cap = 0, final_cap = 0, query_scale = 0;
-  int64_t n_expert = 0, n_expert_used = 0;  // qwen3moe
+  int64_t n_expert = 0, n_expert_used = 0;  // qwen3moe, gpt-oss
+  bool gpt_oss = false;
+  bool yarn = false;  // gpt-oss: rope.scaling.type yarn
 };
 
 // Gemma 2 alternates local and global layers starting with a local one; Gemma 3 makes every sixth layer global.
 // Phi-3 (llama.cpp's build_phi3) windows every layer when the file names a window.
 bool is_sliding_layer(const Hparams& hp, int64_t layer) {
   if (hp.arch == "phi3") return hp.window > 0;
+  if (hp.gpt_oss) return layer % 2 == 0;
   if (!hp.gemma) return false;
   return hp.gemma2 ? layer % 2 == 0 : layer % 6 != 5;
 }
@@ -69,6 +72,9 @@ Hparams read_hparams(const GgufFile& f) {
   h.query_scale = 1.0 / std::sqrt(static_cast<double>(h.gemma && big ? h.dim / h.n_heads : h.head_dim));
   h.n_expert = meta_int(f, p + "expert_count", 0);
   h.n_expert_used = meta_int(f, p + "expert_used_count", 0);
+  h.gpt_oss = h.arch == "gpt-oss";
+  auto type = f.get_string(p + "rope.scaling.type");
+  h.yarn = type.ok() && type->has_value() && **type == "yarn";
   return h;
 }
 
@@ -111,14 +117,23 @@ void rms_norm_in_place(Vec& x, size_t offset, size_t n, const std::vector<float>
 struct RopeParams {
   double base, scale;
   double mscale = 1.0;  // LongRoPE: both rotated values × mscale
+  // YaRN: the ramp's correction dims (the pair index range where the angle goes from original to interpolated).
+  bool yarn = false;
+  double low = 0, high = 0;
 };
 void rope(Vec& x, int64_t n_heads, int64_t head_dim, int64_t pos, RopeParams rp, const std::vector<float>& freqs,
           bool neox) {
   for (int64_t h = 0; h < n_heads; ++h) {
     for (int64_t i = 0; i < head_dim / 2; ++i) {
       const double divisor = freqs.empty() ? 1.0 : freqs[i];
-      const double angle =
+      double angle =
           static_cast<double>(pos) * rp.scale * std::pow(rp.base, -2.0 * static_cast<double>(i) / head_dim) / divisor;
+      if (rp.yarn) {
+        const double original = angle / rp.scale;
+        const double ramp = 1.0 - std::clamp((static_cast<double>(i) - rp.low) / std::max(0.001, rp.high - rp.low),
+                                             0.0, 1.0);
+        angle = angle * (1.0 - ramp) + original * ramp;
+      }
       const size_t a = h * head_dim + (neox ? i : 2 * i);
       const size_t b = h * head_dim + (neox ? i + head_dim / 2 : 2 * i + 1);
       const double x0 = x[a], x1 = x[b];
@@ -131,7 +146,7 @@ void rope(Vec& x, int64_t n_heads, int64_t head_dim, int64_t pos, RopeParams rp,
 // Causal softmax attention of one query row against the cached keys from `first` on; GQA: query head h reads KV
 // head h / (n_heads / n_kv_heads). Scores are scaled by `scale`, then soft-capped when cap > 0.
 Vec attention(const Hparams& hp, const Vec& q, const std::vector<Vec>& keys, const std::vector<Vec>& values,
-              size_t first, double scale, double cap) {
+              size_t first, double scale, double cap, const std::vector<float>& sinks) {
   const int64_t group = hp.n_heads / hp.n_kv_heads;
   Vec out(hp.n_heads * hp.head_dim, 0.0);
   for (int64_t h = 0; h < hp.n_heads; ++h) {
@@ -145,8 +160,10 @@ Vec attention(const Hparams& hp, const Vec& q, const std::vector<Vec>& keys, con
       if (cap > 0) scores[t] = cap * std::tanh(scores[t] / cap);
       max_score = std::max(max_score, scores[t]);
     }
+    if (!sinks.empty()) max_score = std::max(max_score, static_cast<double>(sinks[h]));
     double total = 0.0;
     for (size_t t = first; t < keys.size(); ++t) total += (scores[t] = std::exp(scores[t] - max_score));
+    if (!sinks.empty()) total += std::exp(sinks[h] - max_score);
     for (size_t t = first; t < keys.size(); ++t) {
       for (int64_t i = 0; i < hp.head_dim; ++i) {
         out[h * hp.head_dim + i] += scores[t] / total * values[t][kvh * hp.head_dim + i];
@@ -201,8 +218,47 @@ struct LayerCache {
   std::vector<Vec> keys, values;
 };
 
+// gpt-oss's mixture of experts of the normed x (reference_forward.h).
+Vec gpt_oss_moe_ffn(const Hparams& hp, Weights& w, const std::string& p, const ReferenceOptions& options,
+                    const Vec& xn) {
+  const bool biases = !options.skip_expert_biases;
+  auto bias = [&](const std::string& name) { return biases ? w[p + name] : std::vector<float>{}; };
+  const Vec logits = matvec(w[p + "ffn_gate_inp.weight"], bias("ffn_gate_inp.bias"), xn);
+  std::vector<size_t> order(logits.size());
+  for (size_t e = 0; e < order.size(); ++e) order[e] = e;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return logits[a] > logits[b]; });
+  order.resize(hp.n_expert_used);
+  double max_logit = logits[order[0]], total = 0.0;
+  for (size_t e : order) total += std::exp(logits[e] - max_logit);
+  const auto& gate = w[p + "ffn_gate_exps.weight"];
+  const auto& up = w[p + "ffn_up_exps.weight"];
+  const auto& down = w[p + "ffn_down_exps.weight"];
+  const size_t ff = gate.size() / hp.n_expert / hp.dim;
+  auto slice = [&](const std::string& name, size_t e, size_t n) {
+    return biases ? rows_of(w[p + name], n, e, 1) : std::vector<float>{};
+  };
+  Vec out(hp.dim, 0.0);
+  for (size_t e : order) {
+    Vec g = matvec(rows_of(gate, hp.dim, e * ff, ff), slice("ffn_gate_exps.bias", e, ff), xn);
+    const Vec u = matvec(rows_of(up, hp.dim, e * ff, ff), slice("ffn_up_exps.bias", e, ff), xn);
+    for (size_t i = 0; i < ff; ++i) {
+      if (options.skip_swiglu_clamp) {
+        g[i] = silu(g[i]) * u[i];
+      } else {
+        const double x = std::min(g[i], 7.0);
+        g[i] = x / (1.0 + std::exp(-1.702 * x)) * (std::clamp(u[i], -7.0, 7.0) + 1.0);
+      }
+    }
+    const Vec y = matvec(rows_of(down, ff, e * hp.dim, hp.dim), slice("ffn_down_exps.bias", e, hp.dim), g);
+    const double weight = std::exp(logits[e] - max_logit) / total;
+    for (int64_t i = 0; i < hp.dim; ++i) out[i] += weight * y[i];
+  }
+  return out;
+}
+
 // qwen3moe's mixture of experts of the normed x (reference_forward.h).
 Vec moe_ffn(const Hparams& hp, Weights& w, const std::string& p, const ReferenceOptions& options, const Vec& xn) {
+  if (hp.gpt_oss) return gpt_oss_moe_ffn(hp, w, p, options, xn);
   const Vec logits = matvec(w[p + "ffn_gate_inp.weight"], {}, xn);
   const double max_logit = *std::max_element(logits.begin(), logits.end());
   Vec probs(logits.size());
@@ -242,7 +298,8 @@ Vec dense_ffn(const Hparams& hp, Weights& w, const std::string& p, const Vec& xn
 // One transformer block at position `pos`, updating x and the layer's K/V.
 void layer_forward(const Hparams& hp, Weights& w, int64_t l, size_t pos, const ReferenceOptions& options,
                    const std::vector<float>& freqs, Vec& x, LayerCache& cache) {
-  const bool neox = hp.arch == "qwen2" || hp.arch == "qwen3" || hp.arch == "qwen3moe" || hp.arch == "phi3" || hp.gemma;
+  const bool neox = hp.arch == "qwen2" || hp.arch == "qwen3" || hp.arch == "qwen3moe" || hp.arch == "phi3" ||
+                    hp.gemma || hp.gpt_oss;
   const bool sliding = is_sliding_layer(hp, l) && !options.skip_window;
   const std::string p = "blk." + std::to_string(l) + ".";
   auto bias = [&](const char* name) { return options.skip_qkv_bias ? std::vector<float>{} : w[p + name]; };
@@ -261,9 +318,19 @@ void layer_forward(const Hparams& hp, Weights& w, int64_t l, size_t pos, const R
       rms_norm_in_place(k, h * hp.head_dim, hp.head_dim, w[p + "attn_k_norm.weight"], hp.eps);
   }
   const bool local_base = hp.arch == "gemma3" && is_sliding_layer(hp, l) && !options.global_rope_base_everywhere;
-  const RopeParams rp =
-      local_base ? RopeParams{10000.0, 1.0}
-                 : RopeParams{hp.rope_base, hp.rope_scale, options.skip_rope_mscale ? 1.0 : hp.rope_mscale};
+  RopeParams rp = local_base ? RopeParams{10000.0, 1.0}
+                              : RopeParams{hp.rope_base, hp.rope_scale, options.skip_rope_mscale ? 1.0 : hp.rope_mscale};
+  if (hp.yarn && !options.skip_yarn) {
+    // The pair indices where beta turns of a pair fit in the original context, as the YaRN paper defines them.
+    const double d = static_cast<double>(hp.head_dim);
+    auto corr = [&](double beta) {
+      return d * std::log(hp.rope_original_context / (beta * 2.0 * 3.14159265358979323846)) / (2.0 * std::log(hp.rope_base));
+    };
+    rp.yarn = true;
+    rp.low = std::max(0.0, std::floor(corr(32.0)));
+    rp.high = std::min(d - 1.0, std::ceil(corr(1.0)));
+    rp.mscale *= 1.0 + 0.1 * std::log(1.0 / hp.rope_scale);
+  }
   rope(q, hp.n_heads, hp.head_dim, static_cast<int64_t>(pos), rp, freqs, neox);
   rope(k, hp.n_kv_heads, hp.head_dim, static_cast<int64_t>(pos), rp, freqs, neox);
   cache.keys.push_back(k);
@@ -271,11 +338,13 @@ void layer_forward(const Hparams& hp, Weights& w, int64_t l, size_t pos, const R
   const size_t first = sliding && pos + 1 > static_cast<size_t>(hp.window) ? pos + 1 - hp.window : 0;
   const double scale = hp.gemma ? hp.query_scale : 1.0 / std::sqrt(static_cast<double>(hp.head_dim));
   const double cap = options.skip_softcap ? 0.0 : hp.attn_cap;
-  Vec attn = matvec(w[p + "attn_output.weight"], {}, attention(hp, q, cache.keys, cache.values, first, scale, cap));
+  const std::vector<float> sinks = options.skip_sinks ? std::vector<float>{} : w[p + "attn_sinks.weight"];
+  Vec attn = matvec(w[p + "attn_output.weight"], w[p + "attn_output.bias"],
+                    attention(hp, q, cache.keys, cache.values, first, scale, cap, sinks));
   post_norm(attn, "post_attention_norm.weight");
   for (int64_t i = 0; i < hp.dim; ++i) x[i] += attn[i];
   xn = x;
-  rms_norm_in_place(xn, 0, hp.dim, w[p + "ffn_norm.weight"], hp.eps);
+  rms_norm_in_place(xn, 0, hp.dim, w[p + (hp.gpt_oss ? "post_attention_norm.weight" : "ffn_norm.weight")], hp.eps);
   Vec down = hp.n_expert > 0 ? moe_ffn(hp, w, p, options, xn) : dense_ffn(hp, w, p, xn);
   post_norm(down, "post_ffw_norm.weight");
   for (int64_t i = 0; i < hp.dim; ++i) x[i] += down[i];

@@ -21,6 +21,13 @@
 // probable, their probabilities divided by their sum, each expert e's SwiGLU down_e(silu(gate_e x) * up_e x) (slices
 // e of the 3-D ffn_{gate,up,down}_exps tensors) weighted by it and summed.
 
+// gpt-oss (from OpenAI's gpt_oss reference torch model and llama.cpp's build_openai_moe): neox RoPE with YaRN
+// (pair i's angle blends pos × base^(-2i/d) / factor and pos × base^(-2i/d) by a ramp between the correction dims
+// of beta_fast 32 and beta_slow 1 turns over the original context; cos and sin × (1 + 0.1 ln factor)); q/k/v and
+// output biases; each head's softmax has a sink: exp(sink - max) joins the denominator; even layers see the last
+// sliding_window keys; the FFN's norm is post_attention_norm; a mixture of experts whose router and expert matrices
+// have biases, choosing the expert_used_count largest logits, weighted by a softmax over those logits, each
+// expert's activation min(g, 7) · sigmoid(1.702 · min(g, 7)) · (clamp(u, -7, 7) + 1).
 #include <cstdint>
 #include <vector>
 
@@ -40,6 +47,10 @@ struct ReferenceOptions {
   bool global_rope_base_everywhere = false;  // gemma3: local layers rotate with rope.freq_base too
   bool skip_expert_norm = false;             // qwen3moe: the chosen experts' probabilities as weights, unnormalised
   bool top1_experts = false;                 // qwen3moe: route each token to its most probable expert only
+  bool skip_sinks = false;                   // gpt-oss: softmax without the sink logits
+  bool skip_yarn = false;                    // gpt-oss: plain linear scaling instead of YaRN's blend and mscale
+  bool skip_swiglu_clamp = false;            // gpt-oss: silu(g) · u for the experts
+  bool skip_expert_biases = false;           // gpt-oss: no router or expert biases
 };
 
 // Logits after every token of `tokens`, in order: [tokens.size()][n_vocab].
