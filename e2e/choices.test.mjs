@@ -1,4 +1,4 @@
-// n > 1 through the official openai client (issue 19): the n choices are separate engine requests submitted in
+// n > 1 through the official openai client: the n choices are separate engine requests submitted in
 // order, so the first computes the prompt and the others wait for its blocks and reuse them (only the last,
 // partly filled block is computed again); usage counts the prompt once and usage.hearth shows the prefill.
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// OpenAI request fields Hearth does not implement (issue 19), through the official openai client: a field that
+// OpenAI request fields Hearth does not implement, through the official openai client: a field that
 // would change the answer's meaning is a 400 naming it unless it holds its neutral value; the fields that cannot
 // change the answer are accepted and ignored (README: "OpenAI request fields").
 import assert from 'node:assert/strict';

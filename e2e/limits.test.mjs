@@ -1,4 +1,4 @@
-// Hardening (issue 14) against a real hearth serve: bodies nested 70k-150k levels deep are 400s and the server
+// Hardening against a real hearth serve: bodies nested 70k-150k levels deep are 400s and the server
 // keeps serving; wrong /tokenize types and out-of-range /v1/kv/plan inputs are 400s naming the field.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';

@@ -1,4 +1,4 @@
-// logprobs through the official openai client (issue 19): the model's own distribution (log-softmax of the raw
+// logprobs through the official openai client: the model's own distribution (log-softmax of the raw
 // logits, before temperature and truncation), chat and completions, whole and streamed.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';

@@ -1,4 +1,4 @@
-// Model names as apps send them (issue 19), through the official openai client: with one model served any name
+// Model names as apps send them, through the official openai client: with one model served any name
 // works and the response names the served model; --model-alias adds listed names; --strict-model-names restores
 // 404s for every other name. Any API key value works when the server has none.
 import assert from 'node:assert/strict';

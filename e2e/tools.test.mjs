@@ -1,4 +1,4 @@
-// Tool calls and structured output through the official openai client (issue 19) on stories260K, a story model
+// Tool calls and structured output through the official openai client on stories260K, a story model
 // with no tool template (the fallback format): everything here is the grammar's work. response_format json_schema
 // gives JSON that validates on every seed; json_object gives an object; tool_choice "required" or a named function
 // gives a well-formed call whose arguments validate against the function's schema, whole and streamed (OpenAI's

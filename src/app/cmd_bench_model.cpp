@@ -198,10 +198,8 @@ int run_bench_model(const BenchModelFlags& f) {
   }
   // The limits are measured right before and right after the model: on a shared machine they drift within a
   // minute, and the pair shows by how much. Fractions use their mean. The first pair comes before the model is
-  // loaded: on a 2-core Zen 5 VM, with the 1 GiB bandwidth buffer touched and freed after the weights were packed,
-  // the 1B Q4_K_M decode after a 512-token prefill ran 8-22% slower than with no buffer (`hearth bench model -m F
-  // -p 512 -n 64 --depth 1 -t 2 --bandwidth-mib 1024|0`, eleven of eleven alternating pairs), a cost no peer
-  // pays; with the buffer measured before the load, the buffer's runs were faster in four of seven pairs.
+  // loaded: a bandwidth buffer touched and freed after the weights were packed slowed the model's decode that
+  // followed, a cost no peer pays (docs/performance-log.md has the runs).
   ThreadPool pool(f.threads);
   const MachineLimits before = measure_limits(pool, f.bandwidth_mib);
   const bool rss_reset = reset_peak_rss();  // forget the bandwidth buffer, so peak RSS is the model's

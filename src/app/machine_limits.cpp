@@ -38,9 +38,8 @@ uint64_t sum_words(const uint64_t* p, size_t n) {
 
 // The buffer starts on a 2 MiB boundary and its whole 2 MiB pages are offered for transparent huge pages, as the
 // packed weights are (kernels/packed.cpp): the limit a decode step is quoted against must stream the way the
-// weights do. On this project's Intel VM the same loop over 1 GiB read 30.9-31.7 GB/s on 4 KiB pages and
-// 34.4-34.8 GB/s on 2 MiB ones (six alternating pairs in one `hearth bench model` process, a throwaway switch), so
-// every decode fraction quoted against the 4 KiB figure was about 10% too high.
+// weights do: on 4 KiB pages the loop reads about 10% less, which would overstate every decode fraction quoted
+// against it (docs/performance-log.md has the runs).
 HugePagesBuffer allocate_read_buffer(size_t bytes) {
   HugePagesBuffer buffer = allocate_on_huge_pages(bytes);
   if (buffer == nullptr) throw std::bad_alloc();

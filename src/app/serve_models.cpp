@@ -185,8 +185,8 @@ Result<ServedMemory> served_model_memory(const GgufFile& file, const ServeFlags&
   const int threads = f.threads > 0 ? f.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   auto memory = estimate_model_memory(file, ForwardShape{f.max_batch_tokens, f.max_running, threads});
   if (!memory) return memory.error();
-  // Beside the model's own: its engine, loop and routes, and its pool's thread stacks (3.2 MiB of RSS measured on
-  // a 110M model beyond weights, a full KV pool, scratch and the process's own; README "Several models").
+  // Beside the model's own: its engine, loop and routes, and its pool's thread stacks (a little above what a 110M
+  // model holds beyond weights, a full KV pool, scratch and the process's own; docs/multi-model.md).
   constexpr int64_t kServingBytes = int64_t{4} << 20;
   return ServedMemory{memory->weights_bytes, memory->scratch_bytes + memory->tokenizer_bytes + kServingBytes};
 }

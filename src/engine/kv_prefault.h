@@ -10,10 +10,8 @@
 // to (kv_storage.h). Committing changes no byte (KvStorage::commit_blocks), so it may race the engine's own
 // writes: results never depend on it, only when the page faults are paid.
 //
-// Why: on the Zen 5 VM of docs/performance-log.md "Latest: the KV pool committed ahead of use", a served 110M
-// later turn (27 new tokens after 3,119 cached) spent 2.5% of its samples zeroing fresh 2 MiB pages for its K/V
-// rows (`clear_page_erms` under `store_f16_avx2`); a server whose pool was committed whole answered it 2-4 ms
-// sooner.
+// Why: a later turn otherwise spends part of its prefill zeroing fresh 2 MiB pages for its K/V rows
+// (docs/performance-log.md, "Latest: the KV pool committed ahead of use").
 
 #include <condition_variable>
 #include <cstdint>

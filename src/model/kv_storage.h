@@ -11,10 +11,8 @@
 // It is offered for transparent huge pages (util/huge_pages.h), so it grows in 2 MiB steps of each layer's K and V
 // planes where the kernel takes the advice. A decode step at depth reads every layer's K/V, thousands of 4 KiB pages
 // (more than the TLB holds), and a request that writes new blocks takes a page fault per 4 KiB page it first
-// touches. On Zen 5, alternating runs: `hearth bench model -m synth-110m-q8_0.gguf -p 16 -n 128 --depth 2400 -t 2`
-// decoded 129-161 tok/s on 4 KiB pages, 146-178 on 2 MiB ones (five pairs, each pair faster on 2 MiB); in
-// bench/household-limit the 1B Q4_K_M file's second turn answered 5-9% sooner in all five pairs, the 110M Q8_0
-// file's later turns in 31-36 ms against 36-40 (two pairs). In a server, the engine's KvPrefaulter
+// touches; on 2 MiB pages decode at depth and later turns run faster (docs/performance-log.md has the pairs).
+// In a server, the engine's KvPrefaulter
 // (engine/kv_prefault.h) commits the next 2 MiB of each plane ahead of use through commit_blocks.
 
 #include <cstddef>

@@ -14,8 +14,8 @@ namespace hearth {
 namespace {
 
 // Query rows that share one pass over their sequence's K/V tiles. A household's later turn (~30 new rows behind
-// ~2,400 cached keys) then reads each head's K/V from memory once, not twice: bench/household-limit on the 110M
-// Q8_0 file, later-turn TTFT 52-56 ms at 16 rows, 43-47 ms at 32.
+// ~2,400 cached keys) then reads each head's K/V from memory once, not twice (bench/household-limit; the runs are
+// in docs/performance-log.md).
 constexpr int32_t kAttnRows = 32;
 // A sequence with at most this many rows in a forward (decode) attends with several KV heads per work item.
 constexpr int32_t kStreamRows = 4;
@@ -23,9 +23,7 @@ constexpr int32_t kStreamRows = 4;
 // allows, earliest first, so one thread runs them one after another and the later tiles find the head's K/V in its
 // L2 (a 110M head's 2,500 cached keys are 640 KB of f16 K/V; the L2s of these machines are 1-2 MiB). A turn of 33
 // new rows after 2,507 cached keys read them from memory twice, for its 32-row tile and again for the one row
-// after it, on the per-query path, which streams memory worse than the wide one: `perf` put 18% of the pass on
-// that row, 7% once it reads from L2. `hearth bench model -m synth-110m-q8_0.gguf -p 32|33 --prefill-depth 2507
-// -r 9 -t 2`, five alternating runs on Zen 5: 33 rows took 4.8 ms more than 32 before, 3.9 ms after.
+// after it, on the per-query path, which streams memory worse than the wide one (docs/performance-log.md).
 constexpr int32_t kAttnItemsPerThread = 4;
 
 // KV heads per decode work item: the most that still leaves every thread an item (a divisor of n_kv_heads, at

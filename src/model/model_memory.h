@@ -9,9 +9,8 @@
 //   scratch  = the forward pass's buffers at the largest step: max_batch_tokens rows of every activation, one
 //              logits row per sequence, the attention scratch of every thread, the largest matmul's quantized
 //              activations and, for a mixture of experts, its grouped rows (model.h Scratch, moe.h MoeFfn)
-//   tokenizer = the tokenizer's tables: about 96 bytes per vocabulary entry and per BPE merge beside their text
-//              (measured: Qwen2's 151,643 tokens and 151,387 merges hold 25.6 MiB of heap, Llama's 32,000 SPM
-//              tokens 3.0 MiB; the estimate is 13% and 5% above)
+//   tokenizer = the tokenizer's tables: about 96 bytes per vocabulary entry and per BPE merge beside their text,
+//              a little above what Qwen2's and Llama's vocabularies hold (docs/multi-model.md)
 //
 // A loaded Model measures its weights and scratch (Model::memory); tests check the estimate bounds the measurement.
 

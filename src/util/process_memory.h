@@ -1,8 +1,8 @@
 #pragma once
 // The process's allocator policy (glibc malloc): what makes `--memory` an RSS bound across model swaps. glibc gives
 // each thread that allocates its own arena (up to 8 per core) and keeps what is freed in them; a model unloaded by
-// one set of threads and loaded by another left ~97 MiB per switch behind (issue 51: 930 MiB of RSS under a
-// 299 MiB budget). The remedy, measured there: few arenas, and the free memory of every arena returned to the
+// one set of threads and loaded by another left its freed memory behind at every switch (docs/multi-model.md). The
+// remedy, chosen by measurement: few arenas, and the free memory of every arena returned to the
 // kernel after an unload.
 
 #include <cstddef>

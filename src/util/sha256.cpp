@@ -9,7 +9,7 @@ namespace hearth {
 namespace {
 
 // SHA-256 fetched from OpenSSL's provider once, for the process: EVP_sha256() makes every init look the algorithm
-// up again, which took two thirds of a 16-token block's hash (0.54 us against 0.18 on Zen 5). A prompt's block keys
+// up again, which took two thirds of a 16-token block's hash. A prompt's block keys
 // are hashed a few times on admission (the prefix lookup, the miss explanation, the tiers), 157 blocks for a
 // 2,500-token household prompt. Kept for the process's life: never freed.
 const EVP_MD* sha256_md() {

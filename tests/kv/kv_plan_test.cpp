@@ -109,7 +109,7 @@ TEST(KvPlan, MemoryPlanForStoriesAndBadRequests) {
   EXPECT_FALSE(plan_memory(r));
 }
 
-// GET /v1/kv/plan?ctx=2147483647&users=2147483647 answered a negative kv_bytes (issue 14).
+// GET /v1/kv/plan?ctx=2147483647&users=2147483647 answered a negative kv_bytes.
 TEST(KvPlan, HugeContextOrUsersAreErrorsWithTheNumbers) {
   MemoryPlanRequest r;
   r.shape = k1B;

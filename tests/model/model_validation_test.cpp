@@ -1,4 +1,4 @@
-// Load-time validation of hyperparameters and cheap weight checks (issue 14): stories260K rewritten with one
+// Load-time validation of hyperparameters and cheap weight checks: stories260K rewritten with one
 // metadata value or one tensor value changed must fail to load with an error naming the key or tensor.
 
 #include <gtest/gtest.h>
