@@ -1,6 +1,6 @@
 #pragma once
 // Weight matrices repacked at load for the packed tiles (packed_tiles.inc): AVX-VNNI ones (IsaLevel::kAvxVnni,
-// vec_dot_vnni.cpp) and AVX2 ones with the same layout (IsaLevel::kAvx2, vec_dot_avx2_packed.cpp).
+// vec_dot_avxvnni_packed.cpp) and AVX2 ones with the same layout (IsaLevel::kAvx2, vec_dot_avx2_packed.cpp).
 //
 // The row-major GGUF layout makes every output one horizontal reduction per block (8 int32 lanes of one row to one
 // sum), and those reductions and the float step per block and row cost more than the products. A packed matrix
@@ -94,7 +94,7 @@ bool packing_available(DType type);
 std::unique_ptr<PackedMatrix> pack_matrix(const MatrixView& w);
 
 // How far ahead of its loads each of a decode tile's two group streams asks for its weights (prefetcht0), for the
-// 512-bit packed tiles (1 to 3 tokens, two groups: vec_dot_avx512_packed.cpp); 0: not at all. No bit depends on it:
+// 512-bit packed tiles (1 to 3 tokens, two groups: vec_dot_avx512vnni_packed.cpp); 0: not at all. No bit depends on it:
 // it is speed only, and which is faster depends on the CPU and the row length.
 //
 // One tile ahead (2 × group_bytes) leaves about 2 × group_bytes asked for and not yet read in each stream. When

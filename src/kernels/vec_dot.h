@@ -91,11 +91,11 @@ inline constexpr size_t kPackedQ5_KSuperBytes = 1440;
 inline constexpr size_t kPackedQ6_KSuperBytes = 1696;
 inline constexpr size_t kPackedIQ4_XSSuperBytes = 1120;
 
-// The tile for packed weights of this type (8 rows × up to 4 tokens), AVX-VNNI (vec_dot_vnni.cpp) or AVX2
+// The tile for packed weights of this type (8 rows × up to 4 tokens), AVX-VNNI (vec_dot_avxvnni_packed.cpp) or AVX2
 // (vec_dot_avx2_packed.cpp, the same source with the products emulated); fn == nullptr when there is none or the
 // build is not x86-64. Both are bitwise the scalar reference (vec_dot_reference) for every output.
 TileKernel vnni_packed_tile_kernel(DType weight_type);
-// The same with AVX512-VNNI (vec_dot_avx512_packed.cpp): 16 rows × up to 8 tokens on 512-bit vectors where the tile
+// The same with AVX512-VNNI (vec_dot_avx512vnni_packed.cpp): 16 rows × up to 8 tokens on 512-bit vectors where the tile
 // is two full groups and at least 4 tokens, the 8-row tiles with EVEX vpdpbusd otherwise.
 TileKernel avx512_packed_tile_kernel(DType weight_type);
 TileKernel avx2_packed_tile_kernel(DType weight_type);

@@ -1,4 +1,4 @@
-// AVX2 tiles for Q2_K, Q3_K and IQ4_XS weights times Q8_K activations. As in vec_dot_avx2_kquant.cpp, each
+// AVX2 tiles for Q2_K, Q3_K and IQ4_XS weights times Q8_K activations. As in vec_dot_avx2_q8_k_act.cpp, each
 // super-block's products are summed exactly in int32 and folded into one scalar fp32 accumulator with the
 // expression of the scalar reference (vec_dot_ref_more.cpp), so the results equal it bit for bit whatever the
 // tile shape.

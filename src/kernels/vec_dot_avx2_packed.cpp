@@ -70,7 +70,7 @@ HEARTH_PACKED inline __m256i dpbusd_wide(__m256i acc, Wide w, __m256i s) {
 inline constexpr bool kWideOffsetInSum = false;
 
 // AVX2 multiplies only through vpmaddubsw/vpmaddwd (one port on some CPUs), so the K-quant tiles
-// keep sub-block sums in int16 and scale them with the vpmaddwd that widens them (packed_tiles_kquant.inc).
+// keep sub-block sums in int16 and scale them with the vpmaddwd that widens them (packed_tiles_q8_k_act.inc).
 inline constexpr bool kInt16Sums = true;
 
 #include "kernels/packed_tiles.inc"

@@ -281,7 +281,7 @@ TEST(PackedMatmul, KQuantRandomBitsAreExact) {
 
 // Every quant and scale byte 0xFF (each weight at its type's largest unsigned value: Q4_K 15, Q5_K 31, Q6_K 63, Q3_K
 // 7) with only the fp16 super-block scales made finite, against activations all +1 or all -1 (every byte ±127): the
-// largest integer sums a tile can meet, which the AVX2 tiles' int16 partial sums (packed_tiles_kquant.inc,
+// largest integer sums a tile can meet, which the AVX2 tiles' int16 partial sums (packed_tiles_q8_k_act.inc,
 // kInt16Sums) must hold without saturating. Still bitwise the reference.
 template <class Block>
 void set_finite_scales(uint8_t* bytes, size_t n_bytes) {

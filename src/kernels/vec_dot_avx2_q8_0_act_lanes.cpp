@@ -1,4 +1,4 @@
-// AVX2 tiles for Q8_0 and Q4_0 weights times Q8_0 activations (Q4_1, Q5_0, Q5_1, IQ4_NL: vec_dot_avx2_q8_more.cpp).
+// AVX2 tiles for Q8_0 and Q4_0 weights times Q8_0 activations (Q4_1, Q5_0, Q5_1, IQ4_NL: vec_dot_avx2_q8_0_act_in_order.cpp).
 //
 // Reduction order of every output: per block of 32, the exact int8 products are summed (maddubs + madd, then the
 // lanes of four blocks at once by hadd) into the block's exact int32 sum; blocks 4g + k are accumulated with one fma

@@ -1,6 +1,6 @@
 // AVX2 tiles for Q4_1, Q5_0, Q5_1 and IQ4_NL weights times Q8_0 activations.
 //
-// Unlike the Q8_0/Q4_0 tiles (vec_dot_avx2_q8.cpp, 8 fp32 lanes), these give bitwise the results of their scalar
+// Unlike the Q8_0/Q4_0 tiles (vec_dot_avx2_q8_0_act_lanes.cpp, 8 fp32 lanes), these give bitwise the results of their scalar
 // twins (vec_dot_ref_more.cpp): every block's products are summed exactly in int32, and the block's term, written
 // above each reference function, is added to one scalar fp32 accumulator per output, block after block. To keep
 // that sequential sum cheap, a tile works on groups of 8 blocks: the 8 blocks' int32 sums are reduced (exactly)
