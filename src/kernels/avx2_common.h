@@ -68,7 +68,7 @@ struct TileTable {
       make(std::make_integer_sequence<int, kMaxRows * kMaxTokens>{});
 
   static void run(const TileArgs& args) { kTable[(args.n_rows - 1) * kMaxTokens + (args.n_tokens - 1)](args); }
-  static TileKernel kernel() { return {&run, kMaxRows, kMaxTokens}; }
+  static constexpr TileKernel kernel() { return {&run, kMaxRows, kMaxTokens}; }
 };
 
 template <int T>

@@ -18,7 +18,8 @@
 // Q4_0: 128 bytes per block; byte c·32 + r·4 + j is row r's original byte 4c + j (c < 4): its low nibble is column
 //       4c + j plus 8, its high nibble column 16 + 4c + j plus 8.
 // The unsigned weights are the vpdpbusd operand that must be unsigned; the +128 / +8 offsets are taken back exactly
-// with the activation block's Σx (packed_activation_corrections), so every block's integer sum is the exact Σ w·x.
+// with the activation block's Σx (packed_corrections_q8_0, _q4_0 in vec_dot.h), so every block's integer sum is the
+// exact Σ w·x.
 //
 // The K-quants keep one record per 256-column super-block b of the group, all bytes of the 8 rows together
 // (kPacked*_KSuperBytes: multiples of 32, so every 32-byte load stays aligned):
@@ -51,7 +52,8 @@
 //   [96, 1120)   byte 256p + 32c + 4r + j: low nibble the index of column 64p + 4c + j (sub-block 2p), high nibble
 //                that of column 64p + 32 + 4c + j (sub-block 2p + 1), Q4_K's order (not the original's).
 // The Q6_K offset of 32 (Q3_K's of 4) is taken back with the activation's Σx per 16 columns (−32·bsums, −4·bsums), the
-// Q4_K and Q5_K mins need the activation's Σx per 32 columns: both come from packed_activation_corrections too.
+// Q4_K and Q5_K mins need the activation's Σx per 32 columns: both come from the packed corrections too
+// (packed_corrections_*, vec_dot.h).
 //
 // The mapped original stays the weight of record (the cache fingerprint hashes it, other ISA levels read it); the
 // packed copy is extra anonymous memory of about the size of the original matrix (5% more for Q3_K, 3% for Q4_K and

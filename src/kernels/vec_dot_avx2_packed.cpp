@@ -77,18 +77,26 @@ inline constexpr bool kInt16Sums = true;
 
 }  // namespace
 
-TileKernel avx2_packed_tile_kernel(DType weight_type) {
-  return packed_tile_kernel(weight_type);
-}
+constinit const TileKernel kTilePackedAvx2Q8_0 = kPackedTileQ8_0;
+constinit const TileKernel kTilePackedAvx2Q4_0 = kPackedTileQ4_0;
+constinit const TileKernel kTilePackedAvx2Q3_K = kPackedTileQ3_K;
+constinit const TileKernel kTilePackedAvx2Q4_K = kPackedTileQ4_K;
+constinit const TileKernel kTilePackedAvx2Q5_K = kPackedTileQ5_K;
+constinit const TileKernel kTilePackedAvx2Q6_K = kPackedTileQ6_K;
+constinit const TileKernel kTilePackedAvx2IQ4_XS = kPackedTileIQ4_XS;
 
 }  // namespace hearth::kernels
 
 #else
 
 namespace hearth::kernels {
-TileKernel avx2_packed_tile_kernel(DType) {
-  return {};
-}
+constinit const TileKernel kTilePackedAvx2Q8_0{};
+constinit const TileKernel kTilePackedAvx2Q4_0{};
+constinit const TileKernel kTilePackedAvx2Q3_K{};
+constinit const TileKernel kTilePackedAvx2Q4_K{};
+constinit const TileKernel kTilePackedAvx2Q5_K{};
+constinit const TileKernel kTilePackedAvx2Q6_K{};
+constinit const TileKernel kTilePackedAvx2IQ4_XS{};
 }  // namespace hearth::kernels
 
 #endif

@@ -544,46 +544,38 @@ struct WideTable {
         return;
     }
   }
-  static TileKernel kernel() { return {&run, kWideRows, kWideTokens, kWideRows}; }
+  static constexpr TileKernel kernel() { return {&run, kWideRows, kWideTokens, kWideRows}; }
 };
-
-TileKernel wide_tile_kernel(DType weight_type) {
-  switch (weight_type) {
-    case DType::Q8_0:
-      return WideTable<WideKernel<WideQ8_0>, PackedTable<PackedKernel<PackedQ8_0>>>::kernel();
-    case DType::Q4_0:
-      return WideTable<WideKernel<WideQ4_0>, PackedTable<PackedKernel<PackedQ4_0>>>::kernel();
-    case DType::Q4_K:
-      return WideTable<WideKQuantKernel<WideQ4_KQ5_K<false>>,
-                       PackedTable<PackedKQuantKernel<PackedQ4_KQ5_K<false>>>>::kernel();
-    case DType::Q5_K:
-      return WideTable<WideKQuantKernel<WideQ4_KQ5_K<true>>,
-                       PackedTable<PackedKQuantKernel<PackedQ4_KQ5_K<true>>>>::kernel();
-    case DType::Q6_K:
-      return WideTable<WideKQuantKernel<WideQ6_K>, PackedTable<PackedKQuantKernel<PackedQ6_K>>>::kernel();
-    case DType::Q3_K:
-      return WideTable<WideKQuantKernel<WideQ3_K>, PackedTable<PackedKQuantKernel<PackedQ3_K>>>::kernel();
-    case DType::IQ4_XS:
-      return WideTable<WideKQuantKernel<WideIQ4_XS>, PackedTable<PackedKQuantKernel<PackedIQ4_XS>>>::kernel();
-    default:
-      return packed_tile_kernel(weight_type);
-  }
-}
 
 }  // namespace
 
-TileKernel avx512_packed_tile_kernel(DType weight_type) {
-  return wide_tile_kernel(weight_type);
-}
+constinit const TileKernel kTilePackedAvx512VnniQ8_0 =
+    WideTable<WideKernel<WideQ8_0>, PackedTable<PackedKernel<PackedQ8_0>>>::kernel();
+constinit const TileKernel kTilePackedAvx512VnniQ4_0 =
+    WideTable<WideKernel<WideQ4_0>, PackedTable<PackedKernel<PackedQ4_0>>>::kernel();
+constinit const TileKernel kTilePackedAvx512VnniQ3_K =
+    WideTable<WideKQuantKernel<WideQ3_K>, PackedTable<PackedKQuantKernel<PackedQ3_K>>>::kernel();
+constinit const TileKernel kTilePackedAvx512VnniQ4_K =
+    WideTable<WideKQuantKernel<WideQ4_KQ5_K<false>>, PackedTable<PackedKQuantKernel<PackedQ4_KQ5_K<false>>>>::kernel();
+constinit const TileKernel kTilePackedAvx512VnniQ5_K =
+    WideTable<WideKQuantKernel<WideQ4_KQ5_K<true>>, PackedTable<PackedKQuantKernel<PackedQ4_KQ5_K<true>>>>::kernel();
+constinit const TileKernel kTilePackedAvx512VnniQ6_K =
+    WideTable<WideKQuantKernel<WideQ6_K>, PackedTable<PackedKQuantKernel<PackedQ6_K>>>::kernel();
+constinit const TileKernel kTilePackedAvx512VnniIQ4_XS =
+    WideTable<WideKQuantKernel<WideIQ4_XS>, PackedTable<PackedKQuantKernel<PackedIQ4_XS>>>::kernel();
 
 }  // namespace hearth::kernels
 
 #else
 
 namespace hearth::kernels {
-TileKernel avx512_packed_tile_kernel(DType) {
-  return {};
-}
+constinit const TileKernel kTilePackedAvx512VnniQ8_0{};
+constinit const TileKernel kTilePackedAvx512VnniQ4_0{};
+constinit const TileKernel kTilePackedAvx512VnniQ3_K{};
+constinit const TileKernel kTilePackedAvx512VnniQ4_K{};
+constinit const TileKernel kTilePackedAvx512VnniQ5_K{};
+constinit const TileKernel kTilePackedAvx512VnniQ6_K{};
+constinit const TileKernel kTilePackedAvx512VnniIQ4_XS{};
 }  // namespace hearth::kernels
 
 #endif

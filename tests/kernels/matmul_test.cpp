@@ -16,6 +16,7 @@
 #include "kernels/cpu_isa.h"
 #include "kernels/packed.h"
 #include "kernels/vec_dot.h"
+#include "kernels/weight_types.h"
 #include "random_blocks.h"
 #include "tensor/quant.h"
 
@@ -247,11 +248,9 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulTypeTest, testing::ValuesIn(kCases), ca
 // Every computable type has an AVX2 tile: the equality tests above would also pass on the scalar fallback.
 TEST(MatmulTest, EveryTypeHasAnAvx2Tile) {
   if (static_cast<int>(detected_isa_level()) < static_cast<int>(IsaLevel::kAvx2)) GTEST_SKIP() << "no AVX2 on this CPU";
-  for (const TypeCase& c : kCases) {
-    const bool has_tile = kernels::avx2_float_tile_kernel(c.type).fn != nullptr ||
-                          kernels::avx2_q8_tile_kernel(c.type).fn != nullptr ||
-                          kernels::avx2_kquant_tile_kernel(c.type).fn != nullptr;
-    EXPECT_TRUE(has_tile) << dtype_name(c.type);
+  for (const kernels::WeightType& row : kernels::weight_types()) {
+    EXPECT_NE(row.avx2.tile->fn, nullptr) << dtype_name(row.type);
+    EXPECT_NE(&kernels::gguf_tile(row, IsaLevel::kAvx2), row.scalar.tile) << dtype_name(row.type);
   }
 }
 
