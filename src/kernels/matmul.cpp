@@ -22,9 +22,8 @@ using kernels::TileKernel;
 // Tokens whose activations stay cache-resident (L2) while a block of weight rows is swept over them: half the L2
 // this CPU reports, 192 KiB where it reports none. At least kMinTokenChunk tokens, so that each pass over the
 // weights does enough work per byte read from memory. A wide matrix's pass reads its weights from memory once per
-// chunk (1B FFN down: 16 tokens per chunk at 192 KiB), so a larger L2 gives fewer passes: with 2 MiB of L2 (1 MiB
-// chunks), `hearth bench model -m synth-1b-q8_0.gguf -p 512 -t 2` prefilled 244-253 tok/s against 240-242 at
-// 192 KiB in alternating runs (Q4_K_M unchanged). The chunks never change a result (one tile call per output).
+// chunk (1B FFN down: 16 tokens per chunk at 192 KiB), so a larger L2 gives fewer passes and a faster prefill
+// (docs/performance-log.md, "512-bit tiles"). The chunks never change a result (one tile call per output).
 constexpr size_t kDefaultTokenChunkBytes = 192 * 1024;
 constexpr int64_t kMinTokenChunk = 16;
 
@@ -201,10 +200,8 @@ Part resolve(const MatrixView& w, float* y) {
 // claim. A part whose share is done takes row blocks from the backs of the other shares. Every claim takes a
 // fraction of what is left of its share (at least kMinClaim blocks), so the claims shrink as a share empties:
 // long runs while there is much left, and short ones at the end, where a thread that finished first would
-// otherwise wait at the call's barrier for the other's last claim. Against the earlier 8 equal chunks per thread,
-// `hearth bench model -m F -p 1 -n 128|256|64 --depth 1 -t 2 --bandwidth-mib 0` on a 2-core Zen 5 VM, alternating
-// runs: 1B Q4_K_M decode median 82.7 against 80.0 tok/s (six pairs) and 81.1-82.8 against 78.3-81.4 (five pairs,
-// each pair won); 110M Q8_0 425 against 402; 1B Q8_0 44.6 against 43.7. Where rows go never changes a bit.
+// otherwise wait at the call's barrier for the other's last claim. Decode runs faster this way than with 8 equal
+// chunks per thread (docs/performance-log.md, "decode's near fetches on every CPU"). Where rows go never changes a bit.
 class RowShares {
  public:
   // Parts beyond kMaxShares own no share and only take others' rows.

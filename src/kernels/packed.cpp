@@ -244,9 +244,8 @@ size_t unpadded_group_bytes(const kernels::PackedLayout& layout, int64_t n_cols)
 }
 
 // A decode token streams every packed matrix once; on 2 MiB pages (transparent huge pages, which most distributions
-// grant on request: "madvise" mode) it takes far fewer TLB misses than on 4 KiB ones: `hearth bench model -m
-// synth-1b-q4_k_m.gguf -p 16 -n 48 --depth 1 -t 2` at HEARTH_MAX_ISA=avx2, three alternating runs each, decoded
-// 21.1-22.6 tok/s with the advice against 20.3-21.0 without. The storage starts on a 2 MiB boundary and only its whole
+// grant on request: "madvise" mode) it takes far fewer TLB misses than on 4 KiB ones, and decodes faster
+// (docs/performance-log.md, "On a machine without AVX-VNNI"). The storage starts on a 2 MiB boundary and only its whole
 // 2 MiB pages are offered, so a small matrix, or a large one's tail, stays on 4 KiB pages and costs no more memory.
 HugePagesBuffer allocate_storage(size_t bytes) {
   HugePagesBuffer storage = allocate_on_huge_pages(bytes, kAlignment);

@@ -2,7 +2,7 @@
 // tensor/quant.cpp: the absolute maximum is exact in any order, the scale and its inverse are computed by the same
 // scalar code per block, and x·inverse is rounded half to even (the scalar round_to_int; cvtps under the default
 // MXCSR) and clamped to [-127, 127]. Decode quantizes every matmul's input on one thread before the others start,
-// so the scalar loops (about 24 instructions per element) sat on the critical path of every op.
+// so this conversion is on the critical path of every op; the scalar loops take about 24 instructions per element.
 
 #include "kernels/vec_dot.h"
 #include "tensor/dtype.h"
