@@ -368,9 +368,8 @@ struct Avx2Ops {
 };
 
 // Avx2Ops with the value sums over f16 rows, of one query or two, on 512-bit vectors (the same bits), where the
-// AVX-512 level is active. A decode step's tile at depth 2,000 on a Zen 5 VM, alternating runs against 8 lanes:
-// `hearth-bench-attention-cpu 1 2000 4 64 0.5 3 8` (4 query heads of one KV head, in pairs) 31.5-32.7 us against
-// 34.9-35.6; `... 1 2000 1 64 0.5 3 12` (one query head per KV head) median 14.7 us against 16.0 (nine of eleven).
+// AVX-512 level is active: a decode step's tile is faster on 16 lanes than on 8, with one query head per KV head or
+// several (docs/performance-log.md, "decode's near fetches on every CPU").
 struct Avx512Ops : Avx2Ops {
   template <class Row>
   static void accumulate(float* acc, float corr, const float* p, const Row* const* v, int32_t n, int32_t hd) {
@@ -466,16 +465,11 @@ bool reads_f16_in_place(int32_t queries_per_kv_head) {
 
 // How far ahead of the (span, head) in use the per-query path asks for K/V, in spans. A decode step at depth reads
 // every layer's K/V once, from memory (a 110M model's 2,000 tokens of f16 KV are 74 MB), and does little arithmetic
-// per byte, so the wait for memory is what its attention costs. On Zen 5, `hearth-bench-attention-cpu 1 24000 G
-// 64 0.5 3 12` (K/V from memory), two runs each: 1 row 658-665 us without, 532-552 with (2 spans; 1 span 535-552,
-// 4 spans 568-576); 1 row x 4 heads 918 -> 689-710. In place, `hearth bench model -m synth-110m-q8_0.gguf -p 16 -n 64
-// --depth D -t 2`, three alternating runs each: depth 2,000 105.5-116.4 tok/s without, 122.6-135.9 with; depth
-// 1,000 164.0-180.8 and 166.7-195.6; depth 500 183.1-192.9 and 184.2-207.9. For 1B files at depth 2,000, where
-// weights dominate the step, the runs stayed within their spread (Q4_K_M 38.9-52.8 and 40.8-41.6, Q8_0 23.4-25.4
-// and 23.2-28.0). With K/V that stays in L3 across calls (the same benchmark at depth 2,400) the fetches cost time:
-// 15.0-15.6 us without, 17.5-18.9 with; a model whose every layer's KV fits in L3 is one whose decode is fast anyway.
-// (An earlier round fetched the next (span, head) ahead, but GCC had deleted those prefetch-only loops; see
-// prefetch_line. Made real, one step ahead slowed the L3 case the same way.)
+// per byte, so the wait for memory is what its attention costs. Two spans ahead beat one and four with K/V from
+// memory, and speed up a 110M model's decode at depth; where weights dominate the step (1B), it changes nothing
+// beyond the runs' spread. With K/V that stays in L3 across calls the fetches cost some time, but a model whose
+// every layer's KV fits in L3 is one whose decode is fast anyway (docs/performance-log.md, "K/V fetched ahead
+// from memory"). The fetches go through prefetch_line, which the compiler cannot delete as dead loads.
 constexpr int32_t kPerQueryAheadSpans = 2;
 
 template <class Ops>
@@ -495,10 +489,9 @@ void attention_tile_impl(const AttentionTile& t, const PagedKvView& k, const Pag
   const float* k_rows[kMaxSpan];
   const float* v_rows[kMaxSpan];
   // f16 KV (the default) is read in place by the AVX2 ops, converted in registers as it is loaded, instead of
-  // being dequantized into the tile first: with two queries sharing each load, that is faster on the Intel machines
-  // for any number of queries (hearth-bench-attention-cpu: 1 row x 4 heads 41 -> 36 us, 16 rows 227 -> 179 us,
-  // 30 rows x 4 heads 1462 -> 1326 us), but not on Zen 1 past a few queries (F16KvReads). The converted values are
-  // exact, so either way gives the same bits.
+  // being dequantized into the tile first: with two queries sharing each load, that is faster for any number of
+  // queries on the CPUs compared, except Zen 1 past a few queries (F16KvReads). The converted values are exact, so
+  // either way gives the same bits.
   const bool fused = Ops::kFusedF16 && k.dtype == KvDtype::kF16 && v.dtype == KvDtype::kF16 && hd % 8 == 0 &&
                      reads_f16_in_place(t.n_rows * t.n_q_heads);
   const uint8_t* k_raw[kMaxSpan];

@@ -85,9 +85,8 @@ void attention_tile(const AttentionTile& t, const PagedKvView& k, const PagedKvV
 enum class F16KvReads { kAuto, kInPlace, kDequantized };
 void set_f16_kv_reads(F16KvReads reads);
 
-// On Zen 1, `hearth-bench-attention-cpu ROWS 2600 1 64 0.3 3 12` in place / dequantized, us: 6 rows 309-329 /
-// 311-318, 8 rows 412-432 / 381-388, 16 rows 803-812 / 654-677, 30 rows 1470-1540 / 1157-1196; 1 and 4 rows are
-// 6-20% faster in place.
+// Where Zen 1 turns from reading in place to dequantizing first: from 8 queries per KV head up, dequantized tiles
+// are faster, below it in-place ones (docs/performance-log.md, "f16 attention on Zen 1").
 inline constexpr int32_t kF16DequantizeMinQueries = 8;
 
 // Twin: two-pass softmax in double precision per query, K/V read through the reference dequantizer.

@@ -28,8 +28,7 @@ namespace {
 // or NaN: the same bits as exp8 there with fewer operations. No lane is above kExpMax; a NaN lane comes out of the
 // arithmetic as the NaN it went in as (every operation passes its NaN operand on), where exp8 blends x back in; and
 // for n >= -126 (x >= kExpMin) y·2^n is one exact scaling, scalef's as much as a multiply by the built power of 2.
-// (`hearth-bench-attention-cpu 32 2800 1 64 0.2 3 1` on Zen 5, twelve alternating runs: median 153.8 us with
-// exp8's operations, 150.4 with these.)
+// Fewer operations make a tile slightly faster (docs/performance-log.md, "decode's near fetches on every CPU").
 HEARTH_WIDE_ATTN inline __m512 exp16_nonpositive(__m512 x) {
   const __m512 n =
       _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -81,19 +80,16 @@ HEARTH_WIDE_ATTN inline void finish_score(const float* part, int idx, __m512 sca
   _mm512_store_ps(s[r] + (key0 + t) * kWideLanes, _mm512_mul_ps(combine(chain), scale));
 }
 
-// The n scores (n a multiple of 8) of R groups' 16 queries each, into s[r] (n rows of 16), kScoreKeys keys at a
-// time. Within a block, one chain at a time: chain l of every (group, key) pair runs over d = l, l+8, ... into its
-// own register (R × kScoreKeys of them), then lands in `part`. So per dimension step each group's query vector is
-// loaded once for the block's keys and each key element once for the R groups (two groups share it from a
-// register), where a pair's 8 chains held in registers at once left room for 3 keys and cost 4 loads per 3 fmas,
-// more than the load ports serve.
-// A block's chains are combined while the next block's chains run (R scores after each chain), and the next
-// block's f16 rows are converted there too (one row after each chain), so their loads, adds and stores go to ports
-// the fmas leave idle. Done in phases of their own after each block, they took a third as long as the fmas: a
-// span's scores for two groups at head size 64 with everything in L1 (a throwaway benchmark of
-// wide_attend_span_f16_avx512 on Zen 5) took 1.76-1.89 us that way, 1.35-1.41 us interleaved (the fmas alone,
-// 1.29-1.32). `hearth-bench-attention-cpu 30 2505 4 64 0.2 3 8` (1B's later household turn), 20 alternating runs:
-// median 572.9 us before, 532.1 after; `... 30 2506 1 64 0.2 3 12` (110M) 155.4 and 143.3.
+// The n scores (n a multiple of 8) of R groups' 16 queries each, into s[r] (n rows of 16), kScoreKeys keys at a time.
+// Within a block, one chain at a time: chain l of every (group, key) pair runs over d = l, l+8, ... into its own
+// register (R × kScoreKeys of them), then lands in `part`. So per dimension step each group's query vector is loaded
+// once for the block's keys and each key element once for the R groups (two groups share it from a register), where a
+// pair's 8 chains held in registers at once left room for 3 keys and cost 4 loads per 3 fmas, more than the load ports
+// serve. A block's chains are combined while the next block's chains run (R scores after each chain), and the next
+// block's f16 rows are converted there too (one row after each chain), so their loads, adds and stores go to ports the
+// fmas leave idle. Done in phases of their own after each block, they take about a third as long as the fmas;
+// interleaved, a span's scores cost little more than the fmas alone (docs/performance-log.md, "decode's near fetches on
+// every CPU").
 template <int R, class Row>
 HEARTH_WIDE_ATTN inline void scores_span(const float* const* qt, const Row* const* rows, int32_t n, int32_t hd,
                                          __m512 scale, float* const* s, const WideAhead& ahead) {
@@ -334,9 +330,8 @@ void attend_span_groups(const WideGroup* g, int32_t n_groups, const Row* const* 
 
 // attention.cpp's accumulate_rows (Q = 1) and accumulate_rows2 (Q = 2) on 16 lanes, for f16 value rows and head
 // sizes that are multiples of 16: each element's arithmetic is the same (acc × corr, then one fma per key in
-// order), so the bits are too; a value row takes half the conversions and fmas it takes on 8 lanes. (Scores the
-// same way, two keys' 8 lanes per vector and their halves through combine8, measured no faster: 32.0-33.2 us
-// against 31.5-32.7 with only the value sums.)
+// order), so the bits are too; a value row takes half the conversions and fmas it takes on 8 lanes. The scores stay
+// on 8 lanes: two keys' 8 lanes per vector, their halves through combine8, are no faster.
 // Dimensions [d0, d0 + 16C) of accumulate_queries.
 template <int Q, int C>
 HEARTH_WIDE_ATTN inline void accumulate_block(float* const (&acc)[Q], const float (&corr)[Q],

@@ -12,22 +12,20 @@
 namespace hearth::kernels {
 namespace {
 
-// Queries of one KV head below which the per-query path is faster than a wide group's 16 lanes:
-// hearth-bench-attention-cpu ROWS 2400 at 8 / 10 / 12 rows, wide 96.6 / 95.2 / 96.1 us, per-query 81.5 / 100.0 /
-// 120.2 us.
+// Queries of one KV head below which the per-query path is faster than a wide group's 16 lanes: a wide group costs
+// about the same from 8 to 12 queries, the per-query path grows with them and crosses it near 10
+// (docs/performance-log.md, "attention's wide path and the head-major pool").
 constexpr int32_t kWideMinQueries = 10;
 
-// How far ahead attend_spans asks for K/V rows, in spans (into L2 only: the 48 KiB L1 already holds the span in
-// use, the groups' arrays and the buffers). A head's slices of a span lie on ~8 of the pool's 4 KiB pages; without
-// prefetches the first conversion of each 8 keys' f16 rows waited on them (30% of the score step's samples, `perf
-// annotate` on Zen 5). `hearth-bench-attention-cpu 30 2400 1 64 0.2 3 12` (K/V of 12 heads, so from L3) on Zen 5,
-// five alternating runs, median: 204.2 and 230.3 us without, 187.3 and 189.3 with (2 spans ahead into L2; 1 span
-// into L1 measured the same, 3 into L2 slower); with one head's K/V in L2 already, 161.1 without and 168.8 with,
-// inside that run's spread. The Intel machine of the head-major pool's round measured no gain from fetching ahead.
-// The requests go out 8 keys at a time as the first pair of groups scores the span in use (WideAhead), not all at
-// its start, where the span's 256 lines queued at once behind the loads it needed itself: on Zen 5, three
-// alternating runs each, `hearth-bench-attention-cpu 26 24000 1 64 0.5 3 12` (K/V from memory) 1902-2040 us at the
-// span's start against 1502-1523 spread; the same 2 spans ahead stayed best spread (1 span 1520, 3 spans 1583-1628).
+// How far ahead attend_spans asks for K/V rows, in spans (into L2 only: the 48 KiB L1 already holds the span in use,
+// the groups' arrays and the buffers). A head's slices of a span lie on ~8 of the pool's 4 KiB pages; without
+// prefetches the first conversion of each 8 keys' f16 rows waits on them (a profile puts a large share of the score
+// step's samples there). With K/V from L3, 2 spans ahead into L2 beat none, 1 span into L1 is the same and 3 spans
+// slower; with a head's K/V in L2 already, the fetches change nothing beyond the runs' spread, and some CPUs gain
+// nothing from them (docs/performance-log.md, "attention's wide path in pairs of groups"). The requests go out 8 keys
+// at a time as the first pair of groups scores the span in use (WideAhead), not all at its start, where the span's 256
+// lines would queue at once behind the loads the span needs itself; spread that way, 2 spans ahead stays best with K/V
+// from memory (docs/performance-log.md, "K/V fetched ahead from memory").
 constexpr int32_t kWideAheadSpans = 2;
 
 // One KV head's queries in transposed form (attention_wide.h), carved from the 64-byte aligned wide area: query i

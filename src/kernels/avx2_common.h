@@ -46,8 +46,8 @@ HEARTH_AVX2 inline float load_fp16(const uint16_t* p) {
 }
 
 // Weight bytes a K-quant tile asks the cache for ahead of its loads. Decode streams each weight row from DRAM once;
-// for Q4_K the hardware prefetcher alone leaves a thread waiting on memory (perf shows the samples on the weight
-// loads). Measured and not kept: the same prefetch in the Q8_0/Q4_0 and F16/BF16 tiles (no gain beyond noise).
+// for Q4_K the hardware prefetcher alone leaves a thread waiting on memory (a profile puts the samples on the weight
+// loads). The Q8_0/Q4_0 and F16/BF16 tiles do not fetch ahead: it gains them nothing.
 inline constexpr int64_t kPrefetchBytes = 2048;
 
 // Prefetches the bytes [p, p + n) of one weight row into L1, one cache line at a time. Reading past the end of a
@@ -68,7 +68,7 @@ struct TileTable {
       make(std::make_integer_sequence<int, kMaxRows * kMaxTokens>{});
 
   static void run(const TileArgs& args) { kTable[(args.n_rows - 1) * kMaxTokens + (args.n_tokens - 1)](args); }
-  static TileKernel kernel() { return {&run, kMaxRows, kMaxTokens}; }
+  static constexpr TileKernel kernel() { return {&run, kMaxRows, kMaxTokens}; }
 };
 
 template <int T>
@@ -101,9 +101,8 @@ struct KQuantKernel {
 };
 
 inline constexpr int kKQuantRows = 4;
-// Q4_K and Q2_K stream from DRAM twice as fast two rows at a time (`hearth-bench-matmul-cpu 16384 8192 1`: Q4_K
-// 21.1 vs 10.3 GB/s on one thread, Q2_K 12.8 vs 6.0; synthetic 1B Q4_K_M decode 31 -> 43 tok/s), while Q6_K wants
-// four (29.2 vs 16.6 GB/s) and the others do not care; the rows of a tile never change an output's bits.
+// Q4_K and Q2_K stream from DRAM about twice as fast two rows at a time, while Q6_K wants four and the others do not
+// care (docs/performance-log.md, "Quiet run on a faster machine"); the rows of a tile never change an output's bits.
 inline constexpr int kKQuantRowsSmallBlocks = 2;
 inline constexpr int kKQuantTokens = 2;
 

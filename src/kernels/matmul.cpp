@@ -10,6 +10,7 @@
 
 #include "kernels/packed.h"
 #include "kernels/vec_dot.h"
+#include "kernels/weight_types.h"
 #include "util/result.h"
 
 namespace hearth {
@@ -21,23 +22,12 @@ using kernels::TileKernel;
 // Tokens whose activations stay cache-resident (L2) while a block of weight rows is swept over them: half the L2
 // this CPU reports, 192 KiB where it reports none. At least kMinTokenChunk tokens, so that each pass over the
 // weights does enough work per byte read from memory. A wide matrix's pass reads its weights from memory once per
-// chunk (1B FFN down: 16 tokens per chunk at 192 KiB), so a larger L2 gives fewer passes: with 2 MiB of L2 (1 MiB
-// chunks), `hearth bench model -m synth-1b-q8_0.gguf -p 512 -t 2` prefilled 244-253 tok/s against 240-242 at
-// 192 KiB in alternating runs (Q4_K_M unchanged). The chunks never change a result (one tile call per output).
+// chunk (1B FFN down: 16 tokens per chunk at 192 KiB), so a larger L2 gives fewer passes and a faster prefill
+// (docs/performance-log.md, "512-bit tiles"). The chunks never change a result (one tile call per output).
 constexpr size_t kDefaultTokenChunkBytes = 192 * 1024;
 constexpr int64_t kMinTokenChunk = 16;
 
 constexpr size_t kScratchAlignment = 64;
-
-TileKernel select_kernel(DType type, IsaLevel level) {
-  if (static_cast<int>(level) >= static_cast<int>(IsaLevel::kAvx2)) {
-    for (TileKernel kernel : {kernels::avx2_float_tile_kernel(type), kernels::avx2_q8_tile_kernel(type),
-                              kernels::avx2_kquant_tile_kernel(type)}) {
-      if (kernel.fn != nullptr) return kernel;
-    }
-  }
-  return kernels::scalar_tile_kernel(type);
-}
 
 void check_shape(const MatrixView& w, int64_t n_tokens) {
   HEARTH_CHECK(matmul_supported(w.type), "matmul: unsupported weight type {}", dtype_name(w.type));
@@ -71,29 +61,26 @@ size_t activation_rows_bytes(DType weight_type, int64_t n_cols, int64_t n_tokens
   return (stride * static_cast<size_t>(n_tokens) + kScratchAlignment - 1) / kScratchAlignment * kScratchAlignment;
 }
 
-Activations prepare_activations(const MatrixView& w, bool packed, const float* x, int64_t n_tokens, ThreadPool& pool,
-                                MatmulScratch& scratch) {
-  const DType act_type = matmul_activation_type(w.type);
-  if (act_type == DType::F32) {
+Activations prepare_activations(const kernels::WeightType& row, const MatrixView& w, bool packed, const float* x,
+                                int64_t n_tokens, ThreadPool& pool, MatmulScratch& scratch) {
+  const kernels::ActivationType& act = *row.activation;
+  if (act.type == DType::F32) {
     return {reinterpret_cast<const uint8_t*>(x), static_cast<size_t>(w.n_cols) * sizeof(float)};
   }
-  const size_t stride = row_bytes(act_type, w.n_cols);
+  const size_t stride = row_bytes(act.type, w.n_cols);
   const size_t rows_bytes = activation_rows_bytes(w.type, w.n_cols, n_tokens);
   const size_t sums_stride = packed ? static_cast<size_t>(kernels::packed_correction_count(w.type, w.n_cols)) : 0;
   uint8_t* dst = scratch.reserve(matmul_scratch_bytes(w.type, w.n_cols, n_tokens, packed));
   int32_t* sums = packed ? reinterpret_cast<int32_t*>(dst + rows_bytes) : nullptr;
-  const bool avx2 = isa_at_least(IsaLevel::kAvx2);
+  const kernels::QuantizeRowFn quantize =
+      isa_at_least(IsaLevel::kAvx2) && act.quantize_avx2 != nullptr ? act.quantize_avx2 : act.quantize;
+  const kernels::CorrectionsFn corrections = packed ? row.packed->corrections : nullptr;
   auto quantize_range = [&](int ith, int nth) {
     const Range tokens = split_range(n_tokens, ith, nth);
     for (int64_t t = tokens.begin; t < tokens.end; ++t) {
-      const float* src = x + t * w.n_cols;
-      uint8_t* row = dst + t * stride;
-      if (!avx2 || !kernels::avx2_quantize_activation_row(w.type, src, row, w.n_cols)) {
-        kernels::quantize_activation_row(w.type, src, row, w.n_cols);
-      }
-      if (packed) {
-        kernels::packed_activation_corrections(w.type, row, w.n_cols, sums + t * sums_stride);
-      }
+      uint8_t* dst_row = dst + t * stride;
+      quantize(x + t * w.n_cols, dst_row, w.n_cols);
+      if (packed) corrections(dst_row, w.n_cols, sums + t * sums_stride);
     }
   };
   if (n_tokens >= 2 * pool.num_threads() && pool.num_threads() > 1) {
@@ -155,28 +142,7 @@ void MatmulScratch::AlignedFree::operator()(uint8_t* p) const {
 }
 
 DType matmul_activation_type(DType weight_type) {
-  switch (weight_type) {
-    case DType::F32:
-    case DType::F16:
-    case DType::BF16:
-      return DType::F32;
-    case DType::Q8_0:
-    case DType::Q4_0:
-    case DType::Q4_1:
-    case DType::Q5_0:
-    case DType::Q5_1:
-    case DType::IQ4_NL:
-      return DType::Q8_0;
-    case DType::Q2_K:
-    case DType::Q3_K:
-    case DType::Q4_K:
-    case DType::Q5_K:
-    case DType::Q6_K:
-    case DType::IQ4_XS:
-      return DType::Q8_K;
-    default:
-      HEARTH_CHECK(false, "matmul: unsupported weight type {}", dtype_name(weight_type));
-  }
+  return kernels::weight_type(weight_type).activation->type;
 }
 
 size_t matmul_token_chunk_bytes() {
@@ -195,27 +161,16 @@ bool matmul_supported(DType weight_type) {
 
 namespace {
 
-// One matrix of a matmul call, resolved: its tile kernel, where its rows are, and where its outputs go.
+// One matrix of a matmul call, resolved: its weight type's row, its tile kernel, where its rows are, and where its
+// outputs go.
 struct Part {
   const MatrixView* w;
+  const kernels::WeightType* row;
   float* y;
   TileKernel kernel;
   WeightRows rows;
   int64_t n_row_blocks;
 };
-
-// The same packed layout serves every level: 16-row tiles on 512-bit vectors with AVX512-VNNI, vpdpbusd on 256-bit
-// vectors where the CPU has AVX-VNNI, its AVX2 emulation elsewhere.
-kernels::TileKernel packed_tile_kernel(DType type) {
-  switch (active_isa_level()) {
-    case IsaLevel::kAvx512Vnni:
-      return kernels::avx512_packed_tile_kernel(type);
-    case IsaLevel::kAvxVnni:
-      return kernels::vnni_packed_tile_kernel(type);
-    default:
-      return kernels::avx2_packed_tile_kernel(type);
-  }
-}
 
 bool reads_packed(const MatrixView& w) {
   if (w.packed == nullptr || !isa_at_least(IsaLevel::kAvx2)) return false;
@@ -224,9 +179,16 @@ bool reads_packed(const MatrixView& w) {
   return true;
 }
 
+// The tile is the row's for the active level: on the packed copy where there is one (the same layout serves every
+// level from kAvx2 up), on the GGUF layout otherwise.
 Part resolve(const MatrixView& w, float* y) {
+  const kernels::WeightType& row = kernels::weight_type(w.type);
   const bool packed = reads_packed(w);
-  Part p{&w, y, packed ? packed_tile_kernel(w.type) : select_kernel(w.type, active_isa_level()),
+  const IsaLevel level = active_isa_level();
+  Part p{&w,
+         &row,
+         y,
+         packed ? kernels::packed_tile(*row.packed, level) : kernels::gguf_tile(row, level),
          packed ? WeightRows{w.packed->data, kPackRows, w.packed->group_bytes} : WeightRows{w.data, 1, w.row_stride},
          0};
   p.n_row_blocks = (w.n_rows + p.kernel.max_rows - 1) / p.kernel.max_rows;
@@ -238,10 +200,8 @@ Part resolve(const MatrixView& w, float* y) {
 // claim. A part whose share is done takes row blocks from the backs of the other shares. Every claim takes a
 // fraction of what is left of its share (at least kMinClaim blocks), so the claims shrink as a share empties:
 // long runs while there is much left, and short ones at the end, where a thread that finished first would
-// otherwise wait at the call's barrier for the other's last claim. Against the earlier 8 equal chunks per thread,
-// `hearth bench model -m F -p 1 -n 128|256|64 --depth 1 -t 2 --bandwidth-mib 0` on a 2-core Zen 5 VM, alternating
-// runs: 1B Q4_K_M decode median 82.7 against 80.0 tok/s (six pairs) and 81.1-82.8 against 78.3-81.4 (five pairs,
-// each pair won); 110M Q8_0 425 against 402; 1B Q8_0 44.6 against 43.7. Where rows go never changes a bit.
+// otherwise wait at the call's barrier for the other's last claim. Decode runs faster this way than with 8 equal
+// chunks per thread (docs/performance-log.md, "decode's near fetches on every CPU"). Where rows go never changes a bit.
 class RowShares {
  public:
   // Parts beyond kMaxShares own no share and only take others' rows.
@@ -296,7 +256,7 @@ class RowShares {
 void run_parts(const Part* parts, size_t n_parts, const float* x, int64_t n_tokens, ThreadPool& pool,
                MatmulScratch& scratch) {
   const MatrixView& w0 = *parts[0].w;
-  const Activations act = prepare_activations(w0, reads_packed(w0), x, n_tokens, pool, scratch);
+  const Activations act = prepare_activations(*parts[0].row, w0, reads_packed(w0), x, n_tokens, pool, scratch);
   int64_t n_row_blocks = 0;
   int64_t max_tokens = 1;
   for (size_t i = 0; i < n_parts; ++i) {
@@ -377,12 +337,12 @@ void matmul_group(std::span<const MatmulOutput> outputs, const float* x, int64_t
 
 void matmul_reference(const MatrixView& w, const float* x, int64_t n_tokens, float* y) {
   check_shape(w, n_tokens);
-  const DType act_type = matmul_activation_type(w.type);
-  std::vector<uint8_t> act(row_bytes(act_type, w.n_cols));
+  const kernels::WeightType& row = kernels::weight_type(w.type);
+  std::vector<uint8_t> act(row_bytes(row.activation->type, w.n_cols));
   for (int64_t t = 0; t < n_tokens; ++t) {
-    kernels::quantize_activation_row(w.type, x + t * w.n_cols, act.data(), w.n_cols);
+    row.activation->quantize(x + t * w.n_cols, act.data(), w.n_cols);
     for (int64_t r = 0; r < w.n_rows; ++r) {
-      y[t * w.n_rows + r] = kernels::vec_dot_reference(w.type, w.data + r * w.row_stride, act.data(), w.n_cols);
+      y[t * w.n_rows + r] = row.scalar.dot(w.data + r * w.row_stride, act.data(), w.n_cols);
     }
   }
 }

@@ -8,19 +8,17 @@
 
 #include "kernels/cpu_isa.h"
 #include "kernels/vec_dot.h"
+#include "kernels/weight_types.h"
 #include "tensor/fp16.h"
 #include "tensor/quant.h"
 #include "util/result.h"
 
-namespace hearth {
-namespace {
-
-constexpr size_t kAlignment = 64;
+namespace hearth::kernels {
 
 void pack_group_q8_0(const MatrixView& w, int64_t row0, uint8_t* group) {
   const int64_t n_blocks = w.n_cols / kQK8_0;
   for (int64_t b = 0; b < n_blocks; ++b) {
-    const kernels::PackedBlockAt at = kernels::packed_block_at(n_blocks, b, kernels::kPackedQ8_0QuantBytes);
+    const PackedBlockAt at = packed_block_at(n_blocks, b, kPackedQ8_0QuantBytes);
     uint8_t* q = group + at.quants;
     auto* scales = reinterpret_cast<uint16_t*>(group + at.scales);
     for (int r = 0; r < kPackRows; ++r) {
@@ -41,7 +39,7 @@ void pack_group_q8_0(const MatrixView& w, int64_t row0, uint8_t* group) {
 void pack_group_q4_0(const MatrixView& w, int64_t row0, uint8_t* group) {
   const int64_t n_blocks = w.n_cols / kQK4_0;
   for (int64_t b = 0; b < n_blocks; ++b) {
-    const kernels::PackedBlockAt at = kernels::packed_block_at(n_blocks, b, kernels::kPackedQ4_0QuantBytes);
+    const PackedBlockAt at = packed_block_at(n_blocks, b, kPackedQ4_0QuantBytes);
     uint8_t* q = group + at.quants;
     auto* scales = reinterpret_cast<uint16_t*>(group + at.scales);
     for (int r = 0; r < kPackRows; ++r) {
@@ -56,12 +54,14 @@ void pack_group_q4_0(const MatrixView& w, int64_t row0, uint8_t* group) {
   }
 }
 
+namespace {
+
 // Q4_K and Q5_K super-block (packed.h): d, dmin, the unpacked scales [s][r], the mins [s/2][r][s%2], the quants,
 // and for Q5_K the fifth bits of each four quant vectors in one vector.
 template <class Block>
 void pack_group_q4_k_q5_k(const MatrixView& w, int64_t row0, uint8_t* group) {
   constexpr bool kQ5 = std::is_same_v<Block, BlockQ5_K>;
-  constexpr size_t kSuperBytes = kQ5 ? kernels::kPackedQ5_KSuperBytes : kernels::kPackedQ4_KSuperBytes;
+  constexpr size_t kSuperBytes = kQ5 ? kPackedQ5_KSuperBytes : kPackedQ4_KSuperBytes;
   for (int64_t b = 0; b < w.n_cols / kQK_K; ++b) {
     uint8_t* super = group + b * kSuperBytes;
     auto* d = reinterpret_cast<uint16_t*>(super);
@@ -115,10 +115,20 @@ void q6_k_values(const BlockQ6_K& block, uint8_t (&q)[kQK_K]) {
   }
 }
 
+}  // namespace
+
+void pack_group_q4_k(const MatrixView& w, int64_t row0, uint8_t* group) {
+  pack_group_q4_k_q5_k<BlockQ4_K>(w, row0, group);
+}
+
+void pack_group_q5_k(const MatrixView& w, int64_t row0, uint8_t* group) {
+  pack_group_q4_k_q5_k<BlockQ5_K>(w, row0, group);
+}
+
 // Q6_K super-block (packed.h): d, the scales [g][r], then per 16 columns two nibble vectors and one of high bits.
 void pack_group_q6_k(const MatrixView& w, int64_t row0, uint8_t* group) {
   for (int64_t b = 0; b < w.n_cols / kQK_K; ++b) {
-    uint8_t* super = group + b * kernels::kPackedQ6_KSuperBytes;
+    uint8_t* super = group + b * kPackedQ6_KSuperBytes;
     auto* d = reinterpret_cast<uint16_t*>(super);
     auto* scales = reinterpret_cast<int8_t*>(super + 16);
     for (int r = 0; r < kPackRows && row0 + r < w.n_rows; ++r) {
@@ -145,7 +155,7 @@ void pack_group_q6_k(const MatrixView& w, int64_t row0, uint8_t* group) {
 // quads in three vectors. Each value is the reference's q in [-4, 3] plus 4: low 2 bits | high bit << 2.
 void pack_group_q3_k(const MatrixView& w, int64_t row0, uint8_t* group) {
   for (int64_t b = 0; b < w.n_cols / kQK_K; ++b) {
-    uint8_t* super = group + b * kernels::kPackedQ3_KSuperBytes;
+    uint8_t* super = group + b * kPackedQ3_KSuperBytes;
     auto* d = reinterpret_cast<uint16_t*>(super);
     auto* scales = reinterpret_cast<int8_t*>(super + 16);
     for (int r = 0; r < kPackRows && row0 + r < w.n_rows; ++r) {
@@ -176,7 +186,7 @@ void pack_group_q3_k(const MatrixView& w, int64_t row0, uint8_t* group) {
 // byte holds column i of sub-blocks 2p and 2p + 1 in its low and high nibble.
 void pack_group_iq4_xs(const MatrixView& w, int64_t row0, uint8_t* group) {
   for (int64_t b = 0; b < w.n_cols / kQK_K; ++b) {
-    uint8_t* super = group + b * kernels::kPackedIQ4_XSSuperBytes;
+    uint8_t* super = group + b * kPackedIQ4_XSSuperBytes;
     auto* d = reinterpret_cast<uint16_t*>(super);
     auto* scales = reinterpret_cast<int8_t*>(super + 16);
     uint8_t* q = super + 96;
@@ -204,54 +214,38 @@ void pack_group_iq4_xs(const MatrixView& w, int64_t row0, uint8_t* group) {
   }
 }
 
+}  // namespace hearth::kernels
+
+namespace hearth {
+namespace {
+
+constexpr size_t kAlignment = 64;
+
 }  // namespace
 
 bool packing_available(DType type) {
   if (detected_isa_level() < IsaLevel::kAvx2) return false;
-  switch (type) {
-    case DType::Q8_0:
-    case DType::Q4_0:
-    case DType::Q3_K:
-    case DType::Q4_K:
-    case DType::Q5_K:
-    case DType::Q6_K:
-    case DType::IQ4_XS:
-      return true;
-    default:
-      return false;
-  }
+  const kernels::WeightType* row = kernels::find_weight_type(type);
+  return row != nullptr && row->packed != nullptr;
 }
 
 namespace {
 
+// The packed layout of `type`; aborts when it has none.
+const kernels::PackedLayout& packed_layout(DType type) {
+  const kernels::WeightType* row = kernels::find_weight_type(type);
+  HEARTH_CHECK(row != nullptr && row->packed != nullptr, "pack_matrix: no packed layout for {}", dtype_name(type));
+  return *row->packed;
+}
+
 // Bytes of one group of kPackRows rows before the padding to a cache line.
-size_t unpadded_group_bytes(DType type, int64_t n_cols) {
-  const auto n_blocks = static_cast<size_t>(n_cols / 32);
-  const auto n_super = static_cast<size_t>(n_cols / kQK_K);
-  switch (type) {
-    case DType::Q8_0:
-      return n_blocks * (kernels::kPackedQ8_0QuantBytes + kernels::kPackedScaleBytes);
-    case DType::Q4_0:
-      return n_blocks * (kernels::kPackedQ4_0QuantBytes + kernels::kPackedScaleBytes);
-    case DType::Q3_K:
-      return n_super * kernels::kPackedQ3_KSuperBytes;
-    case DType::Q4_K:
-      return n_super * kernels::kPackedQ4_KSuperBytes;
-    case DType::Q5_K:
-      return n_super * kernels::kPackedQ5_KSuperBytes;
-    case DType::Q6_K:
-      return n_super * kernels::kPackedQ6_KSuperBytes;
-    case DType::IQ4_XS:
-      return n_super * kernels::kPackedIQ4_XSSuperBytes;
-    default:
-      HEARTH_CHECK(false, "pack_matrix: no packed layout for {}", dtype_name(type));
-  }
+size_t unpadded_group_bytes(const kernels::PackedLayout& layout, int64_t n_cols) {
+  return static_cast<size_t>(n_cols / layout.unit_cols) * layout.unit_bytes;
 }
 
 // A decode token streams every packed matrix once; on 2 MiB pages (transparent huge pages, which most distributions
-// grant on request: "madvise" mode) it takes far fewer TLB misses than on 4 KiB ones: `hearth bench model -m
-// synth-1b-q4_k_m.gguf -p 16 -n 48 --depth 1 -t 2` at HEARTH_MAX_ISA=avx2, three alternating runs each, decoded
-// 21.1-22.6 tok/s with the advice against 20.3-21.0 without. The storage starts on a 2 MiB boundary and only its whole
+// grant on request: "madvise" mode) it takes far fewer TLB misses than on 4 KiB ones, and decodes faster
+// (docs/performance-log.md, "On a machine without AVX-VNNI"). The storage starts on a 2 MiB boundary and only its whole
 // 2 MiB pages are offered, so a small matrix, or a large one's tail, stays on 4 KiB pages and costs no more memory.
 HugePagesBuffer allocate_storage(size_t bytes) {
   HugePagesBuffer storage = allocate_on_huge_pages(bytes, kAlignment);
@@ -262,7 +256,7 @@ HugePagesBuffer allocate_storage(size_t bytes) {
 }  // namespace
 
 size_t packed_group_bytes(DType type, int64_t n_cols) {
-  return (unpadded_group_bytes(type, n_cols) + kAlignment - 1) / kAlignment * kAlignment;
+  return (unpadded_group_bytes(packed_layout(type), n_cols) + kAlignment - 1) / kAlignment * kAlignment;
 }
 
 size_t packed_matrix_bytes(DType type, int64_t n_rows, int64_t n_cols) {
@@ -272,6 +266,7 @@ size_t packed_matrix_bytes(DType type, int64_t n_rows, int64_t n_cols) {
 std::unique_ptr<PackedMatrix> pack_matrix(const MatrixView& w) {
   HEARTH_CHECK(packing_available(w.type), "pack_matrix: no packed layout for {}", dtype_name(w.type));
   HEARTH_CHECK(w.n_cols % dtype_info(w.type).block_size == 0 && w.n_rows >= 0, "pack_matrix: bad shape");
+  const kernels::PackedLayout& layout = packed_layout(w.type);
   auto p = std::make_unique<PackedMatrix>();
   p->type = w.type;
   p->n_rows = w.n_rows;
@@ -284,29 +279,7 @@ std::unique_ptr<PackedMatrix> pack_matrix(const MatrixView& w) {
   for (int64_t g = 0; g < p->n_groups(); ++g) {
     uint8_t* group = p->data + static_cast<size_t>(g) * p->group_bytes;
     std::memset(group, 0, p->group_bytes);
-    switch (w.type) {
-      case DType::Q8_0:
-        pack_group_q8_0(w, g * kPackRows, group);
-        break;
-      case DType::Q4_0:
-        pack_group_q4_0(w, g * kPackRows, group);
-        break;
-      case DType::Q3_K:
-        pack_group_q3_k(w, g * kPackRows, group);
-        break;
-      case DType::Q4_K:
-        pack_group_q4_k_q5_k<BlockQ4_K>(w, g * kPackRows, group);
-        break;
-      case DType::Q5_K:
-        pack_group_q4_k_q5_k<BlockQ5_K>(w, g * kPackRows, group);
-        break;
-      case DType::Q6_K:
-        pack_group_q6_k(w, g * kPackRows, group);
-        break;
-      default:
-        pack_group_iq4_xs(w, g * kPackRows, group);
-        break;
-    }
+    layout.pack_group(w, g * kPackRows, group);
   }
   return p;
 }
@@ -314,65 +287,74 @@ std::unique_ptr<PackedMatrix> pack_matrix(const MatrixView& w) {
 }  // namespace hearth
 
 namespace hearth::kernels {
+namespace {
 
-int64_t packed_correction_count(DType weight_type, int64_t n_cols) {
-  switch (weight_type) {
-    case DType::Q8_0:
-    case DType::Q4_0:
-      return 2 * (n_cols / kQK8_0);
-    case DType::Q4_K:
-    case DType::Q5_K:
-      return n_cols / kQK_K * 4;
-    case DType::Q3_K:
-    case DType::Q6_K:
-      return n_cols / kQK_K * 16;
-    case DType::IQ4_XS:
-      return n_cols / kQK_K * 8;
-    default:
-      return 0;
+// Per Q8_0 block of x: -offset·Σx (the offset of the packed weights), then the block's scale as fp32 bits.
+template <int32_t kOffset>
+void corrections_per_block(const uint8_t* x, int64_t n_cols, int32_t* out) {
+  const auto* blocks = reinterpret_cast<const BlockQ8_0*>(x);
+  for (int64_t b = 0; b < n_cols / kQK8_0; ++b) {
+    int32_t sum = 0;
+    for (int i = 0; i < kQK8_0; ++i) sum += blocks[b].qs[i];
+    out[2 * b] = -kOffset * sum;
+    // The scale as fp32 (exact), so the tiles broadcast it with a load instead of converting it per row group.
+    out[2 * b + 1] = std::bit_cast<int32_t>(fp16_to_fp32(blocks[b].d));
   }
 }
 
-void packed_activation_corrections(DType weight_type, const uint8_t* x, int64_t n_cols, int32_t* out) {
-  if (weight_type == DType::Q8_0 || weight_type == DType::Q4_0) {
-    const auto* blocks = reinterpret_cast<const BlockQ8_0*>(x);
-    const int32_t offset = weight_type == DType::Q8_0 ? 128 : 8;
-    for (int64_t b = 0; b < n_cols / kQK8_0; ++b) {
-      int32_t sum = 0;
-      for (int i = 0; i < kQK8_0; ++i) sum += blocks[b].qs[i];
-      out[2 * b] = -offset * sum;
-      // The scale as fp32 (exact), so the tiles broadcast it with a load instead of converting it per row group.
-      out[2 * b + 1] = std::bit_cast<int32_t>(fp16_to_fp32(blocks[b].d));
-    }
-    return;
+// Per Q8_K super-block of x: -offset·bsums[g] for each 16 elements.
+template <int32_t kOffset>
+void corrections_per_16(const uint8_t* x, int64_t n_cols, int32_t* out) {
+  const auto* blocks = reinterpret_cast<const BlockQ8_K*>(x);
+  for (int64_t b = 0; b < n_cols / kQK_K; ++b) {
+    for (int g = 0; g < 16; ++g) out[16 * b + g] = -kOffset * blocks[b].bsums[g];
   }
+}
+
+}  // namespace
+
+void packed_corrections_q8_0(const uint8_t* x, int64_t n_cols, int32_t* out) {
+  corrections_per_block<128>(x, n_cols, out);
+}
+
+void packed_corrections_q4_0(const uint8_t* x, int64_t n_cols, int32_t* out) {
+  corrections_per_block<8>(x, n_cols, out);
+}
+
+void packed_corrections_q4_k_q5_k(const uint8_t* x, int64_t n_cols, int32_t* out) {
   const auto* blocks = reinterpret_cast<const BlockQ8_K*>(x);
   for (int64_t b = 0; b < n_cols / kQK_K; ++b) {
     const int16_t* bsums = blocks[b].bsums;
-    switch (weight_type) {
-      case DType::Q4_K:
-      case DType::Q5_K:
-        for (int k = 0; k < 4; ++k) {
-          // |bs| <= 32·127: each fits an int16.
-          const int lo = bsums[4 * k] + bsums[4 * k + 1];
-          const int hi = bsums[4 * k + 2] + bsums[4 * k + 3];
-          out[4 * b + k] = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(lo)) |
-                                                (static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16));
-        }
-        break;
-      case DType::Q3_K:
-      case DType::Q6_K: {
-        const int32_t offset = weight_type == DType::Q6_K ? 32 : 4;
-        for (int g = 0; g < 16; ++g) out[16 * b + g] = -offset * bsums[g];
-        break;
-      }
-      case DType::IQ4_XS:
-        for (int s = 0; s < 8; ++s) out[8 * b + s] = -128 * (bsums[2 * s] + bsums[2 * s + 1]);
-        break;
-      default:
-        return;
+    for (int k = 0; k < 4; ++k) {
+      // |bs| <= 32·127: each fits an int16.
+      const int lo = bsums[4 * k] + bsums[4 * k + 1];
+      const int hi = bsums[4 * k + 2] + bsums[4 * k + 3];
+      out[4 * b + k] = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(lo)) |
+                                            (static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16));
     }
   }
+}
+
+void packed_corrections_q6_k(const uint8_t* x, int64_t n_cols, int32_t* out) {
+  corrections_per_16<32>(x, n_cols, out);
+}
+
+void packed_corrections_q3_k(const uint8_t* x, int64_t n_cols, int32_t* out) {
+  corrections_per_16<4>(x, n_cols, out);
+}
+
+void packed_corrections_iq4_xs(const uint8_t* x, int64_t n_cols, int32_t* out) {
+  const auto* blocks = reinterpret_cast<const BlockQ8_K*>(x);
+  for (int64_t b = 0; b < n_cols / kQK_K; ++b) {
+    const int16_t* bsums = blocks[b].bsums;
+    for (int s = 0; s < 8; ++s) out[8 * b + s] = -128 * (bsums[2 * s] + bsums[2 * s + 1]);
+  }
+}
+
+int64_t packed_correction_count(DType weight_type, int64_t n_cols) {
+  const WeightType* row = find_weight_type(weight_type);
+  if (row == nullptr || row->packed == nullptr) return 0;
+  return n_cols / row->packed->unit_cols * row->packed->corrections_per_unit;
 }
 
 }  // namespace hearth::kernels

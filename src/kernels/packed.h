@@ -1,6 +1,6 @@
 #pragma once
 // Weight matrices repacked at load for the packed tiles (packed_tiles.inc): AVX-VNNI ones (IsaLevel::kAvxVnni,
-// vec_dot_vnni.cpp) and AVX2 ones with the same layout (IsaLevel::kAvx2, vec_dot_avx2_packed.cpp).
+// vec_dot_avxvnni_packed.cpp) and AVX2 ones with the same layout (IsaLevel::kAvx2, vec_dot_avx2_packed.cpp).
 //
 // The row-major GGUF layout makes every output one horizontal reduction per block (8 int32 lanes of one row to one
 // sum), and those reductions and the float step per block and row cost more than the products. A packed matrix
@@ -12,13 +12,14 @@
 // (packed_block_at, vec_dot.h), where
 //   quants [kQuantBytes]   block b's 8 rows × 32 columns, see below
 //   scales [8] fp16        row r's scale of block b
-// Each group is then one stream, read front to back, where scales at the group's end made a second: on the Intel VM
-// of this project a decode step's Q8_0 matmuls streamed 1.05x as fast (hearth-bench-decode-stream, below).
+// Each group is then one stream, read front to back, not two (quants, then scales at the group's end): decode's Q8_0
+// matmuls stream faster that way (docs/performance-log.md, "Q8_0 groups as one stream").
 // Q8_0: 256 bytes per block; byte c·32 + r·4 + j is row r's column 4c + j (c < 8) plus 128, as an unsigned byte.
 // Q4_0: 128 bytes per block; byte c·32 + r·4 + j is row r's original byte 4c + j (c < 4): its low nibble is column
 //       4c + j plus 8, its high nibble column 16 + 4c + j plus 8.
 // The unsigned weights are the vpdpbusd operand that must be unsigned; the +128 / +8 offsets are taken back exactly
-// with the activation block's Σx (packed_activation_corrections), so every block's integer sum is the exact Σ w·x.
+// with the activation block's Σx (packed_corrections_q8_0, _q4_0 in vec_dot.h), so every block's integer sum is the
+// exact Σ w·x.
 //
 // The K-quants keep one record per 256-column super-block b of the group, all bytes of the 8 rows together
 // (kPacked*_KSuperBytes: multiples of 32, so every 32-byte load stays aligned):
@@ -51,7 +52,8 @@
 //   [96, 1120)   byte 256p + 32c + 4r + j: low nibble the index of column 64p + 4c + j (sub-block 2p), high nibble
 //                that of column 64p + 32 + 4c + j (sub-block 2p + 1), Q4_K's order (not the original's).
 // The Q6_K offset of 32 (Q3_K's of 4) is taken back with the activation's Σx per 16 columns (−32·bsums, −4·bsums), the
-// Q4_K and Q5_K mins need the activation's Σx per 32 columns: both come from packed_activation_corrections too.
+// Q4_K and Q5_K mins need the activation's Σx per 32 columns: both come from the packed corrections too
+// (packed_corrections_*, vec_dot.h).
 //
 // The mapped original stays the weight of record (the cache fingerprint hashes it, other ISA levels read it); the
 // packed copy is extra anonymous memory of about the size of the original matrix (5% more for Q3_K, 3% for Q4_K and
@@ -94,38 +96,25 @@ bool packing_available(DType type);
 std::unique_ptr<PackedMatrix> pack_matrix(const MatrixView& w);
 
 // How far ahead of its loads each of a decode tile's two group streams asks for its weights (prefetcht0), for the
-// 512-bit packed tiles (1 to 3 tokens, two groups: vec_dot_avx512_packed.cpp); 0: not at all. No bit depends on it:
+// 512-bit packed tiles (1 to 3 tokens, two groups: vec_dot_avx512vnni_packed.cpp); 0: not at all. No bit depends on it:
 // it is speed only, and which is faster depends on the CPU and the row length.
 //
 // One tile ahead (2 × group_bytes) leaves about 2 × group_bytes asked for and not yet read in each stream. When
-// 4 × group_bytes exceed the L1D, lines are evicted before their loads reach them. On the Intel VM of this project
-// (Sapphire Rapids class: 48 KiB L1D, 2 MiB L2) the hardware prefetchers alone then stream faster than that, and
-// where the bytes fit, the fetches one tile ahead pay; `hearth bench model -m F -p 1 -n N --depth 1 -t 2`,
-// alternating runs, decode tok/s with the fetches / without: 110M Q8_0 (4 × group_bytes 26 KiB) 403.3, 403.1 /
-// 320.5, 318.7; 1B Q4_K_M (its Q4_K matrices 37 KiB) 41.5, 41.3, 41.8 / 39.4, 39.2, 40.0; 1B Q8_0 (70 KiB) 26.4,
-// 26.7, 26.9 / 26.7, 27.1, 27.3; 3B Q4_K_M (55 KiB) 14.3, 14.0 / 15.0, 14.6; 3B Q8_0 (104 KiB) 9.27, 9.38 / 9.62,
-// 9.55. Past the L1D, a short distance (kDecodeNearFetchBytes) beats both there: the L2 streamer already has the
-// lines close, and the fetch only moves them into the L1 before the loads (figures in docs/performance-log.md,
-// "Latest: Q8_0 groups as one stream"). On the Zen 5 VM (48 KiB L1D, 1 MiB L2) too, where the tiles had fetched
-// one tile ahead always:
-// `hearth-bench-decode-stream T ROWS COLS N 5 2`, two alternating runs each, decode / read with one tile ahead /
-// kNear: Q4_K 2048 x 8192 0.914, 0.923 / 1.154, 1.198; Q6_K 2048 x 8192 0.829, 0.860 / 0.992, 0.990; Q8_0 2048 x
-// 8192 0.820, 0.863 / 0.955, 0.946; Q8_0 3072 x 3072 0.908, 0.869 / 0.978, 0.944. In-model, `hearth bench model -m
-// F -p 1 -n 96|40 --depth 1 -t 2 --bandwidth-mib 0`, four alternating runs, decode tok/s: 1B Q4_K_M 69.1, 71.4,
-// 74.1, 72.2 / 74.0, 75.4, 75.5, 77.9; 3B Q4_K_M 25.0, 24.7, 24.4, 17.8 / 27.5, 26.1, 23.7, 19.4 (1B and 3B Q8_0
-// within the runs' spread, 3B 16.1, 15.6, 16.1, 15.5 / 16.2, 16.0, 15.6, 14.9).
+// 4 × group_bytes exceed the L1D, lines are evicted before their loads reach them, and the hardware prefetchers
+// alone stream faster than that; where the bytes fit, the fetches one tile ahead pay. Past the L1D, a short distance
+// (kDecodeNearFetchBytes) beats both: the L2 streamer already has the lines close, and the fetch only moves them
+// into the L1 before the loads. The runs behind this rule, on CPUs with 48 KiB of L1D and 1 or 2 MiB of L2, are in
+// docs/performance-log.md ("Q8_0 groups as one stream" and "decode's near fetches on every CPU").
 enum class DecodePrefetch {
-  kAuto,       // kNear, measured best on the Intel VM and on Zen 5 (below); Zen 4 is unmeasured
+  kAuto,       // kNear: the best policy wherever it was compared (docs/performance-log.md)
   kTileAhead,  // always one tile ahead
   kWithinL1,   // one tile ahead when 4 × group_bytes fit the L1D (sysconf; 32 KiB when it does not say), else never
   kNear,       // one tile ahead when 4 × group_bytes fit the L1D, else kDecodeNearFetchBytes ahead
   kNone,       // never
 };
 
-// kNear's distance past the L1D. 1B Q4_K_M and Q8_0 decode on the Intel VM, one process per run, alternating, tok/s
-// with nothing fetched / 1.5 KiB / 2 KiB / 3 KiB ahead: Q4_K_M 40.01 / 41.27 / 40.08 / 40.62, 38.34 / 40.58 / 40.52
-// / 38.87; Q8_0 25.81 / 27.46 / 26.93 / 26.66, 26.22 / 27.06 / 27.56 / 27.33 (4 KiB: 38.01 and 38.24 against 38.75
-// and 38.59 without, Q4_K_M).
+// kNear's distance past the L1D: 1.5 to 3 KiB ahead all beat fetching nothing, 4 KiB did not, and 2 KiB is the
+// middle of that range (docs/performance-log.md, "Q8_0 groups as one stream").
 inline constexpr size_t kDecodeNearFetchBytes = 2048;
 
 // The policy starts as HEARTH_DECODE_PREFETCH=auto|tile|l1|near|none (any other value aborts naming it; unset: auto).

@@ -2,7 +2,7 @@
 // tensor/quant.cpp: the absolute maximum is exact in any order, the scale and its inverse are computed by the same
 // scalar code per block, and x·inverse is rounded half to even (the scalar round_to_int; cvtps under the default
 // MXCSR) and clamped to [-127, 127]. Decode quantizes every matmul's input on one thread before the others start,
-// so the scalar loops (about 24 instructions per element) sat on the critical path of every op.
+// so this conversion is on the critical path of every op; the scalar loops take about 24 instructions per element.
 
 #include "kernels/vec_dot.h"
 #include "tensor/dtype.h"
@@ -12,7 +12,6 @@
 #include <algorithm>
 
 #include "kernels/avx2_common.h"
-#include "kernels/matmul.h"
 #include "tensor/fp16.h"
 #include "tensor/quant.h"
 
@@ -46,7 +45,7 @@ HEARTH_AVX2 void quantize_32(const float* x, float inverse, int8_t* q) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), i0);
 }
 
-HEARTH_AVX2 void quantize_row_q8_0_avx2(const float* src, BlockQ8_0* dst, int64_t n) {
+HEARTH_AVX2 void quantize_blocks_q8_0(const float* src, BlockQ8_0* dst, int64_t n) {
   for (int64_t b = 0; b < n / kQK8_0; ++b) {
     const float* x = src + b * kQK8_0;
     const uint16_t d16 = fp32_to_fp16(abs_max(x, kQK8_0) / 127.0f);
@@ -57,7 +56,7 @@ HEARTH_AVX2 void quantize_row_q8_0_avx2(const float* src, BlockQ8_0* dst, int64_
   }
 }
 
-HEARTH_AVX2 void quantize_row_q8_k_avx2(const float* src, BlockQ8_K* dst, int64_t n) {
+HEARTH_AVX2 void quantize_blocks_q8_k(const float* src, BlockQ8_K* dst, int64_t n) {
   for (int64_t b = 0; b < n / kQK_K; ++b) {
     const float* x = src + b * kQK_K;
     const float d = abs_max(x, kQK_K) / 127.0f;
@@ -74,26 +73,14 @@ HEARTH_AVX2 void quantize_row_q8_k_avx2(const float* src, BlockQ8_K* dst, int64_
 
 }  // namespace
 
-bool avx2_quantize_activation_row(DType weight_type, const float* src, uint8_t* dst, int64_t n_cols) {
-  switch (matmul_activation_type(weight_type)) {
-    case DType::Q8_0:
-      quantize_row_q8_0_avx2(src, reinterpret_cast<BlockQ8_0*>(dst), n_cols);
-      return true;
-    case DType::Q8_K:
-      quantize_row_q8_k_avx2(src, reinterpret_cast<BlockQ8_K*>(dst), n_cols);
-      return true;
-    default:
-      return false;
-  }
+HEARTH_AVX2 void quantize_row_q8_0_avx2(const float* src, uint8_t* dst, int64_t n_cols) {
+  quantize_blocks_q8_0(src, reinterpret_cast<BlockQ8_0*>(dst), n_cols);
+}
+
+HEARTH_AVX2 void quantize_row_q8_k_avx2(const float* src, uint8_t* dst, int64_t n_cols) {
+  quantize_blocks_q8_k(src, reinterpret_cast<BlockQ8_K*>(dst), n_cols);
 }
 
 }  // namespace hearth::kernels
 
-#endif
-#if !defined(__x86_64__)
-namespace hearth::kernels {
-bool avx2_quantize_activation_row(DType, const float*, uint8_t*, int64_t) {
-  return false;
-}
-}  // namespace hearth::kernels
 #endif

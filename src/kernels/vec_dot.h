@@ -1,5 +1,6 @@
 #pragma once
-// Internal interface between the matmul driver and the per-ISA dot-product kernels.
+// Internal interface between the matmul driver and the per-ISA dot-product kernels: everything the weight-type table
+// (weight_types.h) points at is declared here.
 //
 // A tile kernel computes a small block of outputs, n_rows (<= max_rows) weight rows × n_tokens (<= max_tokens)
 // activation rows. Every output is one complete dot product over n_cols whose arithmetic does not depend on the
@@ -12,6 +13,10 @@
 #include "kernels/cpu_isa.h"
 #include "tensor/dtype.h"
 #include "tensor/quant.h"
+
+namespace hearth {
+struct MatrixView;  // kernels/matmul.h
+}  // namespace hearth
 
 namespace hearth::kernels {
 
@@ -26,13 +31,15 @@ struct TileArgs {
   int n_rows = 0;
   int n_tokens = 0;
   // Packed tiles only (packed.h): w is the first row's group, and per activation row the int32s the packed type
-  // reads beside the activation (packed_activation_corrections), row t at x_sums + t * x_sums_stride.
+  // reads beside the activation (its packed_corrections_*), row t at x_sums + t * x_sums_stride.
   const int32_t* x_sums = nullptr;
   size_t x_sums_stride = 0;
 };
 
 using TileFn = void (*)(const TileArgs& args);
 
+// Tiles are objects with constant initialization (constinit), so the weight-type table (weight_types.cpp) can point at
+// them from its own constant rows.
 struct TileKernel {
   TileFn fn = nullptr;
   int max_rows = 1;
@@ -43,26 +50,48 @@ struct TileKernel {
   int max_rows_many_tokens = 0;
 };
 
-// Scalar reference dot product of one weight row with one activation row (already in the activation type).
+// The scalar reference dot products (vec_dot_ref.cpp): one weight row times one activation row in the weight type's
+// activation type (weight_types.h), n_cols elements. These are the twins: they define IsaLevel::kScalar's results,
+// and every vector tile is tested against them. Each integer part is exact; the fp32 steps are written above each.
+float vec_dot_f32_reference(const float* w, const float* x, int64_t n_cols);
+float vec_dot_f16_reference(const uint16_t* w, const float* x, int64_t n_cols);
+float vec_dot_bf16_reference(const uint16_t* w, const float* x, int64_t n_cols);
+float vec_dot_q8_0_reference(const BlockQ8_0* w, const BlockQ8_0* x, int64_t n_cols);
+float vec_dot_q4_0_reference(const BlockQ4_0* w, const BlockQ8_0* x, int64_t n_cols);
+float vec_dot_q4_1_reference(const BlockQ4_1* w, const BlockQ8_0* x, int64_t n_cols);
+float vec_dot_q5_0_reference(const BlockQ5_0* w, const BlockQ8_0* x, int64_t n_cols);
+float vec_dot_q5_1_reference(const BlockQ5_1* w, const BlockQ8_0* x, int64_t n_cols);
+float vec_dot_iq4_nl_reference(const BlockIQ4_NL* w, const BlockQ8_0* x, int64_t n_cols);
+float vec_dot_q2_k_reference(const BlockQ2_K* w, const BlockQ8_K* x, int64_t n_cols);
+float vec_dot_q3_k_reference(const BlockQ3_K* w, const BlockQ8_K* x, int64_t n_cols);
+float vec_dot_q4_k_reference(const BlockQ4_K* w, const BlockQ8_K* x, int64_t n_cols);
+float vec_dot_q5_k_reference(const BlockQ5_K* w, const BlockQ8_K* x, int64_t n_cols);
+float vec_dot_q6_k_reference(const BlockQ6_K* w, const BlockQ8_K* x, int64_t n_cols);
+float vec_dot_iq4_xs_reference(const BlockIQ4_XS* w, const BlockQ8_K* x, int64_t n_cols);
+
+// The reference dot product of the weight type's row (weight_types.h); aborts for a type matmul does not compute.
 float vec_dot_reference(DType weight_type, const void* w, const void* x, int64_t n_cols);
 
-// The scalar reference dot products of the types in vec_dot_ref_more.cpp (n_cols elements).
-float dot_q4_1_reference(const BlockQ4_1* w, const BlockQ8_0* x, int64_t n_cols);
-float dot_q5_0_reference(const BlockQ5_0* w, const BlockQ8_0* x, int64_t n_cols);
-float dot_q5_1_reference(const BlockQ5_1* w, const BlockQ8_0* x, int64_t n_cols);
-float dot_iq4_nl_reference(const BlockIQ4_NL* w, const BlockQ8_0* x, int64_t n_cols);
-float dot_q2_k_reference(const BlockQ2_K* w, const BlockQ8_K* x, int64_t n_cols);
-float dot_q3_k_reference(const BlockQ3_K* w, const BlockQ8_K* x, int64_t n_cols);
-float dot_q5_k_reference(const BlockQ5_K* w, const BlockQ8_K* x, int64_t n_cols);
-float dot_iq4_xs_reference(const BlockIQ4_XS* w, const BlockQ8_K* x, int64_t n_cols);
-
-// The tile kernel for a weight type at an ISA level; fn == nullptr when that level has none for the type.
-TileKernel scalar_tile_kernel(DType weight_type);
-TileKernel avx2_float_tile_kernel(DType weight_type);        // F32, F16, BF16
-TileKernel avx2_q8_tile_kernel(DType weight_type);           // Q8_0, Q4_0, and the four below
-TileKernel avx2_q8_more_tile_kernel(DType weight_type);      // Q4_1, Q5_0, Q5_1, IQ4_NL
-TileKernel avx2_kquant_tile_kernel(DType weight_type);       // Q4_K, Q5_K, Q6_K, and the three below
-TileKernel avx2_kquant_more_tile_kernel(DType weight_type);  // Q2_K, Q3_K, IQ4_XS
+// The AVX2 tiles on the GGUF layout, one per weight type; fn == nullptr where the build is not x86-64.
+// fp32 activations (vec_dot_avx2_f32_act.cpp):
+extern const TileKernel kTileAvx2F32;
+extern const TileKernel kTileAvx2F16;
+extern const TileKernel kTileAvx2BF16;
+// Q8_0 activations, block sums in fp32 lanes (vec_dot_avx2_q8_0_act_lanes.cpp):
+extern const TileKernel kTileAvx2Q8_0;
+extern const TileKernel kTileAvx2Q4_0;
+// Q8_0 activations, block terms added in the twin's order (vec_dot_avx2_q8_0_act_in_order.cpp):
+extern const TileKernel kTileAvx2Q4_1;
+extern const TileKernel kTileAvx2Q5_0;
+extern const TileKernel kTileAvx2Q5_1;
+extern const TileKernel kTileAvx2IQ4_NL;
+// Q8_K activations (vec_dot_avx2_q8_k_act.cpp):
+extern const TileKernel kTileAvx2Q2_K;
+extern const TileKernel kTileAvx2Q3_K;
+extern const TileKernel kTileAvx2Q4_K;
+extern const TileKernel kTileAvx2Q5_K;
+extern const TileKernel kTileAvx2Q6_K;
+extern const TileKernel kTileAvx2IQ4_XS;
 
 // Packed layouts (packed.h): quant bytes per 32-column block of a group of 8 rows, and for the K-quants all bytes
 // (scales and quants) per 256-column super-block of a group.
@@ -91,33 +120,70 @@ inline constexpr size_t kPackedQ5_KSuperBytes = 1440;
 inline constexpr size_t kPackedQ6_KSuperBytes = 1696;
 inline constexpr size_t kPackedIQ4_XSSuperBytes = 1120;
 
-// The tile for packed weights of this type (8 rows × up to 4 tokens), AVX-VNNI (vec_dot_vnni.cpp) or AVX2
-// (vec_dot_avx2_packed.cpp, the same source with the products emulated); fn == nullptr when there is none or the
-// build is not x86-64. Both are bitwise the scalar reference (vec_dot_reference) for every output.
-TileKernel vnni_packed_tile_kernel(DType weight_type);
-// The same with AVX512-VNNI (vec_dot_avx512_packed.cpp): 16 rows × up to 8 tokens on 512-bit vectors where the tile
-// is two full groups and at least 4 tokens, the 8-row tiles with EVEX vpdpbusd otherwise.
-TileKernel avx512_packed_tile_kernel(DType weight_type);
-TileKernel avx2_packed_tile_kernel(DType weight_type);
+// Packs one group of kPackRows rows of w, starting at row0, into `group` (packed.cpp; layouts in packed.h).
+void pack_group_q8_0(const MatrixView& w, int64_t row0, uint8_t* group);
+void pack_group_q4_0(const MatrixView& w, int64_t row0, uint8_t* group);
+void pack_group_q3_k(const MatrixView& w, int64_t row0, uint8_t* group);
+void pack_group_q4_k(const MatrixView& w, int64_t row0, uint8_t* group);
+void pack_group_q5_k(const MatrixView& w, int64_t row0, uint8_t* group);
+void pack_group_q6_k(const MatrixView& w, int64_t row0, uint8_t* group);
+void pack_group_iq4_xs(const MatrixView& w, int64_t row0, uint8_t* group);
 
-// How many int32s packed_activation_corrections writes for one activation row of n_cols.
-int64_t packed_correction_count(DType weight_type, int64_t n_cols);
-
-// For one activation row (in matmul_activation_type(weight_type)), the int32s the packed tile reads beside it:
+// For one activation row x of n_cols (Q8_0 or Q8_K blocks), the int32s the packed tile reads beside it (packed.cpp):
 //   Q8_0, Q4_0: per block two: the int32 that cancels the packed weights' unsigned offset, -128·Σx for Q8_0 weights
 //               and -8·Σx for Q4_0 weights, then the block's scale d as fp32 bits;
 //   Q4_K, Q5_K: per super-block 4 int16 pairs (bs[2k], bs[2k+1]) as int32 (low half first), bs[s] = Σx of the
-//   32-element
-//         sub-block s, the operand of the per-row Σ m[s]·bs[s];
+//               32-element sub-block s, the operand of the per-row Σ m[s]·bs[s];
 //   Q6_K: per super-block 16 values -32·Σx of each 16 elements, cancelling the 6-bit weights' offset of 32;
 //   Q3_K: per super-block 16 values -4·Σx of each 16 elements, cancelling the offset of 4 that makes q unsigned;
 //   IQ4_XS: per super-block 8 values -128·Σx of each 32 elements, cancelling the offset of 128 on the codebook.
-void packed_activation_corrections(DType weight_type, const uint8_t* x, int64_t n_cols, int32_t* out);
+void packed_corrections_q8_0(const uint8_t* x, int64_t n_cols, int32_t* out);
+void packed_corrections_q4_0(const uint8_t* x, int64_t n_cols, int32_t* out);
+void packed_corrections_q4_k_q5_k(const uint8_t* x, int64_t n_cols, int32_t* out);
+void packed_corrections_q6_k(const uint8_t* x, int64_t n_cols, int32_t* out);
+void packed_corrections_q3_k(const uint8_t* x, int64_t n_cols, int32_t* out);
+void packed_corrections_iq4_xs(const uint8_t* x, int64_t n_cols, int32_t* out);
 
-// Converts one fp32 row to the activation type of `weight_type` (see matmul_activation_type).
+// How many int32s the packed corrections of this type write for one activation row of n_cols (0 without a layout).
+int64_t packed_correction_count(DType weight_type, int64_t n_cols);
+
+// The tiles for packed weights, per type and level; fn == nullptr where the build is not x86-64. Every output is
+// bitwise the twin's at every level.
+// IsaLevel::kAvx2, 8 rows × up to 4 tokens, vpdpbusd emulated (vec_dot_avx2_packed.cpp):
+extern const TileKernel kTilePackedAvx2Q8_0;
+extern const TileKernel kTilePackedAvx2Q4_0;
+extern const TileKernel kTilePackedAvx2Q3_K;
+extern const TileKernel kTilePackedAvx2Q4_K;
+extern const TileKernel kTilePackedAvx2Q5_K;
+extern const TileKernel kTilePackedAvx2Q6_K;
+extern const TileKernel kTilePackedAvx2IQ4_XS;
+// IsaLevel::kAvxVnni, the same source with vpdpbusd itself (vec_dot_avxvnni_packed.cpp):
+extern const TileKernel kTilePackedAvxVnniQ8_0;
+extern const TileKernel kTilePackedAvxVnniQ4_0;
+extern const TileKernel kTilePackedAvxVnniQ3_K;
+extern const TileKernel kTilePackedAvxVnniQ4_K;
+extern const TileKernel kTilePackedAvxVnniQ5_K;
+extern const TileKernel kTilePackedAvxVnniQ6_K;
+extern const TileKernel kTilePackedAvxVnniIQ4_XS;
+// IsaLevel::kAvx512Vnni, 16 rows × up to 8 tokens on 512-bit vectors where the tile is two full groups, the 8-row
+// tiles with EVEX vpdpbusd otherwise (vec_dot_avx512vnni_packed.cpp):
+extern const TileKernel kTilePackedAvx512VnniQ8_0;
+extern const TileKernel kTilePackedAvx512VnniQ4_0;
+extern const TileKernel kTilePackedAvx512VnniQ3_K;
+extern const TileKernel kTilePackedAvx512VnniQ4_K;
+extern const TileKernel kTilePackedAvx512VnniQ5_K;
+extern const TileKernel kTilePackedAvx512VnniQ6_K;
+extern const TileKernel kTilePackedAvx512VnniIQ4_XS;
+
+// Converts one fp32 row to the activation type of `weight_type` (weight_types.h): the reference conversion.
 void quantize_activation_row(DType weight_type, const float* src, uint8_t* dst, int64_t n_cols);
 
-// The AVX2 twin of quantize_activation_row for the Q8_0 and Q8_K activation types: byte for byte the same blocks.
+// The AVX2 conversions to Q8_0 and Q8_K (quantize_avx2.cpp): byte for byte quantize_row_q8_0 and quantize_row_q8_k.
+// Require an AVX2 CPU; only x86-64 builds have them.
+void quantize_row_q8_0_avx2(const float* src, uint8_t* dst, int64_t n_cols);
+void quantize_row_q8_k_avx2(const float* src, uint8_t* dst, int64_t n_cols);
+
+// quantize_activation_row with AVX2 for the Q8_0 and Q8_K activation types: byte for byte the same blocks.
 // Returns false (writing nothing) for the other types or without x86-64; the caller then uses the scalar one.
 // Requires an AVX2 CPU.
 bool avx2_quantize_activation_row(DType weight_type, const float* src, uint8_t* dst, int64_t n_cols);

@@ -70,25 +70,33 @@ HEARTH_PACKED inline __m256i dpbusd_wide(__m256i acc, Wide w, __m256i s) {
 inline constexpr bool kWideOffsetInSum = false;
 
 // AVX2 multiplies only through vpmaddubsw/vpmaddwd (one port on some CPUs), so the K-quant tiles
-// keep sub-block sums in int16 and scale them with the vpmaddwd that widens them (packed_tiles_kquant.inc).
+// keep sub-block sums in int16 and scale them with the vpmaddwd that widens them (packed_tiles_q8_k_act.inc).
 inline constexpr bool kInt16Sums = true;
 
 #include "kernels/packed_tiles.inc"
 
 }  // namespace
 
-TileKernel avx2_packed_tile_kernel(DType weight_type) {
-  return packed_tile_kernel(weight_type);
-}
+constinit const TileKernel kTilePackedAvx2Q8_0 = kPackedTileQ8_0;
+constinit const TileKernel kTilePackedAvx2Q4_0 = kPackedTileQ4_0;
+constinit const TileKernel kTilePackedAvx2Q3_K = kPackedTileQ3_K;
+constinit const TileKernel kTilePackedAvx2Q4_K = kPackedTileQ4_K;
+constinit const TileKernel kTilePackedAvx2Q5_K = kPackedTileQ5_K;
+constinit const TileKernel kTilePackedAvx2Q6_K = kPackedTileQ6_K;
+constinit const TileKernel kTilePackedAvx2IQ4_XS = kPackedTileIQ4_XS;
 
 }  // namespace hearth::kernels
 
 #else
 
 namespace hearth::kernels {
-TileKernel avx2_packed_tile_kernel(DType) {
-  return {};
-}
+constinit const TileKernel kTilePackedAvx2Q8_0{};
+constinit const TileKernel kTilePackedAvx2Q4_0{};
+constinit const TileKernel kTilePackedAvx2Q3_K{};
+constinit const TileKernel kTilePackedAvx2Q4_K{};
+constinit const TileKernel kTilePackedAvx2Q5_K{};
+constinit const TileKernel kTilePackedAvx2Q6_K{};
+constinit const TileKernel kTilePackedAvx2IQ4_XS{};
 }  // namespace hearth::kernels
 
 #endif

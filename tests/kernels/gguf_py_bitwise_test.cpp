@@ -17,6 +17,7 @@
 
 #include "gguf/gguf_file.h"
 #include "kernels/matmul.h"
+#include "kernels/weight_types.h"
 #include "shared_mixes.h"
 #include "tensor/dtype.h"
 #include "tensor/quant.h"
@@ -25,10 +26,10 @@
 namespace hearth {
 namespace {
 
-// The Q8_0/Q4_0 and float tiles sum in vector lanes and agree with their scalar twins to rounding only (see
-// matmul_test's kCases); every other type's tile is bitwise its scalar twin.
+// Whether the type's AVX2 tile reduces as its scalar twin (bitwise) or in fp32 lanes (to rounding only), as the
+// weight-type table says (kernels/weight_types.h).
 bool tile_is_bitwise(DType type) {
-  return type != DType::F16 && type != DType::BF16 && type != DType::Q8_0 && type != DType::Q4_0;
+  return kernels::weight_type(type).avx2.reduction == kernels::Reduction::kAsTwin;
 }
 
 class GgufPyBitwiseTest : public testing::TestWithParam<mixes::Mix> {

@@ -16,6 +16,7 @@
 #include "kernels/cpu_isa.h"
 #include "kernels/packed.h"
 #include "kernels/vec_dot.h"
+#include "kernels/weight_types.h"
 #include "random_blocks.h"
 #include "tensor/quant.h"
 
@@ -84,6 +85,22 @@ bool bitwise_equal(const float* a, const float* b, int64_t n) {
   return n == 0 || std::memcmp(a, b, n * sizeof(float)) == 0;  // memcmp may not see null, even for 0 bytes
 }
 
+// The levels above kScalar this CPU supports (HEARTH_MAX_ISA does not cap them: the tests set each one).
+std::vector<IsaLevel> cpu_vector_levels() {
+  std::vector<IsaLevel> levels;
+  for (IsaLevel level : {IsaLevel::kAvx2, IsaLevel::kAvxVnni, IsaLevel::kAvx512Vnni}) {
+    if (isa_supported(level)) levels.push_back(level);
+  }
+  return levels;
+}
+
+// kScalar and every level above it this CPU supports.
+std::vector<IsaLevel> cpu_levels() {
+  std::vector<IsaLevel> levels = cpu_vector_levels();
+  levels.insert(levels.begin(), IsaLevel::kScalar);
+  return levels;
+}
+
 struct TypeCase {
   DType type;
   int64_t n_cols;
@@ -91,19 +108,35 @@ struct TypeCase {
   double reference_vs_math_nmse;  // scalar twin vs fp64 math on dequantized weights and raw activations
 };
 
-const TypeCase kCases[] = {
-    {DType::F32, 516, 1e-10, 1e-11}, {DType::F16, 516, 1e-10, 1e-11}, {DType::BF16, 516, 1e-10, 1e-11},
-    {DType::Q8_0, 512, 1e-11, 1e-4}, {DType::Q4_0, 512, 1e-11, 1e-4}, {DType::Q4_K, 768, 0.0, 1e-4},
-    {DType::Q6_K, 768, 0.0, 1e-4},   {DType::Q4_1, 608, 0.0, 1e-4},   {DType::Q5_0, 608, 0.0, 1e-4},
-    {DType::Q5_1, 608, 0.0, 1e-4},   {DType::IQ4_NL, 608, 0.0, 1e-4}, {DType::Q2_K, 768, 0.0, 1e-4},
-    {DType::Q3_K, 768, 0.0, 1e-4},   {DType::Q5_K, 768, 0.0, 1e-4},   {DType::IQ4_XS, 768, 0.0, 1e-4},
-};
+// One case per row of the weight-type table. Columns: fp32 activations 516 (not a multiple of the 8-lane vectors);
+// Q8_0 activations 608 (19 blocks: groups of 4 or 8 blocks in the AVX2 tiles, and a tail of 3); Q8_K activations
+// 768 (3 super-blocks). A tile that reduces as its twin must match it bitwise; a lanes tile within an NMSE.
+TypeCase case_of(const kernels::WeightType& row) {
+  const DType act = row.activation->type;
+  const bool as_twin = row.avx2.reduction == kernels::Reduction::kAsTwin;
+  switch (act) {
+    case DType::F32:
+      return {row.type, 516, as_twin ? 0.0 : 1e-10, 1e-11};
+    case DType::Q8_0:
+      return {row.type, 608, as_twin ? 0.0 : 1e-11, 1e-4};
+    default:
+      return {row.type, 768, as_twin ? 0.0 : 1e-11, 1e-4};
+  }
+}
+
+std::vector<TypeCase> table_cases() {
+  std::vector<TypeCase> cases;
+  for (const kernels::WeightType& row : kernels::weight_types()) cases.push_back(case_of(row));
+  return cases;
+}
 
 std::string case_name(const testing::TestParamInfo<TypeCase>& info) {
   return std::string(dtype_name(info.param.type));
 }
 
 class MatmulTypeTest : public testing::TestWithParam<TypeCase> {};
+
+void expect_odd_shapes_match(const TypeCase& c);
 
 TEST_P(MatmulTypeTest, ReferenceMatchesDequantizedMath) {
   const TypeCase c = GetParam();
@@ -123,24 +156,28 @@ TEST_P(MatmulTypeTest, ReferenceMatchesDequantizedMath) {
   EXPECT_LT(nmse(y, want), c.reference_vs_math_nmse);
 }
 
+// At every vector level of this CPU.
 TEST_P(MatmulTypeTest, FastKernelMatchesScalarTwin) {
-  if (detected_isa_level() == IsaLevel::kScalar) GTEST_SKIP() << "no vector ISA on this CPU";
+  if (cpu_vector_levels().empty()) GTEST_SKIP() << "no vector ISA on this CPU";
   const TypeCase c = GetParam();
   IsaGuard guard;
-  set_isa_level(detected_isa_level());
   const Weights w = make_weights(c.type, 70, c.n_cols, 21);
   const int64_t n_tokens = 9;
   const std::vector<float> x = gaussian(n_tokens * c.n_cols, 22, 1.0f);
-  std::vector<float> fast(static_cast<size_t>(n_tokens * w.n_rows));
-  std::vector<float> reference(fast.size());
+  std::vector<float> reference(static_cast<size_t>(n_tokens * w.n_rows));
+  matmul_reference(w.view(), x.data(), n_tokens, reference.data());
   ThreadPool pool(2);
   MatmulScratch scratch;
-  matmul(w.view(), x.data(), n_tokens, fast.data(), pool, scratch);
-  matmul_reference(w.view(), x.data(), n_tokens, reference.data());
-  if (c.fast_vs_reference_nmse == 0.0) {
-    EXPECT_TRUE(bitwise_equal(fast.data(), reference.data(), static_cast<int64_t>(fast.size())));
-  } else {
-    EXPECT_LT(nmse(fast, to_double(reference)), c.fast_vs_reference_nmse);
+  for (IsaLevel level : cpu_vector_levels()) {
+    set_isa_level(level);
+    SCOPED_TRACE(isa_level_name(level));
+    std::vector<float> fast(reference.size());
+    matmul(w.view(), x.data(), n_tokens, fast.data(), pool, scratch);
+    if (c.fast_vs_reference_nmse == 0.0) {
+      EXPECT_TRUE(bitwise_equal(fast.data(), reference.data(), static_cast<int64_t>(fast.size())));
+    } else {
+      EXPECT_LT(nmse(fast, to_double(reference)), c.fast_vs_reference_nmse);
+    }
   }
 }
 
@@ -162,11 +199,11 @@ TEST_P(MatmulTypeTest, ScalarLevelIsBitwiseTheReference) {
 
 // y[t][r] must not depend on n_tokens, on which tokens share the batch, or on the thread count. Every token is
 // first computed alone on one thread; then inside batches of 1, 3, 7 and 64 tokens at varying offsets, on 1 and 2
-// threads. 37 rows exercise partial row tiles; 3 rows force the token-split path.
+// threads, at every level of this CPU. 37 rows exercise partial row tiles; 3 rows force the token-split path.
 TEST_P(MatmulTypeTest, BitwiseInvariantToBatchAndThreads) {
   const TypeCase c = GetParam();
   IsaGuard guard;
-  for (IsaLevel level : {IsaLevel::kScalar, detected_isa_level()}) {
+  for (IsaLevel level : cpu_levels()) {
     set_isa_level(level);
     for (int64_t n_rows : {37, 3}) {
       const Weights w = make_weights(c.type, n_rows, c.n_cols, 41);
@@ -194,16 +231,22 @@ TEST_P(MatmulTypeTest, BitwiseInvariantToBatchAndThreads) {
   }
 }
 
-// Odd shapes against the scalar twin: 13 rows (not a multiple of any row tile), 1, 3 and `many` tokens (at least
-// 513, not a multiple of any token tile, and past one token chunk of matmul_token_chunk_bytes(), so the call runs
-// in two chunks); the fp32-activation cases use K = 516, not a
-// multiple of the 8-lane vectors, and Q4_1, Q5_0, Q5_1, IQ4_NL use K = 608 (19 blocks: two groups of 8 and a
-// tail of 3 in the AVX2 tiles). Then tile-vs-single-row identity: every row computed alone (a 1-row matrix) and
-// every token alone must equal its element of the `many`-token, 13-row, 2-thread result bit for bit.
+// Odd shapes against the scalar twin, at every level of this CPU: 13 rows (not a multiple of any row tile), 1, 3 and
+// `many` tokens (at least 513, not a multiple of any token tile, and past one token chunk of
+// matmul_token_chunk_bytes(), so the call runs in two chunks), with the columns of case_of. Then tile-vs-single-row
+// identity: every row computed alone (a 1-row matrix) and every token alone must equal its element of the
+// `many`-token, 13-row, 2-thread result bit for bit.
 TEST_P(MatmulTypeTest, OddShapesMatchScalarTwinAndSingleRows) {
   const TypeCase c = GetParam();
   IsaGuard guard;
-  set_isa_level(detected_isa_level());
+  for (IsaLevel level : cpu_levels()) {
+    set_isa_level(level);
+    SCOPED_TRACE(isa_level_name(level));
+    expect_odd_shapes_match(c);
+  }
+}
+
+void expect_odd_shapes_match(const TypeCase& c) {
   const int64_t n_rows = 13;
   const Weights w = make_weights(c.type, n_rows, c.n_cols, 51);
   ThreadPool two(2);
@@ -242,16 +285,14 @@ TEST_P(MatmulTypeTest, OddShapesMatchScalarTwinAndSingleRows) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulTypeTest, testing::ValuesIn(kCases), case_name);
+INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulTypeTest, testing::ValuesIn(table_cases()), case_name);
 
 // Every computable type has an AVX2 tile: the equality tests above would also pass on the scalar fallback.
 TEST(MatmulTest, EveryTypeHasAnAvx2Tile) {
   if (static_cast<int>(detected_isa_level()) < static_cast<int>(IsaLevel::kAvx2)) GTEST_SKIP() << "no AVX2 on this CPU";
-  for (const TypeCase& c : kCases) {
-    const bool has_tile = kernels::avx2_float_tile_kernel(c.type).fn != nullptr ||
-                          kernels::avx2_q8_tile_kernel(c.type).fn != nullptr ||
-                          kernels::avx2_kquant_tile_kernel(c.type).fn != nullptr;
-    EXPECT_TRUE(has_tile) << dtype_name(c.type);
+  for (const kernels::WeightType& row : kernels::weight_types()) {
+    EXPECT_NE(row.avx2.tile->fn, nullptr) << dtype_name(row.type);
+    EXPECT_NE(&kernels::gguf_tile(row, IsaLevel::kAvx2), row.scalar.tile) << dtype_name(row.type);
   }
 }
 
@@ -329,7 +370,15 @@ TEST(MatmulTest, Avx2ActivationQuantizerIsBytewiseTheScalarOne) {
   sparse[300] = -5.0f;
   sparse[700] = 1e-30f;
   rows.push_back(sparse);
-  for (DType type : {DType::Q8_0, DType::Q4_K}) {
+  std::vector<DType> activation_types;  // one weight type per quantized activation type of the table
+  for (const kernels::WeightType& row : kernels::weight_types()) {
+    if (row.activation->quantize_avx2 == nullptr) continue;
+    bool seen = false;
+    for (DType t : activation_types) seen = seen || matmul_activation_type(t) == row.activation->type;
+    if (!seen) activation_types.push_back(row.type);
+  }
+  EXPECT_EQ(activation_types.size(), 2u);  // Q8_0 and Q8_K
+  for (DType type : activation_types) {
     const size_t bytes = row_bytes(matmul_activation_type(type), n_cols);
     for (size_t k = 0; k < rows.size(); ++k) {
       std::vector<uint8_t> fast(bytes, 0xAA);

@@ -16,6 +16,7 @@
 #include "kernels/matmul.h"
 #include "kernels/packed.h"
 #include "kernels/vec_dot.h"
+#include "kernels/weight_types.h"
 #include "random_blocks.h"
 #include "tensor/quant.h"
 
@@ -97,6 +98,15 @@ std::vector<IsaLevel> packed_levels() {
 
 const char* const kNoPackedLevel = "this CPU has no AVX2: no packed path to test";
 
+// The weight types with a packed layout in the weight-type table.
+std::vector<DType> packed_types() {
+  std::vector<DType> types;
+  for (const kernels::WeightType& row : kernels::weight_types()) {
+    if (row.packed != nullptr) types.push_back(row.type);
+  }
+  return types;
+}
+
 class PackedMatmulTest : public testing::TestWithParam<DType> {
  protected:
   void SetUp() override {
@@ -172,15 +182,14 @@ TEST_P(PackedMatmulTest, ScalarReadsTheOriginal) {
   EXPECT_EQ(plain, with_packed);
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, PackedMatmulTest,
-                         testing::Values(DType::Q8_0, DType::Q4_0, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,
-                                         DType::IQ4_XS),
+INSTANTIATE_TEST_SUITE_P(Types, PackedMatmulTest, testing::ValuesIn(packed_types()),
                          [](const testing::TestParamInfo<DType>& info) { return std::string(dtype_name(info.param)); });
 
-// Every (type, packed level) pair.
-std::vector<std::pair<DType, IsaLevel>> all_pairs(std::initializer_list<DType> types) {
+// Every (type, packed level) pair of the packed types of Q8_K activations: the K-quants and IQ4_XS.
+std::vector<std::pair<DType, IsaLevel>> q8_k_act_pairs() {
   std::vector<std::pair<DType, IsaLevel>> pairs;
-  for (DType type : types) {
+  for (DType type : packed_types()) {
+    if (matmul_activation_type(type) != DType::Q8_K) continue;
     for (IsaLevel level : packed_levels()) pairs.emplace_back(type, level);
   }
   return pairs;
@@ -262,7 +271,7 @@ TEST(DecodePrefetch, EachPolicyFetchesAsFarAheadAsItSays) {
 TEST(PackedMatmul, KQuantRandomBitsAreExact) {
   LevelGuard guard;
   if (packed_levels().empty()) GTEST_SKIP() << kNoPackedLevel;
-  for (auto [type, level] : all_pairs({DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS})) {
+  for (auto [type, level] : q8_k_act_pairs()) {
     set_isa_level(level);
     const int64_t n_rows = 13;
     const int64_t n_cols = 4 * kQK_K;
@@ -281,42 +290,27 @@ TEST(PackedMatmul, KQuantRandomBitsAreExact) {
 
 // Every quant and scale byte 0xFF (each weight at its type's largest unsigned value: Q4_K 15, Q5_K 31, Q6_K 63, Q3_K
 // 7) with only the fp16 super-block scales made finite, against activations all +1 or all -1 (every byte ±127): the
-// largest integer sums a tile can meet, which the AVX2 tiles' int16 partial sums (packed_tiles_kquant.inc,
+// largest integer sums a tile can meet, which the AVX2 tiles' int16 partial sums (packed_tiles_q8_k_act.inc,
 // kInt16Sums) must hold without saturating. Still bitwise the reference.
-template <class Block>
-void set_finite_scales(uint8_t* bytes, size_t n_bytes) {
-  auto* blocks = reinterpret_cast<Block*>(bytes);
-  for (size_t i = 0; i < n_bytes / sizeof(Block); ++i) {
-    blocks[i].d = 0x2E66;  // fp16 0.1
-    if constexpr (requires { blocks[i].dmin; }) blocks[i].dmin = 0x2E66;
+void set_finite_scales(DType type, uint8_t* bytes, size_t n_bytes) {
+  const size_t block_bytes = dtype_info(type).block_bytes;
+  const std::vector<test_data::Fp16Field> fields = test_data::fp16_fields(type);
+  ASSERT_FALSE(fields.empty()) << dtype_name(type) << ": random_blocks.h names no fp16 scale field";
+  const uint16_t scale = 0x2E66;  // fp16 0.1
+  for (size_t b = 0; b + block_bytes <= n_bytes; b += block_bytes) {
+    for (const test_data::Fp16Field& field : fields) std::memcpy(bytes + b + field.offset, &scale, sizeof(scale));
   }
 }
 
 TEST(PackedMatmul, KQuantLargestSumsAreExact) {
   LevelGuard guard;
   if (packed_levels().empty()) GTEST_SKIP() << kNoPackedLevel;
-  for (auto [type, level] : all_pairs({DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS})) {
+  for (auto [type, level] : q8_k_act_pairs()) {
     set_isa_level(level);
     const int64_t n_rows = 16;
     const int64_t n_cols = 2 * kQK_K;
     std::vector<uint8_t> bytes(row_bytes(type, n_cols) * n_rows, 0xFF);
-    switch (type) {
-      case DType::Q3_K:
-        set_finite_scales<BlockQ3_K>(bytes.data(), bytes.size());
-        break;
-      case DType::Q4_K:
-        set_finite_scales<BlockQ4_K>(bytes.data(), bytes.size());
-        break;
-      case DType::Q5_K:
-        set_finite_scales<BlockQ5_K>(bytes.data(), bytes.size());
-        break;
-      case DType::Q6_K:
-        set_finite_scales<BlockQ6_K>(bytes.data(), bytes.size());
-        break;
-      default:
-        set_finite_scales<BlockIQ4_XS>(bytes.data(), bytes.size());
-        break;
-    }
+    set_finite_scales(type, bytes.data(), bytes.size());
     MatrixView w{type, n_rows, n_cols, bytes.data(), row_bytes(type, n_cols)};
     const std::unique_ptr<PackedMatrix> packed = pack_matrix(w);
     ThreadPool pool(1);

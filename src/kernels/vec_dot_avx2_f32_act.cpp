@@ -74,27 +74,18 @@ constexpr int kFloatTokens = 3;
 
 }  // namespace
 
-TileKernel avx2_float_tile_kernel(DType weight_type) {
-  switch (weight_type) {
-    case DType::F32:
-      return TileTable<FloatKernel<LoadF32>, kFloatRows, kFloatTokens>::kernel();
-    case DType::F16:
-      return TileTable<FloatKernel<LoadF16>, kFloatRows, kFloatTokens>::kernel();
-    case DType::BF16:
-      return TileTable<FloatKernel<LoadBF16>, kFloatRows, kFloatTokens>::kernel();
-    default:
-      return {};
-  }
-}
+constinit const TileKernel kTileAvx2F32 = TileTable<FloatKernel<LoadF32>, kFloatRows, kFloatTokens>::kernel();
+constinit const TileKernel kTileAvx2F16 = TileTable<FloatKernel<LoadF16>, kFloatRows, kFloatTokens>::kernel();
+constinit const TileKernel kTileAvx2BF16 = TileTable<FloatKernel<LoadBF16>, kFloatRows, kFloatTokens>::kernel();
 
 }  // namespace hearth::kernels
 
 #else
 
 namespace hearth::kernels {
-TileKernel avx2_float_tile_kernel(DType) {
-  return {};
-}
+constinit const TileKernel kTileAvx2F32{};
+constinit const TileKernel kTileAvx2F16{};
+constinit const TileKernel kTileAvx2BF16{};
 }  // namespace hearth::kernels
 
 #endif

@@ -1,4 +1,5 @@
-// AVX2 tiles for Q8_0 and Q4_0 weights times Q8_0 activations (Q4_1, Q5_0, Q5_1, IQ4_NL: vec_dot_avx2_q8_more.cpp).
+// AVX2 tiles for Q8_0 and Q4_0 weights times Q8_0 activations, the block sums in fp32 lanes (Reduction::kLanes in
+// weight_types.h; Q4_1, Q5_0, Q5_1, IQ4_NL: vec_dot_avx2_q8_0_act_in_order.cpp).
 //
 // Reduction order of every output: per block of 32, the exact int8 products are summed (maddubs + madd, then the
 // lanes of four blocks at once by hadd) into the block's exact int32 sum; blocks 4g + k are accumulated with one fma
@@ -145,30 +146,16 @@ constexpr int kQ8Tokens = 2;
 
 }  // namespace
 
-TileKernel avx2_q8_tile_kernel(DType weight_type) {
-  switch (weight_type) {
-    case DType::Q8_0:
-      return TileTable<Q8Kernel<DecodeQ8_0>, kQ8Rows, kQ8Tokens>::kernel();
-    case DType::Q4_0:
-      return TileTable<Q8Kernel<DecodeQ4_0>, kQ8Rows, kQ8Tokens>::kernel();
-    case DType::Q4_1:
-    case DType::Q5_0:
-    case DType::Q5_1:
-    case DType::IQ4_NL:
-      return avx2_q8_more_tile_kernel(weight_type);
-    default:
-      return {};
-  }
-}
+constinit const TileKernel kTileAvx2Q8_0 = TileTable<Q8Kernel<DecodeQ8_0>, kQ8Rows, kQ8Tokens>::kernel();
+constinit const TileKernel kTileAvx2Q4_0 = TileTable<Q8Kernel<DecodeQ4_0>, kQ8Rows, kQ8Tokens>::kernel();
 
 }  // namespace hearth::kernels
 
 #else
 
 namespace hearth::kernels {
-TileKernel avx2_q8_tile_kernel(DType) {
-  return {};
-}
+constinit const TileKernel kTileAvx2Q8_0{};
+constinit const TileKernel kTileAvx2Q4_0{};
 }  // namespace hearth::kernels
 
 #endif

@@ -83,12 +83,11 @@ HEARTH_PACKED inline __m512 load_fp16_two_groups(const uint8_t* p, size_t stride
   return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
 }
 
-// acc + vpdpbusd(w, the four activation bytes at p on all 16 lanes), the bytes as the instruction's embedded
-// broadcast memory operand ({1to16}). From the intrinsic with _mm512_set1_epi32, GCC 12 issued a vpbroadcastd of its
-// own before every vpdpbusd; the fused form is one instruction fewer per product, and a tile of 8 tokens spends most
-// of its instructions there. Alternating one binary with the other: `hearth bench model -m
-// models/synth-1b-q4_k_m.gguf -p 512 -r 3 -n 1 -t 2`, 1310-1335 ms before, 1223-1238 after (the same bits: the
-// same instruction, reading the same bytes).
+// acc + vpdpbusd(w, the four activation bytes at p on all 16 lanes), the bytes as the instruction's embedded broadcast
+// memory operand ({1to16}). From the intrinsic with _mm512_set1_epi32, GCC 12 issues a vpbroadcastd of its own before
+// every vpdpbusd; the fused form is one instruction fewer per product, and a tile of 8 tokens spends most of its
+// instructions there: prefill runs about 7% faster (docs/performance-log.md, "decode's near fetches on every CPU"). The
+// same bits: the same instruction, reading the same bytes.
 HEARTH_PACKED inline __m512i dpbusd_x4(__m512i acc, __m512i w, const int8_t* p) {
   asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const int32_t*>(p)));
   return acc;
@@ -168,11 +167,9 @@ struct WideQ4_0 {
 };
 
 // Each of a wide tile's two group streams asks for the bytes at the same place one tile (two groups, 2 · w_stride)
-// ahead, so the distance follows the row length. A fixed distance did not: 12 KiB ahead (the K-quants' earlier
-// setting) is less than one group of a 3B row, so group 0's fetches fell on group 1's bytes, which the same tile was
-// already reading. Decode, `hearth bench model -m models/synth-{1b,3b}-q4_k_m.gguf -p 1 -n 128|48 --depth 1 -t 2`,
-// four rotating runs each: 1B 43.3-56.4 tok/s at 12 KiB against 49.4-62.1 one tile ahead, 3B 13.1-17.5 against
-// 15.9-24.6; 1B Q8_0 (16 KiB before) 29.4-37.9 against 32.9-34.6.
+// ahead, so the distance follows the row length. A fixed distance does not: 12 KiB ahead is less than one group of a
+// 3B row, so group 0's fetches would fall on group 1's bytes, which the same tile is already reading (decode runs
+// compared in docs/performance-log.md, "the tile dispatch compiled for its tiles").
 
 // Group 0's distance ahead at byte `at` of its group, given the tile's `ahead` for group 1 (both groups the same
 // when it is at least one group). A distance shorter than a group runs group 1's fetches into the next tile's group
@@ -453,15 +450,8 @@ struct WideIQ4_XS {
 // set kPrefetchToL2 use it for tiles of 4 and 8 tokens (prefill), where their weights stay in the L1 for several
 // tokens' work. Decode (1 to 3 tokens) prefetches into the L1 for every layout, as far ahead as
 // decode_fetch_distance says (packed.h: one tile ahead when the bytes in flight fit the L1D, a short distance
-// otherwise). Measured on Zen 5 with `hearth-bench-decode-stream TYPE 8192 2048 64` in one process, the two
-// variants alternating pass by pass (a throwaway switch), median ratio of 21 pairs: prefetcht0 streamed Q4_K
-// 1.08-1.10x and IQ4_XS 1.07-1.10x as fast as prefetcht1 (two runs each; the same variant against itself read
-// 0.97-1.01). In the model,
-// `hearth bench model -m models/synth-{1b,3b}-TYPE.gguf -p 8 -n 64|32 -r 1 -t 2`, alternating runs, decode tok/s
-// prefetcht1 / prefetcht0: 1B Q4_K_M 53.9/57.3, 54.0/59.4, 54.8/57.5, 53.2/71.9; 3B Q4_K_M 17.2/18.5, 15.5/18.8,
-// 19.3/23.2; 1B IQ4_XS 57.8/57.8, 54.7/58.1, 55.8/62.8. A 256-token prefill (1B Q4_K_M, -p 256 -r 3) went the other
-// way, prefetcht1 / prefetcht0 418.7/370.4, 341.7/338.5, 392.7/387.1 tok/s, so prefill keeps prefetcht1. An earlier
-// whole-model comparison had favoured prefetcht1 for decode too, by less than its runs' spread.
+// otherwise). Into the L1, decode streams Q4_K and IQ4_XS faster than into the L2 (docs/performance-log.md, "the read
+// bandwidth on 2 MiB pages"), while a long prefill runs faster with prefetcht1, so prefill keeps it.
 HEARTH_PACKED inline void prefetch_ahead_l2(const uint8_t* p, size_t n, int64_t distance) {
   for (size_t i = 0; i < n; i += 64) _mm_prefetch(reinterpret_cast<const char*>(p + distance + i), _MM_HINT_T1);
 }
@@ -507,13 +497,12 @@ inline TileArgs tokens_of(const TileArgs& a, int t0, int n) {
 
 inline constexpr int kWideTokens = 8;
 
-// Up to 16 rows × 8 tokens: two full groups take the 512-bit tiles, 8 tokens at a time and the last 1 to 7 in one
-// tile; a partial group, packed_tiles.inc's 8-row tiles (their table takes at most kPackedTokens tokens). A tile
-// pays a fixed cost per weight vector (its load, nibble split and scales) beside each token's vpdpbusd, so one tile
-// of 6 costs less than the 4 and 2 it used to take: a later chat turn's 30 new tokens (8 + 8 + 8 + 6) ran at the
-// cost of 32 before. `hearth bench model -m models/synth-1b-q4_k_m.gguf -p 30 -r 9 -n 1 -t 2 --bandwidth-mib 0`,
-// alternating, ms with 4 + 2 / with one tile: 72.9 / 68.9, 71.6 / 67.6, 72.1 / 69.3 (6 alone); 76.1 / 74.0, 79.5 /
-// 71.2, 79.6 / 70.0, 72.4 / 69.0 (5, 6 and 7). The same bits: a lane's integer sums are exact in any chain count.
+// Up to 16 rows × 8 tokens: two full groups take the 512-bit tiles, 8 tokens at a time and the last 1 to 7 in one tile;
+// a partial group, packed_tiles.inc's 8-row tiles (their table takes at most kPackedTokens tokens). A tile pays a fixed
+// cost per weight vector (its load, nibble split and scales) beside each token's vpdpbusd, so one tile of 6 costs less
+// than a tile of 4 and one of 2: a later chat turn's 30 new tokens (8 + 8 + 8 + 6) cost what 30 tokens' work costs, not
+// 32's (docs/performance-log.md, "decode's near fetches on every CPU"). The same bits: a lane's integer sums are exact
+// in any chain count.
 template <class Wide, class Narrow>
 struct WideTable {
   HEARTH_PACKED static void narrow(const TileArgs& a) {
@@ -544,46 +533,38 @@ struct WideTable {
         return;
     }
   }
-  static TileKernel kernel() { return {&run, kWideRows, kWideTokens, kWideRows}; }
+  static constexpr TileKernel kernel() { return {&run, kWideRows, kWideTokens, kWideRows}; }
 };
-
-TileKernel wide_tile_kernel(DType weight_type) {
-  switch (weight_type) {
-    case DType::Q8_0:
-      return WideTable<WideKernel<WideQ8_0>, PackedTable<PackedKernel<PackedQ8_0>>>::kernel();
-    case DType::Q4_0:
-      return WideTable<WideKernel<WideQ4_0>, PackedTable<PackedKernel<PackedQ4_0>>>::kernel();
-    case DType::Q4_K:
-      return WideTable<WideKQuantKernel<WideQ4_KQ5_K<false>>,
-                       PackedTable<PackedKQuantKernel<PackedQ4_KQ5_K<false>>>>::kernel();
-    case DType::Q5_K:
-      return WideTable<WideKQuantKernel<WideQ4_KQ5_K<true>>,
-                       PackedTable<PackedKQuantKernel<PackedQ4_KQ5_K<true>>>>::kernel();
-    case DType::Q6_K:
-      return WideTable<WideKQuantKernel<WideQ6_K>, PackedTable<PackedKQuantKernel<PackedQ6_K>>>::kernel();
-    case DType::Q3_K:
-      return WideTable<WideKQuantKernel<WideQ3_K>, PackedTable<PackedKQuantKernel<PackedQ3_K>>>::kernel();
-    case DType::IQ4_XS:
-      return WideTable<WideKQuantKernel<WideIQ4_XS>, PackedTable<PackedKQuantKernel<PackedIQ4_XS>>>::kernel();
-    default:
-      return packed_tile_kernel(weight_type);
-  }
-}
 
 }  // namespace
 
-TileKernel avx512_packed_tile_kernel(DType weight_type) {
-  return wide_tile_kernel(weight_type);
-}
+constinit const TileKernel kTilePackedAvx512VnniQ8_0 =
+    WideTable<WideKernel<WideQ8_0>, PackedTable<PackedKernel<PackedQ8_0>>>::kernel();
+constinit const TileKernel kTilePackedAvx512VnniQ4_0 =
+    WideTable<WideKernel<WideQ4_0>, PackedTable<PackedKernel<PackedQ4_0>>>::kernel();
+constinit const TileKernel kTilePackedAvx512VnniQ3_K =
+    WideTable<WideKQuantKernel<WideQ3_K>, PackedTable<PackedKQuantKernel<PackedQ3_K>>>::kernel();
+constinit const TileKernel kTilePackedAvx512VnniQ4_K =
+    WideTable<WideKQuantKernel<WideQ4_KQ5_K<false>>, PackedTable<PackedKQuantKernel<PackedQ4_KQ5_K<false>>>>::kernel();
+constinit const TileKernel kTilePackedAvx512VnniQ5_K =
+    WideTable<WideKQuantKernel<WideQ4_KQ5_K<true>>, PackedTable<PackedKQuantKernel<PackedQ4_KQ5_K<true>>>>::kernel();
+constinit const TileKernel kTilePackedAvx512VnniQ6_K =
+    WideTable<WideKQuantKernel<WideQ6_K>, PackedTable<PackedKQuantKernel<PackedQ6_K>>>::kernel();
+constinit const TileKernel kTilePackedAvx512VnniIQ4_XS =
+    WideTable<WideKQuantKernel<WideIQ4_XS>, PackedTable<PackedKQuantKernel<PackedIQ4_XS>>>::kernel();
 
 }  // namespace hearth::kernels
 
 #else
 
 namespace hearth::kernels {
-TileKernel avx512_packed_tile_kernel(DType) {
-  return {};
-}
+constinit const TileKernel kTilePackedAvx512VnniQ8_0{};
+constinit const TileKernel kTilePackedAvx512VnniQ4_0{};
+constinit const TileKernel kTilePackedAvx512VnniQ3_K{};
+constinit const TileKernel kTilePackedAvx512VnniQ4_K{};
+constinit const TileKernel kTilePackedAvx512VnniQ5_K{};
+constinit const TileKernel kTilePackedAvx512VnniQ6_K{};
+constinit const TileKernel kTilePackedAvx512VnniIQ4_XS{};
 }  // namespace hearth::kernels
 
 #endif

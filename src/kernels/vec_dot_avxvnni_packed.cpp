@@ -5,10 +5,10 @@
 // broadcast as the signed one), so lane r ends as row r's exact integer sum, the weights' unsigned offset taken
 // back by the activation's correction. Then, as the scalar reference does for every output, the block's fp32 step:
 //   Q8_0, Q4_0: sum = sum + (d_w·d_x)·float(Σ w·x)
-//   Q4_K, Q5_K: sum = sum + ((d_w·d_x)·float(sumi) − (dmin_w·d_x)·float(summ))   (dot_q4_k, dot_q5_k_reference)
-//   Q6_K, Q3_K, IQ4_XS: sum = sum + (d_w·d_x)·float(sumi)   (dot_q6_k, dot_q3_k_reference, dot_iq4_xs_reference)
-// one fp32 accumulator per output, the same operations in the same order for every tile shape and every batch, so
-// every output is bitwise vec_dot_reference's.
+//   Q4_K, Q5_K: sum = sum + ((d_w·d_x)·float(sumi) − (dmin_w·d_x)·float(summ))
+//   Q6_K, Q3_K, IQ4_XS: sum = sum + (d_w·d_x)·float(sumi)
+// (the expressions of the vec_dot_*_reference twins), one fp32 accumulator per output, the same operations in the
+// same order for every tile shape and every batch, so every output is bitwise vec_dot_reference's.
 
 #include "kernels/vec_dot.h"
 #include "tensor/dtype.h"
@@ -60,18 +60,26 @@ inline constexpr bool kInt16Sums = false;
 
 }  // namespace
 
-TileKernel vnni_packed_tile_kernel(DType weight_type) {
-  return packed_tile_kernel(weight_type);
-}
+constinit const TileKernel kTilePackedAvxVnniQ8_0 = kPackedTileQ8_0;
+constinit const TileKernel kTilePackedAvxVnniQ4_0 = kPackedTileQ4_0;
+constinit const TileKernel kTilePackedAvxVnniQ3_K = kPackedTileQ3_K;
+constinit const TileKernel kTilePackedAvxVnniQ4_K = kPackedTileQ4_K;
+constinit const TileKernel kTilePackedAvxVnniQ5_K = kPackedTileQ5_K;
+constinit const TileKernel kTilePackedAvxVnniQ6_K = kPackedTileQ6_K;
+constinit const TileKernel kTilePackedAvxVnniIQ4_XS = kPackedTileIQ4_XS;
 
 }  // namespace hearth::kernels
 
 #else
 
 namespace hearth::kernels {
-TileKernel vnni_packed_tile_kernel(DType) {
-  return {};
-}
+constinit const TileKernel kTilePackedAvxVnniQ8_0{};
+constinit const TileKernel kTilePackedAvxVnniQ4_0{};
+constinit const TileKernel kTilePackedAvxVnniQ3_K{};
+constinit const TileKernel kTilePackedAvxVnniQ4_K{};
+constinit const TileKernel kTilePackedAvxVnniQ5_K{};
+constinit const TileKernel kTilePackedAvxVnniQ6_K{};
+constinit const TileKernel kTilePackedAvxVnniIQ4_XS{};
 }  // namespace hearth::kernels
 
 #endif

@@ -1,7 +1,8 @@
-// AVX2 tiles for Q4_1, Q5_0, Q5_1 and IQ4_NL weights times Q8_0 activations.
+// AVX2 tiles for Q4_1, Q5_0, Q5_1 and IQ4_NL weights times Q8_0 activations, each block's term added in the twin's
+// order (Reduction::kAsTwin in weight_types.h).
 //
-// Unlike the Q8_0/Q4_0 tiles (vec_dot_avx2_q8.cpp, 8 fp32 lanes), these give bitwise the results of their scalar
-// twins (vec_dot_ref_more.cpp): every block's products are summed exactly in int32, and the block's term, written
+// Unlike the Q8_0/Q4_0 tiles (vec_dot_avx2_q8_0_act_lanes.cpp, fp32 lanes), these give bitwise the results of their
+// scalar twins (vec_dot_ref.cpp): every block's products are summed exactly in int32, and the block's term, written
 // above each reference function, is added to one scalar fp32 accumulator per output, block after block. To keep
 // that sequential sum cheap, a tile works on groups of 8 blocks: the 8 blocks' int32 sums are reduced (exactly)
 // into the 8 lanes of one vector, their 8 terms are formed with 8-wide fp32 multiplies (the same fp32 operations
@@ -229,29 +230,20 @@ constexpr int kTokens = 2;
 
 }  // namespace
 
-TileKernel avx2_q8_more_tile_kernel(DType weight_type) {
-  switch (weight_type) {
-    case DType::Q4_1:
-      return TileTable<Q8MoreKernel<DecodeQ4_1>, kRows, kTokens>::kernel();
-    case DType::Q5_0:
-      return TileTable<Q8MoreKernel<DecodeQ5_0>, kRows, kTokens>::kernel();
-    case DType::Q5_1:
-      return TileTable<Q8MoreKernel<DecodeQ5_1>, kRows, kTokens>::kernel();
-    case DType::IQ4_NL:
-      return TileTable<Q8MoreKernel<DecodeIQ4_NL>, kRows, kTokens>::kernel();
-    default:
-      return {};
-  }
-}
+constinit const TileKernel kTileAvx2Q4_1 = TileTable<Q8MoreKernel<DecodeQ4_1>, kRows, kTokens>::kernel();
+constinit const TileKernel kTileAvx2Q5_0 = TileTable<Q8MoreKernel<DecodeQ5_0>, kRows, kTokens>::kernel();
+constinit const TileKernel kTileAvx2Q5_1 = TileTable<Q8MoreKernel<DecodeQ5_1>, kRows, kTokens>::kernel();
+constinit const TileKernel kTileAvx2IQ4_NL = TileTable<Q8MoreKernel<DecodeIQ4_NL>, kRows, kTokens>::kernel();
 
 }  // namespace hearth::kernels
 
 #else
 
 namespace hearth::kernels {
-TileKernel avx2_q8_more_tile_kernel(DType) {
-  return {};
-}
+constinit const TileKernel kTileAvx2Q4_1{};
+constinit const TileKernel kTileAvx2Q5_0{};
+constinit const TileKernel kTileAvx2Q5_1{};
+constinit const TileKernel kTileAvx2IQ4_NL{};
 }  // namespace hearth::kernels
 
 #endif
