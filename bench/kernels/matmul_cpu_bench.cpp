@@ -24,6 +24,7 @@
 #include "kernels/cpu_isa.h"
 #include "kernels/matmul.h"
 #include "kernels/packed.h"
+#include "kernels/weight_types.h"
 #include "random_blocks.h"
 #include "tensor/quant.h"
 
@@ -99,9 +100,11 @@ int main(int argc, char** argv) {
   const int64_t tokens = argc > 3 ? std::atoll(argv[3]) : 64;
   const double min_seconds = argc > 4 ? std::atof(argv[4]) : 0.5;
   const int repeats = argc > 5 ? std::max(1, std::atoi(argv[5])) : 3;
-  const DType types[] = {DType::F16,    DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
-                         DType::IQ4_NL, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS};
-  constexpr int kNumTypes = sizeof(types) / sizeof(types[0]);
+  std::vector<DType> types;  // every row of the weight-type table but F32, so a new type is measured unasked
+  for (const kernels::WeightType& row : kernels::weight_types()) {
+    if (row.type != DType::F32) types.push_back(row.type);
+  }
+  const int kNumTypes = static_cast<int>(types.size());
   std::printf("%lld x %lld weights, %lld tokens, 1 thread, CPU time, best of %d repeats\n",
               static_cast<long long>(rows), static_cast<long long>(cols), static_cast<long long>(tokens), repeats);
   std::vector<Problem> problems;

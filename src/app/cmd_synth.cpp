@@ -20,8 +20,9 @@ struct SynthFlags {
 };
 
 const std::map<std::string, DType> kWeightTypes = {
-    {"f32", DType::F32},   {"f16", DType::F16},   {"bf16", DType::BF16}, {"q8_0", DType::Q8_0},
-    {"q4_0", DType::Q4_0}, {"q4_k", DType::Q4_K}, {"q6_k", DType::Q6_K}, {"q4_k_m", DType::Q4_K},
+    {"f32", DType::F32},   {"f16", DType::F16},     {"bf16", DType::BF16},
+    {"q8_0", DType::Q8_0}, {"q4_0", DType::Q4_0},   {"q4_k", DType::Q4_K},
+    {"q6_k", DType::Q6_K}, {"q4_k_m", DType::Q4_K}, {"mxfp4", DType::MXFP4},
 };
 
 int run_synth(const SynthFlags& f) {
@@ -105,8 +106,9 @@ Command add_synth(CLI::App& app) {
   app.add_option("--rope-base", f->rope_base, "RoPE frequency base (default 10000, 500000 with --rope-freqs)");
   app.add_option("--preset", f->preset, "Shape: tiny, 110m, 1b, 3b, 8b, 30b-a3b (Qwen3-30B-A3B, qwen3moe), gpt-oss-20b (gpt-oss)")
       ->capture_default_str();
-  app.add_option("--type", f->type, "Weight type")
-      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q4_k_m", "q6_k"}))
+  app.add_option("--type", f->type,
+                 "Weight type (mxfp4: qwen3moe and gpt-oss, MXFP4 experts and Q8_0 for the other matrices)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q4_k_m", "q6_k", "mxfp4"}))
       ->capture_default_str();
   app.add_option("--vocab-from", f->overrides.vocab_from, "GGUF whose tokenizer is copied")
       ->check(CLI::ExistingFile)

@@ -1,15 +1,15 @@
 #pragma once
-// matmul: y = x · Wᵀ for a weight matrix in any compute-supported dtype (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
-// Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS).
+// matmul: y = x · Wᵀ for a weight matrix in any compute-supported dtype (dtype_info(type).compute_supported: the
+// types with a row in the weight-type table, weight_types.h).
 //
 // Determinism contract: y[t][r] is one dot product of weight row r with token row t, always reduced in the same
 // order over the columns. It is bitwise identical whatever n_tokens is, whichever other tokens share the batch,
 // and however many threads run, so a prefix-cache hit reproduces a miss exactly. Threads split rows (or token
 // tiles), never the reduction. Results may differ in the last bits between ISA levels (see cpu_isa.h).
 //
-// Activations: for the 32-element weight types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL) each token row is quantized
-// to Q8_0; for the 256-element K-quants and IQ4_XS to Q8_K. That quantization depends only on the row itself.
-// F32/F16/BF16 weights use fp32 activations.
+// Activations: each token row is converted to the weight type's activation type (its table row): Q8_0 for the
+// 32-element blocks (Q8_0, Q4_0, IQ4_NL, MXFP4, ...), Q8_K for the 256-element K-quants and IQ4_XS, fp32 for
+// F32/F16/BF16. That conversion depends only on the row itself.
 
 #include <cstddef>
 #include <cstdint>

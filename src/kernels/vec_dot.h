@@ -62,6 +62,7 @@ float vec_dot_q4_1_reference(const BlockQ4_1* w, const BlockQ8_0* x, int64_t n_c
 float vec_dot_q5_0_reference(const BlockQ5_0* w, const BlockQ8_0* x, int64_t n_cols);
 float vec_dot_q5_1_reference(const BlockQ5_1* w, const BlockQ8_0* x, int64_t n_cols);
 float vec_dot_iq4_nl_reference(const BlockIQ4_NL* w, const BlockQ8_0* x, int64_t n_cols);
+float vec_dot_mxfp4_reference(const BlockMXFP4* w, const BlockQ8_0* x, int64_t n_cols);
 float vec_dot_q2_k_reference(const BlockQ2_K* w, const BlockQ8_K* x, int64_t n_cols);
 float vec_dot_q3_k_reference(const BlockQ3_K* w, const BlockQ8_K* x, int64_t n_cols);
 float vec_dot_q4_k_reference(const BlockQ4_K* w, const BlockQ8_K* x, int64_t n_cols);
@@ -85,6 +86,7 @@ extern const TileKernel kTileAvx2Q4_1;
 extern const TileKernel kTileAvx2Q5_0;
 extern const TileKernel kTileAvx2Q5_1;
 extern const TileKernel kTileAvx2IQ4_NL;
+extern const TileKernel kTileAvx2MXFP4;
 // Q8_K activations (vec_dot_avx2_q8_k_act.cpp):
 extern const TileKernel kTileAvx2Q2_K;
 extern const TileKernel kTileAvx2Q3_K;

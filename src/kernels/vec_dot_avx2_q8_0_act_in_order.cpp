@@ -1,5 +1,5 @@
-// AVX2 tiles for Q4_1, Q5_0, Q5_1 and IQ4_NL weights times Q8_0 activations, each block's term added in the twin's
-// order (Reduction::kAsTwin in weight_types.h).
+// AVX2 tiles for Q4_1, Q5_0, Q5_1, IQ4_NL and MXFP4 weights times Q8_0 activations, each block's term added in the
+// twin's order (Reduction::kAsTwin in weight_types.h).
 //
 // Unlike the Q8_0/Q4_0 tiles (vec_dot_avx2_q8_0_act_lanes.cpp, fp32 lanes), these give bitwise the results of their
 // scalar twins (vec_dot_ref.cpp): every block's products are summed exactly in int32, and the block's term, written
@@ -47,9 +47,25 @@ HEARTH_AVX2 inline __m256i fifth_bits(const uint8_t* qh) {
   return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
 }
 
-// Each Decode gives the 32 codes of a block as bytes. kSigned: the codes are the signed values themselves;
-// otherwise they are unsigned and value = code − kOffset. kHasMin: the block adds (m·dx)·Σ qx.
-struct DecodeQ4_1 {
+// The fp16 field `field` of 8 consecutive blocks as 8 fp32 lanes (exact, as fp16_to_fp32).
+template <class Block>
+HEARTH_AVX2 inline __m256 fp16_x8(const Block* blocks, const uint16_t Block::*field) {
+  alignas(16) uint16_t halves[kGroupBlocks];
+  for (int k = 0; k < kGroupBlocks; ++k) halves[k] = blocks[k].*field;
+  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(halves)));
+}
+
+// The scale d of a block whose d is an fp16: one block's, and 8 consecutive blocks' as 8 fp32 lanes.
+template <class Block>
+struct Fp16Scale {
+  HEARTH_AVX2 static float scale(const Block& w) { return load_fp16(&w.d); }
+  HEARTH_AVX2 static __m256 scales_x8(const Block* blocks) { return fp16_x8(blocks, &Block::d); }
+};
+
+// Each Decode gives the 32 codes of a block as bytes, and its scale d (scale, scales_x8). kSigned: the codes are the
+// signed values themselves; otherwise they are unsigned and value = code − kOffset. kHasMin: the block adds
+// (m·dx)·Σ qx.
+struct DecodeQ4_1 : Fp16Scale<BlockQ4_1> {
   using Block = BlockQ4_1;
   static constexpr bool kSigned = false;
   static constexpr int kOffset = 0;
@@ -57,7 +73,7 @@ struct DecodeQ4_1 {
   HEARTH_AVX2 static __m256i codes(const Block& w) { return nibbles(w.qs); }
 };
 
-struct DecodeQ5_0 {
+struct DecodeQ5_0 : Fp16Scale<BlockQ5_0> {
   using Block = BlockQ5_0;
   static constexpr bool kSigned = false;
   static constexpr int kOffset = 16;
@@ -65,7 +81,7 @@ struct DecodeQ5_0 {
   HEARTH_AVX2 static __m256i codes(const Block& w) { return _mm256_or_si256(nibbles(w.qs), fifth_bits(w.qh)); }
 };
 
-struct DecodeQ5_1 {
+struct DecodeQ5_1 : Fp16Scale<BlockQ5_1> {
   using Block = BlockQ5_1;
   static constexpr bool kSigned = false;
   static constexpr int kOffset = 0;
@@ -73,7 +89,7 @@ struct DecodeQ5_1 {
   HEARTH_AVX2 static __m256i codes(const Block& w) { return _mm256_or_si256(nibbles(w.qs), fifth_bits(w.qh)); }
 };
 
-struct DecodeIQ4_NL {
+struct DecodeIQ4_NL : Fp16Scale<BlockIQ4_NL> {
   using Block = BlockIQ4_NL;
   static constexpr bool kSigned = true;  // kIq4NlValues, in [-127, 113]
   static constexpr int kOffset = 0;
@@ -81,6 +97,25 @@ struct DecodeIQ4_NL {
   HEARTH_AVX2 static __m256i codes(const Block& w) {
     const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4NlValues)));
     return _mm256_shuffle_epi8(table, nibbles(w.qs));
+  }
+};
+
+// MXFP4: IQ4_NL's layout with GGML's doubled E2M1 table, and for d half the E8M0 scale, the twin's own fp32 value
+// (mxfp4_scale_half) lane by lane.
+struct DecodeMXFP4 {
+  using Block = BlockMXFP4;
+  static constexpr bool kSigned = true;  // kMxfp4Values, in [-12, 12]
+  static constexpr int kOffset = 0;
+  static constexpr bool kHasMin = false;
+  HEARTH_AVX2 static __m256i codes(const Block& w) {
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Values)));
+    return _mm256_shuffle_epi8(table, nibbles(w.qs));
+  }
+  HEARTH_AVX2 static float scale(const Block& w) { return mxfp4_scale_half(w.e); }
+  HEARTH_AVX2 static __m256 scales_x8(const Block* blocks) {
+    alignas(32) float d[kGroupBlocks];
+    for (int k = 0; k < kGroupBlocks; ++k) d[k] = mxfp4_scale_half(blocks[k].e);
+    return _mm256_load_ps(d);
   }
 };
 
@@ -104,14 +139,6 @@ HEARTH_AVX2 inline __m256i block_x_lanes(const int8_t* x_qs) {
 // of v_k (integer, exact in any order).
 HEARTH_AVX2 inline __m256i combine_quads(__m256i q0123, __m256i q4567) {
   return _mm256_add_epi32(_mm256_permute2x128_si256(q0123, q4567, 0x20), _mm256_permute2x128_si256(q0123, q4567, 0x31));
-}
-
-// The fp16 field `field` of 8 consecutive blocks as 8 fp32 lanes (exact, as fp16_to_fp32).
-template <class Block>
-HEARTH_AVX2 inline __m256 fp16_x8(const Block* blocks, const uint16_t Block::*field) {
-  alignas(16) uint16_t halves[kGroupBlocks];
-  for (int k = 0; k < kGroupBlocks; ++k) halves[k] = blocks[k].*field;
-  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(halves)));
 }
 
 // acc += lane 0, then lane 1, ... lane 7: the scalar twin's block order.
@@ -178,7 +205,7 @@ struct Q8MoreKernel {
     if constexpr (kNeedsXSum) sum_x = hsum_i32(block_x_lanes(x.qs));
     if constexpr (Decode::kOffset != 0) sumi -= Decode::kOffset * sum_x;
     const float dx = load_fp16(&x.d);
-    float term = (load_fp16(&w.d) * dx) * static_cast<float>(sumi);
+    float term = (Decode::scale(w) * dx) * static_cast<float>(sumi);
     if constexpr (Decode::kHasMin) term = term + (load_fp16(&w.m) * dx) * static_cast<float>(sum_x);
     return term;
   }
@@ -198,7 +225,7 @@ struct Q8MoreKernel {
       for (int r = 0; r < R; ++r) {
         __m256i sumi[T];
         group_sums<T>(w[r], x, b0, sumi);
-        const __m256 wd = fp16_x8(w[r] + b0, &Block::d);
+        const __m256 wd = Decode::scales_x8(w[r] + b0);
         __m256 wm = _mm256_setzero_ps();
         if constexpr (Decode::kHasMin) wm = fp16_x8(w[r] + b0, &Block::m);
         for (int t = 0; t < T; ++t) {
@@ -234,6 +261,7 @@ constinit const TileKernel kTileAvx2Q4_1 = TileTable<Q8MoreKernel<DecodeQ4_1>, k
 constinit const TileKernel kTileAvx2Q5_0 = TileTable<Q8MoreKernel<DecodeQ5_0>, kRows, kTokens>::kernel();
 constinit const TileKernel kTileAvx2Q5_1 = TileTable<Q8MoreKernel<DecodeQ5_1>, kRows, kTokens>::kernel();
 constinit const TileKernel kTileAvx2IQ4_NL = TileTable<Q8MoreKernel<DecodeIQ4_NL>, kRows, kTokens>::kernel();
+constinit const TileKernel kTileAvx2MXFP4 = TileTable<Q8MoreKernel<DecodeMXFP4>, kRows, kTokens>::kernel();
 
 }  // namespace hearth::kernels
 
@@ -244,6 +272,7 @@ constinit const TileKernel kTileAvx2Q4_1{};
 constinit const TileKernel kTileAvx2Q5_0{};
 constinit const TileKernel kTileAvx2Q5_1{};
 constinit const TileKernel kTileAvx2IQ4_NL{};
+constinit const TileKernel kTileAvx2MXFP4{};
 }  // namespace hearth::kernels
 
 #endif

@@ -128,6 +128,19 @@ float vec_dot_iq4_nl_reference(const BlockIQ4_NL* w, const BlockQ8_0* x, int64_t
   return sum;
 }
 
+// Per block: (d·dx)·Σ kMxfp4Values[q]·qx, d half the E8M0 scale (mxfp4_scale_half).
+float vec_dot_mxfp4_reference(const BlockMXFP4* w, const BlockQ8_0* x, int64_t n) {
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n / kQK8_0; ++b) {
+    int sumi = 0;
+    for (int j = 0; j < kHalf; ++j) {
+      sumi += kMxfp4Values[w[b].qs[j] & 0x0F] * x[b].qs[j] + kMxfp4Values[w[b].qs[j] >> 4] * x[b].qs[j + kHalf];
+    }
+    sum += (mxfp4_scale_half(w[b].e) * fp16_to_fp32(x[b].d)) * static_cast<float>(sumi);
+  }
+  return sum;
+}
+
 // Q8_K activations.
 
 // Per super-block: (d·dx)·Σ_g sc[g]·Σ q·qx − (dmin·dx)·Σ_g m[g]·bsums[g].

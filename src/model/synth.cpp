@@ -77,10 +77,17 @@ struct TensorPlan {
 // llama-quantize's choice of the layers that get more bits in the _M mixes.
 bool use_more_bits(int64_t i, int64_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
 
-// The router and experts (synth.h); Q4_K_M's more bits go to ffn_down_exps as to ffn_down. gpt-oss adds a bias to
-// the router and to every expert matrix.
-void plan_experts(const SynthConfig& c, const std::string& blk, DType w_more, std::vector<TensorPlan>& plan) {
+// The type of every matrix that is not an expert: the weight type, but Q8_0 in the MXFP4 mix (llama-quantize's
+// MXFP4_MOE: MXFP4 experts, Q8_0 for the other matrices).
+DType dense_type(const SynthConfig& c) {
+  return c.weight_type == DType::MXFP4 ? DType::Q8_0 : c.weight_type;
+}
+
+// The router and experts (synth.h), in the weight type itself; Q4_K_M's more bits go to ffn_down_exps as to
+// ffn_down. gpt-oss adds a bias to the router and to every expert matrix.
+void plan_experts(const SynthConfig& c, const std::string& blk, bool more_bits, std::vector<TensorPlan>& plan) {
   const DType w = c.weight_type;
+  const DType w_more = more_bits ? DType::Q6_K : w;
   const float router_sd = c.router_sd > 0 ? c.router_sd : c.weight_sd;
   plan.push_back({blk + "ffn_gate_inp.weight", {c.dim, c.n_expert}, DType::F32, 0.0f, router_sd});
   plan.push_back({blk + "ffn_gate_exps.weight", {c.dim, c.expert_ffn_dim, c.n_expert}, w, 0.0f, c.weight_sd});
@@ -95,11 +102,12 @@ void plan_experts(const SynthConfig& c, const std::string& blk, DType w_more, st
 
 // gpt-oss's layer: q/k/v and attention output with biases, a sink logit per head, post_attention_norm as the FFN's
 // input norm, and the biased experts.
-std::vector<TensorPlan> plan_gpt_oss_layer(const SynthConfig& c, int64_t i, DType w_more) {
+std::vector<TensorPlan> plan_gpt_oss_layer(const SynthConfig& c, int64_t i, bool more_bits) {
   const int64_t head_dim = synth_head_dim(c);
   const int64_t q_dim = c.n_heads * head_dim;
   const int64_t kv_dim = c.n_kv_heads * head_dim;
-  const DType w = c.weight_type;
+  const DType w = dense_type(c);
+  const DType w_more = more_bits ? DType::Q6_K : w;
   const float sd = c.weight_sd;
   const std::string blk = "blk." + std::to_string(i) + ".";
   std::vector<TensorPlan> plan;
@@ -114,7 +122,7 @@ std::vector<TensorPlan> plan_gpt_oss_layer(const SynthConfig& c, int64_t i, DTyp
   plan.push_back({blk + "attn_output.bias", {c.dim}, DType::F32, 0.0f, c.bias_sd});
   plan.push_back({blk + "attn_sinks.weight", {c.n_heads}, DType::F32, 0.0f, 1.0f});
   plan.push_back({blk + "post_attention_norm.weight", {c.dim}, DType::F32, 1.0f, c.qk_norm_sd});
-  plan_experts(c, blk, w_more, plan);
+  plan_experts(c, blk, more_bits, plan);
   return plan;
 }
 
@@ -122,10 +130,11 @@ std::vector<TensorPlan> plan_layer(const SynthConfig& c, int64_t i) {
   const int64_t head_dim = synth_head_dim(c);
   const int64_t q_dim = c.n_heads * head_dim;
   const int64_t kv_dim = c.n_kv_heads * head_dim;
-  const DType w = c.weight_type;
-  const DType w_more = c.q4_k_m && use_more_bits(i, c.n_layers) ? DType::Q6_K : w;  // attn_v, ffn_down
+  const DType w = dense_type(c);
+  const bool more_bits = c.q4_k_m && use_more_bits(i, c.n_layers);
+  const DType w_more = more_bits ? DType::Q6_K : w;  // attn_v, ffn_down
   const float sd = c.weight_sd;
-  if (c.architecture == "gpt-oss") return plan_gpt_oss_layer(c, i, w_more);
+  if (c.architecture == "gpt-oss") return plan_gpt_oss_layer(c, i, more_bits);
   const std::string blk = "blk." + std::to_string(i) + ".";
   const bool phi3 = c.architecture == "phi3";
   const bool gemma = c.architecture == "gemma2" || c.architecture == "gemma3";
@@ -150,7 +159,7 @@ std::vector<TensorPlan> plan_layer(const SynthConfig& c, int64_t i) {
   plan.push_back({blk + "attn_output.weight", {q_dim, c.dim}, w, 0.0f, sd});
   plan.push_back({blk + "ffn_norm.weight", {c.dim}, DType::F32, 1.0f, 0.0f});
   if (c.architecture == "qwen3moe") {
-    plan_experts(c, blk, w_more, plan);
+    plan_experts(c, blk, more_bits, plan);
     return plan;
   }
   if (phi3) {
@@ -168,7 +177,7 @@ std::vector<TensorPlan> plan_layer(const SynthConfig& c, int64_t i) {
 }
 
 std::vector<TensorPlan> plan_tensors(const SynthConfig& c, int64_t n_vocab) {
-  const DType w = c.weight_type;
+  const DType w = dense_type(c);
   const bool tied = c.architecture == "gemma2" || c.architecture == "gemma3";  // output tied to token_embd
   const DType w_output = c.q4_k_m ? DType::Q6_K : w;
   std::vector<TensorPlan> plan;
@@ -227,7 +236,8 @@ GgufTensorFill make_fill(const TensorPlan& t, const SynthConfig& c, ThreadPool& 
   };
 }
 
-// llama.cpp's LLAMA_FTYPE for a file whose weights are all `type` (norms stay F32 in every ftype), or its Q4_K_M.
+// llama.cpp's LLAMA_FTYPE for a file whose weights are all `type` (norms stay F32 in every ftype), or its Q4_K_M
+// or MXFP4_MOE mix.
 uint32_t llama_file_type(DType type, bool q4_k_m) {
   if (q4_k_m) return 15;  // MOSTLY_Q4_K_M
   switch (type) {
@@ -245,6 +255,8 @@ uint32_t llama_file_type(DType type, bool q4_k_m) {
       return 18;
     case DType::BF16:
       return 32;
+    case DType::MXFP4:
+      return 38;  // MOSTLY_MXFP4_MOE
     default:
       return 0;  // unreachable: validate_synth_config admits only the types above
   }
@@ -476,8 +488,11 @@ Result<void> validate_synth_config(const SynthConfig& c) {
     return bad(fmt::format("n_heads {} is not a multiple of n_kv_heads {}", c.n_heads, c.n_kv_heads));
   }
   if (!quant_row_supported(c.weight_type)) {
-    return bad(fmt::format("weight type {} has no quantizer (use F32, F16, BF16, Q8_0, Q4_0, Q4_K or Q6_K)",
+    return bad(fmt::format("weight type {} has no quantizer (use F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K or MXFP4)",
                            dtype_name(c.weight_type)));
+  }
+  if (c.weight_type == DType::MXFP4 && a != "qwen3moe" && a != "gpt-oss") {
+    return bad(fmt::format("the MXFP4 mix quantizes the experts, and {} has none (use qwen3moe or gpt-oss)", a));
   }
   if (c.q4_k_m && c.weight_type != DType::Q4_K) return bad("the Q4_K_M mix needs weight type Q4_K");
   const int64_t block = dtype_info(c.weight_type).block_size;

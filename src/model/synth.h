@@ -74,7 +74,9 @@ struct SynthConfig {
   int64_t n_expert_used = 0;
   int64_t expert_ffn_dim = 0;
   float router_sd = 0.0f;          // qwen3moe: the router's N(0, router_sd^2) weights; 0: weight_sd
-  DType weight_type = DType::F16;  // F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K
+  // F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, or MXFP4 (qwen3moe and gpt-oss only): llama-quantize's MXFP4_MOE mix,
+  // the experts in MXFP4 and every other matrix in Q8_0, as the published gpt-oss files keep their experts.
+  DType weight_type = DType::F16;
   // With weight_type Q4_K: llama-quantize's Q4_K_M mix instead of all Q4_K: the output matrix (token_embd when
   // it is tied) and, on the layers its use_more_bits picks (the first and last eighth, every third between),
   // attn_v and ffn_down in Q6_K. phi3's fused attn_qkv, Q5_K in that mix, stays Q4_K (no Q5_K quantizer here).

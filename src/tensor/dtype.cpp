@@ -39,6 +39,7 @@ constexpr std::array kTable = {
     DTypeInfo{DType::BF16, "BF16", 1, 2, true},
     DTypeInfo{DType::TQ1_0, "TQ1_0", 256, 54, false},
     DTypeInfo{DType::TQ2_0, "TQ2_0", 256, 66, false},
+    DTypeInfo{DType::MXFP4, "MXFP4", 32, 17, true},
 };
 
 }  // namespace

@@ -121,6 +121,7 @@ bool quant_row_supported(DType type) {
     case DType::Q4_0:
     case DType::Q4_K:
     case DType::Q6_K:
+    case DType::MXFP4:
       return true;
     default:
       return false;
@@ -162,6 +163,8 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
       return dequantize_row_q5_k(static_cast<const BlockQ5_K*>(src), dst, n);
     case DType::IQ4_XS:
       return dequantize_row_iq4_xs(static_cast<const BlockIQ4_XS*>(src), dst, n);
+    case DType::MXFP4:
+      return dequantize_row_mxfp4(static_cast<const BlockMXFP4*>(src), dst, n);
     default:
       HEARTH_CHECK(false, "dequantize_row: unsupported type {}", dtype_name(type));
   }
@@ -186,6 +189,8 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n) {
       return quantize_row_q4_k(src, static_cast<BlockQ4_K*>(dst), n);
     case DType::Q6_K:
       return quantize_row_q6_k(src, static_cast<BlockQ6_K*>(dst), n);
+    case DType::MXFP4:
+      return quantize_row_mxfp4(src, static_cast<BlockMXFP4*>(dst), n);
     default:
       HEARTH_CHECK(false, "quantize_row: unsupported type {}", dtype_name(type));
   }

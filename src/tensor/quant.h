@@ -27,9 +27,14 @@
 //   IQ4_XS 256 elements = 8 sub-blocks of 32, each laid out like one IQ4_NL block (qs[16s ..]); sub-block s has
 //         a 6-bit scale (low nibble from scales_l[s/2] >> 4(s%2), high 2 bits from scales_h >> 2s), biased by 32:
 //         x = d * (sc - 32) * kIq4NlValues[nibble].
+//   MXFP4 as Q4_0's nibble order, the nibble an E2M1 code that indexes kMxfp4Values (the E2M1 values doubled, as
+//         GGML keeps them), the scale an E8M0 exponent byte e taken at half its value (mxfp4_scale_half):
+//         x[j] = kMxfp4Values[qs[j] & 15] * 2^(e-128),  x[j + 16] = kMxfp4Values[qs[j] >> 4] * 2^(e-128).
+//         e 0 and 1 give subnormal scales; 255 is no NaN (GGML reads it as 2^127 like any other exponent).
 //   Q8_K  activations only (never in files Hearth reads): x[i] = d * qs[i], d an fp32;
 //         bsums[g] = sum of qs[16g .. 16g+16), which the K-quant dot products use for the mins / offsets.
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 
@@ -100,6 +105,23 @@ static_assert(sizeof(BlockIQ4_NL) == 18);
 // The 16 levels of IQ4_NL and IQ4_XS, as GGML defines them.
 inline constexpr int8_t kIq4NlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
+// MXFP4 (OCP microscaling FP4): 32 E2M1 codes sharing one power-of-two scale.
+struct BlockMXFP4 {
+  uint8_t e;  // E8M0 scale: the exponent of 2^(e-127), no sign, no mantissa
+  uint8_t qs[kQK4_0 / 2];
+};
+static_assert(sizeof(BlockMXFP4) == 17);
+
+// The 16 E2M1 codes' values doubled (sign bit 3; 0, 0.5, 1, 1.5, 2, 3, 4, 6 become integers), as GGML's
+// kvalues_mxfp4: a block's values are these times half its scale.
+inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+// Half the E8M0 scale 2^(e-127), 2^(e-128), built from its bits as GGML's GGML_E8M0_TO_FP32_HALF: exponent field
+// e - 1 for e >= 2, and the subnormals 2^-127 (e 1) and 2^-128 (e 0) below.
+constexpr float mxfp4_scale_half(uint8_t e) {
+  return std::bit_cast<float>(e < 2 ? uint32_t{0x00200000} << e : static_cast<uint32_t>(e - 1) << 23);
+}
+
 struct BlockQ2_K {
   uint8_t scales[kQK_K / 16];  // low nibble: scale, high nibble: min
   uint8_t qs[kQK_K / 4];
@@ -169,8 +191,9 @@ inline int iq4_xs_scale(const BlockIQ4_XS& block, int s) {
   return ((block.scales_l[s / 2] >> (4 * (s % 2))) & 0x0F) | (((block.scales_h >> (2 * s)) & 3) << 4);
 }
 
-// True for the types quantize_row handles: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K. dequantize_row handles every
-// type whose dtype_info says compute_supported (these plus Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q5_K, IQ4_XS).
+// True for the types quantize_row handles: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, MXFP4. dequantize_row handles
+// every type whose dtype_info says compute_supported (these plus Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q5_K,
+// IQ4_XS).
 bool quant_row_supported(DType type);
 
 // dst[0, n) = the values of the row at `src` (row_bytes(type, n) bytes). Requires dtype_info(type).compute_supported
@@ -180,7 +203,7 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n);
 
 // Writes row_bytes(type, n) bytes to `dst` encoding src[0, n). Same requirements as dequantize_row.
 // Q8_0/Q4_0 use GGML's round-to-nearest scheme; Q4_K/Q6_K use a simple min/max fit (not GGML's search), which
-// is good enough for synthetic models and tests.
+// is good enough for synthetic models and tests; MXFP4 takes GGML's reference choice (quantize_row_mxfp4).
 void quantize_row(DType type, const float* src, void* dst, int64_t n);
 
 // Activation quantizers (symmetric, |q| <= 127, ties to even). Deterministic per row: the output depends only
@@ -202,8 +225,13 @@ void dequantize_row_q2_k(const BlockQ2_K* src, float* dst, int64_t n);
 void dequantize_row_q3_k(const BlockQ3_K* src, float* dst, int64_t n);
 void dequantize_row_q5_k(const BlockQ5_K* src, float* dst, int64_t n);
 void dequantize_row_iq4_xs(const BlockIQ4_XS* src, float* dst, int64_t n);
+void dequantize_row_mxfp4(const BlockMXFP4* src, float* dst, int64_t n);
 void quantize_row_q4_0(const float* src, BlockQ4_0* dst, int64_t n);
 void quantize_row_q4_k(const float* src, BlockQ4_K* dst, int64_t n);
 void quantize_row_q6_k(const float* src, BlockQ6_K* dst, int64_t n);
+// As GGML's quantize_row_mxfp4_ref: per block e = floor(log2(absmax)) - 2 + 127 (0 for an all-zero block), so the
+// absmax lands in [4, 8) times 2^(e-127) and values beyond E2M1's largest 6 clip to it; each element takes the code
+// whose value is nearest (the lower code on ties).
+void quantize_row_mxfp4(const float* src, BlockMXFP4* dst, int64_t n);
 
 }  // namespace hearth

@@ -296,6 +296,47 @@ TEST(MatmulTest, EveryTypeHasAnAvx2Tile) {
   }
 }
 
+// MXFP4's scale is an E8M0 exponent, not an fp16: the quantizer's blocks above hold a narrow range of it. Random
+// codes under exponents from the subnormal half-scales (e 0 and 1) to 2^71, with activations from 1e-3 to 1e3, give
+// outputs down in the subnormals and far above the quantizer's; every level stays bitwise the twin.
+TEST(MatmulTest, MXFP4AcrossTheExponentRangeIsBitwiseTheTwin) {
+  IsaGuard guard;
+  const int64_t n_rows = 19;
+  const int64_t n_cols = 608;
+  const int64_t n_tokens = 5;
+  std::mt19937 rng(61);
+  std::vector<uint8_t> bytes(static_cast<size_t>(n_rows) * row_bytes(DType::MXFP4, n_cols));
+  for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng() & 0xFF);
+  auto* blocks = reinterpret_cast<BlockMXFP4*>(bytes.data());
+  const int64_t n_blocks = n_cols / 32;
+  for (int64_t b = 0; b < n_rows * n_blocks; ++b) {
+    // Rows 0-2 all subnormal half-scales; elsewhere every fifth block one, the rest anything up to 2^71.
+    const bool subnormal = b < 3 * n_blocks || b % 5 == 0;
+    blocks[b].e = static_cast<uint8_t>(subnormal ? rng() % 2 : rng() % 200);
+  }
+  const MatrixView w{DType::MXFP4, n_rows, n_cols, bytes.data(), row_bytes(DType::MXFP4, n_cols)};
+  std::vector<float> x = gaussian(n_tokens * n_cols, 62, 1.0f);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t k = 0; k < n_cols; ++k) x[t * n_cols + k] *= std::pow(10.0f, static_cast<float>(t % 3) * 3.0f - 3.0f);
+  }
+  std::vector<float> reference(static_cast<size_t>(n_tokens * n_rows));
+  matmul_reference(w, x.data(), n_tokens, reference.data());
+  bool subnormal = false;
+  for (float v : reference) {
+    ASSERT_TRUE(std::isfinite(v));
+    subnormal |= std::fpclassify(v) == FP_SUBNORMAL;
+  }
+  EXPECT_TRUE(subnormal);
+  ThreadPool pool(2);
+  MatmulScratch scratch;
+  for (IsaLevel level : cpu_levels()) {
+    set_isa_level(level);
+    std::vector<float> y(reference.size());
+    matmul(w, x.data(), n_tokens, y.data(), pool, scratch);
+    EXPECT_TRUE(bitwise_equal(y.data(), reference.data(), static_cast<int64_t>(y.size()))) << isa_level_name(level);
+  }
+}
+
 // set_isa_level never leaves the kernels at a level whose instructions this CPU lacks: AVX512-VNNI does not imply
 // AVX-VNNI (Ice Lake has the one and not the other), so a level is clamped to the best supported one below it.
 TEST(MatmulTest, SetIsaLevelOnlyEverPicksASupportedLevel) {
@@ -500,6 +541,7 @@ TEST(MatmulTest, ActivationTypes) {
   EXPECT_EQ(matmul_activation_type(DType::Q6_K), DType::Q8_K);
   EXPECT_EQ(matmul_activation_type(DType::Q5_1), DType::Q8_0);
   EXPECT_EQ(matmul_activation_type(DType::IQ4_XS), DType::Q8_K);
+  EXPECT_EQ(matmul_activation_type(DType::MXFP4), DType::Q8_0);  // ggml's vec_dot_type for MXFP4
   EXPECT_FALSE(matmul_supported(DType::IQ2_XS));
 }
 

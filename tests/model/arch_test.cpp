@@ -150,6 +150,18 @@ SynthConfig tiny_config(const std::string& variant) {
     c.weight_sd = 0.1f;
     c.vocab_from = kShared + "/models/stories260K.gguf";
   }
+  if (variant == "gpt-oss_mxfp4") {
+    // The published files' mix: MXFP4 experts, Q8_0 for every other matrix; small weights on stories260K's 512
+    // tokens, as the Q8_0 file, keep the greedy choices far from ties. With the biases of sd 0.5 the biases alone
+    // pick the text (one token over and over, whatever the experts): at sd 0.1 the experts choose it, so that
+    // halves swapped in a block or a scale 1.25 times too large change the ids (checked by hand), and seed 8's
+    // 32 tokens stay clear of ties.
+    c.weight_type = DType::MXFP4;
+    c.weight_sd = 0.1f;
+    c.bias_sd = 0.1f;
+    c.seed = 8;
+    c.vocab_from = kShared + "/models/stories260K.gguf";
+  }
 
   return c;
 }
@@ -390,7 +402,7 @@ TEST(ArchPrefixCacheHit, Gemma3BitIdenticalToCold) {
 
 // A token's logits have the same bits whether its forward runs it alone (one token per call, each expert read
 // for one row) or in one 60-row prefill whose rows are grouped by expert (240 choices over 16 experts), with F32
-// experts and with Q8_0 ones (packed tiles where the CPU has AVX2).
+// experts, with Q8_0 ones (packed tiles where the CPU has AVX2) and with MXFP4 ones (the GGUF-layout tiles).
 void expect_same_bits_whatever_the_batch(const std::string& variant) {
   const auto file = open_file(synthetic_model(variant));
   std::vector<int32_t> tokens;
@@ -425,6 +437,9 @@ TEST(ArchMoe, GptOssLogitsSameBitsWhateverTheBatch) {
 }
 TEST(ArchMoe, GptOssQ8LogitsSameBitsWhateverTheBatch) {
   expect_same_bits_whatever_the_batch("gpt-oss_q8_0");
+}
+TEST(ArchMoe, GptOssMxfp4LogitsSameBitsWhateverTheBatch) {
+  expect_same_bits_whatever_the_batch("gpt-oss_mxfp4");
 }
 TEST(ArchMoe, Qwen3MoeQ8LogitsSameBitsWhateverTheBatch) {
   expect_same_bits_whatever_the_batch("qwen3moe_q8_0");
@@ -677,6 +692,11 @@ TEST(ArchPeer, GptOssGreedyMatchesLlamaCpp) { expect_greedy_matches_peer(synthet
 
 TEST(ArchPeer, GptOssQ8GreedyMatchesLlamaCpp) {
   expect_greedy_matches_peer(synthetic_model("gpt-oss_q8_0"), "gpt-oss_q8_0");
+}
+
+// MXFP4 experts (the published gpt-oss files' type) and Q8_0 attention, embeddings and output.
+TEST(ArchPeer, GptOssMxfp4GreedyMatchesLlamaCpp) {
+  expect_greedy_matches_peer(synthetic_model("gpt-oss_mxfp4"), "gpt-oss_mxfp4");
 }
 
 TEST(ArchPeer, Llama3RopeFreqsGreedyMatchesLlamaCpp) {

@@ -232,6 +232,41 @@ TEST(Synth, Qwen3MoeWritesLlamaCppsExpertTensors) {
   fs::remove(c.out_path);
 }
 
+// The MXFP4 mix, as llama-quantize's MXFP4_MOE writes it and as the published gpt-oss files hold their experts: the
+// three 3-D expert tensors in MXFP4, every other matrix in Q8_0, the router, biases, sinks and norms in F32, and
+// general.file_type 38 (MOSTLY_MXFP4_MOE).
+TEST(Synth, GptOssMxfp4MixQuantizesTheExperts) {
+  SynthConfig c = small_config(DType::MXFP4, "gpt-oss-mxfp4.gguf");
+  c.architecture = "gpt-oss";
+  c.head_dim = 32;
+  c.n_expert = 4;
+  c.n_expert_used = 2;
+  c.expert_ffn_dim = 64;
+  ASSERT_TRUE(write_synthetic_model(c));
+  auto f = GgufFile::open(c.out_path);
+  ASSERT_TRUE(f) << f.error().message;
+  EXPECT_EQ(*f->get_uint("general.file_type").value(), 38u);
+  expect_shape(*f, "token_embd.weight", DType::Q8_0, {64, 512});
+  expect_shape(*f, "output.weight", DType::Q8_0, {64, 512});
+  for (int64_t i = 0; i < c.n_layers; ++i) {
+    const std::string b = "blk." + std::to_string(i) + ".";
+    for (const char* name : {"attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight"}) {
+      EXPECT_EQ(f->find_tensor(b + name)->type, DType::Q8_0) << b << name;
+    }
+    expect_shape(*f, b + "ffn_gate_inp.weight", DType::F32, {64, 4});
+    expect_shape(*f, b + "ffn_gate_exps.weight", DType::MXFP4, {64, 64, 4});
+    expect_shape(*f, b + "ffn_up_exps.weight", DType::MXFP4, {64, 64, 4});
+    expect_shape(*f, b + "ffn_down_exps.weight", DType::MXFP4, {64, 64, 4});
+    expect_shape(*f, b + "ffn_down_exps.bias", DType::F32, {64, 4});
+    expect_shape(*f, b + "attn_sinks.weight", DType::F32, {4});
+  }
+  // E2M1 keeps about one significant bit: the Gaussian's spread survives, within a few percent.
+  const auto [mean, sd] = tensor_stats(*f->find_tensor("blk.1.ffn_up_exps.weight"));
+  EXPECT_NEAR(mean, 0.0, 0.002);
+  EXPECT_NEAR(sd, 0.02, 0.003);
+  fs::remove(c.out_path);
+}
+
 // phi3 fuses q/k/v into attn_qkv and gate/up into a double-height ffn_up (no ffn_gate), as llama.cpp's converter
 // writes it, and states its sliding window (the context length unless set).
 TEST(Synth, Phi3FusesItsMatrices) {
@@ -384,6 +419,8 @@ TEST(Synth, BadConfigsAreExplained) {
       {[](SynthConfig& c) { c.ffn_dim = 48; },
        "Q8_0 rows need multiples of 32 elements, but dim is 64, ffn_dim 48 and n_heads × head_dim 64"},
       {[](SynthConfig& c) { c.weight_type = DType::Q5_K; }, "weight type Q5_K has no quantizer"},
+      {[](SynthConfig& c) { c.weight_type = DType::MXFP4; },
+       "the MXFP4 mix quantizes the experts, and llama has none (use qwen3moe or gpt-oss)"},
       {[](SynthConfig& c) { c.vocab_from = "/nonexistent/vocab.gguf"; }, "vocabulary: /nonexistent/vocab.gguf"},
       {[](SynthConfig& c) { c.out_path = "/nonexistent-dir/m.gguf"; }, "cannot create"},
       {[](SynthConfig& c) { c.architecture = "gemma"; }, "architecture 'gemma' is not one the generator writes"},
