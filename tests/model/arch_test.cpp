@@ -148,6 +148,8 @@ SynthConfig tiny_config(const std::string& variant) {
     // flat; sd 0.1 on stories260K's 512 tokens keeps the choices far apart.
     c.weight_type = DType::Q8_0;
     c.weight_sd = 0.1f;
+    c.bias_sd = 0.1f;  // at 0.5 the biases alone pick the text (see gpt-oss_mxfp4)
+    c.seed = 8;
     c.vocab_from = kShared + "/models/stories260K.gguf";
   }
   if (variant == "gpt-oss_mxfp4") {
