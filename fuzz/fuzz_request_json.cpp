@@ -18,10 +18,10 @@ using namespace hearth::server;
 
 template <class T>
 void check(const ApiResult<T>& result) {
-  if (const ApiError* e = std::get_if<ApiError>(&result)) {
-    if (e->status != 400 || e->message.empty()) std::abort();
-    (void)error_json(*e).dump();
-  }
+  if (result) return;
+  const ApiError& e = result.error();
+  if (e.status != 400 || e.message.empty()) std::abort();
+  (void)error_json(e).dump();
 }
 
 }  // namespace
@@ -32,7 +32,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (Endpoint endpoint : {Endpoint::kChat, Endpoint::kCompletion}) {
     auto request = parse_completion_request(body, endpoint);
     check(request);
-    if (auto* r = std::get_if<CompletionRequest>(&request)) {
+    if (request) {
+      const CompletionRequest* r = &*request;
       // Everything a response renders from the request must be renderable.
       const ResponseMeta meta{"id", 0, r->model};
       (void)response_json(*r, meta, "text", hearth::FinishReason::kStop, hearth::RequestUsage{})
@@ -59,7 +60,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The Anthropic Messages body: its markers must come out of the text the chat would render, whatever it holds.
   auto messages = parse_messages_request(body, "fuzz");
   check(messages);
-  if (auto* m = std::get_if<MessagesRequest>(&messages)) {
+  if (messages) {
+    MessagesRequest* m = &*messages;
     std::string text;
     for (const auto& message : m->chat.messages) text += message["content"].get<std::string>();
     if (!m->chat.tools.is_null()) text += m->chat.tools.dump();

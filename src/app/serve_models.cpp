@@ -294,10 +294,10 @@ int run_serve_models(ServeFlags f, int64_t kv_bytes, int64_t max_body, const sig
   std::thread warm_thread([&] {
     for (size_t i = 0; i < warm_bodies.size(); ++i) {
       auto result = router.warm(warm_bodies[i]);
-      if (auto* error = std::get_if<server::ApiError>(&result)) {
-        spdlog::warn("--warm line {}: {}", i + 1, error->message);
+      if (!result) {
+        spdlog::warn("--warm line {}: {}", i + 1, result.error().message);
       } else {
-        const nlohmann::json& r = std::get<nlohmann::json>(result);
+        const nlohmann::json& r = *result;
         spdlog::info("--warm line {} ({}): {} tokens, {} were cached ({} from disk), {} pinned", i + 1,
                      r.value("model", ""), r["prompt_tokens"].get<int>(), r["cached_tokens"].get<int>(),
                      r["tiers"]["disk"].get<int>(), r.value("pinned_tokens", 0));

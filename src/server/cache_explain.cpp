@@ -11,16 +11,16 @@ HttpResponse HttpServer::handle_cache_explain(const HttpRequest& req) {
   // The body is a completion or chat body (prompt or messages, cache_salt, cache_prompt, model); generation
   // fields are accepted and ignored.
   auto json_body = parse_json_body(req.body);
-  if (auto* error = std::get_if<ApiError>(&json_body)) return error_response(*error);
-  const nlohmann::json& body = std::get<nlohmann::json>(json_body);
+  if (!json_body) return error_response(json_body.error());
+  const nlohmann::json& body = *json_body;
   const bool chat = body.is_object() && body.contains("messages");
   auto parsed = validate_completion_request(body, chat ? Endpoint::kChat : Endpoint::kCompletion);
-  if (auto* error = std::get_if<ApiError>(&parsed)) return error_response(*error);
-  const CompletionRequest& request = std::get<CompletionRequest>(parsed);
+  if (!parsed) return error_response(parsed.error());
+  const CompletionRequest& request = *parsed;
   if (auto error = check_model(request)) return error_response(*error);
   auto prompt = build_prompt(request);
-  if (auto* error = std::get_if<ApiError>(&prompt)) return error_response(*error);
-  const auto& tokens = std::get<BuiltPrompt>(prompt).tokens;
+  if (!prompt) return error_response(prompt.error());
+  const auto& tokens = prompt->tokens;
   // The same checks as a request (token ids, the context), without running it.
   RequestSpec spec = build_spec(request, tokens);
   spec.max_tokens = 1;
@@ -34,7 +34,7 @@ HttpResponse HttpServer::handle_cache_explain(const HttpRequest& req) {
   }
   nlohmann::json out = cache_report_json(*report, loop_.info().model_id);
   // The prompt as a request would build it: with a recent answer's own ids where its text quotes one.
-  out["answer_tokens_reused"] = std::get<BuiltPrompt>(prompt).answer_tokens;
+  out["answer_tokens_reused"] = prompt->answer_tokens;
   return json_response(out);
 }
 

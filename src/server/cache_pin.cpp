@@ -9,16 +9,16 @@ namespace hearth::server {
 
 HttpResponse HttpServer::handle_cache_pin(const HttpRequest& req) {
   auto json_body = parse_json_body(req.body);
-  if (auto* error = std::get_if<ApiError>(&json_body)) return error_response(*error);
-  const nlohmann::json& body = std::get<nlohmann::json>(json_body);
+  if (!json_body) return error_response(json_body.error());
+  const nlohmann::json& body = *json_body;
   const bool chat = body.is_object() && body.contains("messages");
   auto parsed = validate_completion_request(body, chat ? Endpoint::kChat : Endpoint::kCompletion);
-  if (auto* error = std::get_if<ApiError>(&parsed)) return error_response(*error);
-  const CompletionRequest& request = std::get<CompletionRequest>(parsed);
+  if (!parsed) return error_response(parsed.error());
+  const CompletionRequest& request = *parsed;
   if (auto error = check_model(request)) return error_response(*error);
   auto prompt = build_prompt(request);
-  if (auto* error = std::get_if<ApiError>(&prompt)) return error_response(*error);
-  const auto pinned = loop_.pin_prefix(std::get<BuiltPrompt>(prompt).tokens, request.cache_salt);
+  if (!prompt) return error_response(prompt.error());
+  const auto pinned = loop_.pin_prefix(prompt->tokens, request.cache_salt);
   if (!pinned) {
     return error_response(ApiError{503, "the server is shutting down", "server_error", {}, "server_shutting_down"});
   }

@@ -12,8 +12,8 @@ ApiResult<nlohmann::json> HttpServer::warm(const nlohmann::json& body) {
   if (draining_) return ApiError{503, "the server is shutting down", "server_error", {}, "server_shutting_down"};
   const bool chat = body.is_object() && body.contains("messages");
   auto parsed = validate_completion_request(body, chat ? Endpoint::kChat : Endpoint::kCompletion);
-  if (auto* error = std::get_if<ApiError>(&parsed)) return *error;
-  CompletionRequest& request = std::get<CompletionRequest>(parsed);
+  if (!parsed) return parsed.error();
+  CompletionRequest& request = *parsed;
   if (auto error = check_model(request)) return *error;
   if (!request.use_cache) {
     return ApiError{400, "warming needs the prefix cache: cache_prompt must not be false", "invalid_request_error",
@@ -24,8 +24,8 @@ ApiResult<nlohmann::json> HttpServer::warm(const nlohmann::json& body) {
     return ApiError{400, "pin must be a boolean", "invalid_request_error", "pin", "invalid_type"};
   }
   auto built = build_prompt(request);
-  if (auto* error = std::get_if<ApiError>(&built)) return *error;
-  RequestSpec spec = build_spec(request, std::move(std::get<BuiltPrompt>(built).tokens));
+  if (!built) return built.error();
+  RequestSpec spec = build_spec(request, std::move(built->tokens));
   spec.max_tokens = 1;
   spec.sampling.temperature = 0;
   spec.pin_prefix = pin;
@@ -59,7 +59,7 @@ ApiResult<nlohmann::json> HttpServer::warm(const nlohmann::json& body) {
 
 HttpResponse HttpServer::handle_cache_warm(const HttpRequest& req) {
   auto json_body = parse_json_body(req.body);
-  if (auto* error = std::get_if<ApiError>(&json_body)) return error_response(*error);
+  if (!json_body) return error_response(json_body.error());
   // A warm-up holds a route worker until its prefill is done: a few at a time, the rest are told to retry.
   if (warms_in_flight_.fetch_add(1) >= kMaxWarmsInFlight) {
     warms_in_flight_.fetch_sub(1);
@@ -67,10 +67,10 @@ HttpResponse HttpServer::handle_cache_warm(const HttpRequest& req) {
                                                     kMaxWarmsInFlight),
                                    "rate_limit_exceeded", {}, "too_many_warmups"});
   }
-  auto result = warm(std::get<nlohmann::json>(json_body));
+  auto result = warm(*json_body);
   warms_in_flight_.fetch_sub(1);
-  if (auto* error = std::get_if<ApiError>(&result)) return error_response(*error);
-  return json_response(std::get<nlohmann::json>(result));
+  if (!result) return error_response(result.error());
+  return json_response(*result);
 }
 
 }  // namespace hearth::server

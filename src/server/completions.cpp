@@ -78,7 +78,7 @@ void HttpServer::tokenize_prompt(const CompletionRequest& request, BuiltPrompt& 
 ApiResult<HttpServer::BuiltPrompt> HttpServer::build_prompt(const CompletionRequest& request) {
   if (request.endpoint == Endpoint::kChat) {
     auto built = render_chat(request);
-    if (auto* b = std::get_if<BuiltPrompt>(&built)) tokenize_prompt(request, *b);
+    if (built) tokenize_prompt(request, *built);
     return built;
   }
   BuiltPrompt built;
@@ -137,22 +137,22 @@ HttpResponse HttpServer::handle_completion(const HttpRequest& req, Endpoint endp
     return error_response(ApiError{503, "the server is shutting down", "server_error", {}, "server_shutting_down"});
   }
   auto parsed = parse_completion_request(req.body, endpoint);
-  if (auto* error = std::get_if<ApiError>(&parsed)) return error_response(*error);
-  CompletionRequest& request = std::get<CompletionRequest>(parsed);
+  if (!parsed) return error_response(parsed.error());
+  CompletionRequest& request = *parsed;
   if (auto error = check_model(request)) return error_response(*error);
   if (auto error = force_tool_call(request)) return error_response(*error);
   auto built = build_prompt(request);
-  if (auto* error = std::get_if<ApiError>(&built)) return error_response(*error);
-  BuiltPrompt& prompt = std::get<BuiltPrompt>(built);
+  if (!built) return error_response(built.error());
+  BuiltPrompt& prompt = *built;
   auto handles = submit_choices(request, std::move(prompt.tokens));
-  if (auto* error = std::get_if<ApiError>(&handles)) return error_response(*error);
+  if (!handles) return error_response(handles.error());
 
   ResponseMeta meta{
       fmt::format("{}{}", endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-", random_hex(next_id_.fetch_add(1))),
       static_cast<int64_t>(std::time(nullptr)), loop_.info().model_id, prompt.answer_tokens,
       loop_.info().system_fingerprint};
   const bool remember = request.use_cache && answers_.max_entries() > 0 && !prompt.text.empty();
-  auto gen = std::make_shared<Generation>(*this, std::move(request), std::move(meta), std::move(std::get<0>(handles)));
+  auto gen = std::make_shared<Generation>(*this, std::move(request), std::move(meta), std::move(*handles));
   // The answer memory remembers turns of text prompts (choice 0's answer); the ids come with the final output.
   if (remember) {
     gen->remember = true;

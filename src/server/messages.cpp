@@ -231,13 +231,13 @@ HttpResponse HttpServer::anthropic_error_response(const ApiError& error) {
 HttpResponse HttpServer::handle_messages(const HttpRequest& req) {
   if (draining_) return anthropic_error_response(ApiError{503, "the server is shutting down", "server_error", {}, {}});
   auto parsed = parse_messages_request(req.body, random_hex());
-  if (auto* error = std::get_if<ApiError>(&parsed)) return anthropic_error_response(*error);
-  MessagesRequest& request = std::get<MessagesRequest>(parsed);
+  if (!parsed) return anthropic_error_response(parsed.error());
+  MessagesRequest& request = *parsed;
   if (auto error = check_model(request.chat)) return anthropic_error_response(*error);
   if (auto error = force_tool_call(request.chat)) return anthropic_error_response(*error);
   auto rendered = render_chat(request.chat);
-  if (auto* error = std::get_if<ApiError>(&rendered)) return anthropic_error_response(*error);
-  BuiltPrompt& prompt = std::get<BuiltPrompt>(rendered);
+  if (!rendered) return anthropic_error_response(rendered.error());
+  BuiltPrompt& prompt = *rendered;
   if (!take_breakpoints(prompt.text, request.breakpoints, request.anchor)) {
     return anthropic_error_response(
         invalid_request("the chat template dropped or repeated a cache_control breakpoint's text", "messages"));

@@ -258,23 +258,23 @@ HttpResponse ModelRouter::handle_use(const HttpRequest& req) {
   if (req.method == "POST") {
     // A body that is no JSON gets the error every model's route would give, without loading a model for it.
     auto body = parse_json_body(req.body);
-    if (auto* error = std::get_if<ApiError>(&body)) return error_response(req, *error);
-    name = model_field(std::get<json>(body));
+    if (!body) return error_response(req, body.error());
+    name = model_field(*body);
   }
   if (auto q = req.param("model"); name.empty() && q) name = std::string(*q);
   auto index = resolve(name);
-  if (auto* error = std::get_if<ApiError>(&index)) return error_response(req, *error);
-  auto lease = host_.acquire(std::get<size_t>(index));
-  if (auto* error = std::get_if<ApiError>(&lease)) return error_response(req, *error);
+  if (!index) return error_response(req, index.error());
+  auto lease = host_.acquire(*index);
+  if (!lease) return error_response(req, lease.error());
   // The lease ends when this returns; a generation the route started keeps the model busy (num_in_flight) until
   // its last byte.
-  return std::get<ModelLease>(lease).http().handle(req);
+  return lease->http().handle(req);
 }
 
 HttpResponse ModelRouter::handle_read(const HttpRequest& req) {
   auto index = resolve(requested_model(req));
-  if (auto* error = std::get_if<ApiError>(&index)) return error_response(req, *error);
-  const size_t i = std::get<size_t>(index);
+  if (!index) return error_response(req, index.error());
+  const size_t i = *index;
   auto lease = host_.peek(i);
   if (!lease) {
     return error_response(
@@ -288,10 +288,10 @@ HttpResponse ModelRouter::handle_read(const HttpRequest& req) {
 HttpResponse ModelRouter::handle_dashboard_page(const HttpRequest& req) {
   // The page is the same for every model; it reads /v1/stats of the model its ?model= names (or the first one).
   auto index = resolve(requested_model(req));
-  if (auto* error = std::get_if<ApiError>(&index)) return error_response(req, *error);
+  if (!index) return error_response(req, index.error());
   for (size_t k = 0; k <= host_.specs().size(); ++k) {
     // The named model first, then any loaded one.
-    const size_t i = k == 0 ? std::get<size_t>(index) : k - 1;
+    const size_t i = k == 0 ? *index : k - 1;
     if (auto lease = host_.peek(i)) return lease->http().handle(req);
   }
   return error_response(req, ApiError{409, "no model is loaded yet; the dashboard shows a model once it is",
@@ -323,8 +323,8 @@ HttpResponse ModelRouter::handle_models(const HttpRequest& req) {
   if (req.path.starts_with(kPrefix)) {
     const std::string name = req.path.substr(kPrefix.size());
     auto index = resolve(name);
-    if (auto* error = std::get_if<ApiError>(&index)) return error_response(req, *error);
-    const size_t i = std::get<size_t>(index);
+    if (!index) return error_response(req, index.error());
+    const size_t i = *index;
     res.body = dump(model_entry(i, names_.contains(name) ? name : host_.specs()[i].id));
     return res;
   }
@@ -395,10 +395,10 @@ HttpResponse ModelRouter::handle_metrics() {
 
 ApiResult<json> ModelRouter::warm(const json& body) {
   auto index = resolve(model_field(body));
-  if (auto* error = std::get_if<ApiError>(&index)) return *error;
-  auto lease = host_.acquire(std::get<size_t>(index));
-  if (auto* error = std::get_if<ApiError>(&lease)) return *error;
-  return std::get<ModelLease>(lease).http().warm(body);
+  if (!index) return index.error();
+  auto lease = host_.acquire(*index);
+  if (!lease) return lease.error();
+  return lease->http().warm(body);
 }
 
 void ModelRouter::shutdown() {

@@ -358,8 +358,8 @@ std::optional<ApiError> parse_cache_controls(const json& body, CompletionRequest
     if (auto err = read_bool(*s, "ignore_eos", r.ignore_eos)) return err;
     if (auto it = s->find("cache_retention"); it != s->end() && !it->is_null()) {
       auto span = parse_cache_retention(*it, "cache_retention");
-      if (auto* err = std::get_if<ApiError>(&span)) return *err;
-      r.retention = {std::get<RetentionSpan>(span)};
+      if (!span) return span.error();
+      r.retention = {*span};
     }
   }
   return std::nullopt;
@@ -389,8 +389,8 @@ nlohmann::json error_json(const ApiError& e) {
 
 ApiResult<CompletionRequest> parse_completion_request(std::string_view body_text, Endpoint endpoint) {
   auto body = parse_json_body(body_text);
-  if (auto* error = std::get_if<ApiError>(&body)) return *error;
-  return validate_completion_request(std::get<json>(body), endpoint);
+  if (!body) return body.error();
+  return validate_completion_request(*body, endpoint);
 }
 
 ApiResult<CompletionRequest> validate_completion_request(const nlohmann::json& body, Endpoint endpoint) {

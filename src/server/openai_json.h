@@ -11,12 +11,12 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <variant>
 #include <vector>
 
 #include "engine/engine_types.h"
 #include "grammar/grammar.h"
 #include "server/tool_calls.h"
+#include "util/result.h"
 
 namespace hearth::server {
 
@@ -37,8 +37,9 @@ struct ApiError {
 // 429 rate_limit_error, 5xx server_error, else invalid_request_error).
 [[nodiscard]] const char* error_type_for_status(int status);
 
+// A value or the error object to answer with: Result (util/result.h), so HEARTH_TRY propagates it.
 template <class T>
-using ApiResult = std::variant<T, ApiError>;
+using ApiResult = Result<T, ApiError>;
 
 enum class Endpoint { kChat, kCompletion };
 

@@ -215,10 +215,10 @@ HttpResponse HttpServer::handle_kv_plan(const HttpRequest& req) {
     const auto text = req.param(name);
     if (!text || error) return;
     auto v = parse_plan_count(name, std::string(*text), max);
-    if (auto* e = std::get_if<ApiError>(&v)) {
-      error = *e;
+    if (!v) {
+      error = v.error();
     } else {
-      out = std::get<int64_t>(v);
+      out = *v;
     }
   };
   read_count("ctx", kMaxPlanContext, request.context);
@@ -236,8 +236,8 @@ HttpResponse HttpServer::handle_kv_plan(const HttpRequest& req) {
 
 HttpResponse HttpServer::handle_tokenize(const HttpRequest& req) {
   auto parsed = parse_tokenize_request(req.body);
-  if (auto* error = std::get_if<ApiError>(&parsed)) return error_response(*error);
-  const TokenizeRequest& request = std::get<TokenizeRequest>(parsed);
+  if (!parsed) return error_response(parsed.error());
+  const TokenizeRequest& request = *parsed;
   json tokens = json::array();
   for (TokenId t : tokenizer_.encode(request.content, request.add_special, request.parse_special)) {
     tokens.push_back(t.value);

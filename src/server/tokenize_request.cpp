@@ -23,8 +23,8 @@ std::optional<ApiError> read_flag(const json& body, const char* key, bool& out) 
 
 ApiResult<TokenizeRequest> parse_tokenize_request(std::string_view body_text) {
   auto parsed = parse_json_body(body_text);
-  if (auto* error = std::get_if<ApiError>(&parsed)) return *error;
-  const json& body = std::get<json>(parsed);
+  if (!parsed) return parsed.error();
+  const json& body = *parsed;
   if (!body.is_object()) return invalid_request("the request body must be a JSON object", {}, "invalid_json");
   TokenizeRequest r;
   auto content = body.find("content");

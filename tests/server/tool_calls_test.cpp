@@ -205,8 +205,8 @@ TEST(ToolCallStream, HoldsBackFromWhereACallMayStart) {
 
 CompletionRequest chat_request(const std::string& body) {
   auto parsed = parse_completion_request(body, Endpoint::kChat);
-  EXPECT_TRUE(std::holds_alternative<CompletionRequest>(parsed)) << std::get<ApiError>(parsed).message;
-  return std::get<CompletionRequest>(parsed);
+  EXPECT_TRUE(parsed.ok()) << parsed.error().message;
+  return *parsed;
 }
 
 TEST(ToolCallResponse, WholeAndStreamedShapesFollowOpenAI) {
