@@ -16,19 +16,21 @@ namespace {
 
 using namespace hearth::server;
 
-template <class T>
-void check(const ApiResult<T>& result) {
-  if (result) return;
-  const ApiError& e = result.error();
+void check(const ApiError& e) {
   if (e.status != 400 || e.message.empty()) std::abort();
   (void)error_json(e).dump();
+}
+
+template <class T>
+void check(const ApiResult<T>& result) {
+  if (!result) check(result.error());
 }
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view body(reinterpret_cast<const char*>(data), size);
-  check(parse_json_body(body));
+  if (auto parsed = parse_json_body(body); !parsed) check(api_error(parsed.error()));
   for (Endpoint endpoint : {Endpoint::kChat, Endpoint::kCompletion}) {
     auto request = parse_completion_request(body, endpoint);
     check(request);

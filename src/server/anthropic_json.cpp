@@ -399,7 +399,7 @@ size_t end_of_json_object(std::string_view text, size_t at) {
 
 ApiResult<MessagesRequest> parse_messages_request(std::string_view body_text, std::string_view nonce) {
   auto parsed = parse_json_body(body_text);
-  if (!parsed) return parsed.error();
+  if (!parsed) return api_error(parsed.error());
   const json& body = *parsed;
   if (!body.is_object()) return invalid_request("the request body must be a JSON object", {}, "invalid_json");
   MessagesRequest r;

@@ -11,7 +11,7 @@ HttpResponse HttpServer::handle_cache_explain(const HttpRequest& req) {
   // The body is a completion or chat body (prompt or messages, cache_salt, cache_prompt, model); generation
   // fields are accepted and ignored.
   auto json_body = parse_json_body(req.body);
-  if (!json_body) return error_response(json_body.error());
+  if (!json_body) return error_response(api_error(json_body.error()));
   const nlohmann::json& body = *json_body;
   const bool chat = body.is_object() && body.contains("messages");
   auto parsed = validate_completion_request(body, chat ? Endpoint::kChat : Endpoint::kCompletion);

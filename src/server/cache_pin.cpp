@@ -9,7 +9,7 @@ namespace hearth::server {
 
 HttpResponse HttpServer::handle_cache_pin(const HttpRequest& req) {
   auto json_body = parse_json_body(req.body);
-  if (!json_body) return error_response(json_body.error());
+  if (!json_body) return error_response(api_error(json_body.error()));
   const nlohmann::json& body = *json_body;
   const bool chat = body.is_object() && body.contains("messages");
   auto parsed = validate_completion_request(body, chat ? Endpoint::kChat : Endpoint::kCompletion);

@@ -59,7 +59,7 @@ ApiResult<nlohmann::json> HttpServer::warm(const nlohmann::json& body) {
 
 HttpResponse HttpServer::handle_cache_warm(const HttpRequest& req) {
   auto json_body = parse_json_body(req.body);
-  if (!json_body) return error_response(json_body.error());
+  if (!json_body) return error_response(api_error(json_body.error()));
   // A warm-up holds a route worker until its prefill is done: a few at a time, the rest are told to retry.
   if (warms_in_flight_.fetch_add(1) >= kMaxWarmsInFlight) {
     warms_in_flight_.fetch_sub(1);

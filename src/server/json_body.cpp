@@ -48,16 +48,16 @@ class DepthLimitedDom {
 
 }  // namespace
 
-ApiResult<nlohmann::json> parse_json_body(std::string_view body, int max_depth) {
+Result<nlohmann::json, JsonBodyError> parse_json_body(std::string_view body, int max_depth) {
   json root;
   DepthLimitedDom sax(root, max_depth);
   // With allow_exceptions off the DOM builder reports parse errors by returning false, so this does not throw.
   const bool ok = json::sax_parse(body.begin(), body.end(), &sax);
   if (sax.too_deep()) {
-    return invalid_request(fmt::format("the request body nests deeper than {} levels of arrays and objects", max_depth),
-                           {}, "json_too_deep");
+    return JsonBodyError{fmt::format("the request body nests deeper than {} levels of arrays and objects", max_depth),
+                         "json_too_deep"};
   }
-  if (!ok) return invalid_request("the request body is not valid JSON", {}, "invalid_json");
+  if (!ok) return JsonBodyError{"the request body is not valid JSON", "invalid_json"};
   return root;
 }
 

@@ -6,9 +6,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <string>
 #include <string_view>
 
-#include "server/openai_json.h"
+#include "util/result.h"
 
 namespace hearth::server {
 
@@ -16,9 +17,17 @@ namespace hearth::server {
 // limit to the values it converts (template/value.h kMaxJsonDepth).
 inline constexpr int kMaxJsonBodyDepth = 256;
 
-// Parses `body` as one JSON value. Fails with a 400: "invalid_json" for malformed JSON, "json_too_deep" (message
-// "the request body nests deeper than 256 levels ...") past `max_depth`. Never throws; memory stays proportional to
-// the body (depth included), and recursion depth of later tree operations is bounded by `max_depth`.
-[[nodiscard]] ApiResult<nlohmann::json> parse_json_body(std::string_view body, int max_depth = kMaxJsonBodyDepth);
+// Why a body is no JSON value: `code` is "invalid_json" (malformed) or "json_too_deep" (message "the request body
+// nests deeper than 256 levels ..."). The routes answer it as a 400 with that code (api_error in openai_json.h).
+struct JsonBodyError {
+  std::string message;
+  std::string code;
+};
+
+// Parses `body` as one JSON value; fails with "invalid_json" for malformed JSON, "json_too_deep" past `max_depth`.
+// Never throws; memory stays proportional to the body (depth included), and recursion depth of later tree
+// operations is bounded by `max_depth`.
+[[nodiscard]] Result<nlohmann::json, JsonBodyError> parse_json_body(std::string_view body,
+                                                                    int max_depth = kMaxJsonBodyDepth);
 
 }  // namespace hearth::server

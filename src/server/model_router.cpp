@@ -258,7 +258,7 @@ HttpResponse ModelRouter::handle_use(const HttpRequest& req) {
   if (req.method == "POST") {
     // A body that is no JSON gets the error every model's route would give, without loading a model for it.
     auto body = parse_json_body(req.body);
-    if (!body) return error_response(req, body.error());
+    if (!body) return error_response(req, api_error(body.error()));
     name = model_field(*body);
   }
   if (auto q = req.param("model"); name.empty() && q) name = std::string(*q);

@@ -389,7 +389,7 @@ nlohmann::json error_json(const ApiError& e) {
 
 ApiResult<CompletionRequest> parse_completion_request(std::string_view body_text, Endpoint endpoint) {
   auto body = parse_json_body(body_text);
-  if (!body) return body.error();
+  if (!body) return api_error(body.error());
   return validate_completion_request(*body, endpoint);
 }
 
@@ -439,6 +439,10 @@ ApiError api_error(const SubmitError& e, Endpoint endpoint) {
       return ApiError{503, e.message, "server_error", {}, "server_shutting_down"};
   }
   return ApiError{500, e.message, "server_error", {}, {}};  // unreachable: every code is mapped above
+}
+
+ApiError api_error(const JsonBodyError& e) {
+  return invalid_request(e.message, {}, e.code);
 }
 
 ApiError api_error(const RuntimeError& e) {

@@ -15,6 +15,7 @@
 
 #include "engine/engine_types.h"
 #include "grammar/grammar.h"
+#include "server/json_body.h"
 #include "server/tool_calls.h"
 #include "util/result.h"
 
@@ -48,6 +49,8 @@ enum class Endpoint { kChat, kCompletion };
 [[nodiscard]] ApiError api_error(const SubmitError& error, Endpoint endpoint);
 // The error object for a request the engine ended while it ran: 500 for non-finite logits, 503 when shutting down.
 [[nodiscard]] ApiError api_error(const RuntimeError& error);
+// The error object for a body that is no JSON value (json_body.h): a 400 with its code.
+[[nodiscard]] ApiError api_error(const JsonBodyError& error);
 
 // A validated request body. Unset optionals take the server's defaults.
 struct CompletionRequest {

@@ -23,7 +23,7 @@ std::optional<ApiError> read_flag(const json& body, const char* key, bool& out) 
 
 ApiResult<TokenizeRequest> parse_tokenize_request(std::string_view body_text) {
   auto parsed = parse_json_body(body_text);
-  if (!parsed) return parsed.error();
+  if (!parsed) return api_error(parsed.error());
   const json& body = *parsed;
   if (!body.is_object()) return invalid_request("the request body must be a JSON object", {}, "invalid_json");
   TokenizeRequest r;
