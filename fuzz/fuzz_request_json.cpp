@@ -7,10 +7,10 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "server/anthropic_json.h"
-#include "server/json_body.h"
-#include "server/openai_json.h"
-#include "server/tokenize_request.h"
+#include "server/anthropic/anthropic_json.h"
+#include "server/api/tokenize_request.h"
+#include "server/http/json_body.h"
+#include "server/openai/openai_json.h"
 
 namespace {
 

@@ -27,7 +27,7 @@
 #include "kv/kv_plan.h"
 #include "kv/tier_seal.h"
 #include "model/model.h"
-#include "server/serve_access.h"
+#include "server/http/serve_access.h"
 #include "server/server.h"
 #include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"

@@ -1,9 +1,8 @@
 // hearth serve with several models: -m a.gguf -m b.gguf or --models DIR. Each model is described from its GGUF
 // header at start (a bad file stops the start), loaded on first use under the --memory budget and unloaded least
-// recently used or after --keep-alive (server/model_host.h); one ModelRouter (server/model_router.h) owns the socket.
-// Each model has its own compute ThreadPool of -t threads (--shared-pool: one for all, calls taking turns); all share
-// one disk tier (their keys never mix: the
-// model fingerprint is part of every block key).
+// recently used or after --keep-alive (server/models/model_host.h); one ModelRouter (server/models/model_router.h) owns
+// the socket. Each model has its own compute ThreadPool of -t threads (--shared-pool: one for all, calls taking turns);
+// all share one disk tier (their keys never mix: the model fingerprint is part of every block key).
 
 #include <algorithm>
 #include <chrono>
@@ -24,7 +23,7 @@
 #include "model/config.h"
 #include "model/model.h"
 #include "model/model_memory.h"
-#include "server/model_router.h"
+#include "server/models/model_router.h"
 #include "server/server.h"
 #include "template/chat_template.h"
 #include "tensor/kv_dtype.h"

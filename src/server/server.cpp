@@ -3,13 +3,13 @@
 
 #include "server/server.h"
 
-#include <cctype>
 #include <chrono>
 #include <ctime>
 
-#include "server/dashboard_page.h"
-#include "server/kv_plan_json.h"
-#include "server/tokenize_request.h"
+#include "server/api/tokenize_request.h"
+#include "server/cache/kv_plan_json.h"
+#include "server/http/serve_access.h"
+#include "server/observe/dashboard_page.h"
 #include "util/log.h"
 
 namespace hearth::server {
@@ -22,18 +22,6 @@ std::string dump(const json& j) {
 }
 
 }  // namespace
-
-bool bearer_matches(std::string_view header, std::string_view key) {
-  // RFC 7235: the scheme is case-insensitive and one or more spaces separate it from the credentials.
-  constexpr std::string_view kScheme = "bearer";
-  if (header.size() <= kScheme.size() || header[kScheme.size()] != ' ') return false;
-  for (size_t i = 0; i < kScheme.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(header[i])) != kScheme[i]) return false;
-  }
-  std::string_view given = header.substr(kScheme.size());
-  given.remove_prefix(std::min(given.find_first_not_of(' '), given.size()));
-  return api_key_matches(given, key);
-}
 
 HttpServer::HttpServer(ServerConfig config, EngineLoop& loop, const Tokenizer& tokenizer, const ChatFormatter& chat)
     : config_(std::move(config)),
@@ -75,18 +63,6 @@ HttpResponse HttpServer::error_response(const ApiError& error) {
   if (error.status == 401) res.set_header("WWW-Authenticate", "Bearer");
   metrics_.record_error(error.status);
   return res;
-}
-
-bool api_key_matches(std::string_view given, std::string_view key) {
-  // Compare every byte of the longer length so timing reveals neither the key nor the matching prefix length.
-  const size_t n = std::max(given.size(), key.size());
-  unsigned diff = given.size() == key.size() ? 0u : 1u;
-  for (size_t i = 0; i < n; ++i) {
-    const unsigned char a = i < given.size() ? static_cast<unsigned char>(given[i]) : 0;
-    const unsigned char b = i < key.size() ? static_cast<unsigned char>(key[i]) : 0;
-    diff |= static_cast<unsigned>(a ^ b);
-  }
-  return diff == 0;
 }
 
 std::optional<HttpResponse> HttpServer::check_auth(const HttpRequest& req) {

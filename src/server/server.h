@@ -25,14 +25,14 @@
 
 #include "engine/engine_loop.h"
 #include "kv/volatile_prefix.h"
-#include "server/answer_memory.h"
-#include "server/chat.h"
-#include "server/http_transport.h"
-#include "server/http_types.h"
-#include "server/metrics.h"
-#include "server/model_names.h"
-#include "server/openai_json.h"
-#include "server/stats_history.h"
+#include "server/api/chat.h"
+#include "server/cache/answer_memory.h"
+#include "server/http/http_transport.h"
+#include "server/http/http_types.h"
+#include "server/models/model_names.h"
+#include "server/observe/metrics.h"
+#include "server/observe/stats_history.h"
+#include "server/openai/openai_json.h"
 #include "tokenizer/tokenizer.h"
 
 namespace hearth::server {
@@ -59,11 +59,6 @@ struct ServerConfig {
   // front can unload the model. May be empty.
   std::function<void()> on_idle;
 };
-
-// Constant-time comparison of an Authorization header against "Bearer KEY" (the scheme case-insensitive).
-[[nodiscard]] bool bearer_matches(std::string_view header, std::string_view key);
-// Constant-time comparison of a bare key (the x-api-key header) against `key`.
-[[nodiscard]] bool api_key_matches(std::string_view given, std::string_view key);
 
 // The model's facts (id, context, block size, KV plan) are the engine's: the server reads loop.info().
 class HttpServer {

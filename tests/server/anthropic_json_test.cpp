@@ -1,10 +1,10 @@
 // The Anthropic Messages wire format and the retention fields: parsing with breakpoints, marker removal, the
 // usage split, stop reasons, the error shape, TTL strings and cache_retention.
-#include "server/anthropic_json.h"
+#include "server/anthropic/anthropic_json.h"
 
 #include <gtest/gtest.h>
 
-#include "server/retention_json.h"
+#include "server/cache/retention_json.h"
 
 namespace hearth::server {
 namespace {

@@ -1,7 +1,7 @@
 // ModelHost with fake models (no weights, no engine): lazy loads, one load for requests that arrive together, LRU
 // unloads under the budget, never a busy model, the numbers when a model can never fit, keep-alive. Waits are on
 // events (futures, joins), never sleeps.
-#include "server/model_host.h"
+#include "server/models/model_host.h"
 
 #include <gtest/gtest.h>
 

@@ -3,9 +3,9 @@
 #include <gtest/gtest.h>
 
 #include "gguf/gguf_file.h"
-#include "server/chat.h"
-#include "server/openai_json.h"
-#include "server/server.h"
+#include "server/api/chat.h"
+#include "server/http/serve_access.h"
+#include "server/openai/openai_json.h"
 
 namespace hearth::server {
 namespace {

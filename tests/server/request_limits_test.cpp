@@ -5,11 +5,11 @@
 
 #include <string>
 
-#include "server/json_body.h"
-#include "server/kv_plan_json.h"
-#include "server/openai_json.h"
-#include "server/serve_access.h"
-#include "server/tokenize_request.h"
+#include "server/api/tokenize_request.h"
+#include "server/cache/kv_plan_json.h"
+#include "server/http/json_body.h"
+#include "server/http/serve_access.h"
+#include "server/openai/openai_json.h"
 
 namespace hearth::server {
 namespace {

@@ -16,7 +16,7 @@ expect_rejected() {  # FILE HEADER
   fi
   grep -q "$1:.*\"$2\"" "$tmp/err" || { echo "FAIL: the message does not name $1 and $2:" >&2; cat "$tmp/err" >&2; exit 1; }
 }
-expect_rejected src/server/completions.cpp kernels/matmul.h
+expect_rejected src/server/openai/completions.cpp kernels/matmul.h
 expect_rejected src/kv/kv_plan.h tensor/kv_dtype.h
 expect_rejected src/server/server.h engine/engine.h
 echo "check-layers accepts the tree and rejects wrong includes"
