@@ -9,7 +9,8 @@
 #include <random>
 
 #include "server/anthropic/anthropic_json.h"
-#include "server/server.h"
+#include "server/anthropic/routes.h"
+#include "server/api/generation.h"
 
 namespace hearth::server {
 namespace {
@@ -21,43 +22,34 @@ std::string random_hex() {
   return fmt::format("{:016x}{:016x}", rng(), rng());
 }
 
-constexpr auto kKeepAliveInterval = std::chrono::milliseconds(1000);
-
-}  // namespace
-
-class HttpServer::MessagesGeneration : public ResponseSource, public std::enable_shared_from_this<MessagesGeneration> {
+class MessagesGeneration : public Generation, public std::enable_shared_from_this<MessagesGeneration> {
  public:
-  MessagesGeneration(HttpServer& server, MessagesRequest request, std::unique_ptr<RequestHandle> handle,
+  MessagesGeneration(ServerContext& context, MessagesRequest request, std::unique_ptr<RequestHandle> handle,
                      int32_t prompt_tokens, int32_t breakpoint_tokens)
-      : server_(server),
+      : Generation(context, request.chat.stream),
         request_(std::move(request)),
         handle_(std::move(handle)),
         id_("msg_" + random_hex()),
-        model_(server.loop_.info().model_id),
+        model_(context.loop().info().model_id),
         prompt_tokens_(prompt_tokens),
         breakpoint_tokens_(breakpoint_tokens),
-        format_(server.chat_.tool_call_format()) {
+        format_(context.chat().tool_call_format()) {
     // With tools, streamed text that may be a call is held back (ToolCallStream) and sent as tool_use blocks.
     if (request_.chat.stream && request_.chat.tools_active()) tools_.emplace(format_, request_.chat.tool_call_forced());
-    server_.begin_in_flight();
-  }
-  ~MessagesGeneration() override {
-    handle_.reset();  // aborts the request if it still runs
-    server_.end_in_flight();
   }
 
   bool parse_special = false;
   std::string prompt_text;  // for the answer memory; empty: nothing to remember
 
   void start(std::function<void()> wake) override { handle_->set_notify(std::move(wake)); }
-  std::chrono::milliseconds keep_alive_interval() const override {
-    return request_.chat.stream ? kKeepAliveInterval : std::chrono::milliseconds(0);
-  }
   std::string keep_alive() override { return anthropic_event(json{{"type", "ping"}}); }
 
   Chunk pull() override {
     Chunk chunk;
-    if (request_.chat.stream && !head_sent_) send_head(chunk);
+    if (request_.chat.stream && !head_sent_) {
+      head_sent_ = true;
+      chunk.head = sse_head();
+    }
     while (!done_) {
       std::optional<RequestOutput> out = handle_->try_next();
       if (!out) break;
@@ -75,7 +67,7 @@ class HttpServer::MessagesGeneration : public ResponseSource, public std::enable
   }
 
   void cancel() override {
-    server_.metrics_.record_disconnect();
+    context_.metrics().record_disconnect();
     if (done_) return;
     done_ = true;
     auto self = shared_from_this();
@@ -84,16 +76,6 @@ class HttpServer::MessagesGeneration : public ResponseSource, public std::enable
   }
 
  private:
-  void send_head(Chunk& chunk) {
-    head_sent_ = true;
-    HttpResponse head;
-    head.content_type = "text/event-stream";
-    head.streamed = true;
-    head.set_header("Cache-Control", "no-cache");
-    head.set_header("X-Accel-Buffering", "no");
-    chunk.head = std::move(head);
-  }
-
   // message_start waits for the request's first output, which says how much of the prompt the cache supplied, so
   // its usage is the real split (message_delta repeats it with the output tokens).
   void start_message(const RequestOutput& out, Chunk& chunk) {
@@ -146,13 +128,14 @@ class HttpServer::MessagesGeneration : public ResponseSource, public std::enable
 
   void record(RequestOutput& out) {
     if (out.error) return;
-    if (!prompt_text.empty()) server_.remember_answer(request_.chat.cache_salt, parse_special, prompt_text, out);
+    if (!prompt_text.empty()) context_.remember_answer(request_.chat.cache_salt, parse_special, prompt_text, out);
+    Metrics& metrics = context_.metrics();
     const std::string reuse_stop = out.usage.reuse.reason ? reuse_stop_name(*out.usage.reuse.reason) : "";
-    if (!reuse_stop.empty()) server_.metrics_.record_reuse_stop(reuse_stop);
-    server_.metrics_.record_tenant(request_.chat.cache_salt, out.usage.prompt_tokens, out.usage.cached_tokens,
-                                   out.usage.completion_tokens, reuse_stop);
-    server_.metrics_.record_request("messages", finish_reason_text(out.finish_reason), out.usage.ttft_ms / 1000.0,
-                                    out.usage.total_ms / 1000.0);
+    if (!reuse_stop.empty()) metrics.record_reuse_stop(reuse_stop);
+    metrics.record_tenant(request_.chat.cache_salt, out.usage.prompt_tokens, out.usage.cached_tokens,
+                          out.usage.completion_tokens, reuse_stop);
+    metrics.record_request("messages", finish_reason_text(out.finish_reason), out.usage.ttft_ms / 1000.0,
+                           out.usage.total_ms / 1000.0);
   }
 
   void finish(RequestOutput& out, Chunk& chunk) {
@@ -161,7 +144,8 @@ class HttpServer::MessagesGeneration : public ResponseSource, public std::enable
     const MessagesUsage usage = messages_usage(out.usage, breakpoint_tokens_);
     if (!request_.chat.stream) {
       const MessagesAnswer answer = messages_answer(request_.chat, format_, std::move(text_), out.finish_reason);
-      chunk.head = json_response(message_json(id_, model_, answer, out.finish_reason, out.stop_sequence, usage));
+      chunk.head =
+          ServerContext::json_response(message_json(id_, model_, answer, out.finish_reason, out.stop_sequence, usage));
       return;
     }
     bool tool_use = false;
@@ -188,7 +172,7 @@ class HttpServer::MessagesGeneration : public ResponseSource, public std::enable
     record(out);
     const ApiError error = out.error ? api_error(*out.error, Endpoint::kChat) : api_error(*out.runtime_error);
     if (!request_.chat.stream) {
-      chunk.head = server_.anthropic_error_response(error);
+      chunk.head = anthropic_error_response(context_, error);
       return;
     }
     chunk.data += anthropic_event(anthropic_error_json(error));
@@ -203,7 +187,6 @@ class HttpServer::MessagesGeneration : public ResponseSource, public std::enable
     }
   }
 
-  HttpServer& server_;
   MessagesRequest request_;
   std::unique_ptr<RequestHandle> handle_;
   std::string id_;
@@ -220,44 +203,41 @@ class HttpServer::MessagesGeneration : public ResponseSource, public std::enable
   bool done_ = false;
 };
 
-HttpResponse HttpServer::anthropic_error_response(const ApiError& error) {
-  HttpResponse res = json_response(anthropic_error_json(error));
-  res.status = error.status;
-  if (error.status == 429 || error.status == 503) res.set_header("Retry-After", "1");
-  metrics_.record_error(error.status);
-  return res;
-}
-
-HttpResponse HttpServer::handle_messages(const HttpRequest& req) {
-  if (draining_) return anthropic_error_response(ApiError{503, "the server is shutting down", "server_error", {}, {}});
+HttpResponse handle_messages(ServerContext& context, const HttpRequest& req) {
+  if (context.draining()) {
+    return anthropic_error_response(context, ApiError{503, "the server is shutting down", "server_error", {}, {}});
+  }
   auto parsed = parse_messages_request(req.body, random_hex());
-  if (!parsed) return anthropic_error_response(parsed.error());
+  if (!parsed) return anthropic_error_response(context, parsed.error());
   MessagesRequest& request = *parsed;
-  if (auto error = check_model(request.chat)) return anthropic_error_response(*error);
-  if (auto error = force_tool_call(request.chat)) return anthropic_error_response(*error);
-  auto rendered = render_chat(request.chat);
-  if (!rendered) return anthropic_error_response(rendered.error());
-  BuiltPrompt& prompt = *rendered;
+  if (auto error = context.check_model(request.chat)) return anthropic_error_response(context, *error);
+  if (auto error = context.force_tool_call(request.chat)) return anthropic_error_response(context, *error);
+  auto rendered = context.render_chat(request.chat);
+  if (!rendered) return anthropic_error_response(context, rendered.error());
+  ServerContext::BuiltPrompt& prompt = *rendered;
   if (!take_breakpoints(prompt.text, request.breakpoints, request.anchor)) {
     return anthropic_error_response(
+        context,
         invalid_request("the chat template dropped or repeated a cache_control breakpoint's text", "messages"));
   }
   // Each breakpoint retains the prompt's tokens up to it: the tokens of the text before it.
   int32_t breakpoint_tokens = 0;
   for (const Breakpoint& bp : request.breakpoints) {
     const auto n = static_cast<int32_t>(
-        tokenizer_.encode(std::string_view(prompt.text).substr(0, bp.text_offset), prompt.add_special, true).size());
+        context.tokenizer()
+            .encode(std::string_view(prompt.text).substr(0, bp.text_offset), prompt.add_special, true)
+            .size());
     request.chat.retention.push_back(RetentionSpan{n, kBreakpointPriority, bp.ttl_ms});
     breakpoint_tokens = std::max(breakpoint_tokens, n);
   }
-  tokenize_prompt(request.chat, prompt);
+  context.tokenize_prompt(request.chat, prompt);
   const auto prompt_tokens = static_cast<int32_t>(prompt.tokens.size());
-  RequestSpec spec = build_spec(request.chat, std::move(prompt.tokens));
-  if (spec.use_cache && !spec.prompt.empty()) observe_prompt(spec.prompt, spec);
-  auto handle = loop_.submit(std::move(spec));
-  if (!handle) return anthropic_error_response(api_error(handle.error(), Endpoint::kChat));
-  const bool remember = request.chat.use_cache && answers_.max_entries() > 0;
-  auto gen = std::make_shared<MessagesGeneration>(*this, std::move(request), std::move(*handle), prompt_tokens,
+  RequestSpec spec = context.build_spec(request.chat, std::move(prompt.tokens));
+  if (spec.use_cache && !spec.prompt.empty()) context.observe_prompt(spec.prompt, spec);
+  auto handle = context.loop().submit(std::move(spec));
+  if (!handle) return anthropic_error_response(context, api_error(handle.error(), Endpoint::kChat));
+  const bool remember = request.chat.use_cache && context.answers().max_entries() > 0;
+  auto gen = std::make_shared<MessagesGeneration>(context, std::move(request), std::move(*handle), prompt_tokens,
                                                   breakpoint_tokens);
   if (remember) {
     gen->parse_special = prompt.parse_special;
@@ -266,6 +246,21 @@ HttpResponse HttpServer::handle_messages(const HttpRequest& req) {
   HttpResponse res;
   res.source = std::move(gen);
   return res;
+}
+
+}  // namespace
+
+HttpResponse anthropic_error_response(ServerContext& context, const ApiError& error) {
+  HttpResponse res = ServerContext::json_response(anthropic_error_json(error));
+  res.status = error.status;
+  if (error.status == 429 || error.status == 503) res.set_header("Retry-After", "1");
+  context.metrics().record_error(error.status);
+  return res;
+}
+
+void add_messages_routes(Routes& routes, ServerContext& context) {
+  routes.add("POST", std::string(kMessagesPath),
+             [&context](const HttpRequest& req) { return handle_messages(context, req); });
 }
 
 }  // namespace hearth::server

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "server/anthropic/anthropic_json.h"
+#include "server/anthropic/routes.h"
 #include "server/cache/kv_plan_json.h"
 #include "server/http/json_body.h"
 #include "server/http/serve_access.h"

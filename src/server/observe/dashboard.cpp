@@ -8,7 +8,7 @@
 
 #include "server/cache/kv_plan_json.h"
 #include "server/observe/dashboard_page.h"
-#include "server/server.h"
+#include "server/observe/routes.h"
 
 namespace hearth::server {
 namespace {
@@ -102,21 +102,11 @@ void no_store(HttpResponse& res) {
   res.set_header("Cache-Control", "no-store");
 }
 
-}  // namespace
-
-double HttpServer::seconds_since_start() const {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
-}
-
-void HttpServer::sample_stats() {
-  if (auto stats = loop_.stats()) history_.add_sample(seconds_since_start(), *stats);
-}
-
-HttpResponse HttpServer::handle_dashboard_page() const {
+HttpResponse handle_dashboard_page(const std::string& csp) {
   HttpResponse res;
   res.content_type = "text/html; charset=utf-8";
   res.body = std::string(dashboard_html());
-  res.set_header("Content-Security-Policy", dashboard_csp_);
+  res.set_header("Content-Security-Policy", csp);
   res.set_header("X-Content-Type-Options", "nosniff");
   res.set_header("Referrer-Policy", "no-referrer");
   res.set_header("X-Frame-Options", "DENY");
@@ -126,16 +116,17 @@ HttpResponse HttpServer::handle_dashboard_page() const {
 
 // GET /v1/stats[?cache_salt=S]: the salt only chooses whose volatile-prefix warnings (which quote prompt text) are
 // listed; every other figure is the whole server's, as /metrics shows it.
-HttpResponse HttpServer::handle_stats(const HttpRequest& req) {
-  const std::optional<EngineStats> stats = loop_.stats();
+HttpResponse handle_stats(ServerContext& context, const HttpRequest& req) {
+  const std::optional<EngineStats> stats = context.loop().stats();
   if (!stats) {
-    return error_response(ApiError{503, "the server is shutting down", "server_error", {}, "server_shutting_down"});
+    return context.error_response(
+        ApiError{503, "the server is shutting down", "server_error", {}, "server_shutting_down"});
   }
-  const EngineInfo& info = loop_.info();
-  const ServerCounts counts = metrics_.counts();
+  const EngineInfo& info = context.loop().info();
+  const ServerCounts counts = context.metrics().counts();
   const std::string scope(req.param("cache_salt").value_or(""));
-  const double now = seconds_since_start();
-  json out = history_.to_json(now, *stats, scope);
+  const double now = context.seconds_since_start();
+  json out = context.history().to_json(now, *stats, scope);
   out["object"] = "hearth.stats";
   out["model"] = info.model_id;
   out["uptime_s"] = now;
@@ -144,13 +135,13 @@ HttpResponse HttpServer::handle_stats(const HttpRequest& req) {
   out["misses"] = misses_json(counts.reuse_stops);
   // The tenant the salt names, alone: its own requests, tokens and misses (the sections above are the whole
   // server's: the operator's view, which whoever holds the API key reads).
-  const TenantCounts tenant = metrics_.tenant_counts(scope);
+  const TenantCounts tenant = context.metrics().tenant_counts(scope);
   out["tenant"] = {{"requests", tenant.num_requests},
                    {"prompt_tokens", tenant.prompt_tokens},
                    {"cached_tokens", tenant.cached_tokens},
                    {"hit_rate", tenant.prompt_tokens > 0 ? json(static_cast<double>(tenant.cached_tokens) /
                                                                 static_cast<double>(tenant.prompt_tokens))
-                                                           : json(nullptr)},
+                                                         : json(nullptr)},
                    {"completion_tokens", tenant.completion_tokens},
                    {"misses", misses_json(tenant.reuse_stops)}};
   out["volatile"] = {{"requests", counts.num_volatile_requests},
@@ -173,19 +164,20 @@ HttpResponse HttpServer::handle_stats(const HttpRequest& req) {
                             {"load_decisions", l.num_load_decisions},
                             {"recompute_decisions", l.num_recompute_decisions}};
   }
-  HttpResponse res = json_response(out);
+  HttpResponse res = ServerContext::json_response(out);
   no_store(res);
   return res;
 }
 
 // GET /v1/cache[?cache_salt=S]: the cached prefixes of that salt's namespace (none: the unsalted one), never any
 // other's, so a caller sees only what its own requests could reuse.
-HttpResponse HttpServer::handle_cache(const HttpRequest& req) {
+HttpResponse handle_cache(ServerContext& context, const HttpRequest& req) {
   CachedPrefixQuery query;
   query.cache_salt = std::string(req.param("cache_salt").value_or(""));
-  const std::optional<CachedPrefixes> listing = loop_.cached_prefixes(query);
+  const std::optional<CachedPrefixes> listing = context.loop().cached_prefixes(query);
   if (!listing) {
-    return error_response(ApiError{503, "the server is shutting down", "server_error", {}, "server_shutting_down"});
+    return context.error_response(
+        ApiError{503, "the server is shutting down", "server_error", {}, "server_shutting_down"});
   }
   json entries = json::array();
   for (const CachedPrefixEntry& e : listing->entries) entries.push_back(cache_entry_json(e));
@@ -203,16 +195,31 @@ HttpResponse HttpServer::handle_cache(const HttpRequest& req) {
   json out = {{"object", "hearth.cache"},
               {"salted", !query.cache_salt.empty()},
               {"blocks", listing->num_blocks},
-              {"tokens_per_block", loop_.info().block_size},
+              {"tokens_per_block", context.loop().info().block_size},
               {"truncated", listing->truncated},
               {"engine_ms", listing->engine_ms},
               {"max_nodes", query.limits.max_nodes},
               {"max_text_bytes", query.max_text_bytes},
               {"prefixes", std::move(entries)},
               {"disk_prefixes", std::move(disk)}};
-  HttpResponse res = json_response(out);
+  HttpResponse res = ServerContext::json_response(out);
   no_store(res);
   return res;
+}
+
+}  // namespace
+
+void sample_stats(ServerContext& context) {
+  if (auto stats = context.loop().stats()) context.history().add_sample(context.seconds_since_start(), *stats);
+}
+
+void add_dashboard_routes(Routes& routes, ServerContext& context) {
+  // The page never changes, nor does its policy (the hashes of its inline script and style).
+  const std::string csp = dashboard_csp(dashboard_html());
+  routes.add("GET", "/", [csp](const HttpRequest&) { return handle_dashboard_page(csp); });
+  routes.add("GET", "/dashboard", [csp](const HttpRequest&) { return handle_dashboard_page(csp); });
+  routes.add("GET", "/v1/stats", [&context](const HttpRequest& req) { return handle_stats(context, req); });
+  routes.add("GET", "/v1/cache", [&context](const HttpRequest& req) { return handle_cache(context, req); });
 }
 
 }  // namespace hearth::server

@@ -1,5 +1,5 @@
 #pragma once
-// The dashboard page (src/server/dashboard/index.html), embedded at build time (CMake turns the file into
+// The dashboard page (src/server/observe/dashboard/index.html), embedded at build time (CMake turns the file into
 // dashboard_page_data.cpp), and the Content-Security-Policy that lets exactly its one inline <script> and one
 // inline <style> run: their SHA-256 hashes, no 'unsafe-inline', and no origin but the server's own.
 

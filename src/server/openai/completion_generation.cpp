@@ -1,4 +1,4 @@
-// HttpServer::Generation: a completion's response, pulled by the transport as the engine delivers its choices'
+// CompletionGeneration: a completion's response, pulled by the transport as the engine delivers its choices'
 // outputs (see completion_generation.h).
 
 #include "server/openai/completion_generation.h"
@@ -6,49 +6,30 @@
 #include "server/api/logprobs_json.h"
 
 namespace hearth::server {
-namespace {
 
-constexpr auto kKeepAliveInterval = std::chrono::milliseconds(1000);
-
-}  // namespace
-
-HttpServer::Generation::Generation(HttpServer& server, CompletionRequest request, ResponseMeta meta,
-                                   std::vector<std::unique_ptr<RequestHandle>> handles)
-    : server_(server), request_(std::move(request)), meta_(std::move(meta)) {
+CompletionGeneration::CompletionGeneration(ServerContext& context, CompletionRequest request, ResponseMeta meta,
+                                           std::vector<std::unique_ptr<RequestHandle>> handles)
+    : Generation(context, request.stream), request_(std::move(request)), meta_(std::move(meta)) {
   HEARTH_CHECK(!handles.empty(), "a generation needs at least one choice");
-  server_.begin_in_flight();
   for (auto& handle : handles) {
     Choice& c = choices_.emplace_back();
     c.handle = std::move(handle);
     if (request_.echo) c.text = request_.prompt_text;
     c.text_offset = static_cast<int64_t>(c.text.size());
-    if (request_.stream && request_.tools_active()) c.tools.emplace(server_.chat_.tool_call_format(), request_.tool_call_forced());
+    if (request_.stream && request_.tools_active())
+      c.tools.emplace(context_.chat().tool_call_format(), request_.tool_call_forced());
   }
 }
 
-HttpServer::Generation::~Generation() {
-  choices_.clear();  // aborts the requests still running
-  server_.end_in_flight();
-}
-
-void HttpServer::Generation::start(std::function<void()> wake) {
+void CompletionGeneration::start(std::function<void()> wake) {
   for (Choice& c : choices_) c.handle->set_notify(wake);
 }
 
-std::chrono::milliseconds HttpServer::Generation::keep_alive_interval() const {
-  return request_.stream ? kKeepAliveInterval : std::chrono::milliseconds(0);
-}
-
-ResponseSource::Chunk HttpServer::Generation::pull() {
+ResponseSource::Chunk CompletionGeneration::pull() {
   Chunk chunk;
   if (request_.stream && !head_sent_) {
     head_sent_ = true;
-    HttpResponse head;
-    head.content_type = "text/event-stream";
-    head.streamed = true;
-    head.set_header("Cache-Control", "no-cache");
-    head.set_header("X-Accel-Buffering", "no");
-    chunk.head = std::move(head);
+    chunk.head = sse_head();
   }
   for (size_t i = 0; i < choices_.size() && !done_; ++i) {
     if (!read_choice(i, chunk)) break;
@@ -58,13 +39,13 @@ ResponseSource::Chunk HttpServer::Generation::pull() {
   return chunk;
 }
 
-bool HttpServer::Generation::read_choice(size_t i, Chunk& chunk) {
+bool CompletionGeneration::read_choice(size_t i, Chunk& chunk) {
   Choice& c = choices_[i];
   while (!c.usage) {
     std::optional<RequestOutput> out = c.handle->try_next();
     if (!out) return true;
     if (out->error || out->runtime_error) {
-      server_.record_finish(*this, *out, i);
+      record_finish(*out, i);
       fail(i, *out, chunk);
       return false;
     }
@@ -75,7 +56,7 @@ bool HttpServer::Generation::read_choice(size_t i, Chunk& chunk) {
       c.logprobs.insert(c.logprobs.end(), out->logprobs.begin(), out->logprobs.end());
     }
     if (out->finished) {
-      server_.record_finish(*this, *out, i);
+      record_finish(*out, i);
       c.usage = out->usage;
       c.finish_reason = out->finish_reason;
     }
@@ -84,7 +65,7 @@ bool HttpServer::Generation::read_choice(size_t i, Chunk& chunk) {
 }
 
 // The SSE events for one piece of choice i's news (with its finish chunk when it is the last).
-std::string HttpServer::Generation::stream_events(size_t i, const RequestOutput& out) {
+std::string CompletionGeneration::stream_events(size_t i, const RequestOutput& out) {
   Choice& c = choices_[i];
   const auto index = static_cast<int32_t>(i);
   std::string events;
@@ -106,11 +87,11 @@ std::string HttpServer::Generation::stream_events(size_t i, const RequestOutput&
   return events;
 }
 
-std::string HttpServer::Generation::stream_tool_calls(size_t i, const RequestOutput& out) {
+std::string CompletionGeneration::stream_tool_calls(size_t i, const RequestOutput& out) {
   Choice& c = choices_[i];
   const auto index = static_cast<int32_t>(i);
   ChoiceResult result =
-      choice_with_tool_calls(request_, server_.chat_.tool_call_format(), c.tools->held(), out.finish_reason, nullptr);
+      choice_with_tool_calls(request_, context_.chat().tool_call_format(), c.tools->held(), out.finish_reason, nullptr);
   std::string events;
   if (!result.text.empty()) {
     events += sse_event(chunk_json(request_, meta_, result.text, c.first_chunk, FinishReason::kNone, nullptr, index));
@@ -128,17 +109,32 @@ std::string HttpServer::Generation::stream_tool_calls(size_t i, const RequestOut
   return events;
 }
 
+void CompletionGeneration::record_finish(RequestOutput& out, size_t choice) {
+  if (out.error) return;  // refused by the engine: it never ran
+  if (remember && choice == 0) context_.remember_answer(request_.cache_salt, parse_special, prompt_text, out);
+  Metrics& metrics = context_.metrics();
+  if (choice == 0 && meta_.answer_tokens_reused > 0) metrics.record_answer_tokens_reused(meta_.answer_tokens_reused);
+  const std::string reuse_stop = out.usage.reuse.reason ? reuse_stop_name(*out.usage.reuse.reason) : "";
+  if (!reuse_stop.empty()) metrics.record_reuse_stop(reuse_stop);
+  metrics.record_tenant(request_.cache_salt, out.usage.prompt_tokens, out.usage.cached_tokens,
+                        out.usage.completion_tokens, reuse_stop);
+  context_.history().record_ttft(context_.seconds_since_start(), out.usage.ttft_ms / 1000.0);
+  metrics.record_request(request_.endpoint == Endpoint::kChat ? "chat" : "completions",
+                         finish_reason_text(out.finish_reason), out.usage.ttft_ms / 1000.0,
+                         out.usage.total_ms / 1000.0);
+}
+
 // Refused after the stream started (the engine re-checks what submit checked), or ended by the engine (non-finite
 // logits, shutdown): whatever text came first, then an error event and [DONE] instead of a finish reason; a whole
 // response is the error object.
-void HttpServer::Generation::fail(size_t i, const RequestOutput& out, Chunk& chunk) {
+void CompletionGeneration::fail(size_t i, const RequestOutput& out, Chunk& chunk) {
   done_ = true;
   for (Choice& c : choices_) {
     if (!c.usage) c.handle->abort();
   }
   const ApiError error = out.error ? api_error(*out.error, request_.endpoint) : api_error(*out.runtime_error);
   if (!request_.stream) {
-    chunk.head = server_.error_response(error);
+    chunk.head = context_.error_response(error);
     return;
   }
   if (!out.new_text.empty()) {
@@ -149,7 +145,7 @@ void HttpServer::Generation::fail(size_t i, const RequestOutput& out, Chunk& chu
   chunk.data.append(kSseDone);
 }
 
-void HttpServer::Generation::complete(Chunk& chunk) {
+void CompletionGeneration::complete(Chunk& chunk) {
   done_ = true;
   if (request_.stream) {
     if (request_.include_usage) chunk.data += sse_event(usage_chunk_json(request_, meta_, usage()));
@@ -158,34 +154,34 @@ void HttpServer::Generation::complete(Chunk& chunk) {
   }
   std::vector<ChoiceResult> results;
   for (Choice& c : choices_) {
-    results.push_back(choice_with_tool_calls(request_, server_.chat_.tool_call_format(), c.text, c.finish_reason,
+    results.push_back(choice_with_tool_calls(request_, context_.chat().tool_call_format(), c.text, c.finish_reason,
                                              logprobs_json(c, c.logprobs)));
   }
-  chunk.head = json_response(response_json(request_, meta_, results, usage()));
+  chunk.head = ServerContext::json_response(response_json(request_, meta_, results, usage()));
 }
 
-bool HttpServer::Generation::all_finished() const {
+bool CompletionGeneration::all_finished() const {
   for (const Choice& c : choices_) {
     if (!c.usage) return false;
   }
   return true;
 }
 
-nlohmann::json HttpServer::Generation::usage() const {
+nlohmann::json CompletionGeneration::usage() const {
   std::vector<RequestUsage> usages;
   for (const Choice& c : choices_) usages.push_back(*c.usage);
   return usage_json(usages, request_, meta_.answer_tokens_reused);
 }
 
-nlohmann::json HttpServer::Generation::logprobs_json(Choice& choice, std::span<const TokenLogprobs> logprobs) {
+nlohmann::json CompletionGeneration::logprobs_json(Choice& choice, std::span<const TokenLogprobs> logprobs) {
   if (!request_.top_logprobs) return nullptr;
-  const Tokenizer& tokenizer = server_.tokenizer_;
+  const Tokenizer& tokenizer = context_.tokenizer();
   if (request_.endpoint == Endpoint::kChat) return chat_logprobs_json(logprobs, tokenizer);
   return completion_logprobs_json(logprobs, tokenizer, choice.text_offset);
 }
 
-void HttpServer::Generation::cancel() {
-  server_.metrics_.record_disconnect();
+void CompletionGeneration::cancel() {
+  context_.metrics().record_disconnect();
   if (done_) return;
   done_ = true;
   // The final outputs (aborted) come within one engine step; they are recorded like any others.
@@ -197,14 +193,14 @@ void HttpServer::Generation::cancel() {
   }
 }
 
-void HttpServer::Generation::drain_after_cancel() {
+void CompletionGeneration::drain_after_cancel() {
   for (size_t i = 0; i < choices_.size(); ++i) {
     Choice& c = choices_[i];
     while (!c.usage) {
       std::optional<RequestOutput> out = c.handle->try_next();
       if (!out) break;
       if (!out->finished) continue;
-      server_.record_finish(*this, *out, i);
+      record_finish(*out, i);
       c.usage = out->usage;
     }
   }

@@ -1,7 +1,7 @@
 #pragma once
-// HttpServer::Generation (server-internal: included by completions.cpp and completion_generation.cpp only). One HTTP
-// request from submit to the last byte: the transport pulls its response (an SSE stream, or one JSON object once every
-// choice has ended) whenever the engine delivers news. Each of the request's n choices is its own engine request
+// CompletionGeneration (included by completions.cpp and completion_generation.cpp only): the Generation
+// (api/generation.h) of /v1/chat/completions and /v1/completions, whose response is an SSE stream, or one JSON
+// object once every choice has ended. Each of the request's n choices is its own engine request
 // with its own handle; they share the prompt's KV through the prefix cache. The engine's facts (token ids, usage)
 // arrive with each choice's final output; nothing here copies them. If the client leaves, every choice is aborted
 // and the Generation keeps itself alive until the engine's final outputs have been recorded.
@@ -11,28 +11,25 @@
 #include <string>
 #include <vector>
 
-#include "server/server.h"
+#include "server/api/generation.h"
+#include "server/openai/openai_json.h"
 
 namespace hearth::server {
 
-class HttpServer::Generation : public ResponseSource, public std::enable_shared_from_this<Generation> {
+class CompletionGeneration : public Generation, public std::enable_shared_from_this<CompletionGeneration> {
  public:
   // Requires at least one handle (choice i is handles[i]).
-  Generation(HttpServer& server, CompletionRequest request, ResponseMeta meta,
-             std::vector<std::unique_ptr<RequestHandle>> handles);
-  ~Generation() override;
+  CompletionGeneration(ServerContext& context, CompletionRequest request, ResponseMeta meta,
+                       std::vector<std::unique_ptr<RequestHandle>> handles);
 
   // For the answer memory (choice 0's answer): the prompt as text and how it was tokenized.
   bool remember = false;
   bool parse_special = false;
   std::string prompt_text;
-  const CompletionRequest& request() const { return request_; }
-  const ResponseMeta& meta() const { return meta_; }
 
   void start(std::function<void()> wake) override;
   Chunk pull() override;
   void cancel() override;
-  std::chrono::milliseconds keep_alive_interval() const override;
   std::string keep_alive() override { return ": keep-alive\n\n"; }
 
  private:
@@ -48,6 +45,8 @@ class HttpServer::Generation : public ResponseSource, public std::enable_shared_
   };
   // A streamed choice with tools has ended: its calls as tool_calls deltas, or what was held back as content.
   std::string stream_tool_calls(size_t i, const RequestOutput& out);
+  // A finished choice: the answer memory and the metrics (from the final output, whoever reads it).
+  void record_finish(RequestOutput& out, size_t choice);
 
   // Reads choice i's news into `chunk` (stream events, or the answer so far); false once the response failed.
   bool read_choice(size_t i, Chunk& chunk);
@@ -62,7 +61,6 @@ class HttpServer::Generation : public ResponseSource, public std::enable_shared_
   nlohmann::json logprobs_json(Choice& choice, std::span<const TokenLogprobs> logprobs);
   void drain_after_cancel();
 
-  HttpServer& server_;
   CompletionRequest request_;
   ResponseMeta meta_;
   std::vector<Choice> choices_;
