@@ -1,4 +1,4 @@
-// Hardening (issue 14): JSON nesting depth enforced while parsing, typed /tokenize fields, bounded /v1/kv/plan
+// Hardening: JSON nesting depth enforced while parsing, typed /tokenize fields, bounded /v1/kv/plan
 // counts, the API key and listen address checks of `hearth serve`.
 
 #include <gtest/gtest.h>
