@@ -46,7 +46,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   tmpl->set_clock([] { return std::chrono::system_clock::time_point(std::chrono::seconds(1'700'000'000)); });
   ordered_json messages = default_messages();
   if (nul != std::string_view::npos) {
-    // Bounded depth: the server never hands the template anything deeper (server/json_body.h).
+    // Bounded depth: the server never hands the template anything deeper (server/http/json_body.h).
     auto parsed = ordered_json::parse(input.substr(nul + 1), nullptr, /*allow_exceptions=*/false);
     if (parsed.is_array()) messages = std::move(parsed);
   }

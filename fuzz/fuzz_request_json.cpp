@@ -7,32 +7,35 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "server/anthropic_json.h"
-#include "server/json_body.h"
-#include "server/openai_json.h"
-#include "server/tokenize_request.h"
+#include "server/anthropic/anthropic_json.h"
+#include "server/api/tokenize_request.h"
+#include "server/http/json_body.h"
+#include "server/openai/openai_json.h"
 
 namespace {
 
 using namespace hearth::server;
 
+void check(const ApiError& e) {
+  if (e.status != 400 || e.message.empty()) std::abort();
+  (void)error_json(e).dump();
+}
+
 template <class T>
 void check(const ApiResult<T>& result) {
-  if (const ApiError* e = std::get_if<ApiError>(&result)) {
-    if (e->status != 400 || e->message.empty()) std::abort();
-    (void)error_json(*e).dump();
-  }
+  if (!result) check(result.error());
 }
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view body(reinterpret_cast<const char*>(data), size);
-  check(parse_json_body(body));
+  if (auto parsed = parse_json_body(body); !parsed) check(api_error(parsed.error()));
   for (Endpoint endpoint : {Endpoint::kChat, Endpoint::kCompletion}) {
     auto request = parse_completion_request(body, endpoint);
     check(request);
-    if (auto* r = std::get_if<CompletionRequest>(&request)) {
+    if (request) {
+      const CompletionRequest* r = &*request;
       // Everything a response renders from the request must be renderable.
       const ResponseMeta meta{"id", 0, r->model};
       (void)response_json(*r, meta, "text", hearth::FinishReason::kStop, hearth::RequestUsage{})
@@ -59,7 +62,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The Anthropic Messages body: its markers must come out of the text the chat would render, whatever it holds.
   auto messages = parse_messages_request(body, "fuzz");
   check(messages);
-  if (auto* m = std::get_if<MessagesRequest>(&messages)) {
+  if (messages) {
+    MessagesRequest* m = &*messages;
     std::string text;
     for (const auto& message : m->chat.messages) text += message["content"].get<std::string>();
     if (!m->chat.tools.is_null()) text += m->chat.tools.dump();

@@ -13,7 +13,7 @@
 #include "gguf/gguf_file.h"
 #include "kv/kv_plan.h"
 #include "model/config.h"
-#include "server/kv_plan_json.h"
+#include "server/cache/kv_plan_json.h"
 #include "tensor/kv_dtype.h"
 #include "util/process_memory.h"
 

@@ -27,7 +27,7 @@
 #include "kv/kv_plan.h"
 #include "kv/tier_seal.h"
 #include "model/model.h"
-#include "server/serve_access.h"
+#include "server/http/serve_access.h"
 #include "server/server.h"
 #include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -290,10 +290,10 @@ int run_serve(ServeFlags f) {
   std::thread warm_thread([&] {
     for (size_t i = 0; i < warm_bodies.size(); ++i) {
       auto result = http.warm(warm_bodies[i]);
-      if (auto* error = std::get_if<server::ApiError>(&result)) {
-        spdlog::warn("--warm line {}: {}", i + 1, error->message);
+      if (!result) {
+        spdlog::warn("--warm line {}: {}", i + 1, result.error().message);
       } else {
-        const nlohmann::json& r = std::get<nlohmann::json>(result);
+        const nlohmann::json& r = *result;
         spdlog::info("--warm line {}: {} tokens, {} were cached ({} from disk), {} pinned", i + 1,
                      r["prompt_tokens"].get<int>(), r["cached_tokens"].get<int>(), r["tiers"]["disk"].get<int>(),
                      r.value("pinned_tokens", 0));

@@ -16,7 +16,7 @@
 #include "engine/kv_tiers.h"
 #include "gguf/gguf_file.h"
 #include "kv/disk_tier.h"
-#include "server/model_host.h"
+#include "server/models/model_host.h"
 #include "util/result.h"
 
 namespace hearth::app {

@@ -1,9 +1,8 @@
 // hearth serve with several models: -m a.gguf -m b.gguf or --models DIR. Each model is described from its GGUF
 // header at start (a bad file stops the start), loaded on first use under the --memory budget and unloaded least
-// recently used or after --keep-alive (server/model_host.h); one ModelRouter (server/model_router.h) owns the socket.
-// Each model has its own compute ThreadPool of -t threads (--shared-pool: one for all, calls taking turns); all share
-// one disk tier (their keys never mix: the
-// model fingerprint is part of every block key).
+// recently used or after --keep-alive (server/models/model_host.h); one ModelRouter (server/models/model_router.h) owns
+// the socket. Each model has its own compute ThreadPool of -t threads (--shared-pool: one for all, calls taking turns);
+// all share one disk tier (their keys never mix: the model fingerprint is part of every block key).
 
 #include <algorithm>
 #include <chrono>
@@ -24,7 +23,7 @@
 #include "model/config.h"
 #include "model/model.h"
 #include "model/model_memory.h"
-#include "server/model_router.h"
+#include "server/models/model_router.h"
 #include "server/server.h"
 #include "template/chat_template.h"
 #include "tensor/kv_dtype.h"
@@ -294,10 +293,10 @@ int run_serve_models(ServeFlags f, int64_t kv_bytes, int64_t max_body, const sig
   std::thread warm_thread([&] {
     for (size_t i = 0; i < warm_bodies.size(); ++i) {
       auto result = router.warm(warm_bodies[i]);
-      if (auto* error = std::get_if<server::ApiError>(&result)) {
-        spdlog::warn("--warm line {}: {}", i + 1, error->message);
+      if (!result) {
+        spdlog::warn("--warm line {}: {}", i + 1, result.error().message);
       } else {
-        const nlohmann::json& r = std::get<nlohmann::json>(result);
+        const nlohmann::json& r = *result;
         spdlog::info("--warm line {} ({}): {} tokens, {} were cached ({} from disk), {} pinned", i + 1,
                      r.value("model", ""), r["prompt_tokens"].get<int>(), r["cached_tokens"].get<int>(),
                      r["tiers"]["disk"].get<int>(), r.value("pinned_tokens", 0));

@@ -64,11 +64,11 @@ class ChatTemplate {
   //   add_generation_prompt:        "Assistant:"
   //   with tools:                   "Tools: <name>, <name>\n\n" first (names only: a model without a template is
   //                                 small, its context too), and an assistant turn's tool_calls follow its content
-  //                                 as {"name": <name>, "arguments": <arguments>} (server/tool_calls.h's kJson)
+  //                                 as {"name": <name>, "arguments": <arguments>} (server/api/tool_calls.h's kJson)
   // An assistant turn is written the way the model continues the generation prompt: an answer generated after
   // "Assistant:" (usually with its own leading space, " Hi") renders back as exactly that text, so the
   // conversation's next prompt starts with the previous prompt plus the answer's exact text, and the server can
-  // reuse the answer's token ids and their cached K/V (see server/answer_memory.h). A hand-written assistant
+  // reuse the answer's token ids and their cached K/V (see server/cache/answer_memory.h). A hand-written assistant
   // content should therefore start with a space, as a model's answer would.
   // A content that is a list of parts renders the parts' "text" fields joined.
   static constexpr std::string_view kFallbackSource =

@@ -1,7 +1,7 @@
 // AnswerMemory: a later turn that quotes an answer is built from the answer's generated ids, exactly where its
 // text repeats them, and the rest is tokenized as a continuation; everything else is tokenized as usual.
 
-#include "server/answer_memory.h"
+#include "server/cache/answer_memory.h"
 
 #include <gtest/gtest.h>
 

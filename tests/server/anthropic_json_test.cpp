@@ -1,10 +1,10 @@
 // The Anthropic Messages wire format and the retention fields: parsing with breakpoints, marker removal, the
 // usage split, stop reasons, the error shape, TTL strings and cache_retention.
-#include "server/anthropic_json.h"
+#include "server/anthropic/anthropic_json.h"
 
 #include <gtest/gtest.h>
 
-#include "server/retention_json.h"
+#include "server/cache/retention_json.h"
 
 namespace hearth::server {
 namespace {
@@ -13,14 +13,14 @@ using nlohmann::json;
 
 MessagesRequest parse_ok(const json& body) {
   auto r = parse_messages_request(body.dump(), "n0nce");
-  if (auto* e = std::get_if<ApiError>(&r)) ADD_FAILURE() << e->message;
-  return std::get<MessagesRequest>(std::move(r));
+  if (!r) ADD_FAILURE() << r.error().message;
+  return std::move(r).value();
 }
 
 ApiError parse_error(const json& body) {
   auto r = parse_messages_request(body.dump(), "n0nce");
-  EXPECT_TRUE(std::holds_alternative<ApiError>(r)) << body.dump();
-  return std::holds_alternative<ApiError>(r) ? std::get<ApiError>(r) : ApiError{};
+  EXPECT_FALSE(r.ok()) << body.dump();
+  return r.ok() ? ApiError{} : r.error();
 }
 
 TEST(MessagesJson, SystemBlocksAndBreakpointsBecomeAChatWithMarkers) {
@@ -288,17 +288,17 @@ TEST(RetentionJson, TtlStringsAreBounded) {
 
 TEST(RetentionJson, CacheRetentionIsValidatedStrictly) {
   auto ok = parse_cache_retention(json::parse(R"({"priority": 90, "ttl": "1h", "tokens": 64})"), "cache_retention");
-  ASSERT_TRUE(std::holds_alternative<RetentionSpan>(ok));
-  EXPECT_EQ(std::get<RetentionSpan>(ok).priority, 90);
-  EXPECT_EQ(std::get<RetentionSpan>(ok).ttl_ms, 3'600'000);
-  EXPECT_EQ(std::get<RetentionSpan>(ok).num_tokens, 64);
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->priority, 90);
+  EXPECT_EQ(ok->ttl_ms, 3'600'000);
+  EXPECT_EQ(ok->num_tokens, 64);
   auto defaults = parse_cache_retention(json::object(), "cache_retention");
-  EXPECT_EQ(std::get<RetentionSpan>(defaults).priority, kDefaultRetentionPriority);
-  EXPECT_EQ(std::get<RetentionSpan>(defaults).ttl_ms, 0);
+  EXPECT_EQ(defaults->priority, kDefaultRetentionPriority);
+  EXPECT_EQ(defaults->ttl_ms, 0);
   for (const char* bad : {R"({"priority": 101})", R"({"priority": 1.5})", R"({"ttl": 60})", R"({"tokens": 0})",
                           R"({"extra": 1})", R"([1])"}) {
     auto r = parse_cache_retention(json::parse(bad), "cache_retention");
-    EXPECT_TRUE(std::holds_alternative<ApiError>(r)) << bad;
+    EXPECT_FALSE(r.ok()) << bad;
   }
 }
 

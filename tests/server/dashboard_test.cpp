@@ -3,8 +3,8 @@
 // /v1/cache through a real server and browser: e2e/dashboard.test.mjs.
 #include <gtest/gtest.h>
 
-#include "server/dashboard_page.h"
-#include "server/stats_history.h"
+#include "server/observe/dashboard_page.h"
+#include "server/observe/stats_history.h"
 
 namespace hearth::server {
 namespace {

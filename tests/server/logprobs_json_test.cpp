@@ -1,6 +1,6 @@
 // The logprobs objects of both OpenAI formats, rendered with stories260K's vocabulary.
 
-#include "server/logprobs_json.h"
+#include "server/api/logprobs_json.h"
 
 #include <gtest/gtest.h>
 

@@ -4,7 +4,7 @@
 
 #include <sstream>
 
-#include "server/metrics.h"
+#include "server/observe/metrics.h"
 
 namespace hearth::server {
 namespace {

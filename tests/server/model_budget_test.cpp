@@ -1,10 +1,10 @@
 // ModelBudget (which models fit under one memory budget, which to unload) and the /metrics merge of several models,
 // with exact numbers and no model.
-#include "server/model_budget.h"
+#include "server/models/model_budget.h"
 
 #include <gtest/gtest.h>
 
-#include "server/model_router.h"
+#include "server/models/model_router.h"
 
 namespace hearth::server {
 namespace {

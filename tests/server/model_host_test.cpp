@@ -1,7 +1,7 @@
 // ModelHost with fake models (no weights, no engine): lazy loads, one load for requests that arrive together, LRU
 // unloads under the budget, never a busy model, the numbers when a model can never fit, keep-alive. Waits are on
 // events (futures, joins), never sleeps.
-#include "server/model_host.h"
+#include "server/models/model_host.h"
 
 #include <gtest/gtest.h>
 
@@ -68,7 +68,7 @@ TEST(ModelHost, LoadsOnFirstUseOnlyAndKeepsTheModel) {
   EXPECT_EQ(h.state(0), ModelState::kUnloaded);
   for (int k = 0; k < 3; ++k) {
     auto lease = h.host->acquire(0);
-    ASSERT_TRUE(std::holds_alternative<ModelLease>(lease));
+    ASSERT_TRUE(lease.ok());
   }
   EXPECT_EQ(h.counts[0].loads, 1);
   EXPECT_EQ(h.counts[1].loads, 0);
@@ -93,8 +93,8 @@ TEST(ModelHost, ABudgetForOneUnloadsTheLeastRecentlyUsed) {
 TEST(ModelHost, AModelThatCanNeverFitIsRefusedWithTheNumbers) {
   Host h(1 << 20, {spec("small", 1), spec("huge", 2 << 20)});
   auto r = h.host->acquire(1);
-  ASSERT_TRUE(std::holds_alternative<ApiError>(r));
-  const ApiError& e = std::get<ApiError>(r);
+  ASSERT_FALSE(r.ok());
+  const ApiError& e = r.error();
   EXPECT_EQ(e.status, 413);
   EXPECT_EQ(e.code, "model_too_large");
   EXPECT_NE(e.message.find("2.00 MiB"), std::string::npos) << e.message;
@@ -106,12 +106,12 @@ TEST(ModelHost, ABusyModelIsNotUnloadedUntilItsRequestsEnd) {
   Host h(15, {spec("a", 10), spec("b", 10)});
   {
     auto lease = h.host->acquire(0);
-    ASSERT_TRUE(std::holds_alternative<ModelLease>(lease));
+    ASSERT_TRUE(lease.ok());
     h.counts[0].in_flight = 1;  // a generation outlives the route's lease
   }
   std::promise<void> unloaded;
   h.unloaded = &unloaded;
-  std::thread other([&] { EXPECT_TRUE(std::holds_alternative<ModelLease>(h.host->acquire(1))); });
+  std::thread other([&] { EXPECT_TRUE(h.host->acquire(1).ok()); });
   // Whether b's request is already waiting or not, a stays loaded until its generation ends.
   EXPECT_EQ(h.counts[0].unloads, 0);
   h.counts[0].in_flight = 0;
@@ -130,7 +130,7 @@ TEST(ModelHost, RequestsThatArriveTogetherShareOneLoad) {
   h.before_load = [&] { started.wait(); };
   std::vector<std::thread> threads;
   for (int k = 0; k < 4; ++k) {
-    threads.emplace_back([&] { EXPECT_TRUE(std::holds_alternative<ModelLease>(h.host->acquire(0))); });
+    threads.emplace_back([&] { EXPECT_TRUE(h.host->acquire(0).ok()); });
   }
   go.set_value();
   for (auto& t : threads) t.join();
@@ -151,8 +151,8 @@ TEST(ModelHost, DrainRefusesNewLeases) {
   Host h(100, {spec("a", 10)});
   EXPECT_TRUE(h.host->drain(std::chrono::milliseconds(0)));
   auto r = h.host->acquire(0);
-  ASSERT_TRUE(std::holds_alternative<ApiError>(r));
-  EXPECT_EQ(std::get<ApiError>(r).status, 503);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().status, 503);
 }
 
 }  // namespace

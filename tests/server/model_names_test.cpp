@@ -1,4 +1,4 @@
-#include "server/model_names.h"
+#include "server/models/model_names.h"
 
 #include <gtest/gtest.h>
 

@@ -3,9 +3,9 @@
 #include <gtest/gtest.h>
 
 #include "gguf/gguf_file.h"
-#include "server/chat.h"
-#include "server/openai_json.h"
-#include "server/server.h"
+#include "server/api/chat.h"
+#include "server/http/serve_access.h"
+#include "server/openai/openai_json.h"
 
 namespace hearth::server {
 namespace {
@@ -37,8 +37,8 @@ class BadRequestTest : public ::testing::TestWithParam<BadCase> {};
 TEST_P(BadRequestTest, IsA400NamingTheField) {
   const BadCase& c = GetParam();
   auto result = parse_completion_request(c.body, c.endpoint);
-  ASSERT_TRUE(std::holds_alternative<ApiError>(result)) << c.body;
-  const ApiError& e = std::get<ApiError>(result);
+  ASSERT_FALSE(result.ok()) << c.body;
+  const ApiError& e = result.error();
   EXPECT_EQ(e.status, 400);
   EXPECT_EQ(e.type, "invalid_request_error");
   EXPECT_EQ(e.param, c.param);
@@ -176,8 +176,8 @@ TEST(ParseRequest, PenaltiesAndLogitBiasAreRead) {
   auto result = parse_completion_request(
       R"({"prompt": "x", "frequency_penalty": 0.5, "presence_penalty": -1, "logit_bias": {"7": -100, "3": 2.5}})",
       Endpoint::kCompletion);
-  ASSERT_TRUE(std::holds_alternative<CompletionRequest>(result)) << std::get<ApiError>(result).message;
-  const CompletionRequest& r = std::get<CompletionRequest>(result);
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  const CompletionRequest& r = *result;
   EXPECT_FLOAT_EQ(r.frequency_penalty, 0.5f);
   EXPECT_FLOAT_EQ(r.presence_penalty, -1.0f);
   EXPECT_EQ(r.logit_bias, (std::vector<std::pair<int32_t, float>>{{3, 2.5f}, {7, -100.0f}}));
@@ -192,8 +192,8 @@ TEST(ParseRequest, ChatFieldsAndDefaults) {
       "stream": true, "stream_options": {"include_usage": true},
       "cache_salt": "tenant-a", "hearth": {"pin_prefix": true}, "cache_prompt": false, "n": 1})",
                                          Endpoint::kChat);
-  ASSERT_TRUE(std::holds_alternative<CompletionRequest>(result)) << std::get<ApiError>(result).message;
-  const auto& r = std::get<CompletionRequest>(result);
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  const auto& r = *result;
   EXPECT_EQ(r.model, "stories260K");
   ASSERT_EQ(r.messages.size(), 2u);
   EXPECT_EQ(r.messages[1]["content"], "Hello");
@@ -213,16 +213,16 @@ TEST(ParseRequest, ChatTemplateKwargsAreAnObjectThatCannotOverrideTheServersVari
   const char* kMessages = R"("messages": [{"role": "user", "content": "Hi"}])";
   auto ok = parse_completion_request(
       fmt::format(R"({{{}, "chat_template_kwargs": {{"enable_thinking": false}}}})", kMessages), Endpoint::kChat);
-  ASSERT_TRUE(std::holds_alternative<CompletionRequest>(ok)) << std::get<ApiError>(ok).message;
-  EXPECT_EQ(std::get<CompletionRequest>(ok).chat_template_kwargs, (json{{"enable_thinking", false}}));
+  ASSERT_TRUE(ok.ok()) << ok.error().message;
+  EXPECT_EQ(ok->chat_template_kwargs, (json{{"enable_thinking", false}}));
   auto not_object =
       parse_completion_request(fmt::format(R"({{{}, "chat_template_kwargs": [1]}})", kMessages), Endpoint::kChat);
-  ASSERT_TRUE(std::holds_alternative<ApiError>(not_object));
-  EXPECT_EQ(std::get<ApiError>(not_object).param, "chat_template_kwargs");
+  ASSERT_FALSE(not_object.ok());
+  EXPECT_EQ(not_object.error().param, "chat_template_kwargs");
   auto reserved = parse_completion_request(
       fmt::format(R"({{{}, "chat_template_kwargs": {{"add_generation_prompt": false}}}})", kMessages), Endpoint::kChat);
-  ASSERT_TRUE(std::holds_alternative<ApiError>(reserved));
-  EXPECT_EQ(std::get<ApiError>(reserved).param, "chat_template_kwargs.add_generation_prompt");
+  ASSERT_FALSE(reserved.ok());
+  EXPECT_EQ(reserved.error().param, "chat_template_kwargs.add_generation_prompt");
 }
 
 // The variables reach the model's own template: Qwen 3's enable_thinking=false writes an empty think block.
@@ -301,8 +301,8 @@ TEST(ParseRequest, ParallelToolCallsFalseKeepsTheFirstCall) {
   auto parsed = parse_completion_request(
       fmt::format(R"({{"messages": [{{"role": "user", "content": "x"}}], {}, "parallel_tool_calls": false}})", tools),
       Endpoint::kChat);
-  ASSERT_TRUE(std::holds_alternative<CompletionRequest>(parsed));
-  CompletionRequest& r = std::get<CompletionRequest>(parsed);
+  ASSERT_TRUE(parsed.ok());
+  CompletionRequest& r = *parsed;
   EXPECT_FALSE(r.parallel_tool_calls);
   const std::string two = R"([{"name": "f", "arguments": {"a": 1}}, {"name": "f", "arguments": {"a": 2}}])";
   ChoiceResult one = choice_with_tool_calls(r, ToolCallFormat::kJson, two, FinishReason::kStop, nullptr);
@@ -313,15 +313,15 @@ TEST(ParseRequest, ParallelToolCallsFalseKeepsTheFirstCall) {
   auto bad = parse_completion_request(
       fmt::format(R"({{"messages": [{{"role": "user", "content": "x"}}], {}, "parallel_tool_calls": "no"}})", tools),
       Endpoint::kChat);
-  ASSERT_TRUE(std::holds_alternative<ApiError>(bad));
-  EXPECT_EQ(std::get<ApiError>(bad).param, "parallel_tool_calls");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().param, "parallel_tool_calls");
 }
 
 TEST(ParseRequest, LogprobsAskForThatManyAlternatives) {
   auto top = [](Endpoint endpoint, const char* body) {
     auto r = parse_completion_request(body, endpoint);
-    EXPECT_TRUE(std::holds_alternative<CompletionRequest>(r)) << body;
-    return std::get<CompletionRequest>(r).top_logprobs;
+    EXPECT_TRUE(r.ok()) << body;
+    return r->top_logprobs;
   };
   EXPECT_EQ(top(kChat, R"({"messages": [{"role": "user", "content": "x"}]})"), std::nullopt);
   EXPECT_EQ(top(kChat, R"({"messages": [{"role": "user", "content": "x"}], "logprobs": false})"), std::nullopt);
@@ -341,10 +341,9 @@ TEST(ParseRequest, NeutralValuesOfRefusedFieldsAndIgnoredFieldsAreAccepted) {
                "parallel_tool_calls": true, "service_tier": "auto", "audio": null})",
            R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "none"})",
        }) {
-    EXPECT_TRUE(std::holds_alternative<CompletionRequest>(parse_completion_request(body, kChat))) << body;
+    EXPECT_TRUE(parse_completion_request(body, kChat).ok()) << body;
   }
-  EXPECT_TRUE(std::holds_alternative<CompletionRequest>(
-      parse_completion_request(R"({"prompt": "x", "suffix": "", "logit_bias": {}, "user": "u"})", kCompl)));
+  EXPECT_TRUE(parse_completion_request(R"({"prompt": "x", "suffix": "", "logit_bias": {}, "user": "u"})", kCompl).ok());
 }
 
 TEST(Render, UsageOfSeveralChoicesCountsThePromptOnceAndEveryComputedPromptToken) {
@@ -398,8 +397,8 @@ TEST(ParseRequest, CompletionPromptForms) {
   };
   for (const Case& c : cases) {
     auto result = parse_completion_request(c.body, Endpoint::kCompletion);
-    ASSERT_TRUE(std::holds_alternative<CompletionRequest>(result)) << c.body;
-    const auto& r = std::get<CompletionRequest>(result);
+    ASSERT_TRUE(result.ok()) << c.body;
+    const auto& r = *result;
     EXPECT_EQ(r.prompt_is_tokens, c.is_tokens) << c.body;
     EXPECT_EQ(r.prompt_text, c.text) << c.body;
     EXPECT_EQ(r.prompt_tokens, c.tokens) << c.body;

@@ -1,4 +1,4 @@
-// Tool calls (server/tool_calls.h): the format each real template speaks, the parser per format, the forced-call
+// Tool calls (server/api/tool_calls.h): the format each real template speaks, the parser per format, the forced-call
 // grammar whose every output parses back, the stream filter, the response shapes, and a tool conversation rendered
 // through the real templates.
 #include <gtest/gtest.h>
@@ -6,8 +6,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "server/openai_json.h"
-#include "server/tool_calls.h"
+#include "server/api/tool_calls.h"
+#include "server/openai/openai_json.h"
 #include "template/chat_template.h"
 
 namespace hearth::server {
@@ -205,8 +205,8 @@ TEST(ToolCallStream, HoldsBackFromWhereACallMayStart) {
 
 CompletionRequest chat_request(const std::string& body) {
   auto parsed = parse_completion_request(body, Endpoint::kChat);
-  EXPECT_TRUE(std::holds_alternative<CompletionRequest>(parsed)) << std::get<ApiError>(parsed).message;
-  return std::get<CompletionRequest>(parsed);
+  EXPECT_TRUE(parsed.ok()) << parsed.error().message;
+  return *parsed;
 }
 
 TEST(ToolCallResponse, WholeAndStreamedShapesFollowOpenAI) {

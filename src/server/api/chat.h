@@ -1,0 +1,39 @@
+#pragma once
+// ChatFormatter: turns OpenAI chat messages into the prompt text the model expects, with the chat template
+// stored in the GGUF (tokenizer.chat_template, read by ChatTemplate::from_gguf and rendered by hearth_template's
+// Jinja subset). A model without a template, or with one the interpreter cannot run, gets the documented fallback
+// format (see ChatTemplate), and the reason is reported once at startup.
+// Fallback format (ChatTemplate::kFallbackSource): system contents then "\n\n"; "User: ...\n" per user turn,
+// "Assistant:...\n" (the content verbatim, as the model continued "Assistant:") per answer; then "Assistant:".
+
+#include <nlohmann/json.hpp>
+
+#include <memory>
+#include <string>
+
+#include "server/api/tool_calls.h"
+#include "template/chat_template.h"
+#include "tokenizer/tokenizer.h"
+#include "util/result.h"
+
+namespace hearth::server {
+
+class ChatFormatter {
+ public:
+  // Renders with `chat_template` (the model's, or the fallback) and the tokenizer's BOS and EOS texts.
+  [[nodiscard]] static std::unique_ptr<ChatFormatter> create(ChatTemplate chat_template, const Tokenizer& tokenizer);
+  virtual ~ChatFormatter() = default;
+
+  // Renders `messages` (normalized: every content is a string) and `tools` (null or an array) with the
+  // generation prompt for the assistant's turn. Fails with a message for the client (e.g. a template's
+  // raise_exception on an unsupported role order).
+  // `extra` (null or an object) adds template variables, e.g. {"enable_thinking": false}.
+  [[nodiscard]] virtual Result<std::string> render(const nlohmann::json& messages, const nlohmann::json& tools,
+                                                   const nlohmann::json& extra = {}) const = 0;
+  // The tool-call format the template speaks (tool_calls.h); kJson for the fallback format.
+  [[nodiscard]] virtual ToolCallFormat tool_call_format() const = 0;
+  // "gguf template", "fallback", ...: for the startup log.
+  [[nodiscard]] virtual std::string describe() const = 0;
+};
+
+}  // namespace hearth::server

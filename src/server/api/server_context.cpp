@@ -1,0 +1,208 @@
+// ServerContext: the state the routes share, and the steps from a CompletionRequest to engine requests.
+
+#include "server/api/server_context.h"
+
+#include <random>
+#include <utility>
+
+#include "engine/explain.h"
+#include "util/log.h"
+
+namespace hearth::server {
+namespace {
+
+using nlohmann::json;
+
+std::string dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace
+
+ServerContext::ServerContext(EngineLoop& loop, const Tokenizer& tokenizer, const ChatFormatter& chat, Options options)
+    : loop_(loop),
+      tokenizer_(tokenizer),
+      chat_(chat),
+      model_names_(std::move(options.model_names)),
+      on_idle_(std::move(options.on_idle)),
+      answers_(tokenizer, options.answer_memory_entries),
+      volatile_(options.volatile_prefix) {}
+
+double ServerContext::seconds_since_start() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+}
+
+void ServerContext::begin_in_flight() {
+  std::lock_guard lock(in_flight_mutex_);
+  ++num_in_flight_;
+}
+
+void ServerContext::end_in_flight() {
+  std::function<void()> on_idle;  // a copy: once the lock is released this context may be destroyed (an unload)
+  {
+    std::lock_guard lock(in_flight_mutex_);
+    if (--num_in_flight_ > 0) return;
+    in_flight_done_.notify_all();
+    on_idle = on_idle_;
+  }
+  if (on_idle) on_idle();
+}
+
+int ServerContext::num_in_flight() {
+  std::lock_guard lock(in_flight_mutex_);
+  return num_in_flight_;
+}
+
+int ServerContext::wait_in_flight(std::chrono::duration<double> timeout, bool until_grace_cut) {
+  std::unique_lock lock(in_flight_mutex_);
+  in_flight_done_.wait_for(lock, timeout, [&] { return num_in_flight_ == 0 || (until_grace_cut && grace_cut_); });
+  return num_in_flight_;
+}
+
+void ServerContext::cut_grace() {
+  {
+    std::lock_guard lock(in_flight_mutex_);
+    grace_cut_ = true;
+  }
+  in_flight_done_.notify_all();
+}
+
+HttpResponse ServerContext::json_response(const json& body) {
+  HttpResponse res;
+  res.body = dump(body);
+  return res;
+}
+
+HttpResponse ServerContext::error_response(const ApiError& error) {
+  HttpResponse res = json_response(error_json(error));
+  res.status = error.status;
+  if (error.status == 429 || error.status == 503) res.set_header("Retry-After", "1");
+  if (error.status == 401) res.set_header("WWW-Authenticate", "Bearer");
+  metrics_.record_error(error.status);
+  return res;
+}
+
+std::optional<ApiError> ServerContext::check_model(const CompletionRequest& request) const {
+  return model_names_.check(request.model);
+}
+
+std::optional<ApiError> ServerContext::force_tool_call(CompletionRequest& request) const {
+  if (!request.tool_call_forced()) return std::nullopt;
+  // One call in the template's own format, its arguments following the function's parameters schema.
+  const bool named = request.tool_choice == CompletionRequest::ToolChoice::kFunction;
+  auto grammar = forced_tool_call_grammar(chat_.tool_call_format(), request.tools,
+                                          named ? request.tool_choice_name : std::string());
+  if (!grammar) return invalid_request(grammar.error().message, "tools", "unsupported_schema");
+  request.grammar = std::make_shared<const Grammar>(std::move(*grammar));
+  return std::nullopt;
+}
+
+ApiResult<ServerContext::BuiltPrompt> ServerContext::render_chat(const CompletionRequest& request) const {
+  BuiltPrompt built;
+  auto text = chat_.render(request.messages, request.tools, request.chat_template_kwargs);
+  if (!text) return invalid_request("cannot render the chat template: " + text.error().message, "messages");
+  // A template that writes BOS itself must not get a second one from the tokenizer.
+  const std::string_view bos = tokenizer_.token_text(tokenizer_.bos());
+  built.add_special = bos.empty() || std::string_view(*text).substr(0, bos.size()) != bos;
+  built.text = std::move(*text);
+  built.parse_special = true;
+  return built;
+}
+
+void ServerContext::tokenize_prompt(const CompletionRequest& request, BuiltPrompt& built) {
+  // A later turn of a conversation: the answer's own ids, not a re-tokenization of its text (answer_memory.h).
+  std::optional<AnswerMemory::Spliced> spliced;
+  if (request.use_cache) spliced = answers_.splice(request.cache_salt, built.parse_special, built.text);
+  if (spliced) {
+    built.tokens = std::move(spliced->tokens);
+    built.answer_tokens = spliced->answer_tokens;
+  } else {
+    built.tokens = tokenizer_.encode(built.text, built.add_special, built.parse_special);
+  }
+}
+
+ApiResult<ServerContext::BuiltPrompt> ServerContext::build_prompt(const CompletionRequest& request) {
+  if (request.endpoint == Endpoint::kChat) {
+    auto built = render_chat(request);
+    if (built) tokenize_prompt(request, *built);
+    return built;
+  }
+  BuiltPrompt built;
+  if (request.prompt_is_tokens) {
+    // Ids are checked against the vocabulary by the engine (check_request), with every other limit.
+    for (int32_t t : request.prompt_tokens) built.tokens.push_back(TokenId{t});
+    return built;
+  }
+  built.text = request.prompt_text;
+  tokenize_prompt(request, built);
+  return built;
+}
+
+RequestSpec ServerContext::build_spec(const CompletionRequest& request, std::vector<TokenId> prompt) const {
+  RequestSpec spec;
+  spec.max_tokens = request.max_tokens;
+  // OpenAI's defaults: 16 for completions, "until the context is full" for chat.
+  if (request.endpoint == Endpoint::kCompletion) spec.default_max_tokens = 16;
+  spec.prompt = std::move(prompt);
+  spec.sampling.temperature = request.temperature;
+  spec.sampling.top_p = request.top_p;
+  spec.sampling.top_k = request.top_k;
+  spec.sampling.frequency_penalty = request.frequency_penalty;
+  spec.sampling.presence_penalty = request.presence_penalty;
+  spec.sampling.logit_bias = request.logit_bias;
+  spec.sampling.seed = request.seed ? *request.seed : std::random_device{}();
+  spec.stop = request.stop;
+  spec.ignore_eos = request.ignore_eos;
+  spec.use_cache = request.use_cache;
+  spec.cache_salt = request.cache_salt;
+  spec.retention = request.retention;
+  spec.pin_prefix = request.pin_prefix;
+  spec.top_logprobs = request.top_logprobs;
+  spec.grammar = request.grammar;
+  return spec;
+}
+
+ApiResult<std::vector<std::unique_ptr<RequestHandle>>> ServerContext::submit_choices(const CompletionRequest& request,
+                                                                                     std::vector<TokenId> prompt) {
+  // In order, so the scheduler admits choice 0 first and the others wait for its prompt blocks, then share them
+  // (Scheduler::waits_for_shared_prefix): the prompt is computed once, not n times.
+  std::vector<std::unique_ptr<RequestHandle>> handles;
+  for (int32_t i = 0; i < request.n; ++i) {
+    RequestSpec spec = build_spec(request, i + 1 < request.n ? prompt : std::move(prompt));
+    if (request.seed) spec.sampling.seed = *request.seed + static_cast<uint64_t>(i);  // distinct, reproducible
+    if (i == 0 && spec.use_cache && !spec.prompt.empty()) observe_prompt(spec.prompt, spec);
+    auto handle = loop_.submit(std::move(spec));
+    if (!handle) return api_error(handle.error(), request.endpoint);  // the choices submitted are aborted
+    handles.push_back(std::move(*handle));
+  }
+  return handles;
+}
+
+void ServerContext::observe_prompt(std::span<const TokenId> prompt, const RequestSpec& spec) {
+  std::optional<VolatilePrefixDetector::Finding> finding;
+  {
+    std::lock_guard lock(volatile_mutex_);
+    finding = volatile_.observe(spec.cache_salt, prompt);
+  }
+  if (!finding) return;
+  const VolatileRegion& r = finding->region;
+  metrics_.record_volatile_prefix(r.tokens_lost, finding->warn);
+  if (!finding->warn) return;
+  const std::string text = token_excerpt(tokenizer_, prompt, r.begin, std::min(r.end, r.begin + 2 * kExcerptTokens));
+  history_.record_warning({seconds_since_start(), spec.cache_salt, r, text});
+  spdlog::warn(
+      "volatile prompt prefix: tokens {}..{} ({:?}) differ in {} recent requests that share the {} tokens "
+      "after them, so each request recomputes about {} tokens; move the changing part after the shared "
+      "text to let the prefix cache reuse it",
+      r.begin, r.end, text, r.num_requests, r.tokens_lost, r.tokens_lost);
+}
+
+void ServerContext::remember_answer(const std::string& cache_salt, bool parse_special, std::string& prompt_text,
+                                    const RequestOutput& out) {
+  const auto prompt_end = out.tokens.begin() + out.usage.prompt_tokens;
+  answers_.remember(cache_salt, parse_special, std::move(prompt_text),
+                    std::vector<TokenId>(out.tokens.begin(), prompt_end),
+                    std::span<const TokenId>(prompt_end, out.tokens.end()));
+}
+
+}  // namespace hearth::server

@@ -1,0 +1,91 @@
+#pragma once
+// ModelRouter: the HTTP front of a server with several models (hearth serve -m a.gguf -m b.gguf, --models DIR).
+// It owns the socket, checks the API key, picks the model of each request and hands the request to that model's
+// HttpServer (server.h, one per loaded model, without a socket of its own) through a ModelLease (model_host.h).
+//
+// Which model a request names:
+//   POST routes   the body's "model" string; else a ?model= query parameter
+//   GET, DELETE   ?model=
+//   none named    the first model (the first -m, or the first file of --models by name)
+//   a name that is no model id nor alias: 404 model_not_found listing the ids (with one model and lenient names,
+//   the one model, as without the router)
+//
+// Routes that compute (completions, chat, messages, tokenize, cache explain/warm/pin) load the model when needed and
+// count as its use (LRU, keep-alive). Routes that only read (/v1/stats, /v1/cache, /v1/kv/plan, the dashboard page)
+// never load a model nor keep one alive: on an unloaded model they answer 409 model_not_loaded. The router itself
+// answers /health, /v1/models (every model, its state and KV plan) and /metrics (each loaded model's series with a
+// `model` label, plus the budget's own).
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "server/api/api_error.h"
+#include "server/http/http_transport.h"
+#include "server/http/http_types.h"
+#include "server/models/model_host.h"
+
+namespace hearth::server {
+
+struct ModelRouterConfig {
+  std::string api_key;  // empty: no authentication
+  HttpTransportConfig http;
+  double shutdown_grace_s = 10.0;
+  bool strict_model_names = false;  // matters with one model only: several models always need a known name
+};
+
+// Rewrites each model's Prometheus text so that every sample carries model="ID" as its first label, and merges the
+// texts so each family's HELP, TYPE and samples appear once, in the order families first appear.
+[[nodiscard]] std::string merge_model_metrics(const std::vector<std::pair<std::string, std::string>>& texts);
+
+class ModelRouter {
+ public:
+  ModelRouter(ModelRouterConfig config, ModelHost& host);
+  ~ModelRouter();
+  ModelRouter(const ModelRouter&) = delete;
+  ModelRouter& operator=(const ModelRouter&) = delete;
+
+  [[nodiscard]] Result<void> bind();
+  int bound_port() const;
+  // Serves until shutdown(). Requires bind().
+  void listen();
+  // Like HttpServer::warm, for the model the body names (--warm lines may carry "model").
+  [[nodiscard]] ApiResult<nlohmann::json> warm(const nlohmann::json& body);
+  // Refuses new work, lets requests in flight finish for the grace period, aborts the rest, closes. Idempotent.
+  void shutdown();
+  // Ends shutdown()'s grace period now (a second SIGTERM). Any thread.
+  void cut_grace() { host_.cut_drain(); }
+
+  // The model a name stands for (id or alias): its index; with strict names or several models, 404 otherwise.
+  [[nodiscard]] ApiResult<size_t> resolve(const std::string& name) const;
+
+ private:
+  HttpResponse handle(const HttpRequest& req);
+  std::optional<HttpResponse> check_auth(const HttpRequest& req) const;
+  // The ?model= of a request without a body to read it from; empty when none.
+  static std::string requested_model(const HttpRequest& req);
+  HttpResponse handle_use(const HttpRequest& req);   // load when needed, counts as use
+  HttpResponse handle_read(const HttpRequest& req);  // loaded models only
+  HttpResponse handle_dashboard_page(const HttpRequest& req);
+  HttpResponse handle_models(const HttpRequest& req);
+  HttpResponse handle_metrics();
+  nlohmann::json model_entry(size_t i, const std::string& name);
+  HttpResponse error_response(const HttpRequest& req, const ApiError& error);
+
+  ModelRouterConfig config_;
+  ModelHost& host_;
+  std::unordered_map<std::string, size_t> names_;  // ids and aliases → model index
+  std::atomic<bool> draining_{false};
+  std::mutex refused_mutex_;
+  std::unordered_map<int, uint64_t> refused_;  // status → requests the router answered with an error
+  std::unique_ptr<HttpTransport> transport_;   // last: destroyed first
+};
+
+}  // namespace hearth::server

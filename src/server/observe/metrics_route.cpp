@@ -1,0 +1,22 @@
+// GET /metrics: the server's series (metrics.h) and its engine's, as Prometheus text.
+
+#include "server/observe/routes.h"
+
+namespace hearth::server {
+
+std::string metrics_text(ServerContext& context) {
+  // After shutdown the engine's counters are gone; the server's own series still render.
+  const EngineStats stats = context.loop().stats().value_or(EngineStats{});
+  return context.metrics().render(stats, context.loop().info().kv_plan);
+}
+
+void add_metrics_routes(Routes& routes, ServerContext& context) {
+  routes.add("GET", "/metrics", [&context](const HttpRequest&) {
+    HttpResponse res;
+    res.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    res.body = metrics_text(context);
+    return res;
+  });
+}
+
+}  // namespace hearth::server
