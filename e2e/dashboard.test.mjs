@@ -14,7 +14,7 @@ import { BIN, metrics, startServer, waitFor } from './helpers.mjs';
 const CHROMIUM = '/usr/bin/chromium';
 const noBrowser = existsSync(CHROMIUM)
   ? false
-  : `${CHROMIUM} is missing: install Debian's chromium package (scripts/install-deps does)`;
+  : `${CHROMIUM} is missing: install Debian's chromium package (scripts/install-deps.sh does)`;
 const ARTIFACTS = path.join(path.dirname(fileURLToPath(import.meta.url)), 'artifacts');
 const SECRET = 'The vault code of tenant A is 4711 and only tenant A may read it.';
 const MARKUP = 'Once upon a time <img src=x onerror="window.__injected=1"><b>bold</b> & a dog.';

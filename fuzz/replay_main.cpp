@@ -1,6 +1,6 @@
 // Replays a fuzz target's corpus without libFuzzer: every file under the given paths (directories are walked in
 // sorted order) is passed once to LLVMFuzzerTestOneInput. Built with the normal compiler and registered as a
-// ctest test, so `scripts/test` (and its ASan/UBSan build) checks every committed input, crashers included.
+// ctest test, so `scripts/test.sh` (and its ASan/UBSan build) checks every committed input, crashers included.
 
 #include <algorithm>
 #include <cstdint>

@@ -42,7 +42,7 @@ export function fail(message) {
 // CPU variant but haswell (AVX2, FMA, F16C), so ggml cannot pick a wider one: what a CPU without AVX-512 gets.
 // The copy is removed when the process exits.
 async function importNodeLlamaCpp(isa) {
-  if (!existsSync(BINS)) fail(`node-llama-cpp is not installed in ${PEER_DIR}: run scripts/peer-install`);
+  if (!existsSync(BINS)) fail(`node-llama-cpp is not installed in ${PEER_DIR}: run scripts/peer-install.sh`);
   if (!isa) return import("node-llama-cpp");
   if (isa !== "avx2") fail(`--isa must be avx2 or empty, got '${isa}'`);
   const root = mkdtempSync(join(tmpdir(), "hearth-peer-avx2-"));

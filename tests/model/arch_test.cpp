@@ -2,7 +2,7 @@
 // synthetic models with the families' real vocabularies: (a) the engine's logits agree with a plain scalar forward
 // written from the architectures' definitions (reference_forward.cpp), which itself agrees with the engine on
 // stories260K (llama); and (b) Hearth's greedy token ids and text equal an independent implementation's: llama.cpp
-// v0.5.0 as the npm package node-llama-cpp 3.22.1 ships it (bench/peer/greedy.mjs, installed by scripts/test). A
+// v0.5.0 as the npm package node-llama-cpp 3.22.1 ships it (bench/peer/greedy.mjs, installed by scripts/test.sh). A
 // missing peer fails.
 
 #include <unistd.h>
@@ -654,11 +654,11 @@ Greedy hearth_greedy(const std::string& path) {
 }
 
 // The peer's (llama.cpp v0.5.0 through node-llama-cpp, bench/peer/greedy.mjs) greedy continuation of kPrompt.
-// The peer is installed by scripts/test (scripts/peer-install); its absence is a failure, never a skip.
+// The peer is installed by scripts/test.sh (scripts/peer-install.sh); its absence is a failure, never a skip.
 Greedy peer_greedy(const std::string& path) {
   const std::string peer_dir = HEARTH_PEER_DIR;
   const std::string installed = peer_dir + "/node_modules/@node-llama-cpp/linux-x64/bins";
-  EXPECT_TRUE(fs::exists(installed)) << "the peer is not installed in " << peer_dir << ": run scripts/peer-install";
+  EXPECT_TRUE(fs::exists(installed)) << "the peer is not installed in " << peer_dir << ": run scripts/peer-install.sh";
   if (!fs::exists(installed)) return {};
   const std::string log = path + ".peer.log";
   const std::string command = "node '" + peer_dir + "/greedy.mjs' --model '" + path + "' --prompt '" + kPrompt +

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The fast loop, to run before every commit (minutes on an incremental build, no root): the layer rules, clang-format
-# on the C++ files changed since BASE (default HEAD: uncommitted changes; `scripts/check main` for a branch), an
-# incremental Release build, and the suites labelled `fast` (no model, about a second each). scripts/test stays the
+# on the C++ files changed since BASE (default HEAD: uncommitted changes; `scripts/check.sh main` for a branch), an
+# incremental Release build, and the suites labelled `fast` (no model, about a second each). scripts/test.sh stays the
 # CI gate: everything, the ASan/UBSan build and the e2e suite.
-#   scripts/check [BASE]
+#   scripts/check.sh [BASE]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 base="${1:-HEAD}"
@@ -24,7 +24,7 @@ else
 fi
 
 echo "== build (incremental, Release)"
-scripts/build
+scripts/build.sh
 
 echo "== ctest -L fast"
 (cd build && ctest -L fast --output-on-failure -j"$(nproc)")

@@ -2,8 +2,8 @@
 # Builds the libFuzzer targets (fuzz/, clang-14, -fsanitize=fuzzer,address,undefined) into build-fuzz/ and runs
 # each for SECONDS (default 60) on a scratch copy of its committed corpus (fuzz/corpus/<target>/). New crashing
 # inputs are written to build-fuzz/findings/<target>/; add each to fuzz/corpus/<target>/ with its fix, so the
-# replay test (ctest -L fuzz, also in scripts/test) keeps checking it.
-#   scripts/fuzz [SECONDS] [TARGET...]   targets: request_json chat_template tokenizer gguf tier_entry
+# replay test (ctest -L fuzz, also in scripts/test.sh) keeps checking it.
+#   scripts/fuzz.sh [SECONDS] [TARGET...]   targets: request_json chat_template tokenizer gguf tier_entry
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"

@@ -5,7 +5,7 @@
 # `npm install --no-save` against the lock rather than `npm ci`: the registry these machines reach has no
 # macOS/Windows builds of node-llama-cpp, so the lock cannot list them and `npm ci` refuses it as out of sync; with
 # the lock present, `npm install` takes exactly its versions and integrity hashes and leaves it unchanged.
-# Quiet and quick when that lock is already installed. Used by scripts/test (the ArchPeer tests) and by the
+# Quiet and quick when that lock is already installed. Used by scripts/test.sh (the ArchPeer tests) and by the
 # benchmarks that compare against the peer; Hearth's own build never needs it.
 set -euo pipefail
 cd "$(dirname "$0")/../bench/peer"

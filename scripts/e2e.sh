@@ -5,6 +5,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin="${HEARTH_BIN:-build/src/app/hearth}"
-if [[ ! -x "$bin" ]]; then scripts/build --target hearth; fi
+if [[ ! -x "$bin" ]]; then scripts/build.sh --target hearth; fi
 npm ci --prefix e2e --no-audit --no-fund --loglevel=error
 HEARTH_BIN="$(realpath "$bin")" node --test "$@" e2e/

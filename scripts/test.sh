@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
-# Installs dependencies and the peer (scripts/peer-install: llama.cpp through node-llama-cpp, which the ArchPeer
+# Installs dependencies and the peer (scripts/peer-install.sh: llama.cpp through node-llama-cpp, which the ArchPeer
 # tests run), checks the layer rules (tools/check-layers), builds Release with tests and runs the whole suite, then
-# the e2e suite (scripts/e2e: the openai npm client against a real hearth serve); then builds every suite and
+# the e2e suite (scripts/e2e.sh: the openai npm client against a real hearth serve); then builds every suite and
 # hearth itself with AddressSanitizer + UBSan (Debug, -O1) and runs them again: ctest, and the e2e suite against the
 # sanitizer build of `hearth serve` on stories260K.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps
-scripts/peer-install
+scripts/install-deps.sh
+scripts/peer-install.sh
 tools/check-layers
-scripts/build
+scripts/build.sh
 (cd build && ctest --output-on-failure -j"$(nproc)")
-scripts/e2e
+scripts/e2e.sh
 
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DHEARTH_SANITIZE=ON -DHEARTH_BUILD_TESTS=ON >/dev/null
 cmake --build build-asan -j"$(nproc)" --target hearth_sanitize_tests hearth
 export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
 (cd build-asan && ctest --output-on-failure -L sanitize -j"$(nproc)")
-HEARTH_BIN=build-asan/src/app/hearth scripts/e2e
+HEARTH_BIN=build-asan/src/app/hearth scripts/e2e.sh
