@@ -1,6 +1,6 @@
 // Starts a real `hearth serve` on a free port (--port 0; the port is read from its first stdout line) and gives
 // tests an openai client and small helpers. HEARTH_BIN overrides the binary, HEARTH_MODEL the model.
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -15,6 +15,16 @@ export const MODEL =
     existsSync(p),
   );
 export const MODEL_ID = 'stories260K';
+
+// A sanitizer build (AddressSanitizer links libasan) keeps shadow memory and a quarantine of freed blocks, so its
+// RSS says nothing about Hearth's: tests that measure the process's memory skip on it.
+export const SANITIZED = (() => {
+  try {
+    return /libasan/.test(execFileSync('ldd', [BIN], { encoding: 'utf8' }));
+  } catch {
+    return false;
+  }
+})();
 
 // The llama.cpp reference: "Once upon a time", greedy, 64 tokens (../shared/models/SOURCE.md).
 export const GOLDEN_64 =
