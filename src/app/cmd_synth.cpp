@@ -1,5 +1,6 @@
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "app/commands.h"
@@ -17,6 +18,8 @@ struct SynthFlags {
   float rope_base = 0.0f;  // 0: the architecture's default
   bool has_dim = false, has_layers = false, has_heads = false, has_kv_heads = false, has_ffn = false, has_ctx = false;
   bool has_arch = false, has_head_dim = false, has_experts = false, has_experts_used = false, has_expert_ffn = false;
+  // qwen35's DeltaNet shape, when given (else the preset's, or the generator's defaults).
+  std::optional<int64_t> ssm_state, ssm_k_heads, ssm_v_heads, ssm_conv, full_attention_interval, rope_dim;
 };
 
 const std::map<std::string, DType> kWeightTypes = {
@@ -28,7 +31,7 @@ const std::map<std::string, DType> kWeightTypes = {
 int run_synth(const SynthFlags& f) {
   auto preset = synth_preset(f.preset);
   if (!preset) {
-    std::fprintf(stderr, "error: unknown preset '%s' (tiny, 110m, 1b, 3b, 8b, 30b-a3b, gpt-oss-20b)\n", f.preset.c_str());
+    std::fprintf(stderr, "error: unknown preset '%s' (tiny, 110m, 1b, 3b, 8b, 30b-a3b, gpt-oss-20b, qwen35-0.8b)\n", f.preset.c_str());
     return 1;
   }
   SynthConfig c = *preset;
@@ -37,7 +40,14 @@ int run_synth(const SynthFlags& f) {
   c.vocab_from = o.vocab_from;
   c.seed = o.seed;
   c.sliding_window = o.sliding_window;
-  if (f.has_arch || c.n_expert == 0) c.architecture = o.architecture;  // 30b-a3b is qwen3moe unless told
+  // 30b-a3b is qwen3moe and qwen35-0.8b qwen35 unless told
+  if (f.has_arch || (c.n_expert == 0 && c.architecture != "qwen35")) c.architecture = o.architecture;
+  if (f.ssm_state) c.ssm_d_state = *f.ssm_state;
+  if (f.ssm_k_heads) c.ssm_n_k_heads = *f.ssm_k_heads;
+  if (f.ssm_v_heads) c.ssm_n_v_heads = *f.ssm_v_heads;
+  if (f.ssm_conv) c.ssm_d_conv = *f.ssm_conv;
+  if (f.full_attention_interval) c.full_attention_interval = *f.full_attention_interval;
+  if (f.rope_dim) c.rope_dim = *f.rope_dim;
   c.weight_type = kWeightTypes.at(f.type);
   c.q4_k_m = f.type == "q4_k_m";  // llama-quantize's mix: Q6_K for the output and some attn_v and ffn_down
   c.llama3_rope_freqs = f.rope_freqs;
@@ -95,8 +105,9 @@ Command add_synth(CLI::App& app) {
          "Architecture: llama (default), qwen2 (q/k/v biases), qwen3 (q/k norms), qwen3moe (qwen3 with a "
          "mixture-of-experts FFN), phi3 (fused qkv and gate/up), gemma2 (soft-capping, every other layer local), "
          "gemma3 (q/k norms, 5 local : 1 global), gpt-oss (biases, attention sinks, YaRN, every other layer local, "
-         "biased experts with a clamped SwiGLU)")
-      ->check(CLI::IsMember({"llama", "qwen2", "qwen3", "qwen3moe", "phi3", "gemma2", "gemma3", "gpt-oss"}));
+         "biased experts with a clamped SwiGLU), qwen35 (Qwen3.5 dense: three of four layers Gated DeltaNet, the "
+         "fourth gated full attention with partial RoPE)")
+      ->check(CLI::IsMember({"llama", "qwen2", "qwen3", "qwen3moe", "phi3", "gemma2", "gemma3", "gpt-oss", "qwen35"}));
   app.add_flag("--rope-freqs", f->rope_freqs,
                "llama: Llama 3.1 RoPE scaling (rope_freqs.weight from factor 8, low 1, high 4, original context "
                "8192) and base 500000");
@@ -104,7 +115,7 @@ Command add_synth(CLI::App& app) {
                  "phi3: LongRoPE for this original context (rope_factors_long/short.weight, long factors up to 8, "
                  "rope.scaling.attn_factor and original_context_length; the long ones rotate when --ctx exceeds it)");
   app.add_option("--rope-base", f->rope_base, "RoPE frequency base (default 10000, 500000 with --rope-freqs)");
-  app.add_option("--preset", f->preset, "Shape: tiny, 110m, 1b, 3b, 8b, 30b-a3b (Qwen3-30B-A3B, qwen3moe), gpt-oss-20b (gpt-oss)")
+  app.add_option("--preset", f->preset, "Shape: tiny, 110m, 1b, 3b, 8b, 30b-a3b (Qwen3-30B-A3B, qwen3moe), gpt-oss-20b (gpt-oss), qwen35-0.8b (qwen35)")
       ->capture_default_str();
   app.add_option("--type", f->type,
                  "Weight type (mxfp4: qwen3moe and gpt-oss, MXFP4 experts and Q8_0 for the other matrices)")
@@ -141,6 +152,19 @@ Command add_synth(CLI::App& app) {
   app.add_option_function<int64_t>(
       "--expert-ffn", [f](int64_t v) { f->overrides.expert_ffn_dim = v, f->has_expert_ffn = true; },
       "qwen3moe, gpt-oss: each expert's hidden width (default ffn / 8, gpt-oss ffn)");
+  app.add_option_function<int64_t>(
+      "--ssm-state", [f](int64_t v) { f->ssm_state = v; }, "qwen35: DeltaNet head size (ssm.state_size; default the head size)");
+  app.add_option_function<int64_t>(
+      "--ssm-k-heads", [f](int64_t v) { f->ssm_k_heads = v; }, "qwen35: DeltaNet key heads (ssm.group_count; default KV heads)");
+  app.add_option_function<int64_t>(
+      "--ssm-v-heads", [f](int64_t v) { f->ssm_v_heads = v; }, "qwen35: DeltaNet value heads (ssm.time_step_rank; default heads)");
+  app.add_option_function<int64_t>(
+      "--ssm-conv", [f](int64_t v) { f->ssm_conv = v; }, "qwen35: convolution taps (ssm.conv_kernel; default 4)");
+  app.add_option_function<int64_t>(
+      "--full-attention-interval", [f](int64_t v) { f->full_attention_interval = v; },
+      "qwen35: every Nth layer is full attention (default 4)");
+  app.add_option_function<int64_t>(
+      "--rope-dim", [f](int64_t v) { f->rope_dim = v; }, "qwen35: rotated dims per head (default head size / 4)");
   return [f] { return run_synth(*f); };
 }
 

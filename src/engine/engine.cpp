@@ -99,6 +99,12 @@ Result<std::unique_ptr<Engine>> Engine::create(Model& model, const Tokenizer& to
                                                ThreadPool& pool) {
   const ModelConfig& c = model.config();
   if (config.max_batch_tokens < 1) return make_error("max batch tokens must be >= 1");
+  if (c.is_hybrid()) {
+    return make_error(
+        "architecture '{}' is a hybrid recurrent model (Gated DeltaNet layers): the serving engine does not run it "
+        "yet (its recurrent state has no per-request slots or prefix-cache checkpoints); `hearth generate` runs it",
+        c.architecture);
+  }
   const KvShape shape{c.n_layers, c.n_kv_heads, c.head_dim};
   auto cost = kv_token_cost(shape, config.kv_format);
   if (!cost) return cost.error();

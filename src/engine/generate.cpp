@@ -41,6 +41,7 @@ Result<GenerateResult> generate(Model& model, const Tokenizer& tokenizer, std::s
                                    n_blocks);
   if (!storage) return storage.error();
   KvStorage& kv = **storage;
+  if (c.is_hybrid()) kv.reserve_state_slots(1, c.recurrent_state_floats());  // the one sequence's slot 0
   std::vector<BlockId> block_table;
   for (int32_t b = 0; b < n_blocks; ++b) block_table.push_back(BlockId{b});
 

@@ -7,8 +7,8 @@
 namespace hearth {
 namespace {
 
-constexpr std::array<std::string_view, 10> kSupportedArchitectures = {
-    "gemma2", "gemma3", "gpt-oss", "llama", "mistral", "phi3", "qwen2", "qwen3", "qwen3moe", "smollm"};
+constexpr std::array<std::string_view, 11> kSupportedArchitectures = {
+    "gemma2", "gemma3", "gpt-oss", "llama", "mistral", "phi3", "qwen2", "qwen3", "qwen35", "qwen3moe", "smollm"};
 
 // llama.cpp's LLAMA_MAX_EXPERTS: a file with more experts is one the peer refuses too.
 constexpr int32_t kMaxExperts = 512;
@@ -189,6 +189,75 @@ Result<void> read_moe(const GgufFile& file, const std::string& p, int32_t ffn, M
   return {};
 }
 
+// qwen35's rope.dimension_sections: llama.cpp rotates pair p (of rope_dim / 2) by the position of its interleaved
+// M-RoPE section (ggml's imrope: sector p % Σsections is t when ≡ 0 mod 3 and < 3 s0, h when ≡ 1 and < 3 s1, w when
+// ≡ 2 and < 3 s2, else the fourth position, 0 for text). Text gives t, h and w the token's position, so when every
+// pair falls in t, h or w the rotation is plain neox RoPE; a pair left to the fourth would not turn at all.
+Result<void> check_rope_sections(const GgufFile& file, const std::string& p, const ModelConfig& c) {
+  auto sections = file.get_int_array(p + "rope.dimension_sections");
+  if (!sections) return sections.error();
+  if (sections->empty()) return {};  // absent: plain neox
+  std::array<int64_t, 4> s{};
+  for (size_t i = 0; i < std::min<size_t>(4, sections->size()); ++i) s[i] = (*sections)[i];
+  const int64_t total = s[0] + s[1] + s[2] + s[3];
+  if (total <= 0 || s[0] < 0 || s[1] < 0 || s[2] < 0 || s[3] < 0) {
+    return make_error("{}: metadata '{}rope.dimension_sections' is invalid", file.name(), p);
+  }
+  for (int64_t pair = 0; pair < c.rope_dim / 2; ++pair) {
+    const int64_t sector = pair % total;
+    const bool text = (sector % 3 == 0 && sector < 3 * s[0]) || (sector % 3 == 1 && sector < 3 * s[1]) ||
+                      (sector % 3 == 2 && sector < 3 * s[2]);
+    if (!text) {
+      return make_error(
+          "{}: metadata '{}rope.dimension_sections' = [{}, {}, {}, {}] leaves rotated pair {} to the fourth "
+          "(non-text) M-RoPE section, which Hearth does not support",
+          file.name(), p, s[0], s[1], s[2], s[3], pair);
+    }
+  }
+  return {};
+}
+
+// qwen35: the Gated DeltaNet layers' ssm.* keys (all required, as llama.cpp's loader requires them) and
+// full_attention_interval (default 4). attention.recurrent_layers (an explicit per-layer list) is refused by name.
+Result<void> read_delta_net(const GgufFile& file, const std::string& p, ModelConfig& c) {
+  if (c.architecture != "qwen35") return {};
+  DeltaNetConfig& d = c.delta_net;
+  auto conv = read_positive(file, p + "ssm.conv_kernel", std::nullopt);
+  auto state = read_positive(file, p + "ssm.state_size", std::nullopt);
+  auto groups = read_positive(file, p + "ssm.group_count", std::nullopt);
+  auto rank = read_positive(file, p + "ssm.time_step_rank", std::nullopt);
+  auto inner = read_positive(file, p + "ssm.inner_size", std::nullopt);
+  auto interval = read_positive(file, p + "full_attention_interval", 4);
+  for (const auto* r : {&conv, &state, &groups, &rank, &inner, &interval}) {
+    if (!*r) return r->error();
+  }
+  if (*conv > 64 || *state > 1024 || *rank > 1024 || *groups > *rank || *rank % *groups != 0) {
+    return make_error("{}: {}ssm.* = conv_kernel {}, state_size {}, group_count {}, time_step_rank {}: unsupported "
+                      "(conv_kernel <= 64, state_size <= 1024, time_step_rank a multiple of group_count)",
+                      file.name(), p, *conv, *state, *groups, *rank);
+  }
+  if (int64_t{*rank} * *state != *inner) {
+    return make_error("{}: {}ssm.inner_size {} is not time_step_rank {} × state_size {}", file.name(), p, *inner,
+                      *rank, *state);
+  }
+  auto explicit_layers = file.get_int_array(p + "attention.recurrent_layers");
+  if (!explicit_layers) return explicit_layers.error();
+  if (!explicit_layers->empty()) {
+    return make_error("{}: metadata '{}attention.recurrent_layers' is not supported (Hearth reads "
+                      "full_attention_interval)",
+                      file.name(), p);
+  }
+  auto nextn = file.get_uint(p + "nextn_predict_layers");
+  if (!nextn) return nextn.error();
+  if (nextn->has_value() && **nextn != 0) {
+    return make_error("{}: metadata '{}nextn_predict_layers' = {}: multi-token-prediction layers are not supported",
+                      file.name(), p, **nextn);
+  }
+  d = DeltaNetConfig{*conv, *state, *groups, *rank, *interval};
+  c.attn_output_gate = true;
+  return check_rope_sections(file, p, c);
+}
+
 }  // namespace
 
 std::string ModelConfig::supported_architectures() {
@@ -268,7 +337,7 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
   c.rms_eps = *eps;
   const std::string& a = c.architecture;
   c.gemma = a == "gemma2" || a == "gemma3";
-  const bool qwen3 = a == "qwen3" || a == "qwen3moe";
+  const bool qwen3 = a == "qwen3" || a == "qwen3moe" || a == "qwen35";
   const bool gpt_oss = a == "gpt-oss";
   const bool neox = a == "qwen2" || qwen3 || a == "phi3" || c.gemma || gpt_oss;
   c.attn_sinks = gpt_oss;
@@ -283,6 +352,7 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
   HEARTH_TRY(read_rope_scaling(file, p, c));
   HEARTH_TRY(read_sliding_window(file, p, c));
   HEARTH_TRY(read_gemma(file, p, c));
+  HEARTH_TRY(read_delta_net(file, p, c));
 
   const GgufTensor* embd = file.find_tensor("token_embd.weight");
   if (embd == nullptr) return make_error("{}: missing tensor 'token_embd.weight'", file.name());

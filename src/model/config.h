@@ -35,6 +35,16 @@
 //                           and on every expert matrix, the expert_used_count largest router logits chosen and
 //                           their weights a softmax over those logits alone, and a clamped SwiGLU
 //                           (min(gate, 7) · sigmoid(1.702 · min(gate, 7)) · (clamp(up, -7, 7) + 1))
+//   qwen35                  Qwen3.5 (dense), a hybrid: layer il is gated full attention when
+//                           (il + 1) % full_attention_interval == 0 (default 4), else a Gated DeltaNet layer
+//                           (DeltaNetConfig below, the layer in model/delta_net.h). Both keep blk.N.attn_norm as their
+//                           input norm and name the FFN's input norm blk.N.post_attention_norm; the FFN is dense SwiGLU.
+//                           The attention layers: attn_q.weight is [dim, 2 q_dim], each head's q rows followed by its
+//                           output gate's rows; q/k per-head RMSNorm, then neox RoPE over the leading
+//                           rope.dimension_count dims (partial rotary); the output × sigmoid(gate) before attn_output.
+//                           rope.dimension_sections are llama.cpp's interleaved M-RoPE sections: text positions are
+//                           the same in the first three, so a file whose sections cover every rotated pair rotates
+//                           as plain neox RoPE; any other is refused naming the key.
 //
 // RoPE scaling: a rope_freqs.weight tensor (Llama 3.1/3.2, llama family) divides each pair's frequency
 // (weights.h); rope.scaling.type linear (or absent) with rope.scaling.factor F multiplies every angle by 1/F;
@@ -82,6 +92,27 @@ struct MoeRouting {
   bool biases = false;  // gpt-oss: the router and every expert matrix add a bias
 };
 
+// A Gated DeltaNet layer's shape (qwen35's ssm.* keys as llama.cpp reads them): n_v_heads value heads
+// (ssm.time_step_rank) of d_state (ssm.state_size) each, n_k_heads query/key heads (ssm.group_count) of d_state, value
+// head h reading key head h % n_k_heads (llama.cpp's tiling), a causal convolution of d_conv taps (ssm.conv_kernel)
+// over the q|k|v channels. ssm.inner_size must be n_v_heads × d_state.
+struct DeltaNetConfig {
+  int32_t d_conv = 0;
+  int32_t d_state = 0;
+  int32_t n_k_heads = 0;
+  int32_t n_v_heads = 0;
+  int32_t full_attention_interval = 0;  // 0: not a hybrid model
+
+  int32_t key_dim() const { return n_k_heads * d_state; }
+  int32_t value_dim() const { return n_v_heads * d_state; }
+  int32_t conv_channels() const { return 2 * key_dim() + value_dim(); }
+  // One sequence's recurrent state in one layer: the conv window ((d_conv − 1) × channels) and one
+  // d_state × d_state matrix per value head.
+  int64_t state_floats_per_layer() const {
+    return int64_t{d_conv - 1} * conv_channels() + int64_t{n_v_heads} * d_state * d_state;
+  }
+};
+
 struct ModelConfig {
   std::string architecture;
   std::string name;
@@ -121,8 +152,22 @@ struct ModelConfig {
   float yarn_beta_slow = 1.0f;
   bool attn_sinks = false;   // gpt-oss: blk.N.attn_sinks.weight, one logit per query head
   bool attn_out_bias = false;  // gpt-oss: blk.N.attn_output.bias
+  bool attn_output_gate = false;  // qwen35: attn_q holds q and a gate per head; output × sigmoid(gate)
+  DeltaNetConfig delta_net;       // qwen35: the recurrent layers' shape; full_attention_interval 0 elsewhere
 
   bool is_moe() const { return moe.n_expert > 0; }
+  // Whether the model has recurrent (Gated DeltaNet) layers beside attention, and whether layer `il` is one.
+  bool is_hybrid() const { return delta_net.full_attention_interval > 0; }
+  bool is_recurrent(int32_t il) const {
+    return is_hybrid() && (il + 1) % delta_net.full_attention_interval != 0;
+  }
+  int32_t n_recurrent_layers() const {
+    int32_t n = 0;
+    for (int32_t il = 0; il < n_layers; ++il) n += is_recurrent(il) ? 1 : 0;
+    return n;
+  }
+  // One sequence's recurrent state over every recurrent layer (0 for attention-only models).
+  int64_t recurrent_state_floats() const { return n_recurrent_layers() * delta_net.state_floats_per_layer(); }
 
   // phi3 LongRoPE: the long factors when the served context exceeds the original one.
   bool rope_uses_long_factors() const { return n_ctx_train > rope_original_context; }

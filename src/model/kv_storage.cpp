@@ -167,4 +167,22 @@ std::string KvStorage::block_layout() const {
       kv_dtype_name(format_.v), k_row_bytes_, v_row_bytes_);
 }
 
+void KvStorage::reserve_state_slots(int32_t n_slots, int64_t floats_per_slot) {
+  HEARTH_CHECK(n_slots >= 0 && floats_per_slot >= 0, "bad recurrent state slots ({} of {} floats)", n_slots,
+               floats_per_slot);
+  num_state_slots_ = n_slots;
+  state_floats_per_slot_ = floats_per_slot;
+  state_.assign(static_cast<size_t>(n_slots) * static_cast<size_t>(floats_per_slot), 0.0f);
+}
+
+float* KvStorage::state_slot(int32_t slot) {
+  HEARTH_CHECK(slot >= 0 && slot < num_state_slots_, "recurrent state slot {} out of range [0, {})", slot,
+               num_state_slots_);
+  return state_.data() + static_cast<size_t>(slot) * static_cast<size_t>(state_floats_per_slot_);
+}
+
+const float* KvStorage::state_slot(int32_t slot) const {
+  return const_cast<KvStorage*>(this)->state_slot(slot);
+}
+
 }  // namespace hearth

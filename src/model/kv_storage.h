@@ -85,6 +85,17 @@ class KvStorage {
   // How read_block lays a block out, as text a tier entry carries: blocks are interchangeable only when it is equal.
   std::string block_layout() const;
 
+  // Hybrid models (ModelConfig::is_hybrid): `n_slots` recurrent-state slots of `floats_per_slot` floats each
+  // (ModelConfig::recurrent_state_floats()), zeroed, replacing any held before. A batch sequence names its slot
+  // (BatchSequence::state_slot); what a slot must hold between forwards is Model::forward's contract.
+  void reserve_state_slots(int32_t n_slots, int64_t floats_per_slot);
+  int32_t num_state_slots() const { return num_state_slots_; }
+  int64_t state_floats_per_slot() const { return state_floats_per_slot_; }
+  size_t state_bytes_total() const { return state_.size() * sizeof(float); }
+  // Slot `slot`'s floats. Requires 0 <= slot < num_state_slots().
+  float* state_slot(int32_t slot);
+  const float* state_slot(int32_t slot) const;
+
  private:
   KvStorage(const KvShape& shape, const KvFormat& format, int32_t block_size, int32_t num_blocks,
             std::vector<bool> window_layers, int32_t num_window_slabs);
@@ -106,6 +117,9 @@ class KvStorage {
   std::vector<size_t> layer_offsets_;  // where each layer's K plane starts; its V plane follows
   size_t bytes_total_ = 0;
   HugePagesBuffer data_;  // [layer][k|v][block or slab][kv head][slot][head bytes]
+  int32_t num_state_slots_ = 0;
+  int64_t state_floats_per_slot_ = 0;
+  std::vector<float> state_;  // [slot][state_floats_per_slot]
 };
 
 }  // namespace hearth

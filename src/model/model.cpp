@@ -157,6 +157,20 @@ void Model::prepare_scratch(const BatchInput& batch, int n_threads) {
     grow(s_.gate, t * c.ffn_dim);
     grow(s_.up, t * c.ffn_dim);
   }
+  if (c.attn_output_gate) {
+    grow(s_.q_gate, t * 2 * c.q_dim());
+    grow(s_.attn_gate, t * c.q_dim());
+  }
+  if (c.is_hybrid()) {
+    const DeltaNetConfig& d = c.delta_net;
+    grow(s_.dn_qkv, t * d.conv_channels());
+    grow(s_.dn_conv, t * d.conv_channels());
+    grow(s_.dn_z, t * d.value_dim());
+    grow(s_.dn_decay, t * d.n_v_heads);
+    grow(s_.dn_beta, t * d.n_v_heads);
+    grow(s_.dn_out, t * d.value_dim());
+    grow(s_.dn_delta, static_cast<size_t>(n_threads) * d.d_state);
+  }
   grow(s_.cos_sin, t * c.rope_dim);
   if (c.rope_freq_base_local > 0.0f) grow(s_.cos_sin_local, t * c.rope_dim);
   s_.row_pos.resize(t);
@@ -267,8 +281,19 @@ void Model::project_qkv(int layer, int64_t n, ThreadPool& pool) {
   for_rows(pool, n, [&](int64_t row) {
     rms_norm(s_.x.data() + row * c.dim, w.attn_norm.data(), s_.xn.data() + row * c.dim, c.dim, c.rms_eps);
   });
-  const MatmulOutput qkv[] = {{&w.wq, s_.q.data()}, {&w.wk, s_.k.data()}, {&w.wv, s_.v.data()}};
+  float* q_out = c.attn_output_gate ? s_.q_gate.data() : s_.q.data();
+  const MatmulOutput qkv[] = {{&w.wq, q_out}, {&w.wk, s_.k.data()}, {&w.wv, s_.v.data()}};
   matmul_group(qkv, s_.xn.data(), n, pool, s_.matmul);
+  if (c.attn_output_gate) {  // qwen35: each head's q rows, then its gate's
+    for_rows(pool, n, [&](int64_t row) {
+      const float* qg = s_.q_gate.data() + row * 2 * c.q_dim();
+      for (int32_t h = 0; h < c.n_heads; ++h) {
+        const float* src = qg + int64_t{2} * h * c.head_dim;
+        std::copy(src, src + c.head_dim, s_.q.data() + row * c.q_dim() + h * c.head_dim);
+        std::copy(src + c.head_dim, src + 2 * c.head_dim, s_.attn_gate.data() + row * c.q_dim() + h * c.head_dim);
+      }
+    });
+  }
   const bool neox = c.rope_style == RopeStyle::kNeox;
   // Per row, in the order the architectures define: bias (qwen2), per-head RMSNorm (qwen3), then RoPE.
   for_rows(pool, n, [&](int64_t row) {
@@ -300,6 +325,14 @@ void Model::attention_block(int layer, const BatchInput& batch, KvStorage& kv, T
   project_qkv(layer, n, pool);
   store_kv(layer, batch, kv);
   attend(layer, batch, kv, pool);
+  if (config_.attn_output_gate) {  // qwen35: attention output × sigmoid(gate)
+    const int32_t q_dim = config_.q_dim();
+    for_rows(pool, n, [&](int64_t row) {
+      float* a = s_.attn.data() + row * q_dim;
+      const float* g = s_.attn_gate.data() + row * q_dim;
+      for (int32_t i = 0; i < q_dim; ++i) a[i] *= 1.0f / (1.0f + std::exp(-g[i]));
+    });
+  }
   matmul(w.wo, s_.attn.data(), n, s_.proj.data(), pool, s_.matmul);
   if (!w.bo.empty()) {
     for_rows(pool, n, [&](int64_t row) { add_inplace(s_.proj.data() + row * config_.dim, w.bo.data(), config_.dim); });
@@ -369,10 +402,15 @@ std::span<const float> Model::forward(const BatchInput& batch, KvStorage& kv, Th
                kv.shape().n_layers, kv.shape().n_kv_heads, kv.shape().head_dim, config_.n_layers, config_.n_kv_heads,
                config_.head_dim);
   prepare_scratch(batch, pool.num_threads());
+  reset_states(batch, kv);
   embed(batch, pool);
   const int64_t n = static_cast<int64_t>(batch.tokens.size());
   for (int layer = 0; layer < config_.n_layers; ++layer) {
-    attention_block(layer, batch, kv, pool);
+    if (config_.is_recurrent(layer)) {
+      delta_net_block(layer, batch, kv, pool);
+    } else {
+      attention_block(layer, batch, kv, pool);
+    }
     ffn_block(layer, n, pool);
   }
   return output_logits(batch, pool);
@@ -392,10 +430,15 @@ int64_t estimate_scratch_bytes(const ModelConfig& c, const ModelWeights& w, cons
   const int64_t seqs = std::clamp<int64_t>(shape.max_sequences, 1, t);
   const int64_t row_floats = 3 * int64_t{c.dim} + 2 * int64_t{c.q_dim()} + 2 * int64_t{c.kv_dim()} +
                              (c.is_moe() ? 0 : 2 * int64_t{c.ffn_dim}) +
-                             int64_t{c.rope_dim} * (c.rope_freq_base_local > 0.0f ? 2 : 1);
+                             int64_t{c.rope_dim} * (c.rope_freq_base_local > 0.0f ? 2 : 1) +
+                             (c.attn_output_gate ? 3 * int64_t{c.q_dim()} : 0) +
+                             (c.is_hybrid() ? 2 * int64_t{c.delta_net.conv_channels()} +
+                                                  2 * int64_t{c.delta_net.value_dim()} + 2 * c.delta_net.n_v_heads
+                                            : 0);
   int64_t bytes = static_cast<int64_t>(sizeof(float)) * (t * row_floats + seqs * (int64_t{c.dim} + c.n_vocab));
   bytes += static_cast<int64_t>(sizeof(float) * attention_floats_per_thread(c, shape.n_threads)) * shape.n_threads;
   bytes += static_cast<int64_t>(sizeof(int32_t)) * 2 * t + static_cast<int64_t>(sizeof(int64_t)) * seqs;
+  if (c.is_hybrid()) bytes += static_cast<int64_t>(sizeof(float)) * shape.n_threads * c.delta_net.d_state;
   // Work items: at most every row tile of every sequence for every KV head; push_back may leave twice that.
   bytes += 2 * static_cast<int64_t>(sizeof(Model::AttnItem)) * (t / kAttnRows + seqs) * c.n_kv_heads;
   // The largest matmul's activations: a layer matrix over the whole batch, the output over one row per sequence.
@@ -418,7 +461,8 @@ ModelMemory Model::memory() const {
   m.weights_bytes = resident_weight_bytes(*file_, weights_, [](const MatrixView& v) { return v.packed != nullptr; });
   m.scratch_bytes = capacity_bytes(s_.x, s_.xn, s_.q, s_.k, s_.v, s_.attn, s_.proj, s_.gate, s_.up, s_.cos_sin,
                                    s_.cos_sin_local, s_.row_pos, s_.row_seq, s_.logit_rows, s_.attn_items,
-                                   s_.attn_scratch, s_.logits_in, s_.logits) +
+                                   s_.attn_scratch, s_.logits_in, s_.logits, s_.q_gate, s_.attn_gate, s_.dn_qkv,
+                                   s_.dn_conv, s_.dn_z, s_.dn_decay, s_.dn_beta, s_.dn_out, s_.dn_delta) +
                     static_cast<int64_t>(s_.matmul.capacity()) + s_.moe.scratch_bytes();
   return m;
 }

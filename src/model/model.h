@@ -33,6 +33,8 @@ struct BatchSequence {
   // With window slabs (KvStorage::windowed layers): each block's slab, BlockId{-1} where none is held; it must
   // hold every position those layers read or write this step. Empty otherwise.
   std::span<const BlockId> window_table;
+  // Hybrid models: the sequence's recurrent-state slot in KvStorage (reserve_state_slots); see Model::forward.
+  int32_t state_slot = 0;
 };
 
 struct BatchInput {
@@ -75,6 +77,14 @@ class Model {
   // valid until the next call. Logits of a token depend only on the sequence's tokens, never on how the batch
   // was formed or chunked: results are bitwise reproducible.
   // Requires: token ids < n_vocab, block tables covering every position, kv shaped for this model.
+  //
+  // Hybrid models (config().is_hybrid(): Gated DeltaNet layers, model/delta_net.cpp) also carry each sequence's
+  // recurrent state in kv's state slot `state_slot` (KvStorage::reserve_state_slots with
+  // config().recurrent_state_floats() floats; one slot per sequence of the batch, no two sharing one). A sequence with
+  // pos_begin 0 starts from a zero state (its slot is cleared first); any other must find in its slot the state its
+  // own tokens [0, pos_begin) left there, and the forward leaves the state after its last token. The state after
+  // token t has the same bits however the tokens before it were batched or chunked (kernels/delta_net.h), so
+  // resuming from a copy of a slot taken after token t gives the bits of a cold run.
   std::span<const float> forward(const BatchInput& batch, KvStorage& kv, ThreadPool& pool);
 
  private:
@@ -89,6 +99,10 @@ class Model {
   };
   struct Scratch {
     std::vector<float> x, xn, q, k, v, attn, proj, gate, up;  // [n_tokens, width]
+    std::vector<float> q_gate, attn_gate;                     // qwen35 attention: [n_tokens, 2 q_dim | q_dim]
+    // Gated DeltaNet rows: projections, convolved q|k|v, the output gate, per-head decay and beta, the rule's output.
+    std::vector<float> dn_qkv, dn_conv, dn_z, dn_decay, dn_beta, dn_out;
+    std::vector<float> dn_delta;                              // [n_threads, d_state]
     std::vector<float> cos_sin;                               // [n_tokens, rope_dim]
     std::vector<float> cos_sin_local;                         // [n_tokens, rope_dim]; gemma3's local layers
     std::vector<int32_t> row_pos, row_seq;                    // [n_tokens]
@@ -108,6 +122,11 @@ class Model {
   void store_kv(int layer, const BatchInput& batch, KvStorage& kv);
   void attend(int layer, const BatchInput& batch, const KvStorage& kv, ThreadPool& pool);
   void ffn_block(int layer, int64_t n_rows, ThreadPool& pool);
+  // A Gated DeltaNet layer (delta_net.cpp): reads and advances each sequence's recurrent state in kv.
+  void delta_net_block(int layer, const BatchInput& batch, KvStorage& kv, ThreadPool& pool);
+  void delta_net_recurrence(int layer, const BatchInput& batch, KvStorage& kv, ThreadPool& pool);
+  // Clears the state slot of every sequence that starts at position 0 (hybrid models).
+  void reset_states(const BatchInput& batch, KvStorage& kv) const;
   // x += post_norm(proj) (gemma), or x += proj when post_norm is empty.
   void add_residual(const std::vector<float>& post_norm, int64_t n_rows, ThreadPool& pool);
   std::span<const float> output_logits(const BatchInput& batch, ThreadPool& pool);

@@ -126,6 +126,46 @@ std::vector<TensorPlan> plan_gpt_oss_layer(const SynthConfig& c, int64_t i, bool
   return plan;
 }
 
+// qwen35's layer (synth.h): gated attention or a Gated DeltaNet layer, then the dense FFN.
+std::vector<TensorPlan> plan_qwen35_layer(const SynthConfig& c, int64_t i) {
+  const int64_t head_dim = synth_head_dim(c);
+  const int64_t q_dim = c.n_heads * head_dim;
+  const int64_t kv_dim = c.n_kv_heads * head_dim;
+  const DType w = dense_type(c);
+  const float sd = c.weight_sd;
+  const std::string blk = "blk." + std::to_string(i) + ".";
+  std::vector<TensorPlan> plan;
+  plan.push_back({blk + "attn_norm.weight", {c.dim}, DType::F32, 1.0f, c.qk_norm_sd});
+  plan.push_back({blk + "post_attention_norm.weight", {c.dim}, DType::F32, 1.0f, c.qk_norm_sd});
+  if ((i + 1) % c.full_attention_interval == 0) {
+    plan.push_back({blk + "attn_q.weight", {c.dim, 2 * q_dim}, w, 0.0f, sd});
+    plan.push_back({blk + "attn_k.weight", {c.dim, kv_dim}, w, 0.0f, sd});
+    plan.push_back({blk + "attn_v.weight", {c.dim, kv_dim}, w, 0.0f, sd});
+    plan.push_back({blk + "attn_q_norm.weight", {head_dim}, DType::F32, 1.0f, c.qk_norm_sd});
+    plan.push_back({blk + "attn_k_norm.weight", {head_dim}, DType::F32, 1.0f, c.qk_norm_sd});
+    plan.push_back({blk + "attn_output.weight", {q_dim, c.dim}, w, 0.0f, sd});
+  } else {
+    const SynthDeltaNet d = synth_delta_net(c);
+    const int64_t key_dim = d.n_k_heads * d.d_state;
+    const int64_t value_dim = d.n_v_heads * d.d_state;
+    std::vector<float> a;
+    for (int64_t h = 0; h < d.n_v_heads; ++h) a.push_back(-(0.5f + static_cast<float>(h) / d.n_v_heads));
+    plan.push_back({blk + "attn_qkv.weight", {c.dim, 2 * key_dim + value_dim}, w, 0.0f, sd});
+    plan.push_back({blk + "attn_gate.weight", {c.dim, value_dim}, w, 0.0f, sd});
+    plan.push_back({blk + "ssm_conv1d.weight", {d.d_conv, 2 * key_dim + value_dim}, DType::F32, 0.0f, c.ssm_conv_sd});
+    plan.push_back({blk + "ssm_dt.bias", {d.n_v_heads}, DType::F32, 0.0f, c.bias_sd});
+    plan.push_back({blk + "ssm_a", {d.n_v_heads}, DType::F32, 0.0f, 0.0f, a});
+    plan.push_back({blk + "ssm_alpha.weight", {c.dim, d.n_v_heads}, w, 0.0f, sd});
+    plan.push_back({blk + "ssm_beta.weight", {c.dim, d.n_v_heads}, w, 0.0f, sd});
+    plan.push_back({blk + "ssm_norm.weight", {d.d_state}, DType::F32, 1.0f, c.qk_norm_sd});
+    plan.push_back({blk + "ssm_out.weight", {value_dim, c.dim}, w, 0.0f, sd});
+  }
+  plan.push_back({blk + "ffn_gate.weight", {c.dim, c.ffn_dim}, w, 0.0f, sd});
+  plan.push_back({blk + "ffn_up.weight", {c.dim, c.ffn_dim}, w, 0.0f, sd});
+  plan.push_back({blk + "ffn_down.weight", {c.ffn_dim, c.dim}, w, 0.0f, sd});
+  return plan;
+}
+
 std::vector<TensorPlan> plan_layer(const SynthConfig& c, int64_t i) {
   const int64_t head_dim = synth_head_dim(c);
   const int64_t q_dim = c.n_heads * head_dim;
@@ -135,6 +175,7 @@ std::vector<TensorPlan> plan_layer(const SynthConfig& c, int64_t i) {
   const DType w_more = more_bits ? DType::Q6_K : w;  // attn_v, ffn_down
   const float sd = c.weight_sd;
   if (c.architecture == "gpt-oss") return plan_gpt_oss_layer(c, i, more_bits);
+  if (c.architecture == "qwen35") return plan_qwen35_layer(c, i);
   const std::string blk = "blk." + std::to_string(i) + ".";
   const bool phi3 = c.architecture == "phi3";
   const bool gemma = c.architecture == "gemma2" || c.architecture == "gemma3";
@@ -278,7 +319,23 @@ void add_metadata(GgufWriter& w, const SynthConfig& c, const GgufFile& vocab, in
   w.add(a + ".attention.head_count_kv", u32(c.n_kv_heads));
   w.add(a + ".attention.layer_norm_rms_epsilon", gguf_f32(c.rms_eps));
   w.add(a + ".rope.freq_base", gguf_f32(c.rope_freq_base));
-  w.add(a + ".rope.dimension_count", u32(synth_head_dim(c)));
+  w.add(a + ".rope.dimension_count", u32(a == "qwen35" ? synth_delta_net(c).rope_dim : synth_head_dim(c)));
+  if (a == "qwen35") {
+    const SynthDeltaNet d = synth_delta_net(c);
+    w.add(a + ".ssm.conv_kernel", u32(d.d_conv));
+    w.add(a + ".ssm.state_size", u32(d.d_state));
+    w.add(a + ".ssm.group_count", u32(d.n_k_heads));
+    w.add(a + ".ssm.time_step_rank", u32(d.n_v_heads));
+    w.add(a + ".ssm.inner_size", u32(d.n_v_heads * d.d_state));
+    w.add(a + ".full_attention_interval", u32(c.full_attention_interval));
+    // Qwen3.5's interleaved M-RoPE sections ([11, 11, 10, 0] for its 32 rotated pairs), scaled to these pairs.
+    const int64_t pairs = d.rope_dim / 2;
+    std::vector<GgufValue> sections;
+    for (int64_t s : {(pairs + 2) / 3, (pairs + 1) / 3, pairs / 3, int64_t{0}}) {
+      sections.push_back(gguf_int(GgufType::INT32, s));
+    }
+    w.add(a + ".rope.dimension_sections", gguf_array(GgufType::INT32, std::move(sections)));
+  }
   if (a == "phi3")
     w.add(a + ".attention.sliding_window", u32(c.sliding_window > 0 ? c.sliding_window : c.context_length));
   if (c.phi3_longrope) {
@@ -291,7 +348,7 @@ void add_metadata(GgufWriter& w, const SynthConfig& c, const GgufFile& vocab, in
     w.add(a + ".attn_logit_softcapping", gguf_f32(c.attn_softcap));
     w.add(a + ".final_logit_softcapping", gguf_f32(c.final_softcap));
   }
-  if (a == "qwen3" || a == "qwen3moe" || gemma || a == "gpt-oss") {
+  if (a == "qwen3" || a == "qwen3moe" || gemma || a == "gpt-oss" || a == "qwen35") {
     w.add(a + ".attention.key_length", u32(synth_head_dim(c)));
     w.add(a + ".attention.value_length", u32(synth_head_dim(c)));
   }
@@ -315,6 +372,13 @@ void add_metadata(GgufWriter& w, const SynthConfig& c, const GgufFile& vocab, in
 
 int64_t synth_head_dim(const SynthConfig& c) {
   return c.head_dim > 0 ? c.head_dim : c.dim / c.n_heads;
+}
+
+SynthDeltaNet synth_delta_net(const SynthConfig& c) {
+  const int64_t head_dim = synth_head_dim(c);
+  return {c.ssm_d_conv, c.ssm_d_state > 0 ? c.ssm_d_state : head_dim,
+          c.ssm_n_k_heads > 0 ? c.ssm_n_k_heads : c.n_kv_heads, c.ssm_n_v_heads > 0 ? c.ssm_n_v_heads : c.n_heads,
+          c.rope_dim > 0 ? c.rope_dim : std::max<int64_t>(2, head_dim / 4 / 2 * 2)};
 }
 
 std::vector<float> llama3_rope_freqs(const SynthConfig& c) {
@@ -379,6 +443,25 @@ std::optional<SynthConfig> synth_preset(std::string_view name) {
     c.rope_freq_base = 150000.0f;
     c.rope_factor = 32.0f;
     c.rope_original_context = 4096;
+    return c;
+  }
+  if (name == "qwen35-0.8b") {  // Qwen3.5-0.8B's config.json (text), context cut to 4096
+    SynthConfig c;
+    c.name = "hearth-synthetic-qwen35-0.8b";
+    c.architecture = "qwen35";
+    c.dim = 1024;
+    c.n_layers = 24;
+    c.n_heads = 8;
+    c.n_kv_heads = 2;
+    c.head_dim = 256;
+    c.ffn_dim = 3584;
+    c.ssm_d_state = 128;
+    c.ssm_n_k_heads = 16;
+    c.ssm_n_v_heads = 16;
+    c.rope_dim = 64;
+    c.context_length = 4096;
+    c.rope_freq_base = 10000000.0f;
+    c.rms_eps = 1e-6f;
     return c;
   }
   if (name == "30b-a3b") {  // Qwen3-30B-A3B's config.json, context cut to 4096
@@ -446,11 +529,23 @@ Result<void> validate_synth_config(const SynthConfig& c) {
   if (c.vocab_from.empty()) return bad("no vocabulary file to copy the tokenizer from");
   const std::string& a = c.architecture;
   if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "qwen3moe" && a != "phi3" && a != "gemma2" &&
-      a != "gemma3" && a != "gpt-oss") {
+      a != "gemma3" && a != "gpt-oss" && a != "qwen35") {
     return bad(fmt::format(
         "architecture '{}' is not one the generator writes (llama, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3, "
-        "gpt-oss)",
+        "gpt-oss, qwen35)",
         a));
+  }
+  if (a == "qwen35") {
+    const SynthDeltaNet d = synth_delta_net(c);
+    if (c.full_attention_interval < 1 || d.d_conv < 2 || d.d_conv > 64 || d.d_state < 1 || d.d_state > 1024 ||
+        d.n_k_heads < 1 || d.n_v_heads % d.n_k_heads != 0 || d.rope_dim % 2 != 0 || d.rope_dim > synth_head_dim(c)) {
+      return bad(fmt::format("qwen35 needs full_attention_interval >= 1, 2 <= conv taps <= 64, 1 <= state size <= "
+                             "1024, value heads a multiple of key heads, an even rope_dim <= the head size (got {}, {}, "
+                             "{}, {} value / {} key heads, rope_dim {})",
+                             c.full_attention_interval, d.d_conv, d.d_state, d.n_v_heads, d.n_k_heads, d.rope_dim));
+    }
+    const int64_t block = dtype_info(c.weight_type).block_size;
+    if (c.dim % block != 0) return bad("qwen35's DeltaNet matrices need dim a multiple of the weight type's block");
   }
   if (a == "gpt-oss" && (!(c.rope_factor >= 1) || c.rope_original_context <= 0)) {
     return bad("gpt-oss's YaRN needs rope_factor >= 1 and an original context > 0");
@@ -475,7 +570,8 @@ Result<void> validate_synth_config(const SynthConfig& c) {
                          {"context_length", c.context_length}}) {
     if (v <= 0 || v > kMax) return bad(fmt::format("{} is {}, expected 1 to {}", name, v, kMax));
   }
-  const bool writes_key_length = a == "qwen3" || a == "qwen3moe" || a == "gemma2" || a == "gemma3" || a == "gpt-oss";
+  const bool writes_key_length =
+      a == "qwen3" || a == "qwen3moe" || a == "gemma2" || a == "gemma3" || a == "gpt-oss" || a == "qwen35";
   if (c.head_dim < 0 || (c.head_dim > 0 && !writes_key_length)) {
     return bad(fmt::format("head_dim {} is for qwen3, qwen3moe, gemma and gpt-oss only (0: dim / n_heads)", c.head_dim));
   }

@@ -40,6 +40,22 @@
 //   blk.N.ffn_gate_exps.weight [dim, expert_ffn, n_expert]    weight type
 //   blk.N.ffn_up_exps.weight   [dim, expert_ffn, n_expert]
 //   blk.N.ffn_down_exps.weight [expert_ffn, dim, n_expert]    (Q6_K on the Q4_K_M mix's use_more_bits layers)
+// qwen35 (Qwen3.5 dense, a hybrid) writes llama.cpp's qwen35 keys (ssm.conv_kernel, ssm.state_size, ssm.group_count,
+// ssm.time_step_rank, ssm.inner_size, full_attention_interval, rope.dimension_sections, a partial
+// rope.dimension_count) and, on each layer, attn_norm.weight and post_attention_norm.weight ([dim], F32, 1 + noise:
+// the FFN's input norm) and the dense FFN; layer i is gated full attention when (i + 1) % full_attention_interval
+// == 0:
+//   blk.N.attn_q.weight      [dim, 2 q_dim]       each head's q rows, then its output gate's
+//   blk.N.attn_k.weight, attn_v.weight [dim, kv_dim]; attn_q_norm/attn_k_norm.weight [head_dim]; attn_output.weight
+// else a Gated DeltaNet layer (key_dim = ssm_n_k_heads × d_state, value_dim = ssm_n_v_heads × d_state):
+//   blk.N.attn_qkv.weight    [dim, 2 key_dim + value_dim]   weight type
+//   blk.N.attn_gate.weight   [dim, value_dim]
+//   blk.N.ssm_conv1d.weight  [d_conv, 2 key_dim + value_dim] F32, N(0, ssm_conv_sd^2)
+//   blk.N.ssm_dt.bias        [n_v_heads]          F32, N(0, bias_sd^2)
+//   blk.N.ssm_a              [n_v_heads]          F32, −(0.5 + h / n_v_heads): −exp(A_log), negative
+//   blk.N.ssm_alpha.weight, ssm_beta.weight [dim, n_v_heads]
+//   blk.N.ssm_norm.weight    [d_state]            F32, 1 + N(0, qk_norm_sd^2)
+//   blk.N.ssm_out.weight     [value_dim, dim]
 // head_dim (attention.key_length) may differ from dim / n_heads for qwen3, qwen3moe and gemma, as Qwen3's does.
 //
 // Generation streams one row at a time (rows are generated in parallel in small batches), so a 1B model needs
@@ -104,7 +120,23 @@ struct SynthConfig {
   float attn_softcap = 50.0f;   // gemma2's attn_logit_softcapping
   float final_softcap = 30.0f;  // gemma2's final_logit_softcapping
   int num_threads = 0;          // < 1: hardware concurrency
+  // qwen35: the Gated DeltaNet layers' shape (0: d_state = head size, key heads = n_kv_heads, value heads =
+  // n_heads), their conv taps, which layers attend, and the attention's rotated dims (0: head size / 4, Qwen3.5's
+  // partial_rotary_factor).
+  int64_t ssm_d_conv = 4;
+  int64_t ssm_d_state = 0;
+  int64_t ssm_n_k_heads = 0;
+  int64_t ssm_n_v_heads = 0;
+  int64_t full_attention_interval = 4;
+  int64_t rope_dim = 0;
+  float ssm_conv_sd = 0.5f;
 };
+
+// qwen35's Gated DeltaNet shape with the 0 defaults above resolved.
+struct SynthDeltaNet {
+  int64_t d_conv, d_state, n_k_heads, n_v_heads, rope_dim;
+};
+SynthDeltaNet synth_delta_net(const SynthConfig& config);
 
 // Named shapes: "tiny" (the shape of the shared synth-tiny models), "110m" (dim 768, 12 layers, 12 heads, ffn
 // 2048), "1b" (dim 2048, 16 layers, 32 heads, 8 KV

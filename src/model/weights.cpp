@@ -173,7 +173,7 @@ Result<void> bind_qkv(Binder& b, const ModelConfig& c, const std::string& p, Lay
     l.wv = rows_of(*qkv, c.q_dim() + c.kv_dim(), c.kv_dim());
     return {};
   }
-  auto wq = b.matrix(p + "attn_q.weight", c.dim, c.q_dim());
+  auto wq = b.matrix(p + "attn_q.weight", c.dim, (c.attn_output_gate ? 2 : 1) * int64_t{c.q_dim()});
   auto wk = b.matrix(p + "attn_k.weight", c.dim, c.kv_dim());
   auto wv = b.matrix(p + "attn_v.weight", c.dim, c.kv_dim());
   for (const auto* m : {&wq, &wk, &wv}) {
@@ -246,19 +246,65 @@ Result<void> bind_dense_ffn(Binder& b, const ModelConfig& c, const std::string& 
   return {};
 }
 
+// A Gated DeltaNet layer's tensors, with llama.cpp's qwen35 names and shapes (GGML order): attn_qkv [dim,
+// conv_channels], attn_gate [dim, value_dim], ssm_conv1d [d_conv, conv_channels], ssm_dt.bias and ssm_a [n_v_heads],
+// ssm_beta and ssm_alpha [dim, n_v_heads], ssm_norm [d_state], ssm_out [value_dim, dim].
+Result<void> bind_delta_net(Binder& b, const ModelConfig& c, const std::string& p, LayerWeights& l) {
+  const DeltaNetConfig& d = c.delta_net;
+  auto qkv = b.matrix(p + "attn_qkv.weight", c.dim, d.conv_channels());
+  auto z = b.matrix(p + "attn_gate.weight", c.dim, d.value_dim());
+  auto beta = b.matrix(p + "ssm_beta.weight", c.dim, d.n_v_heads);
+  auto alpha = b.matrix(p + "ssm_alpha.weight", c.dim, d.n_v_heads);
+  auto out = b.matrix(p + "ssm_out.weight", d.value_dim(), c.dim);
+  for (const auto* m : {&qkv, &z, &beta, &alpha, &out}) {
+    if (!*m) return m->error();
+  }
+  auto conv = b.rows(p + "ssm_conv1d.weight", d.d_conv, d.conv_channels());
+  auto dt_bias = b.vector(p + "ssm_dt.bias", d.n_v_heads);
+  auto a = b.vector(p + "ssm_a", d.n_v_heads);
+  auto norm = b.vector(p + "ssm_norm.weight", d.d_state);
+  for (const auto* v : {&conv, &dt_bias, &a, &norm}) {
+    if (!*v) return v->error();
+  }
+  l.ssm_qkv = *qkv;
+  l.ssm_z = *z;
+  l.ssm_beta = *beta;
+  l.ssm_alpha = *alpha;
+  l.ssm_out = *out;
+  l.ssm_conv = std::move(*conv);
+  l.ssm_dt_bias = std::move(*dt_bias);
+  l.ssm_a = std::move(*a);
+  l.ssm_norm = std::move(*norm);
+  return {};
+}
+
+// The attention half of a layer: q/k/v (with biases and q/k norms as the architecture has them) and the output.
+Result<void> bind_attention(Binder& b, const ModelConfig& c, const std::string& p, LayerWeights& l) {
+  HEARTH_TRY(bind_qkv(b, c, p, l));
+  auto wo = b.matrix(p + "attn_output.weight", c.q_dim(), c.dim);
+  if (!wo) return wo.error();
+  l.wo = *wo;
+  HEARTH_TRY(bind_qkv_bias(b, c, p, l));
+  return bind_qk_norm(b, c, p, l);
+}
+
 Result<LayerWeights> bind_layer(Binder& b, const ModelConfig& c, int il) {
   const std::string p = fmt::format("blk.{}.", il);
   LayerWeights l;
   auto attn_norm = b.vector(p + "attn_norm.weight", c.dim);
   if (!attn_norm) return attn_norm.error();
-  HEARTH_TRY(bind_qkv(b, c, p, l));
-  auto wo = b.matrix(p + "attn_output.weight", c.q_dim(), c.dim);
-  if (!wo) return wo.error();
-  HEARTH_TRY(bind_qkv_bias(b, c, p, l));
-  HEARTH_TRY(bind_qk_norm(b, c, p, l));
-  // gpt-oss names the FFN's input norm post_attention_norm (it follows the attention's residual add).
-  auto ffn_norm = b.vector(p + (c.architecture == "gpt-oss" ? "post_attention_norm.weight" : "ffn_norm.weight"), c.dim);
+  // gpt-oss and qwen35 name the FFN's input norm post_attention_norm (it follows the attention's residual add).
+  const bool post_attention_ffn_norm = c.architecture == "gpt-oss" || c.architecture == "qwen35";
+  auto ffn_norm = b.vector(p + (post_attention_ffn_norm ? "post_attention_norm.weight" : "ffn_norm.weight"), c.dim);
   if (!ffn_norm) return ffn_norm.error();
+  l.attn_norm = std::move(*attn_norm);
+  l.ffn_norm = std::move(*ffn_norm);
+  if (c.is_recurrent(il)) {
+    HEARTH_TRY(bind_delta_net(b, c, p, l));
+    HEARTH_TRY(bind_dense_ffn(b, c, p, l));
+    return l;
+  }
+  HEARTH_TRY(bind_attention(b, c, p, l));
   if (c.attn_out_bias) {
     auto bo = b.vector(p + "attn_output.bias", c.dim);
     if (!bo) return bo.error();
@@ -283,9 +329,6 @@ Result<LayerWeights> bind_layer(Binder& b, const ModelConfig& c, int il) {
     l.attn_post_norm = std::move(*attn_post);
     l.ffn_post_norm = std::move(*ffn_post);
   }
-  l.attn_norm = std::move(*attn_norm);
-  l.ffn_norm = std::move(*ffn_norm);
-  l.wo = *wo;
   return l;
 }
 

@@ -19,7 +19,8 @@ namespace hearth {
 
 struct LayerWeights {
   std::vector<float> attn_norm;       // [dim]
-  MatrixView wq;                      // [q_dim, dim]   (rows × cols: n_rows outputs of n_cols inputs)
+  MatrixView wq;                      // [q_dim, dim]   (rows × cols: n_rows outputs of n_cols inputs); qwen35:
+                                      // [2 q_dim, dim], each head's q rows then its output gate's
   MatrixView wk;                      // [kv_dim, dim]
   MatrixView wv;                      // [kv_dim, dim]
   MatrixView wo;                      // [dim, q_dim]
@@ -37,6 +38,17 @@ struct LayerWeights {
   MatrixView w_up;                    // [ffn_dim, dim]
   MatrixView w_down;                  // [dim, ffn_dim]
   MoeLayerWeights moe;                // MoE (config.is_moe()): router and experts instead of w_gate/w_up/w_down
+  // A recurrent (Gated DeltaNet) layer of a hybrid model (config.is_recurrent(il); model/delta_net.h), instead of
+  // wq/wk/wv/wo; llama.cpp's qwen35 names in comments.
+  MatrixView ssm_qkv;              // [conv_channels, dim]  attn_qkv.weight: rows q, k, v before the convolution
+  MatrixView ssm_z;                // [value_dim, dim]      attn_gate.weight: the output gate
+  MatrixView ssm_beta;             // [n_v_heads, dim]      ssm_beta.weight
+  MatrixView ssm_alpha;            // [n_v_heads, dim]      ssm_alpha.weight
+  MatrixView ssm_out;              // [dim, value_dim]      ssm_out.weight
+  std::vector<float> ssm_conv;     // [conv_channels, d_conv]  ssm_conv1d.weight, each channel's taps oldest first
+  std::vector<float> ssm_dt_bias;  // [n_v_heads]  ssm_dt.bias
+  std::vector<float> ssm_a;        // [n_v_heads]  ssm_a: −exp(A_log), as the converter stores it
+  std::vector<float> ssm_norm;     // [d_state]    ssm_norm.weight: the gated RMSNorm's weight
 
   // Calls fn(matrix) for every matrix of the layer the matmul kernels read, experts included (unused views of the
   // other FFN kind are empty).
@@ -52,7 +64,10 @@ struct LayerWeights {
  private:
   template <class Self, class F>
   static void visit_matrices(Self& l, F& fn) {
-    for (auto* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.moe.router}) fn(*m);
+    for (auto* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.moe.router, &l.ssm_qkv, &l.ssm_z,
+                    &l.ssm_beta, &l.ssm_alpha, &l.ssm_out}) {
+      fn(*m);
+    }
     for (auto* experts : {&l.moe.gate, &l.moe.up, &l.moe.down}) {
       for (auto& m : *experts) fn(m);
     }
