@@ -93,6 +93,15 @@ void configure_gpt_oss(SynthConfig& c) {
   c.weight_sd = 0.25f;  // at 0.1 the logits of this 151k vocabulary are nearly flat: Q8_0 rounding picks the argmax
 }
 
+// Qwen3.5 dense: 4 layers (0-2 Gated DeltaNet, 3 gated full attention), attention heads of 32 with 8 rotated
+// dims (Qwen3.5's partial_rotary_factor 0.25), DeltaNet heads of 32: 2 key heads and 4 value heads, so the value
+// heads' choice of key head (h % 2, llama.cpp's tiling) matters.
+void configure_qwen35(SynthConfig& c) {
+  c.architecture = "qwen35";
+  c.head_dim = 32;
+  c.n_layers = 4;
+}
+
 SynthConfig tiny_config(const std::string& variant) {
   SynthConfig c;
   fs::create_directories(HEARTH_TEST_TMP_DIR);
@@ -142,6 +151,7 @@ SynthConfig tiny_config(const std::string& variant) {
   if (variant.starts_with("qwen3moe")) configure_qwen3moe(c);
   if (variant == "qwen3moe_q8_0") c.weight_type = DType::Q8_0;  // experts read through the packed Q8_0 tiles
   if (variant.starts_with("gpt-oss")) configure_gpt_oss(c);
+  if (variant.starts_with("qwen35")) configure_qwen35(c);
   if (variant == "gpt-oss_q8_0") {
     // Q8_0 weights of sd 0.25 make the two engines' rounding differences grow from layer to layer until a greedy
     // choice flips (qwen3moe does the same at sd 0.25), and at sd 0.1 this 151k vocabulary's logits are nearly
@@ -195,6 +205,7 @@ std::vector<std::vector<float>> engine_logits(const std::shared_ptr<const GgufFi
   const ModelConfig& c = (*model)->config();
   const int32_t n = static_cast<int32_t>(tokens.size());
   KvStorage kv(c.n_layers, c.n_kv_heads, c.head_dim, 16, (n + 15) / 16);
+  if (c.is_hybrid()) kv.reserve_state_slots(1, c.recurrent_state_floats());
   std::vector<BlockId> table;
   for (int32_t b = 0; b < kv.num_blocks(); ++b) table.push_back(BlockId{b});
   ThreadPool pool(2);
@@ -306,6 +317,18 @@ TEST(ArchReference, GptOssMatchesScalarReference) {
                                  {"the expert biases", {.skip_expert_biases = true}},
                                  {"q/k/v biases", {.skip_qkv_bias = true}},
                                  {"sliding window", {.skip_window = true}}});
+}
+
+// Qwen3.5: the DeltaNet layers (the convolution, the key heads' tiling) and the gated attention (the output gate,
+// the partial RoPE) each move the logits far beyond the tolerance on their own.
+TEST(ArchReference, Qwen35MatchesScalarReference) {
+  const std::string& path = synthetic_model("qwen35");
+  expect_engine_matches_reference(path, kQwenTokens, {.skip_attn_gate = true});
+  expect_each_feature_has_teeth(path, kQwenTokens,
+                                {{"partial RoPE", {.full_rope = true}},
+                                 {"h % n_k key heads", {.interleaved_key_heads = true}},
+                                 {"the convolution", {.skip_conv = true}},
+                                 {"q/k norms", {.skip_qk_norm = true}}});
 }
 
 // The rope_freqs divisors are applied (the reference without them is far off), and they are the formula's.
@@ -429,6 +452,75 @@ void expect_same_bits_whatever_the_batch(const std::string& variant) {
   const auto logits = (*model)->forward({ids, {&seq, 1}}, kv, pool);
   ASSERT_EQ(logits.size(), one_by_one.back().size());
   EXPECT_EQ(std::memcmp(logits.data(), one_by_one.back().data(), logits.size() * sizeof(float)), 0) << variant;
+}
+
+// One definition of the recurrent state update: the logits and the state slot after 60 tokens have the same bits
+// whether the tokens came in one prefill, in chunks of 1, 3 or 7, or as a prefill of 20 and then decode steps, and
+// whether another sequence (in another slot) shares the batches.
+TEST(ArchHybrid, Qwen35StateSameBitsWhateverTheChunking) {
+  const auto file = open_file(synthetic_model("qwen35"));
+  auto model = Model::load(file);
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  const ModelConfig& c = (*model)->config();
+  ASSERT_TRUE(c.is_hybrid());
+  std::vector<TokenId> ids, other;
+  for (int32_t i = 0; i < 60; ++i) {
+    ids.push_back(TokenId{(kQwenTokens[i % kQwenTokens.size()] + i / 14) % c.n_vocab});
+    other.push_back(TokenId{(kQwenTokens[(i + 5) % kQwenTokens.size()] + 3 * i) % c.n_vocab});
+  }
+  ThreadPool pool(2);
+  const std::vector<BlockId> table = {BlockId{0}, BlockId{1}, BlockId{2}, BlockId{3}};
+  const std::vector<BlockId> other_table = {BlockId{4}, BlockId{5}, BlockId{6}, BlockId{7}};
+  struct Run {
+    std::vector<float> logits, state;
+  };
+  // Feeds `ids` in chunks of the given sizes (the last repeated), with `other` beside it when `paired`.
+  auto run = [&](std::vector<int32_t> chunks, bool paired) {
+    KvStorage kv(c.n_layers, c.n_kv_heads, c.head_dim, 16, 8);
+    kv.reserve_state_slots(2, c.recurrent_state_floats());
+    Run r;
+    for (int32_t pos = 0, i = 0; pos < 60; ++i) {
+      const int32_t n = std::min(chunks[std::min<size_t>(i, chunks.size() - 1)], 60 - pos);
+      std::vector<TokenId> batch(ids.begin() + pos, ids.begin() + pos + n);
+      std::vector<BatchSequence> seqs = {{0, n, pos, table, true, {}, 1}};
+      if (paired) {
+        batch.insert(batch.end(), other.begin() + pos, other.begin() + pos + n);
+        seqs.push_back({n, n, pos, other_table, true, {}, 0});
+      }
+      const auto logits = (*model)->forward({batch, seqs}, kv, pool);
+      r.logits.assign(logits.begin(), logits.begin() + c.n_vocab);
+      pos += n;
+    }
+    r.state.assign(kv.state_slot(1), kv.state_slot(1) + kv.state_floats_per_slot());
+    return r;
+  };
+  const Run whole = run({60}, false);
+  ASSERT_EQ(whole.state.size(), static_cast<size_t>(c.recurrent_state_floats()));
+  const std::vector<std::pair<const char*, Run>> others = {{"chunks of 1", run({1}, false)},
+                                                           {"chunks of 3", run({3}, false)},
+                                                           {"chunks of 7", run({7}, false)},
+                                                           {"prefill 20, then decode", run({20, 1}, false)},
+                                                           {"beside another sequence", run({7}, true)}};
+  for (const auto& [what, r] : others) {
+    EXPECT_EQ(std::memcmp(r.logits.data(), whole.logits.data(), whole.logits.size() * sizeof(float)), 0) << what;
+    EXPECT_EQ(std::memcmp(r.state.data(), whole.state.data(), whole.state.size() * sizeof(float)), 0) << what;
+  }
+}
+
+// Until its recurrent state has per-request slots and prefix-cache checkpoints, the serving engine refuses a hybrid
+// model by name (hearth generate runs it).
+TEST(ArchHybrid, Qwen35EngineRefusesByName) {
+  const auto file = open_file(synthetic_model("qwen35"));
+  auto model = Model::load(file);
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  auto tokenizer = Tokenizer::from_gguf(*file);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.error().message;
+  ThreadPool pool(2);
+  EngineConfig config;
+  config.kv_memory_bytes = 8 << 20;
+  auto engine = Engine::create(**model, *tokenizer, config, pool);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_NE(engine.error().message.find("qwen35"), std::string::npos) << engine.error().message;
 }
 
 TEST(ArchMoe, Qwen3MoeLogitsSameBitsWhateverTheBatch) {
@@ -730,6 +822,9 @@ TEST(ArchPeer, Phi3LongRopeGreedyMatchesLlamaCpp) {
 TEST(ArchPeer, Gemma2GreedyMatchesLlamaCpp) { expect_greedy_matches_peer(synthetic_model("gemma2"), "gemma2"); }
 
 TEST(ArchPeer, Gemma3GreedyMatchesLlamaCpp) { expect_greedy_matches_peer(synthetic_model("gemma3"), "gemma3"); }
+
+// Qwen3.5 dense: Gated DeltaNet layers beside gated full attention.
+TEST(ArchPeer, Qwen35GreedyMatchesLlamaCpp) { expect_greedy_matches_peer(synthetic_model("qwen35"), "qwen35"); }
 
 }  // namespace
 }  // namespace hearth

@@ -25,6 +25,9 @@ struct Hparams {
   int64_t n_expert = 0, n_expert_used = 0;  // qwen3moe, gpt-oss
   bool gpt_oss = false;
   bool yarn = false;  // gpt-oss: rope.scaling.type yarn
+  // qwen35: the DeltaNet shape, which layers attend, the rotated dims.
+  bool qwen35 = false;
+  int64_t d_conv = 0, d_state = 0, n_k_heads = 0, n_v_heads = 0, full_attention_interval = 0, rope_dim = 0;
 };
 
 // Gemma 2 alternates local and global layers starting with a local one; Gemma 3 makes every sixth layer global.
@@ -75,6 +78,13 @@ Hparams read_hparams(const GgufFile& f) {
   h.gpt_oss = h.arch == "gpt-oss";
   auto type = f.get_string(p + "rope.scaling.type");
   h.yarn = type.ok() && type->has_value() && **type == "yarn";
+  h.qwen35 = h.arch == "qwen35";
+  h.d_conv = meta_int(f, p + "ssm.conv_kernel", 0);
+  h.d_state = meta_int(f, p + "ssm.state_size", 0);
+  h.n_k_heads = meta_int(f, p + "ssm.group_count", 0);
+  h.n_v_heads = meta_int(f, p + "ssm.time_step_rank", 0);
+  h.full_attention_interval = meta_int(f, p + "full_attention_interval", 4);
+  h.rope_dim = meta_int(f, p + "rope.dimension_count", h.head_dim);
   return h;
 }
 
@@ -350,6 +360,132 @@ void layer_forward(const Hparams& hp, Weights& w, int64_t l, size_t pos, const R
   for (int64_t i = 0; i < hp.dim; ++i) x[i] += down[i];
 }
 
+// A Gated DeltaNet layer's recurrent state: the conv window [channels][d_conv - 1] and S [v head][key i][value j].
+struct DeltaState {
+  std::vector<Vec> window;  // [channel][tap], oldest first
+  std::vector<Vec> s;       // [v head][i * d_state + j]
+};
+
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+// x[offset, offset + n) / sqrt(Σx² + eps).
+void l2_norm_in_place(Vec& x, size_t offset, size_t n, double eps) {
+  double ss = 0.0;
+  for (size_t i = 0; i < n; ++i) ss += x[offset + i] * x[offset + i];
+  const double scale = 1.0 / std::sqrt(ss + eps);
+  for (size_t i = 0; i < n; ++i) x[offset + i] *= scale;
+}
+
+// qwen35's Gated DeltaNet mixer of the normed x (reference_forward.h); advances `st`.
+Vec delta_net_mixer(const Hparams& hp, Weights& w, const std::string& p, const ReferenceOptions& options,
+                    const Vec& xn, DeltaState& st) {
+  const int64_t d = hp.d_state, key_dim = hp.n_k_heads * d, value_dim = hp.n_v_heads * d;
+  const int64_t channels = 2 * key_dim + value_dim, taps = hp.d_conv;
+  const Vec qkv = matvec(w[p + "attn_qkv.weight"], {}, xn);
+  const Vec z = matvec(w[p + "attn_gate.weight"], {}, xn);
+  const Vec beta = matvec(w[p + "ssm_beta.weight"], {}, xn);
+  const Vec alpha = matvec(w[p + "ssm_alpha.weight"], {}, xn);
+  const auto& conv_w = w[p + "ssm_conv1d.weight"];
+  if (st.window.empty()) {
+    st.window.assign(channels, Vec(taps - 1, 0.0));
+    st.s.assign(hp.n_v_heads, Vec(d * d, 0.0));
+  }
+  Vec conv(channels);
+  for (int64_t c = 0; c < channels; ++c) {
+    double acc = static_cast<double>(conv_w[c * taps + taps - 1]) * qkv[c];
+    if (!options.skip_conv) {
+      for (int64_t t = 0; t + 1 < taps; ++t) acc += static_cast<double>(conv_w[c * taps + t]) * st.window[c][t];
+    }
+    conv[c] = silu(acc);
+    st.window[c].erase(st.window[c].begin());
+    st.window[c].push_back(qkv[c]);
+  }
+  for (int64_t h = 0; h < 2 * hp.n_k_heads; ++h) l2_norm_in_place(conv, h * d, d, hp.eps);
+  Vec out(value_dim, 0.0);
+  for (int64_t h = 0; h < hp.n_v_heads; ++h) {
+    const int64_t hk = options.interleaved_key_heads ? h / (hp.n_v_heads / hp.n_k_heads) : h % hp.n_k_heads;
+    const double* q = conv.data() + hk * d;
+    const double* k = conv.data() + key_dim + hk * d;
+    const double* v = conv.data() + 2 * key_dim + h * d;
+    const double a = alpha[h] + w[p + "ssm_dt.bias"][h];
+    const double softplus = a > 20.0 ? a : std::log1p(std::exp(a));
+    const double decay = std::exp(softplus * w[p + "ssm_a"][h]);
+    const double b = sigmoid(beta[h]);
+    Vec& s = st.s[h];
+    for (double& e : s) e *= decay;
+    for (int64_t j = 0; j < d; ++j) {
+      double sk = 0.0;
+      for (int64_t i = 0; i < d; ++i) sk += s[i * d + j] * k[i];
+      const double delta = b * (v[j] - sk);
+      for (int64_t i = 0; i < d; ++i) s[i * d + j] += k[i] * delta;
+    }
+    for (int64_t j = 0; j < d; ++j) {
+      double o = 0.0;
+      for (int64_t i = 0; i < d; ++i) o += s[i * d + j] * q[i];
+      out[h * d + j] = o / std::sqrt(static_cast<double>(d));
+    }
+    rms_norm_in_place(out, h * d, d, w[p + "ssm_norm.weight"], hp.eps);
+    for (int64_t j = 0; j < d; ++j) out[h * d + j] *= silu(z[h * d + j]);
+  }
+  return matvec(w[p + "ssm_out.weight"], {}, out);
+}
+
+// qwen35's gated full attention of the normed x at `pos` (reference_forward.h).
+Vec gated_attention_mixer(const Hparams& hp, Weights& w, const std::string& p, const ReferenceOptions& options,
+                          const Vec& xn, size_t pos, LayerCache& cache) {
+  const int64_t hd = hp.head_dim;
+  const Vec qg = matvec(w[p + "attn_q.weight"], {}, xn);
+  Vec q(hp.n_heads * hd), gate(hp.n_heads * hd);
+  for (int64_t h = 0; h < hp.n_heads; ++h) {
+    for (int64_t i = 0; i < hd; ++i) {
+      q[h * hd + i] = qg[2 * h * hd + i];
+      gate[h * hd + i] = qg[2 * h * hd + hd + i];
+    }
+  }
+  Vec k = matvec(w[p + "attn_k.weight"], {}, xn);
+  const Vec v = matvec(w[p + "attn_v.weight"], {}, xn);
+  if (!options.skip_qk_norm) {
+    for (int64_t h = 0; h < hp.n_heads; ++h) rms_norm_in_place(q, h * hd, hd, w[p + "attn_q_norm.weight"], hp.eps);
+    for (int64_t h = 0; h < hp.n_kv_heads; ++h) rms_norm_in_place(k, h * hd, hd, w[p + "attn_k_norm.weight"], hp.eps);
+  }
+  const int64_t rot = options.full_rope ? hd : hp.rope_dim;
+  for (Vec* x : {&q, &k}) {
+    const int64_t heads = x == &q ? hp.n_heads : hp.n_kv_heads;
+    for (int64_t h = 0; h < heads; ++h) {
+      for (int64_t i = 0; i < rot / 2; ++i) {
+        const double angle = static_cast<double>(pos) * std::pow(hp.rope_base, -2.0 * static_cast<double>(i) / rot);
+        const size_t a = h * hd + i, b = h * hd + i + rot / 2;
+        const double x0 = (*x)[a], x1 = (*x)[b];
+        (*x)[a] = x0 * std::cos(angle) - x1 * std::sin(angle);
+        (*x)[b] = x0 * std::sin(angle) + x1 * std::cos(angle);
+      }
+    }
+  }
+  cache.keys.push_back(k);
+  cache.values.push_back(v);
+  Vec attn = attention(hp, q, cache.keys, cache.values, 0, 1.0 / std::sqrt(static_cast<double>(hd)), 0.0, {});
+  if (!options.skip_attn_gate) {
+    for (size_t i = 0; i < attn.size(); ++i) attn[i] *= sigmoid(gate[i]);
+  }
+  return matvec(w[p + "attn_output.weight"], {}, attn);
+}
+
+// One qwen35 block at position `pos`.
+void qwen35_layer_forward(const Hparams& hp, Weights& w, int64_t l, size_t pos, const ReferenceOptions& options,
+                          Vec& x, LayerCache& cache, DeltaState& state) {
+  const std::string p = "blk." + std::to_string(l) + ".";
+  Vec xn = x;
+  rms_norm_in_place(xn, 0, hp.dim, w[p + "attn_norm.weight"], hp.eps);
+  const bool attends = (l + 1) % hp.full_attention_interval == 0;
+  const Vec mixed = attends ? gated_attention_mixer(hp, w, p, options, xn, pos, cache)
+                            : delta_net_mixer(hp, w, p, options, xn, state);
+  for (int64_t i = 0; i < hp.dim; ++i) x[i] += mixed[i];
+  xn = x;
+  rms_norm_in_place(xn, 0, hp.dim, w[p + "post_attention_norm.weight"], hp.eps);
+  const Vec down = dense_ffn(hp, w, p, xn);
+  for (int64_t i = 0; i < hp.dim; ++i) x[i] += down[i];
+}
+
 }  // namespace
 
 std::vector<std::vector<float>> reference_logits(const GgufFile& f, const std::vector<int32_t>& tokens,
@@ -366,6 +502,7 @@ std::vector<std::vector<float>> reference_logits(const GgufFile& f, const std::v
                                                            : w["rope_freqs.weight"];
   const auto& output = w.contains("output.weight") ? w["output.weight"] : w["token_embd.weight"];
   std::vector<LayerCache> caches(hp.n_layers);
+  std::vector<DeltaState> states(hp.n_layers);
   std::vector<std::vector<float>> logits;
   for (size_t pos = 0; pos < tokens.size(); ++pos) {
     const auto& embd = w["token_embd.weight"];
@@ -373,7 +510,13 @@ std::vector<std::vector<float>> reference_logits(const GgufFile& f, const std::v
     if (hp.gemma) {
       for (double& e : x) e *= std::sqrt(static_cast<double>(hp.dim));
     }
-    for (int64_t l = 0; l < hp.n_layers; ++l) layer_forward(hp, w, l, pos, options, freqs, x, caches[l]);
+    for (int64_t l = 0; l < hp.n_layers; ++l) {
+      if (hp.qwen35) {
+        qwen35_layer_forward(hp, w, l, pos, options, x, caches[l], states[l]);
+      } else {
+        layer_forward(hp, w, l, pos, options, freqs, x, caches[l]);
+      }
+    }
     rms_norm_in_place(x, 0, hp.dim, w["output_norm.weight"], hp.eps);
     Vec out = matvec(output, {}, x);
     if (hp.final_cap > 0 && !options.skip_softcap) {

@@ -28,6 +28,15 @@
 // sliding_window keys; the FFN's norm is post_attention_norm; a mixture of experts whose router and expert matrices
 // have biases, choosing the expert_used_count largest logits, weighted by a softmax over those logits, each
 // expert's activation min(g, 7) · sigmoid(1.702 · min(g, 7)) · (clamp(u, -7, 7) + 1).
+//
+// qwen35 (Qwen3.5 dense, from llama.cpp's qwen35 graph and HF's Qwen3_5 Gated DeltaNet): layer l is gated full
+// attention when (l + 1) % full_attention_interval == 0: attn_q's rows are per head q then gate; q/k RMSNorm;
+// neox RoPE of the leading rope.dimension_count dims; the attention output × sigmoid(gate). Every other layer is a
+// Gated DeltaNet: qkv = attn_qkv · x through a causal depthwise conv of ssm.conv_kernel taps (the window carried
+// from token to token), silu; q and k L2-normed per head (x / sqrt(Σx² + eps)); per value head h (reading key
+// head h % group_count): S ← exp(softplus(alpha + dt_bias) · ssm_a) S; S += k (beta (v − Sᵀk))ᵀ with beta =
+// sigmoid(ssm_beta · x); out = Sᵀq / sqrt(state_size); then RMSNorm(out) · ssm_norm · silu(attn_gate · x) and
+// ssm_out. Both use post_attention_norm as the FFN's input norm.
 #include <cstdint>
 #include <vector>
 
@@ -51,6 +60,10 @@ struct ReferenceOptions {
   bool skip_yarn = false;                    // gpt-oss: plain linear scaling instead of YaRN's blend and mscale
   bool skip_swiglu_clamp = false;            // gpt-oss: silu(g) · u for the experts
   bool skip_expert_biases = false;           // gpt-oss: no router or expert biases
+  bool skip_attn_gate = false;               // qwen35: attention output not × sigmoid(gate)
+  bool full_rope = false;                    // qwen35: rotate every head dim, not rope.dimension_count
+  bool interleaved_key_heads = false;        // qwen35: value head h reads key head h / (v heads / k heads)
+  bool skip_conv = false;                    // qwen35: no convolution (the tap on the current token only)
 };
 
 // Logits after every token of `tokens`, in order: [tokens.size()][n_vocab].
