@@ -77,7 +77,7 @@ Result<ModelPlan> plan_model(const PlanFlags& f, const std::string& path, int64_
   auto format = parse_kv_format(f.kv_dtype, f.kv_dtype_k, f.kv_dtype_v);
   if (!format) return format.error();
   MemoryPlanRequest request;
-  request.shape = {config->n_layers, config->n_kv_heads, config->head_dim};
+  request.shape = config->kv_shape();
   // What hearth serve with its default flags holds beside the KV: the model's resident weights and runtime, and the
   // server's own memory (this binary's now: the server measures its own at start, within a MiB of it).
   auto memory = served_model_memory(*file, ServeFlags{});

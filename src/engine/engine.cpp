@@ -105,7 +105,7 @@ Result<std::unique_ptr<Engine>> Engine::create(Model& model, const Tokenizer& to
         "yet (its recurrent state has no per-request slots or prefix-cache checkpoints); `hearth generate` runs it",
         c.architecture);
   }
-  const KvShape shape{c.n_layers, c.n_kv_heads, c.head_dim};
+  const KvShape shape = c.kv_shape();
   auto cost = kv_token_cost(shape, config.kv_format);
   if (!cost) return cost.error();
   const KvWindowSplit split = kv_window_split(c, config);

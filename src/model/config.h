@@ -58,6 +58,7 @@
 #include <string>
 
 #include "gguf/gguf_file.h"
+#include "util/kv_shape.h"
 #include "util/result.h"
 
 namespace hearth {
@@ -166,6 +167,14 @@ struct ModelConfig {
     for (int32_t il = 0; il < n_layers; ++il) n += is_recurrent(il) ? 1 : 0;
     return n;
   }
+  // The layers that keep K/V (all but the recurrent ones), and layer il's index among them (its KvStorage plane).
+  int32_t n_kv_layers() const { return n_layers - n_recurrent_layers(); }
+  int32_t kv_layer(int32_t il) const {
+    int32_t before = 0;
+    for (int32_t l = 0; l < il; ++l) before += is_recurrent(l) ? 0 : 1;
+    return before;
+  }
+  KvShape kv_shape() const { return {n_kv_layers(), n_kv_heads, head_dim}; }
   // One sequence's recurrent state over every recurrent layer (0 for attention-only models).
   int64_t recurrent_state_floats() const { return n_recurrent_layers() * delta_net.state_floats_per_layer(); }
 

@@ -225,15 +225,16 @@ void Model::embed(const BatchInput& batch, ThreadPool& pool) {
 void Model::store_kv(int layer, const BatchInput& batch, KvStorage& kv) {
   const auto& c = config_;
   const int32_t bs = kv.block_size();
+  const int32_t kv_layer = c.kv_layer(layer);  // hybrid models keep K/V for their attention layers only
   for (int64_t row = 0; row < static_cast<int64_t>(batch.tokens.size()); ++row) {
     const BatchSequence& seq = batch.seqs[s_.row_seq[row]];
     const int32_t pos = s_.row_pos[row];
-    const std::span<const BlockId> table = kv.windowed(layer) ? seq.window_table : seq.block_table;
+    const std::span<const BlockId> table = kv.windowed(kv_layer) ? seq.window_table : seq.block_table;
     HEARTH_CHECK(pos / bs < static_cast<int32_t>(table.size()) && table[pos / bs].value >= 0,
                  "block table too short for position {} (layer {})", pos, layer);
     const BlockId block = table[pos / bs];
-    kv.store_row(layer, 0, block, pos % bs, s_.k.data() + row * c.kv_dim());
-    kv.store_row(layer, 1, block, pos % bs, s_.v.data() + row * c.kv_dim());
+    kv.store_row(kv_layer, 0, block, pos % bs, s_.k.data() + row * c.kv_dim());
+    kv.store_row(kv_layer, 1, block, pos % bs, s_.v.data() + row * c.kv_dim());
   }
 }
 
@@ -242,6 +243,7 @@ void Model::attend(int layer, const BatchInput& batch, const KvStorage& kv, Thre
   const int32_t group = c.n_heads / c.n_kv_heads;
   const int32_t window = c.is_local(layer) ? c.sliding_window : 0;
   const std::vector<float>& sinks = weights_.layers[layer].attn_sinks;
+  const int32_t kv_layer = c.kv_layer(layer);
   // Items differ in cost (later rows read more keys), so threads take them one at a time. Which thread runs
   // an item never changes its result.
   std::atomic<size_t> next{0};
@@ -251,7 +253,7 @@ void Model::attend(int layer, const BatchInput& batch, const KvStorage& kv, Thre
          i = next.fetch_add(1, std::memory_order_relaxed)) {
       const AttnItem& item = s_.attn_items[i];
       const BatchSequence& seq = batch.seqs[item.seq];
-      const std::span<const BlockId> table = kv.windowed(layer) ? seq.window_table : seq.block_table;
+      const std::span<const BlockId> table = kv.windowed(kv_layer) ? seq.window_table : seq.block_table;
       const int32_t head0 = item.kv_head * group;
       for (int32_t row0 = item.row0; row0 < item.row_end; row0 += kAttnRows) {
         const int64_t row = seq.first_row + row0;
@@ -269,7 +271,7 @@ void Model::attend(int layer, const BatchInput& batch, const KvStorage& kv, Thre
                                  c.attn_softcap,
                                  item.n_kv_heads,
                                  sinks.empty() ? nullptr : sinks.data() + head0};
-        attention_tile(tile, kv.layer_view(layer, 0, table), kv.layer_view(layer, 1, table), scratch);
+        attention_tile(tile, kv.layer_view(kv_layer, 0, table), kv.layer_view(kv_layer, 1, table), scratch);
       }
     }
   });
@@ -396,11 +398,11 @@ std::span<const float> Model::output_logits(const BatchInput& batch, ThreadPool&
 
 std::span<const float> Model::forward(const BatchInput& batch, KvStorage& kv, ThreadPool& pool) {
   if (batch.tokens.empty()) return {};
-  HEARTH_CHECK(kv.shape().n_layers == config_.n_layers && kv.shape().n_kv_heads == config_.n_kv_heads &&
+  HEARTH_CHECK(kv.shape().n_layers == config_.n_kv_layers() && kv.shape().n_kv_heads == config_.n_kv_heads &&
                    kv.shape().head_dim == config_.head_dim,
                "KvStorage shape ({} layers, {} KV heads of {}) does not match the model's ({}, {} of {})",
-               kv.shape().n_layers, kv.shape().n_kv_heads, kv.shape().head_dim, config_.n_layers, config_.n_kv_heads,
-               config_.head_dim);
+               kv.shape().n_layers, kv.shape().n_kv_heads, kv.shape().head_dim, config_.n_kv_layers(),
+               config_.n_kv_heads, config_.head_dim);
   prepare_scratch(batch, pool.num_threads());
   reset_states(batch, kv);
   embed(batch, pool);

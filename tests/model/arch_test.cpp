@@ -204,7 +204,7 @@ std::vector<std::vector<float>> engine_logits(const std::shared_ptr<const GgufFi
   EXPECT_TRUE(model.ok()) << (model.ok() ? "" : model.error().message);
   const ModelConfig& c = (*model)->config();
   const int32_t n = static_cast<int32_t>(tokens.size());
-  KvStorage kv(c.n_layers, c.n_kv_heads, c.head_dim, 16, (n + 15) / 16);
+  KvStorage kv(c.n_kv_layers(), c.n_kv_heads, c.head_dim, 16, (n + 15) / 16);
   if (c.is_hybrid()) kv.reserve_state_slots(1, c.recurrent_state_floats());
   std::vector<BlockId> table;
   for (int32_t b = 0; b < kv.num_blocks(); ++b) table.push_back(BlockId{b});
@@ -476,7 +476,7 @@ TEST(ArchHybrid, Qwen35StateSameBitsWhateverTheChunking) {
   };
   // Feeds `ids` in chunks of the given sizes (the last repeated), with `other` beside it when `paired`.
   auto run = [&](std::vector<int32_t> chunks, bool paired) {
-    KvStorage kv(c.n_layers, c.n_kv_heads, c.head_dim, 16, 8);
+    KvStorage kv(c.n_kv_layers(), c.n_kv_heads, c.head_dim, 16, 8);
     kv.reserve_state_slots(2, c.recurrent_state_floats());
     Run r;
     for (int32_t pos = 0, i = 0; pos < 60; ++i) {
