@@ -95,21 +95,37 @@ KvWindowSplit kv_window_split(const ModelConfig& c, const EngineConfig& config) 
   return split;
 }
 
+Result<StateSplit> split_state_budget(const ModelConfig& c, const EngineConfig& config) {
+  StateSplit s;
+  s.kv_budget_bytes = config.kv_memory_bytes;
+  if (!c.is_hybrid()) return s;
+  s.state_bytes = c.recurrent_state_floats() * static_cast<int64_t>(sizeof(float));
+  s.running_slots = static_cast<int32_t>(
+      std::clamp<int64_t>(config.kv_memory_bytes / 2 / s.state_bytes, 1, std::max(config.max_running, 1)));
+  s.checkpoint_slots = config.state_checkpoints >= 0
+                           ? config.state_checkpoints
+                           : static_cast<int32_t>(std::min<int64_t>(config.kv_memory_bytes / 4 / s.state_bytes, 1 << 20));
+  s.kv_budget_bytes = config.kv_memory_bytes - s.state_bytes * (s.running_slots + int64_t{s.checkpoint_slots});
+  if (s.kv_budget_bytes <= 0) {
+    return make_error(
+        "KV budget {} holds no KV for this hybrid model after its recurrent states: {} per sequence × ({} running + {} "
+        "checkpoints); raise --kv-memory or lower --max-running",
+        format_bytes(config.kv_memory_bytes), format_bytes(s.state_bytes), s.running_slots, s.checkpoint_slots);
+  }
+  return s;
+}
+
 Result<std::unique_ptr<Engine>> Engine::create(Model& model, const Tokenizer& tokenizer, const EngineConfig& config,
                                                ThreadPool& pool) {
   const ModelConfig& c = model.config();
   if (config.max_batch_tokens < 1) return make_error("max batch tokens must be >= 1");
-  if (c.is_hybrid()) {
-    return make_error(
-        "architecture '{}' is a hybrid recurrent model (Gated DeltaNet layers): the serving engine does not run it "
-        "yet (its recurrent state has no per-request slots or prefix-cache checkpoints); `hearth generate` runs it",
-        c.architecture);
-  }
+  auto states = split_state_budget(c, config);
+  if (!states) return states.error();
   const KvShape shape = c.kv_shape();
   auto cost = kv_token_cost(shape, config.kv_format);
   if (!cost) return cost.error();
   const KvWindowSplit split = kv_window_split(c, config);
-  auto plan = plan_kv_pool(shape, *cost, config.block_size, config.kv_memory_bytes, split);
+  auto plan = plan_kv_pool(shape, *cost, config.block_size, states->kv_budget_bytes, split);
   if (!plan) return plan.error();
   std::vector<bool> window_layers;
   for (int32_t il = 0; il < c.n_layers && split.n_window_layers > 0; ++il) window_layers.push_back(c.is_local(il));
@@ -130,6 +146,12 @@ Result<std::unique_ptr<Engine>> Engine::create(Model& model, const Tokenizer& to
   info.kv_plan = *plan;
   info.weights_bytes = static_cast<int64_t>(model.file().tensor_data_bytes());
   info.kv_dtype_costs = kv_dtype_costs(shape, config.kv_format);
+  info.state_bytes_per_sequence = states->state_bytes;
+  info.num_state_running_slots = states->running_slots;
+  info.num_state_checkpoint_slots = states->checkpoint_slots;
+  if (c.is_hybrid()) {
+    (*storage)->reserve_state_slots(states->running_slots + states->checkpoint_slots, c.recurrent_state_floats());
+  }
   return std::unique_ptr<Engine>(
       new Engine(model, tokenizer, config, pool, std::move(info), std::move(fingerprint), std::move(*storage)));
 }
@@ -148,6 +170,21 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineConfig& con
     if (tokenizer.is_eog(TokenId{t})) eog_ids_.push_back(TokenId{t});
   }
   const auto num_blocks = static_cast<int32_t>(info_.kv_plan.num_blocks);
+  std::function<bool(const BlockHash&)> resumable_after;
+  int32_t max_running = config.max_running;
+  if (info_.state_bytes_per_sequence > 0) {
+    states_ = std::make_unique<RecurrentStates>(info_.num_state_running_slots, info_.num_state_checkpoint_slots,
+                                                config.block_size);
+    resumable_after = [states = states_.get()](const BlockHash& key) { return states->has_checkpoint(key); };
+    max_running = info_.num_state_running_slots;
+    spdlog::info("hybrid model: recurrent state {} per sequence; {} running slots, {} prefix-cache checkpoints ({}){}",
+                 format_bytes(info_.state_bytes_per_sequence), info_.num_state_running_slots,
+                 info_.num_state_checkpoint_slots,
+                 format_bytes(info_.state_bytes_per_sequence *
+                              (info_.num_state_running_slots + info_.num_state_checkpoint_slots)),
+                 info_.num_state_checkpoint_slots == 0 ? "; prefix caching is OFF for this model (no checkpoint fits)"
+                                                       : "");
+  }
   kv_ = std::make_unique<KvCacheManager>(KvCacheConfig{
       .num_blocks = num_blocks,
       .block_size = config.block_size,
@@ -155,11 +192,12 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineConfig& con
       .max_pinned_blocks_per_namespace = static_cast<int32_t>(num_blocks * config.max_pinned_fraction_per_salt),
       .clock = config.retention_clock,
       .window_tokens = info_.kv_plan.window.window_tokens,
-      .num_window_slabs = static_cast<int32_t>(info_.kv_plan.num_window_slabs)});
+      .num_window_slabs = static_cast<int32_t>(info_.kv_plan.num_window_slabs),
+      .resumable_after = std::move(resumable_after)});
   spdlog::info("{} ({} blocks of {}; the model's full context is {} tokens)", describe_kv_plan(info_.kv_plan),
                num_blocks, config.block_size, info_.n_ctx);
   scheduler_ = std::make_unique<Scheduler>(
-      SchedulerConfig{config.max_batch_tokens, config.max_running, config.max_waiting, info_.n_ctx}, *kv_);
+      SchedulerConfig{config.max_batch_tokens, max_running, config.max_waiting, info_.n_ctx}, *kv_);
   int64_t n_params = 0;
   for (const GgufTensor& t : model.file().tensors()) n_params += t.num_elements();
   tiers_ = std::make_unique<KvTiers>(config.disk_tier, *storage_, *kv_, n_params, config.tier_load_policy);
@@ -281,6 +319,9 @@ std::vector<RequestOutput> Engine::step() {
   std::vector<RequestOutput> outputs = std::exchange(pending_outputs_, {});
   tiers_->apply_loads(*scheduler_);
   const SchedulerOutput plan = scheduler_->schedule();
+  if (states_) {
+    for (RequestId id : plan.preempted) states_->forget(id);  // resumes from a checkpoint, or recomputes
+  }
   for (RequestId id : plan.stopped_by_kv_pool) outputs.push_back(finish_request(id, FinishReason::kLength));
   if (plan.chunks.empty()) {
     if (scheduler_->has_tier_waiting()) tiers_->wait_for_loads();
@@ -327,12 +368,22 @@ std::span<const float> Engine::run_batch(const SchedulerOutput& plan) {
     seq.want_logits = chunk.needs_logits;
     batch_tokens_.insert(batch_tokens_.end(), r.tokens.begin() + chunk.pos_begin,
                          r.tokens.begin() + chunk.pos_begin + chunk.num_tokens);
+    if (states_) seq.state_slot = states_->acquire(r, chunk.pos_begin, chunk.num_tokens, *storage_);
     batch_seqs_.push_back(seq);
     if (chunk.needs_logits) {
       counters_.num_decode_tokens += r.num_computed_tokens >= r.num_prompt_tokens ? 1 : 0;
     }
     const int32_t prompt_end = std::min(chunk.pos_begin + chunk.num_tokens, r.num_prompt_tokens);
     counters_.num_prefill_tokens += std::max(0, prompt_end - chunk.pos_begin);
+  }
+  if (states_) {  // after every restore above, so no checkpoint a hit resumes from is evicted first
+    for (size_t i = 0; i < plan.chunks.size(); ++i) {
+      const ScheduledChunk& chunk = plan.chunks[i];
+      const RecurrentStates::CheckpointPlan ckpt =
+          states_->plan_checkpoint(*chunk.request, chunk.pos_begin, chunk.num_tokens);
+      batch_seqs_[i].checkpoint_pos = ckpt.pos;
+      batch_seqs_[i].checkpoint_slot = ckpt.slot;
+    }
   }
   const auto start = std::chrono::steady_clock::now();
   const std::span<const float> logits = model_.forward({batch_tokens_, batch_seqs_}, *storage_, pool_);
@@ -401,6 +452,7 @@ RequestOutput Engine::finish_request(RequestId id, FinishReason reason, RequestO
                                      std::optional<RuntimeError> runtime_error) {
   std::unique_ptr<Request> request = scheduler_->finish(id, reason);
   HEARTH_CHECK(request != nullptr, "finishing request {}, which the scheduler does not hold", id.value);
+  if (states_) states_->forget(id);
   int32_t pinned_tokens = 0;
   std::string pin_error;
   if (pin_on_finish_.erase(id) > 0 && reason != FinishReason::kAborted) {

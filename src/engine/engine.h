@@ -20,6 +20,7 @@
 #include "engine/kv_prefault.h"
 #include "engine/kv_tiers.h"
 #include "engine/output_processor.h"
+#include "engine/recurrent_states.h"
 #include "kv/kv_cache_manager.h"
 #include "kv/kv_plan.h"
 #include "sched/scheduler.h"
@@ -62,7 +63,21 @@ struct EngineConfig {
   // Commit the pool's pages just ahead of the blocks in use on an idle-priority thread (engine/kv_prefault.h);
   // off: pages commit as blocks are first written.
   bool kv_prefault = true;
+  // Hybrid models: recurrent-state checkpoints kept for the prefix cache (engine/recurrent_states.h), each
+  // state_bytes_per_sequence of the budget; -1: as many as a quarter of kv_memory_bytes holds. 0 turns prefix
+  // caching off for the model (every request recomputes its prompt; the log says so).
+  int32_t state_checkpoints = -1;
 };
+
+// How a hybrid model's budget is split (EngineInfo's state fields): running slots (at most max_running, at most half
+// the budget), checkpoints, and the KV pool's budget, the rest. Error with the numbers when nothing is left for KV.
+struct StateSplit {
+  int64_t state_bytes = 0;
+  int32_t running_slots = 0;
+  int32_t checkpoint_slots = 0;
+  int64_t kv_budget_bytes = 0;
+};
+[[nodiscard]] Result<StateSplit> split_state_budget(const ModelConfig& model, const EngineConfig& config);
 
 // How a model's KV pool is split under `config` (kv/kv_plan.h): its sliding-window layers when they are kept in
 // window slabs, with the slabs one request's window and batch need at least; n_window_layers 0 otherwise.
@@ -165,6 +180,7 @@ class Engine {
   std::string fingerprint_;
   std::vector<TokenId> eog_ids_;  // tokens that end generation unless ignore_eos
   std::unique_ptr<KvStorage> storage_;
+  std::unique_ptr<RecurrentStates> states_;  // hybrid models only; before kv_, whose resumable_after asks it
   std::unique_ptr<KvCacheManager> kv_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<KvTiers> tiers_;

@@ -174,6 +174,11 @@ struct EngineInfo {
   // Every KV dtype's cost per token at this model's shape (plus the pool's own format if K and V differ): the rows
   // of a memory plan (hearth plan, GET /v1/kv/plan).
   std::vector<KvTokenCost> kv_dtype_costs;
+  // Hybrid models (recurrent layers): one sequence's recurrent state, and the state slots carved out of the budget
+  // before the KV pool (engine/recurrent_states.h); 0 for attention-only models.
+  int64_t state_bytes_per_sequence = 0;
+  int32_t num_state_running_slots = 0;
+  int32_t num_state_checkpoint_slots = 0;
 };
 
 // The tier link's own counters (the tier's are DiskTierStats).

@@ -13,6 +13,7 @@ int32_t ceil_div(int32_t a, int32_t b) { return (a + b - 1) / b; }
 KvCacheManager::KvCacheManager(const KvCacheConfig& config)
     : pool_(config.num_blocks, config.block_size, config.clock, config.window_tokens > 0 ? config.num_window_slabs : 0),
       window_tokens_(config.window_tokens),
+      resumable_after_(config.resumable_after),
       max_pinned_blocks_(config.max_pinned_blocks),
       max_pinned_blocks_per_namespace_(config.max_pinned_blocks_per_namespace > 0 ? config.max_pinned_blocks_per_namespace
                                                                                  : config.max_pinned_blocks) {
@@ -61,7 +62,18 @@ PrefixMatch KvCacheManager::find_longest_prefix(const BlockHash& ns, std::span<c
                                                 int32_t max_tokens) const {
   PrefixMatch match = find_cached_prefix(ns, tokens, max_tokens);
   fit_to_window(match);
+  fit_to_checkpoint(match);
   return match;
+}
+
+void KvCacheManager::fit_to_checkpoint(PrefixMatch& match) const {
+  if (!resumable_after_) return;
+  match.partial_block.reset();
+  match.partial_tokens = 0;
+  while (!match.keys.empty() && !resumable_after_(match.keys.back())) {
+    match.blocks.pop_back();
+    match.keys.pop_back();
+  }
 }
 
 void KvCacheManager::fit_to_window(PrefixMatch& match) const {

@@ -45,6 +45,10 @@ struct KvCacheConfig {
   RetentionClock clock = unix_time_ms;  // what retention expiries are measured against
   int32_t window_tokens = 0;     // W of the sliding-window layers; 0: no window slabs
   int32_t num_window_slabs = 0;  // slabs for their K/V (required > 0 with window_tokens)
+  // Hybrid models (recurrent layers beside attention): a hit resumes a sequence's recurrent state from a checkpoint
+  // the engine keeps after some full blocks, so a prefix may end only after a full block whose key this accepts,
+  // never inside a block (no partial reuse). Empty: a prefix may end anywhere.
+  std::function<bool(const BlockHash&)> resumable_after;
 };
 
 // Where the engine must copy the first n_slots token slots of src into dst before computing dst's rest.
@@ -143,7 +147,8 @@ class KvCacheManager {
   int32_t num_blocks_pinned() const { return num_blocks_pinned_; }
 
   // Longest cached prefix of tokens[0, max_tokens) that can be reused: with window slabs, cut back so that every
-  // block the next token reads on the sliding-window layers still has its slab. Read-only.
+  // block the next token reads on the sliding-window layers still has its slab; with resumable_after, cut back to
+  // the end of the last full block it accepts. Read-only.
   PrefixMatch find_longest_prefix(const BlockHash& ns, std::span<const TokenId> tokens, int32_t max_tokens) const;
 
   // Why reuse of tokens[0, max_tokens) stops where it does (see prefix_explain.h). `other_namespaces` are
@@ -257,6 +262,8 @@ class KvCacheManager {
   PrefixMatch find_cached_prefix(const BlockHash& ns, std::span<const TokenId> tokens, int32_t max_tokens) const;
   // Cuts `match` back until every block a hit at its end reads on the sliding-window layers has a slab.
   void fit_to_window(PrefixMatch& match) const;
+  // Cuts `match` back to the end of its last full block that resumable_after accepts (none: empty).
+  void fit_to_checkpoint(PrefixMatch& match) const;
   // Attaches slabs to `seq`'s blocks [window_end, to) (fresh blocks; the caller checked there are enough).
   void extend_window(Sequence& seq, int32_t to);
   // cache_full_blocks' registration of seq's full blocks among the first num_computed of `tokens`.
@@ -283,6 +290,7 @@ class KvCacheManager {
 
   BlockPool pool_;
   int32_t window_tokens_;
+  std::function<bool(const BlockHash&)> resumable_after_;
   int32_t max_pinned_blocks_;
   int32_t num_blocks_pinned_ = 0;
   int32_t max_pinned_blocks_per_namespace_;

@@ -1,0 +1,193 @@
+// The prefix cache on a hybrid model (qwen35: Gated DeltaNet layers beside attention): a hit resumes the recurrent
+// state from a checkpoint (engine/recurrent_states.h) and gives the bits of a cold run, whether the checkpoint was
+// written while prefilling a prompt, while decoding an answer, or the request was preempted and resumed.
+
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "../engine/first_logits.h"
+#include "engine/engine.h"
+#include "model/model.h"
+#include "model/synth.h"
+#include "tokenizer/tokenizer.h"
+
+namespace hearth {
+namespace {
+
+namespace fs = std::filesystem;
+
+// arch_test's tiny qwen35: dim 64, 4 layers (0-2 Gated DeltaNet, 3 gated attention), 4 heads of 32, 2 KV heads,
+// DeltaNet heads of 32 (2 key, 4 value heads), F32 weights of sd 0.1, Qwen's vocabulary.
+const std::string& qwen35_model() {
+  static const std::string path = [] {
+    SynthConfig c;
+    fs::create_directories(HEARTH_TEST_TMP_DIR);
+    c.out_path = std::string(HEARTH_TEST_TMP_DIR) + "/hybrid_cache_qwen35_" + std::to_string(getpid()) + ".gguf";
+    c.vocab_from = std::string(HEARTH_SHARED_DIR) + "/vocab/ggml-vocab-qwen2.gguf";
+    c.architecture = "qwen35";
+    c.dim = 64;
+    c.n_layers = 4;
+    c.n_heads = 4;
+    c.n_kv_heads = 2;
+    c.head_dim = 32;
+    c.ffn_dim = 128;
+    c.context_length = 256;
+    c.weight_type = DType::F32;
+    c.weight_sd = 0.1f;
+    c.bias_sd = 0.5f;
+    c.qk_norm_sd = 0.3f;
+    c.rope_freq_base = 1000000.0f;
+    c.seed = 7;
+    c.num_threads = 2;
+    auto written = write_synthetic_model(c);
+    EXPECT_TRUE(written.ok()) << (written.ok() ? "" : written.error().message);
+    return c.out_path;
+  }();
+  return path;
+}
+
+struct Loaded {
+  std::shared_ptr<const GgufFile> file;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+};
+
+Loaded load() {
+  Loaded l;
+  auto file = GgufFile::open(qwen35_model());
+  EXPECT_TRUE(file.ok()) << (file.ok() ? "" : file.error().message);
+  l.file = std::make_shared<const GgufFile>(std::move(*file));
+  auto model = Model::load(l.file);
+  EXPECT_TRUE(model.ok()) << (model.ok() ? "" : model.error().message);
+  l.model = std::move(*model);
+  auto tokenizer = Tokenizer::from_gguf(*l.file);
+  EXPECT_TRUE(tokenizer.ok()) << (tokenizer.ok() ? "" : tokenizer.error().message);
+  l.tokenizer = std::make_unique<Tokenizer>(std::move(*tokenizer));
+  return l;
+}
+
+// Block size 16, prefill chunks of 16 tokens: a checkpoint after every prompt block.
+EngineConfig small_config() {
+  EngineConfig config;
+  config.block_size = 16;
+  config.kv_memory_bytes = 8 << 20;
+  config.max_batch_tokens = 16;
+  config.kv_prefault = false;
+  return config;
+}
+
+std::vector<int32_t> sample_tokens(int32_t n, int32_t seed) {
+  const std::vector<int32_t> kQwenTokens = {9707, 11, 1879, 0, 151643, 42, 1000, 77777, 123, 5, 151000, 220, 13, 3};
+  std::vector<int32_t> out;
+  for (int32_t i = 0; i < n; ++i) out.push_back((kQwenTokens[(i + seed) % kQwenTokens.size()] + i / 16 + seed) % 151000);
+  return out;
+}
+
+void expect_same_bits(const std::vector<float>& a, const std::vector<float>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  ASSERT_FALSE(a.empty()) << what;
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << what << ": hit differs from cold";
+}
+
+// The engine's budget holds the recurrent states beside the KV pool, and the pool holds the attention layer only.
+TEST(ArchHybrid, Qwen35EngineCarvesStatesOutOfTheBudget) {
+  Loaded l = load();
+  ThreadPool pool(2);
+  const EngineConfig config = small_config();
+  auto engine = Engine::create(*l.model, *l.tokenizer, config, pool);
+  ASSERT_TRUE(engine.ok()) << engine.error().message;
+  const EngineInfo& info = (*engine)->info();
+  const ModelConfig& c = l.model->config();
+  EXPECT_EQ(c.n_kv_layers(), 1);
+  EXPECT_EQ(info.kv_plan.shape.n_layers, 1);
+  EXPECT_EQ(info.state_bytes_per_sequence, c.recurrent_state_floats() * 4);
+  EXPECT_EQ(info.state_bytes_per_sequence, 3 * (3 * 256 + 4 * 32 * 32) * 4);  // 3 layers: conv window, 4 heads
+  EXPECT_GT(info.num_state_running_slots, 0);
+  EXPECT_GT(info.num_state_checkpoint_slots, 0);
+  const int64_t states =
+      info.state_bytes_per_sequence * (info.num_state_running_slots + info.num_state_checkpoint_slots);
+  EXPECT_EQ(static_cast<int64_t>((*engine)->storage().state_bytes_total()), states);
+  EXPECT_LE(info.kv_plan.pool_bytes + states, config.kv_memory_bytes);
+}
+
+// A 60-token prompt is cached; a prompt sharing its first 40 tokens matches 40 tokens of KV, resumes from the
+// checkpoint after block 2 (32 tokens: no partial block, no token of block 3), and computes the cold bits.
+TEST(ArchPrefixCacheHit, Qwen35BitIdenticalToCold) {
+  Loaded l = load();
+  ThreadPool pool(2);
+  const std::vector<int32_t> base = sample_tokens(60, 0);
+  std::vector<int32_t> prompt = base;
+  for (size_t i = 40; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(100 + i);
+  auto warm = Engine::create(*l.model, *l.tokenizer, small_config(), pool);
+  ASSERT_TRUE(warm.ok()) << warm.error().message;
+  int32_t cached = -1;
+  test::first_logits(**warm, base, &cached);
+  EXPECT_EQ(cached, 0);
+  const auto hit = test::first_logits(**warm, prompt, &cached);
+  EXPECT_EQ(cached, 32);
+  auto cold_engine = Engine::create(*l.model, *l.tokenizer, small_config(), pool);
+  ASSERT_TRUE(cold_engine.ok()) << cold_engine.error().message;
+  const auto cold = test::first_logits(**cold_engine, prompt, &cached);
+  EXPECT_EQ(cached, 0);
+  expect_same_bits(hit, cold, "prompt checkpoint");
+}
+
+// The state after the answer's tokens is checkpointed as it is decoded: the next turn (prompt, 28 of the answer's
+// tokens, a new question) resumes after block 2, which ends inside the answer, and computes the cold bits.
+TEST(ArchPrefixCacheHit, Qwen35FromAnswerCheckpointBitIdenticalToCold) {
+  Loaded l = load();
+  ThreadPool pool(2);
+  auto warm = Engine::create(*l.model, *l.tokenizer, small_config(), pool);
+  ASSERT_TRUE(warm.ok()) << warm.error().message;
+  RequestSpec spec;
+  for (int32_t t : sample_tokens(20, 3)) spec.prompt.push_back(TokenId{t});
+  spec.sampling.temperature = 0.0f;
+  spec.max_tokens = 30;
+  spec.ignore_eos = true;
+  std::vector<int32_t> answer;
+  ASSERT_TRUE((*warm)->add_request(spec).ok());
+  while ((*warm)->has_unfinished()) {
+    for (const RequestOutput& out : (*warm)->step()) {
+      for (TokenId t : out.new_tokens) answer.push_back(t.value);
+    }
+  }
+  ASSERT_EQ(answer.size(), 30u);
+  std::vector<int32_t> next_turn;
+  for (TokenId t : spec.prompt) next_turn.push_back(t.value);
+  next_turn.insert(next_turn.end(), answer.begin(), answer.begin() + 28);  // 48 tokens: blocks 0-2
+  for (int32_t t : sample_tokens(9, 5)) next_turn.push_back(t);
+  int32_t cached = -1;
+  const auto hit = test::first_logits(**warm, next_turn, &cached);
+  EXPECT_EQ(cached, 48);
+  auto cold_engine = Engine::create(*l.model, *l.tokenizer, small_config(), pool);
+  ASSERT_TRUE(cold_engine.ok()) << cold_engine.error().message;
+  const auto cold = test::first_logits(**cold_engine, next_turn, &cached);
+  EXPECT_EQ(cached, 0);
+  expect_same_bits(hit, cold, "answer checkpoint");
+}
+
+// With no checkpoint slots the model still serves, every prompt recomputed: no reuse, the cold bits.
+TEST(ArchHybrid, Qwen35WithoutCheckpointsRecomputes) {
+  Loaded l = load();
+  ThreadPool pool(2);
+  EngineConfig config = small_config();
+  config.state_checkpoints = 0;
+  auto engine = Engine::create(*l.model, *l.tokenizer, config, pool);
+  ASSERT_TRUE(engine.ok()) << engine.error().message;
+  const std::vector<int32_t> prompt = sample_tokens(50, 1);
+  int32_t cached = -1;
+  const auto first = test::first_logits(**engine, prompt, &cached);
+  const auto again = test::first_logits(**engine, prompt, &cached);
+  EXPECT_EQ(cached, 0);
+  auto cold_engine = Engine::create(*l.model, *l.tokenizer, small_config(), pool);
+  ASSERT_TRUE(cold_engine.ok()) << cold_engine.error().message;
+  expect_same_bits(again, test::first_logits(**cold_engine, prompt, &cached), "no checkpoints");
+  expect_same_bits(first, again, "no checkpoints, twice");
+}
+
+}  // namespace
+}  // namespace hearth
