@@ -93,6 +93,7 @@ Result<ModelPlan> plan_model(const PlanFlags& f, const std::string& path, int64_
   ec.block_size = f.block_size;
   ec.kv_window_slabs = !f.kv_full_window;
   request.window = kv_window_split(*config, ec);
+  request.state_bytes_per_user = config->recurrent_state_floats() * static_cast<int64_t>(sizeof(float));
   if (!f.memory.empty()) {
     auto memory = parse_bytes(f.memory);
     if (!memory) return make_error("--memory: {}", memory.error().message);

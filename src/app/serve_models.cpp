@@ -205,14 +205,19 @@ Result<server::ModelSpec> describe_model(const ServeFlags& f, const std::string&
   ec.max_batch_tokens = f.max_batch_tokens;
   ec.kv_window_slabs = !f.kv_full_window;
   ec.kv_window_plan_context = f.kv_window_context;
-  auto plan = plan_kv_pool(shape, *cost, f.block_size, kv_bytes, kv_window_split(*config, ec));
+  ec.kv_memory_bytes = kv_bytes;
+  ec.max_running = f.max_running;
+  auto states = split_state_budget(*config, ec);  // hybrid models: recurrent states first, as the engine does
+  if (!states) return make_error("{}: {}", path, states.error().message);
+  auto plan = plan_kv_pool(shape, *cost, f.block_size, states->kv_budget_bytes, kv_window_split(*config, ec));
   if (!plan) return make_error("{}: {}", path, plan.error().message);
+  const int64_t state_bytes = states->state_bytes * (states->running_slots + int64_t{states->checkpoint_slots});
   auto memory = served_model_memory(*file, f);
   if (!memory) return make_error("{}: {}", path, memory.error().message);
   server::ModelSpec spec;
   spec.id = std::filesystem::path(path).stem().string();
   spec.path = path;
-  spec.cost = {memory->weights_bytes, plan->pool_bytes, memory->runtime_bytes};
+  spec.cost = {memory->weights_bytes, plan->pool_bytes + state_bytes, memory->runtime_bytes};
   spec.n_ctx = config->n_ctx_train;
   spec.kv_plan = *plan;
   return spec;

@@ -204,6 +204,11 @@ Result<MemoryPlan> plan_memory(const MemoryPlanRequest& r) {
                      ? std::optional<int64_t>(*per_user + *window)
                      : std::nullopt;
     }
+    if (per_user && r.state_bytes_per_user > 0) {
+      per_user = *per_user <= std::numeric_limits<int64_t>::max() - r.state_bytes_per_user
+                     ? std::optional<int64_t>(*per_user + r.state_bytes_per_user)
+                     : std::nullopt;
+    }
     const std::optional<int64_t> kv_bytes = per_user ? checked_product(1, r.users, *per_user) : std::nullopt;
     const int64_t fixed = r.weights_bytes + r.other_bytes;
     if (!kv_bytes || *kv_bytes > std::numeric_limits<int64_t>::max() - fixed) {
@@ -214,9 +219,10 @@ Result<MemoryPlan> plan_memory(const MemoryPlanRequest& r) {
     row.total_bytes = fixed + row.kv_bytes;
     if (r.memory_bytes > 0 && n_window == 0) {
       const int64_t kv_budget = std::max<int64_t>(0, r.memory_bytes - fixed);
-      const int64_t blocks = kv_budget / bytes_per_block;
+      const int64_t states = r.state_bytes_per_user * r.users;  // r.users is bounded: no overflow
+      const int64_t blocks = std::max<int64_t>(0, kv_budget - states) / bytes_per_block;
       row.max_context = blocks / r.users * r.block_size;
-      row.max_users = blocks / blocks_per_user;
+      row.max_users = kv_budget / *per_user;
     } else if (r.memory_bytes > 0) {
       const int64_t kv_budget = std::max<int64_t>(0, r.memory_bytes - fixed);
       row.max_users = *per_user > 0 ? kv_budget / *per_user : 0;
@@ -227,7 +233,7 @@ Result<MemoryPlan> plan_memory(const MemoryPlanRequest& r) {
       while (lo < hi) {
         const int64_t mid = (lo + hi + 1) / 2;
         const auto bytes = user_bytes(mid * r.block_size);
-        if (bytes && *bytes <= kv_budget / r.users) {
+        if (bytes && *bytes + r.state_bytes_per_user <= kv_budget / r.users) {
           lo = mid;
         } else {
           hi = mid - 1;
@@ -268,6 +274,13 @@ std::string render_memory_plan(const MemoryPlan& plan) {
   }
   out += r.other_bytes > 0 ? "\n* the requested KV dtype. total = weights + KV + what is beside them.\n"
                            : "\n* the requested KV dtype. total = weights + KV.\n";
+  if (r.state_bytes_per_user > 0) {
+    out += fmt::format(
+        "hybrid model: the KV above is the attention layers' ({} of them) plus each user's recurrent state, {} "
+        "whatever the context. A prefix-cache checkpoint (the state after a block, so a hit can resume there) costs "
+        "{} too; hearth serve keeps as many as a quarter of --kv-memory holds.\n",
+        r.shape.n_layers, format_bytes(r.state_bytes_per_user), format_bytes(r.state_bytes_per_user));
+  }
   return out;
 }
 

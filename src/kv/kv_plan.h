@@ -82,13 +82,17 @@ struct MemoryPlanRequest {
   std::string dtype = "f16";       // the row the totals are for: one of the costs' dtype names
   int64_t memory_bytes = 0;        // 0: no budget given
   KvWindowSplit window;            // sliding-window layers kept in window slabs (plan_context unused here)
+  // Hybrid models: each user's recurrent state (whatever the context), counted with its KV; and one prefix-cache
+  // checkpoint's bytes (the same state), for the report. 0 for attention-only models.
+  int64_t state_bytes_per_user = 0;
 };
 
 struct MemoryPlanRow {
   std::string dtype;
   int64_t bytes_per_token = 0;
   int64_t scale_bytes_per_token = 0;
-  int64_t kv_bytes = 0;     // users × whole blocks of `context` tokens (window layers: window_blocks_held)
+  int64_t kv_bytes = 0;     // users × whole blocks of `context` tokens (window layers: window_blocks_held), plus
+                            // users × state_bytes_per_user
   int64_t total_bytes = 0;  // weights + other + kv
   // With a budget: the longest context each of `users` users can hold, and how many users fit at `context`.
   int64_t max_context = 0;
