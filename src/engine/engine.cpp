@@ -298,6 +298,11 @@ EngineStats Engine::stats() const {
     s.num_blocks_evictable_by_band[std::min(p / 25, 3)] += pool.num_blocks_evictable_at(p);
   }
   s.num_preemptions = scheduler_->num_preemptions();
+  if (states_) {
+    s.num_state_checkpoints = states_->num_checkpoints();
+    s.num_state_checkpoints_written = states_->num_checkpoints_written();
+    s.num_state_resumes = states_->num_resumes();
+  }
   s.num_running = scheduler_->num_running();
   s.num_waiting = scheduler_->num_waiting();
   s.num_cache_queries = kv_->counters().num_queries;

@@ -91,6 +91,7 @@ struct ReuseExplanation {
   std::string cached_text;
   int32_t evicted_block = -1;     // kEvicted
   int32_t other_salt_tokens = 0;  // kDifferentSalt: tokens reusable under another cache_salt
+  int32_t kv_matched_tokens = 0;  // kNoCheckpoint: tokens whose KV is cached beyond the resume point
 };
 
 // What a request spent and saved; reported with every finished request.
@@ -210,6 +211,10 @@ struct EngineStats {
   int64_t num_window_slabs_idle = 0;    // unreferenced, still attached to a cached block
   uint64_t num_window_slab_evictions = 0;
   uint64_t num_preemptions = 0;
+  // Hybrid models (engine/recurrent_states.h): checkpoints held now, written so far, and hits resumed from one.
+  int32_t num_state_checkpoints = 0;
+  uint64_t num_state_checkpoints_written = 0;
+  uint64_t num_state_resumes = 0;
   int32_t num_running = 0;
   int32_t num_waiting = 0;
   uint64_t num_cache_queries = 0;

@@ -22,12 +22,14 @@ ReuseExplanation describe_reuse(const Tokenizer& tokenizer, const PrefixExplanat
   out.stopped_block = block_size > 0 ? e.reuse_stopped_at / block_size : 0;
   out.evicted_block = e.evicted_block;
   out.other_salt_tokens = e.other_namespace_tokens;
+  out.kv_matched_tokens = e.kv_matched_tokens;
   switch (e.reason) {
     case ReuseStop::kDiverged:
       out.cached_text = token_excerpt(tokenizer, e.cached_continuation, 0, kExcerptTokens);
       [[fallthrough]];
     case ReuseStop::kEvicted:
     case ReuseStop::kWindowEvicted:
+    case ReuseStop::kNoCheckpoint:
     case ReuseStop::kDifferentSalt:
     case ReuseStop::kEndOfCachedPrefix:
       out.context_text = token_excerpt(tokenizer, prompt, e.reuse_stopped_at - kExcerptTokens, e.reuse_stopped_at);

@@ -25,6 +25,8 @@ const char* reuse_stop_name(ReuseStop reason) {
       return "cache_disabled";
     case ReuseStop::kWindowEvicted:
       return "window_evicted";
+    case ReuseStop::kNoCheckpoint:
+      return "no_checkpoint";
   }
   return "unknown";
 }
@@ -68,6 +70,15 @@ PrefixExplanation KvCacheManager::explain_prefix(const BlockHash& ns, std::span<
     e.reason = ReuseStop::kWindowEvicted;
     e.evicted_block = e.num_cached_blocks;
     return e;
+  }
+  if (resumable_after_) {
+    PrefixMatch kv = find_cached_prefix(ns, tokens, max_tokens);
+    fit_to_window(kv);
+    if (kv.num_tokens() > e.reuse_stopped_at) {
+      e.reason = ReuseStop::kNoCheckpoint;
+      e.kv_matched_tokens = kv.num_tokens();
+      return e;
+    }
   }
   const int32_t block_begin = e.num_cached_blocks * bs;
   const BlockHash parent = match.keys.empty() ? ns : match.keys.back();

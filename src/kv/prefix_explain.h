@@ -7,6 +7,8 @@
 // Reasons, checked in this order once reuse stopped short of max_tokens:
 //   window_evicted   the prompt's blocks are cached further, but the sliding-window layers' K/V of a block a hit
 //                    there would read was evicted (evicted_block: the first block not reused)
+//   no_checkpoint    hybrid models: the prompt's KV is cached further (kv_matched_tokens), but the recurrent state
+//                    was checkpointed last after reuse_stopped_at, where the request resumes
 //   evicted          the prompt's next full block was cached earlier and has been evicted since
 //   different_salt   the same tokens are cached further under another namespace (another cache_salt)
 //   diverged         a cached prefix continues differently from reuse_stopped_at on
@@ -33,10 +35,11 @@ enum class ReuseStop {
   kNoCachedPrefix,
   kCacheDisabled,
   kWindowEvicted,
+  kNoCheckpoint,
 };
 
 // "end_of_prompt", "diverged", "evicted", "different_salt", "end_of_cached_prefix", "no_cached_prefix",
-// "cache_disabled", "window_evicted".
+// "cache_disabled", "window_evicted", "no_checkpoint".
 const char* reuse_stop_name(ReuseStop reason);
 
 struct PrefixExplanation {
@@ -52,6 +55,8 @@ struct PrefixExplanation {
   // kDifferentSalt: the namespace holding more of the prompt, and how many tokens it could reuse there.
   BlockHash other_namespace;
   int32_t other_namespace_tokens = 0;
+  // kNoCheckpoint: the prompt's tokens whose KV is cached (the hit resumes earlier, at the last checkpoint).
+  int32_t kv_matched_tokens = 0;
 
   static constexpr int32_t kMaxContinuation = 48;
 };

@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <map>
 
 #include "../engine/first_logits.h"
 #include "engine/engine.h"
@@ -127,8 +128,15 @@ TEST(ArchPrefixCacheHit, Qwen35BitIdenticalToCold) {
   int32_t cached = -1;
   test::first_logits(**warm, base, &cached);
   EXPECT_EQ(cached, 0);
+  std::vector<TokenId> prompt_ids;
+  for (int32_t t : prompt) prompt_ids.push_back(TokenId{t});
+  const CacheReport report = (*warm)->explain_prompt(prompt_ids, "");
+  EXPECT_EQ(report.cached_tokens, 32);  // said before it runs: KV for 40 tokens, the state resumes at 32
+  EXPECT_EQ(report.explanation.reason, ReuseStop::kNoCheckpoint);
+  EXPECT_EQ(report.explanation.kv_matched_tokens, 40);
   const auto hit = test::first_logits(**warm, prompt, &cached);
   EXPECT_EQ(cached, 32);
+  EXPECT_EQ((*warm)->stats().num_state_resumes, 1u);
   auto cold_engine = Engine::create(*l.model, *l.tokenizer, small_config(), pool);
   ASSERT_TRUE(cold_engine.ok()) << cold_engine.error().message;
   const auto cold = test::first_logits(**cold_engine, prompt, &cached);
@@ -168,6 +176,64 @@ TEST(ArchPrefixCacheHit, Qwen35FromAnswerCheckpointBitIdenticalToCold) {
   const auto cold = test::first_logits(**cold_engine, next_turn, &cached);
   EXPECT_EQ(cached, 0);
   expect_same_bits(hit, cold, "answer checkpoint");
+}
+
+// Every logits row each request samples from, by request.
+std::map<uint64_t, std::vector<std::vector<float>>> run_all(Engine& engine, const std::vector<RequestSpec>& specs,
+                                                            std::vector<RequestId>* ids) {
+  std::map<uint64_t, std::vector<std::vector<float>>> rows;
+  engine.set_logits_observer(
+      [&](RequestId id, std::span<const float> row) { rows[id.value].emplace_back(row.begin(), row.end()); });
+  for (const RequestSpec& spec : specs) {
+    auto id = engine.add_request(spec);
+    EXPECT_TRUE(id.ok()) << (id.ok() ? "" : id.error().message);
+    if (id.ok()) ids->push_back(*id);
+  }
+  for (int step = 0; engine.has_unfinished() && step < 10000; ++step) (void)engine.step();
+  engine.check_invariants();
+  return rows;
+}
+
+RequestSpec greedy_spec(const std::vector<int32_t>& prompt, int32_t max_tokens) {
+  RequestSpec spec;
+  for (int32_t t : prompt) spec.prompt.push_back(TokenId{t});
+  spec.sampling.temperature = 0.0f;
+  spec.max_tokens = max_tokens;
+  spec.ignore_eos = true;
+  return spec;
+}
+
+// Two requests in a pool of 6 blocks that each need 5: the newer one is preempted (its state slot freed), resumes
+// later from its last checkpoint whose KV blocks are still cached (or from the start), and samples every token from
+// the logits a run alone gives, bit for bit.
+TEST(ArchPrefixCacheHit, Qwen35AfterPreemptionBitIdenticalToCold) {
+  Loaded l = load();
+  ThreadPool pool(2);
+  const ModelConfig& c = l.model->config();
+  const int64_t state = c.recurrent_state_floats() * 4;
+  const int64_t block = int64_t{c.n_kv_layers()} * c.n_kv_heads * c.head_dim * 2 * 2 * 16;  // f16 K and V
+  EngineConfig tight = small_config();
+  tight.max_running = 2;
+  tight.state_checkpoints = 8;
+  tight.kv_memory_bytes = 10 * state + 6 * block;
+  auto engine = Engine::create(*l.model, *l.tokenizer, tight, pool);
+  ASSERT_TRUE(engine.ok()) << engine.error().message;
+  ASSERT_EQ((*engine)->info().kv_plan.num_blocks, 6);
+  const std::vector<RequestSpec> specs = {greedy_spec(sample_tokens(40, 2), 40), greedy_spec(sample_tokens(40, 4), 40)};
+  std::vector<RequestId> ids;
+  auto rows = run_all(**engine, specs, &ids);
+  EXPECT_GT((*engine)->stats().num_preemptions, 0u);
+  EXPECT_GT((*engine)->stats().num_state_resumes, 0u);  // the preempted request resumed from a checkpoint
+  for (size_t i = 0; i < specs.size(); ++i) {
+    auto alone = Engine::create(*l.model, *l.tokenizer, small_config(), pool);
+    ASSERT_TRUE(alone.ok()) << alone.error().message;
+    std::vector<RequestId> alone_ids;
+    auto cold = run_all(**alone, {specs[i]}, &alone_ids);
+    const auto& got = rows[ids[i].value];
+    const auto& want = cold[alone_ids[0].value];
+    ASSERT_EQ(got.size(), want.size()) << "request " << i;
+    for (size_t r = 0; r < got.size(); ++r) expect_same_bits(got[r], want[r], "request " + std::to_string(i));
+  }
 }
 
 // With no checkpoint slots the model still serves, every prompt recomputed: no reuse, the cold bits.

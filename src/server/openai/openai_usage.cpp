@@ -27,6 +27,10 @@ nlohmann::json reuse_stop_detail_json(const ReuseExplanation& r) {
       with_text();
       detail["other_salt_tokens"] = r.other_salt_tokens;
       break;
+    case ReuseStop::kNoCheckpoint:
+      with_text();
+      detail["kv_matched_tokens"] = r.kv_matched_tokens;
+      break;
     case ReuseStop::kEndOfCachedPrefix:
       with_text();
       break;
