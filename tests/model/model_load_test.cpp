@@ -45,6 +45,7 @@ const GgufFile& small_model(const std::string& arch) {
   c.weight_sd = 0.1f;
   c.bias_sd = 0.5f;
   c.num_threads = 1;
+  if (arch == "qwen35") c.full_attention_interval = 2;  // layer 0 Gated DeltaNet, layer 1 gated attention
   if (arch == "qwen3moe") {  // 4 experts of 32, 2 used
     c.n_expert = 4;
     c.n_expert_used = 2;
@@ -119,10 +120,39 @@ bool contains(const std::string& s, const std::string& part) {
 TEST(ModelLoadErrors, UnknownArchitectureListsTheSupportedOnes) {
   const std::string message = load_error({.arch = "gemma"}, "llama");
   EXPECT_TRUE(contains(message, "edited.gguf: architecture 'gemma' is not supported")) << message;
-  EXPECT_TRUE(contains(message, "(supported: gemma2, gemma3, gpt-oss, llama, mistral, phi3, qwen2, qwen3, qwen3moe, smollm)"))
+  EXPECT_TRUE(contains(message,
+                       "(supported: gemma2, gemma3, gpt-oss, llama, mistral, phi3, qwen2, qwen3, qwen35, qwen3moe, smollm)"))
       << message;
   EXPECT_EQ(ModelConfig::supported_architectures(),
-            "gemma2, gemma3, gpt-oss, llama, mistral, phi3, qwen2, qwen3, qwen3moe, smollm");
+            "gemma2, gemma3, gpt-oss, llama, mistral, phi3, qwen2, qwen3, qwen35, qwen3moe, smollm");
+}
+
+// qwen35's DeltaNet keys are required (as llama.cpp requires them); an inner size that is not heads × state size,
+// M-RoPE sections that leave a rotated pair to the non-text section, and MTP layers are refused by name.
+TEST(ModelLoadErrors, Qwen35HybridKeysAreChecked) {
+  const std::string missing = load_error({.arch = "qwen35", .metadata = {{"qwen35.ssm.state_size", gguf_u32(0)}}},
+                                         "qwen35");
+  EXPECT_TRUE(contains(missing, "qwen35.ssm.state_size")) << missing;
+  const std::string inner = load_error({.arch = "qwen35", .metadata = {{"qwen35.ssm.inner_size", gguf_u32(100)}}},
+                                       "qwen35");
+  EXPECT_TRUE(contains(inner, "ssm.inner_size 100 is not time_step_rank")) << inner;
+  std::vector<GgufValue> sections;
+  for (int64_t v : {0, 2, 0, 0}) sections.push_back(gguf_int(GgufType::INT32, v));
+  const std::string rope = load_error(
+      {.arch = "qwen35", .metadata = {{"qwen35.rope.dimension_sections", gguf_array(GgufType::INT32, sections)}}},
+      "qwen35");
+  EXPECT_TRUE(contains(rope, "rope.dimension_sections")) << rope;
+  const std::string mtp = load_error({.arch = "qwen35", .metadata = {{"qwen35.nextn_predict_layers", gguf_u32(1)}}},
+                                     "qwen35");
+  EXPECT_TRUE(contains(mtp, "nextn_predict_layers")) << mtp;
+}
+
+// The hybrid families beside qwen35 (its MoE variant, Qwen3-Next) are refused by name, not run as something else.
+TEST(ModelLoadErrors, OtherHybridArchitecturesAreRefusedByName) {
+  for (const char* arch : {"qwen35moe", "qwen3next"}) {
+    const std::string message = load_error({.arch = arch}, "llama");
+    EXPECT_TRUE(contains(message, std::string("architecture '") + arch + "' is not supported")) << message;
+  }
 }
 
 TEST(ModelLoadErrors, MissingRequiredTensorIsNamed) {
@@ -142,6 +172,11 @@ TEST(ModelLoadErrors, MissingRequiredTensorIsNamed) {
       {"gemma3", "blk.0.post_ffw_norm.weight"},
       {"qwen3moe", "blk.0.ffn_gate_inp.weight"},
       {"qwen3moe", "blk.1.ffn_down_exps.weight"},
+      {"qwen35", "blk.0.ssm_a"},
+      {"qwen35", "blk.0.ssm_conv1d.weight"},
+      {"qwen35", "blk.0.attn_gate.weight"},
+      {"qwen35", "blk.1.attn_q_norm.weight"},
+      {"qwen35", "blk.1.post_attention_norm.weight"},
   };
   for (const auto& [arch, tensor] : cases) {
     const std::string message = load_error({.arch = arch, .keep = drop(tensor)}, arch);
