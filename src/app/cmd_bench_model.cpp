@@ -127,6 +127,7 @@ ModelSpeed measure_model(Model& model, const Tokenizer& tok, const BenchModelFla
   auto storage = KvStorage::create(c.kv_shape(), {*format, *format}, kBlockSize, n_blocks);
   HEARTH_CHECK(storage.ok(), "{}", storage.error().message);
   KvStorage& kv = **storage;
+  if (c.is_hybrid()) kv.reserve_state_slots(1, c.recurrent_state_floats());  // the one sequence's slot 0
   std::vector<BlockId> block_table;
   for (int32_t b = 0; b < n_blocks; ++b) block_table.push_back(BlockId{b});
   std::mt19937 rng(7);
