@@ -173,8 +173,12 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineConfig& con
   std::function<bool(const BlockHash&)> resumable_after;
   int32_t max_running = config.max_running;
   if (info_.state_bytes_per_sequence > 0) {
-    states_ = std::make_unique<RecurrentStates>(info_.num_state_running_slots, info_.num_state_checkpoint_slots,
-                                                config.block_size);
+    const DeltaNetConfig& d = model.config().delta_net;
+    states_ = std::make_unique<RecurrentStates>(
+        info_.num_state_running_slots, info_.num_state_checkpoint_slots, config.block_size, config.disk_tier,
+        fmt::format("recurrent-state-v1 f32 x{} ({} layers: conv {} x {}, {} heads of {}x{})",
+                    model.config().recurrent_state_floats(), model.config().n_recurrent_layers(), d.d_conv - 1,
+                    d.conv_channels(), d.n_v_heads, d.d_state, d.d_state));
     resumable_after = [states = states_.get()](const BlockHash& key) { return states->has_checkpoint(key); };
     max_running = info_.num_state_running_slots;
     spdlog::info("hybrid model: recurrent state {} per sequence; {} running slots, {} prefix-cache checkpoints ({}){}",
@@ -267,6 +271,7 @@ SubmitResult<RequestId> Engine::add_request(RequestSpec spec) {
   request->cache_namespace = cache_namespace(spec.cache_salt);
   request->other_namespaces = other_namespaces(request->cache_namespace);
   const RequestId id = request->id;
+  if (states_) states_->load_from_tier(*request, *storage_);  // a checkpoint on disk, before its KV is planned
   tiers_->plan_load(*request);
   HEARTH_TRY(scheduler_->add_request(std::move(request)));
   outputs_.add(id, spec);
@@ -302,6 +307,7 @@ EngineStats Engine::stats() const {
     s.num_state_checkpoints = states_->num_checkpoints();
     s.num_state_checkpoints_written = states_->num_checkpoints_written();
     s.num_state_resumes = states_->num_resumes();
+    s.num_state_tier_loads = states_->num_tier_loads();
   }
   s.num_running = scheduler_->num_running();
   s.num_waiting = scheduler_->num_waiting();
@@ -390,8 +396,16 @@ std::span<const float> Engine::run_batch(const SchedulerOutput& plan) {
       batch_seqs_[i].checkpoint_slot = ckpt.slot;
     }
   }
+  checkpoint_requests_.clear();
+  if (states_) {
+    for (const ScheduledChunk& chunk : plan.chunks) checkpoint_requests_.push_back(chunk.request);
+  }
   const auto start = std::chrono::steady_clock::now();
   const std::span<const float> logits = model_.forward({batch_tokens_, batch_seqs_}, *storage_, pool_);
+  for (size_t i = 0; i < checkpoint_requests_.size(); ++i) {  // write-through of the checkpoints just written
+    states_->persist(*checkpoint_requests_[i], {batch_seqs_[i].checkpoint_pos, batch_seqs_[i].checkpoint_slot},
+                     *storage_);
+  }
   tiers_->observe_prefill(static_cast<int64_t>(counters_.num_prefill_tokens - prefill_before),
                           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   return logits;

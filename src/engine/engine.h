@@ -200,6 +200,7 @@ class Engine {
   std::vector<TokenId> batch_tokens_;
   std::vector<float> masked_logits_;  // one row, for a request with a grammar
   std::vector<BatchSequence> batch_seqs_;
+  std::vector<const Request*> checkpoint_requests_;  // hybrid: each batch sequence's request, for persist
 };
 
 }  // namespace hearth

@@ -215,6 +215,7 @@ struct EngineStats {
   int32_t num_state_checkpoints = 0;
   uint64_t num_state_checkpoints_written = 0;
   uint64_t num_state_resumes = 0;
+  uint64_t num_state_tier_loads = 0;  // checkpoints read back from the disk tier
   int32_t num_running = 0;
   int32_t num_waiting = 0;
   uint64_t num_cache_queries = 0;

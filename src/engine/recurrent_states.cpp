@@ -3,14 +3,25 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kv/disk_tier.h"
 #include "model/kv_storage.h"
 #include "sched/request.h"
 #include "util/result.h"
 
 namespace hearth {
 
-RecurrentStates::RecurrentStates(int32_t n_running, int32_t n_checkpoints, int32_t block_size)
-    : n_running_(n_running), n_checkpoints_(n_checkpoints), block_size_(block_size) {
+BlockHash state_namespace(const BlockHash& ns) {
+  static constexpr TokenId kStateTag[] = {TokenId{0x53544154}, TokenId{0x45}};  // "STATE": a chain no prompt makes
+  return hash_block(ns, ns, kStateTag);
+}
+
+RecurrentStates::RecurrentStates(int32_t n_running, int32_t n_checkpoints, int32_t block_size, DiskTier* disk,
+                                 std::string layout)
+    : n_running_(n_running),
+      n_checkpoints_(n_checkpoints),
+      block_size_(block_size),
+      disk_(disk),
+      layout_(std::move(layout)) {
   HEARTH_CHECK(n_running >= 1 && n_checkpoints >= 0 && block_size >= 1, "recurrent states: {} running, {} checkpoints",
                n_running, n_checkpoints);
   for (int32_t s = n_running - 1; s >= 0; --s) free_running_.push_back(s);
@@ -82,6 +93,74 @@ RecurrentStates::CheckpointPlan RecurrentStates::plan_checkpoint(const Request& 
   checkpoints_[key] = Checkpoint{slot, ++clock_};
   num_checkpoints_written_++;
   return {boundary, slot};
+}
+
+std::vector<BlockHash> RecurrentStates::chain_keys(const Request& r, const BlockHash& ns, int32_t n_blocks,
+                                                   int32_t block_size) {
+  std::vector<BlockHash> keys;
+  BlockHash parent = ns;
+  for (int32_t i = 0; i < n_blocks; ++i) {
+    parent = hash_block(parent, ns, std::span<const TokenId>(r.tokens.data() + static_cast<size_t>(i) * block_size,
+                                                             block_size));
+    keys.push_back(parent);
+  }
+  return keys;
+}
+
+void RecurrentStates::persist(const Request& r, const CheckpointPlan& plan, const KvStorage& kv) {
+  if (disk_ == nullptr || plan.slot < 0) return;
+  const int32_t n_blocks = plan.pos / block_size_;
+  const BlockHash sns = state_namespace(r.cache_namespace);
+  const std::vector<BlockHash> keys = chain_keys(r, sns, n_blocks, block_size_);
+  TierEntryHeader header;
+  header.key = keys.back();
+  header.parent_key = n_blocks > 1 ? keys[keys.size() - 2] : sns;
+  header.ns = sns;
+  header.depth = n_blocks - 1;
+  header.tokens.assign(r.tokens.begin() + static_cast<ptrdiff_t>(n_blocks - 1) * block_size_,
+                       r.tokens.begin() + static_cast<ptrdiff_t>(n_blocks) * block_size_);
+  header.written_at_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  header.layout = layout_;
+  const float* state = kv.state_slot(plan.slot);
+  std::vector<uint8_t> payload(sizeof(float) * static_cast<size_t>(kv.state_floats_per_slot()));
+  std::memcpy(payload.data(), state, payload.size());
+  header.payload_bytes = payload.size();
+  (void)disk_->write(std::move(header), std::move(payload));  // a full queue drops it: that state recomputes
+}
+
+int32_t RecurrentStates::load_from_tier(const Request& r, KvStorage& kv) {
+  if (disk_ == nullptr || !r.use_cache || n_checkpoints_ == 0) return 0;
+  const int32_t n_blocks = (r.num_prompt_tokens - 1) / block_size_;
+  if (n_blocks == 0) return 0;
+  const std::vector<BlockHash> keys = chain_keys(r, r.cache_namespace, n_blocks, block_size_);
+  for (const BlockHash& key : keys) {
+    if (checkpoints_.contains(key)) return 0;  // RAM holds one: the pool's own hit decides
+  }
+  const std::vector<BlockHash> state_keys = chain_keys(r, state_namespace(r.cache_namespace), n_blocks, block_size_);
+  for (int32_t i = n_blocks - 1; i >= 0; --i) {
+    if (!disk_->contains(state_keys[i])) continue;
+    const auto owner = reinterpret_cast<uintptr_t>(this);
+    const uint64_t job = disk_->load({state_keys[i]}, layout_, owner);
+    const auto deadline = std::chrono::steady_clock::now() + kTierLoadWait;
+    std::vector<TierLoadDone> done;
+    while (done.empty() && std::chrono::steady_clock::now() < deadline) {
+      disk_->wait_loaded(deadline, owner);
+      for (TierLoadDone& d : disk_->take_loaded(owner)) {
+        if (d.job == job) done.push_back(std::move(d));
+      }
+    }
+    const size_t bytes = sizeof(float) * static_cast<size_t>(kv.state_floats_per_slot());
+    if (done.empty() || done[0].blocks.size() != 1 || done[0].blocks[0].payload.size() != bytes) return 0;
+    const int32_t slot = take_checkpoint_slot();
+    if (slot < 0) return 0;
+    std::memcpy(kv.state_slot(slot), done[0].blocks[0].payload.data(), bytes);
+    checkpoints_[keys[i]] = Checkpoint{slot, ++clock_};
+    num_tier_loads_++;
+    return (i + 1) * block_size_;
+  }
+  return 0;
 }
 
 void RecurrentStates::forget(RequestId id) {

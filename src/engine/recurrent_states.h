@@ -16,6 +16,14 @@
 // evicted least recently used first when a new one needs a slot; a block whose checkpoint is gone is still a valid
 // KV block, but a hit can no longer end there.
 //
+// With a disk tier, every checkpoint is also written through to it as a tier entry (kv/tier_entry.h: self-describing,
+// checksummed, verified before use) in the request's state namespace (state_namespace: derived from the cache
+// namespace, so its keys never meet a KV block's): key' of block i = hash_block(key' of block i − 1, state ns, the
+// block's tokens), its payload the state's floats, its layout state_layout. A request whose prompt has no checkpoint in
+// RAM looks for the deepest one of its prompt blocks on disk when it arrives (load_from_tier) and reads it back
+// before it is admitted (a synchronous read of one entry, at most kTierLoadWait), so after a restart the first
+// request resumes from disk; a damaged, foreign or missing entry is never used: the request recomputes.
+//
 // Because the state update has one definition whatever the chunking (kernels/delta_net.h), a request resumed from a
 // checkpoint computes the bits a cold run does.
 
@@ -23,18 +31,29 @@
 #include <unordered_map>
 #include <vector>
 
+#include <chrono>
+#include <string>
+
 #include "kv/block_hash.h"
 #include "util/ids.h"
 
 namespace hearth {
 
+class DiskTier;
 class KvStorage;
 struct Request;
 
+// The namespace a cache namespace's state checkpoints are keyed in on a lower tier.
+BlockHash state_namespace(const BlockHash& ns);
+
 class RecurrentStates {
  public:
-  // Requires n_running >= 1, n_checkpoints >= 0, block_size >= 1.
-  RecurrentStates(int32_t n_running, int32_t n_checkpoints, int32_t block_size);
+  static constexpr std::chrono::milliseconds kTierLoadWait{2000};
+
+  // Requires n_running >= 1, n_checkpoints >= 0, block_size >= 1. `disk` may be null (no tier); `layout` names the
+  // state's shape for its entries (a checkpoint is only read back into a model with the same one).
+  RecurrentStates(int32_t n_running, int32_t n_checkpoints, int32_t block_size, DiskTier* disk = nullptr,
+                  std::string layout = {});
 
   int32_t num_running_slots() const { return n_running_; }
   int32_t num_checkpoint_slots() const { return n_checkpoints_; }
@@ -64,12 +83,22 @@ class RecurrentStates {
   // Frees r's running slot (finished, aborted or preempted); its state is gone. No-op when it has none.
   void forget(RequestId id);
 
+  // With a disk tier: writes the checkpoint plan_checkpoint gave r (after the forward wrote it) to the tier.
+  void persist(const Request& r, const CheckpointPlan& plan, const KvStorage& kv);
+  // With a disk tier: when none of the blocks of r's prompt before its last token has a checkpoint in RAM, reads the
+  // deepest one the tier holds (verified) into a checkpoint slot, so r's admission can resume there. Returns the
+  // tokens it covers (0: none).
+  int32_t load_from_tier(const Request& r, KvStorage& kv);
+  uint64_t num_tier_loads() const { return num_tier_loads_; }
+
  private:
   struct Running {
     int32_t slot = 0;
     int32_t num_tokens = 0;        // the state follows tokens [0, num_tokens)
     std::vector<BlockHash> keys;   // keys of the request's leading full blocks, computed as needed
   };
+  // Keys of r's first n_blocks blocks in its cache namespace (ns) or its state namespace (state_ns).
+  static std::vector<BlockHash> chain_keys(const Request& r, const BlockHash& ns, int32_t n_blocks, int32_t block_size);
   struct Checkpoint {
     int32_t slot = 0;
     uint64_t last_used = 0;
@@ -85,6 +114,9 @@ class RecurrentStates {
   uint64_t clock_ = 0;
   uint64_t num_resumes_ = 0;
   uint64_t num_checkpoints_written_ = 0;
+  uint64_t num_tier_loads_ = 0;
+  DiskTier* disk_;
+  std::string layout_;
   std::vector<int32_t> free_running_;
   std::vector<int32_t> free_checkpoints_;
   std::unordered_map<RequestId, Running> running_;

@@ -10,8 +10,9 @@
 // runs exactly this function on the state the previous token left (each row's dot products have a fixed reduction
 // order, dot_f32's). There is no chunked (WY) form; its bits would depend on where the chunks fall.
 //
-// This scalar function is its own reference: there is no vectorized twin yet (dot_f32 inside is vectorized with a
-// fixed order, dot_f32_reference its twin).
+// gated_delta_rule_step reads rows with dot_f32 (8 fixed lanes, vectorized where the CPU allows); its twin
+// gated_delta_rule_step_reference is the same loops with dot_f32_reference (summed in order). Tests compare both with
+// a double-precision formula.
 
 #include <cstdint>
 
@@ -23,6 +24,8 @@ namespace hearth {
 // `decay` is exp(g) (0 < decay <= 1 in the models), `beta` the write strength in (0, 1).
 void gated_delta_rule_step(float* state, const float* q, const float* k, const float* v, float decay, float beta,
                            float out_scale, int32_t d, float* delta, float* out);
+void gated_delta_rule_step_reference(float* state, const float* q, const float* k, const float* v, float decay,
+                                     float beta, float out_scale, int32_t d, float* delta, float* out);
 
 // A causal depthwise convolution's step for one token over `channels` channels with `d_conv` taps each:
 //   out_c = Σ_{t < d_conv − 1} w[c][t] · window[c][t] + w[c][d_conv − 1] · in_c    (taps oldest first, summed in order)

@@ -8,10 +8,12 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 
 #include "../engine/first_logits.h"
 #include "engine/engine.h"
+#include "kv/disk_tier.h"
 #include "model/model.h"
 #include "model/synth.h"
 #include "tokenizer/tokenizer.h"
@@ -234,6 +236,77 @@ TEST(ArchPrefixCacheHit, Qwen35AfterPreemptionBitIdenticalToCold) {
     ASSERT_EQ(got.size(), want.size()) << "request " << i;
     for (size_t r = 0; r < got.size(); ++r) expect_same_bits(got[r], want[r], "request " + std::to_string(i));
   }
+}
+
+// Runs `prompt` on a fresh engine over the disk tier in `dir` (opened for it, closed after) and returns its first
+// logits, the tokens it reused and the checkpoints it read back from the tier.
+struct DiskRun {
+  std::vector<float> logits;
+  int32_t cached = -1;
+  uint64_t tier_loads = 0;
+};
+DiskRun run_on_disk_tier(Loaded& l, const fs::path& dir, const std::vector<int32_t>& prompt) {
+  auto tier = DiskTier::open({.dir = dir, .capacity_bytes = 64ll << 20});
+  EXPECT_TRUE(tier.ok()) << (tier.ok() ? "" : tier.error().message);
+  ThreadPool pool(2);
+  EngineConfig config = small_config();
+  config.disk_tier = tier->get();
+  config.tier_load_policy = TierLoadPolicy::kAlways;
+  DiskRun run;
+  {
+    auto engine = Engine::create(*l.model, *l.tokenizer, config, pool);
+    EXPECT_TRUE(engine.ok()) << (engine.ok() ? "" : engine.error().message);
+    run.logits = test::first_logits(**engine, prompt, &run.cached);
+    run.tier_loads = (*engine)->stats().num_state_tier_loads;
+  }
+  (*tier)->flush();
+  return run;
+}
+
+// Checkpoints are written through to the disk tier with their blocks: after a restart (a new engine, the tier
+// reopened) a prompt sharing 40 tokens reads the checkpoint after block 2 back, loads the KV, resumes at 32 and
+// computes the cold bits. A checkpoint entry with a flipped bit is never loaded: the request recomputes, same bits.
+TEST(ArchPrefixCacheHit, Qwen35FromDiskAfterRestartBitIdenticalToCold) {
+  Loaded l = load();
+  const fs::path dir = fs::path(HEARTH_TEST_TMP_DIR) / ("hybrid_disk_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  const std::vector<int32_t> base = sample_tokens(60, 0);
+  std::vector<int32_t> prompt = base;
+  for (size_t i = 40; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(100 + i);
+  EXPECT_EQ(run_on_disk_tier(l, dir, base).cached, 0);
+  const DiskRun hit = run_on_disk_tier(l, dir, prompt);
+  EXPECT_EQ(hit.cached, 32);
+  EXPECT_EQ(hit.tier_loads, 1u);
+  ThreadPool pool(2);
+  auto cold_engine = Engine::create(*l.model, *l.tokenizer, small_config(), pool);
+  ASSERT_TRUE(cold_engine.ok()) << cold_engine.error().message;
+  int32_t cached = -1;
+  const auto cold = test::first_logits(**cold_engine, prompt, &cached);
+  expect_same_bits(hit.logits, cold, "checkpoint from the disk tier");
+
+  // Damage every checkpoint entry (a state entry is 57 KiB; a KV block's 4 KiB): none is loaded, the bits hold.
+  const fs::path other = fs::path(HEARTH_TEST_TMP_DIR) / ("hybrid_disk_flip_" + std::to_string(getpid()));
+  fs::remove_all(other);
+  EXPECT_EQ(run_on_disk_tier(l, other, base).cached, 0);
+  int flipped = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(other)) {
+    if (entry.path().extension() != ".kvb" || entry.file_size() < (32 << 10)) continue;
+    std::fstream f(entry.path(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(entry.file_size() / 2));
+    char byte = 0;
+    f.read(&byte, 1);
+    byte = static_cast<char>(byte ^ 0x10);
+    f.seekp(static_cast<std::streamoff>(entry.file_size() / 2));
+    f.write(&byte, 1);
+    ++flipped;
+  }
+  EXPECT_GT(flipped, 0);
+  const DiskRun damaged = run_on_disk_tier(l, other, prompt);
+  EXPECT_EQ(damaged.tier_loads, 0u);
+  EXPECT_EQ(damaged.cached, 0);
+  expect_same_bits(damaged.logits, cold, "damaged checkpoint");
+  fs::remove_all(dir);
+  fs::remove_all(other);
 }
 
 // With no checkpoint slots the model still serves, every prompt recomputed: no reuse, the cold bits.
