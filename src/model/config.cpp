@@ -255,6 +255,11 @@ Result<void> read_delta_net(const GgufFile& file, const std::string& p, ModelCon
   }
   d = DeltaNetConfig{*conv, *state, *groups, *rank, *interval};
   c.attn_output_gate = true;
+  if (c.n_kv_layers() == 0) {
+    return make_error("{}: {}full_attention_interval {} leaves none of the {} layers attending, which Hearth does not "
+                      "support",
+                      file.name(), p, *interval, c.n_layers);
+  }
   return check_rope_sections(file, p, c);
 }
 
