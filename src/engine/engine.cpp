@@ -252,6 +252,7 @@ Result<PinInfo> Engine::pin_prefix(std::span<const TokenId> prompt, const std::s
   const BlockHash ns = cache_namespace(cache_salt);
   auto pinned = kv_->pin_prefix(ns, prompt);
   if (pinned) tiers_->mark_pinned(ns, prompt, pinned->num_tokens);
+  if (pinned && states_) states_->pin(pinned->key, ns, prompt, pinned->num_tokens);  // its checkpoint stays too
   return pinned;
 }
 
@@ -480,6 +481,7 @@ RequestOutput Engine::finish_request(RequestId id, FinishReason reason, RequestO
     if (pinned) {
       pinned_tokens = pinned->num_tokens;
       tiers_->mark_pinned(request->cache_namespace, prompt, pinned_tokens);
+      if (states_) states_->pin(pinned->key, request->cache_namespace, prompt, pinned_tokens);
     } else {
       pin_error = pinned.error().message;
     }

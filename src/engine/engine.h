@@ -120,7 +120,10 @@ class Engine {
   // The cached prefixes of query.cache_salt's namespace only, as a bounded tree with text. Read-only.
   [[nodiscard]] CachedPrefixes cached_prefixes(const CachedPrefixQuery& query) const;
   // Removes a pin; false when no pin has this key.
-  bool unpin(const BlockHash& key) { return kv_->unpin(key); }
+  bool unpin(const BlockHash& key) {
+    if (states_) states_->unpin(key);
+    return kv_->unpin(key);
+  }
   // Applies retention expiries now (KvCacheManager::expire_retention), before stats are read.
   void expire_retention() { kv_->expire_retention(); }
   // Every pin now, in no particular order.

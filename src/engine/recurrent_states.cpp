@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "kv/disk_tier.h"
 #include "model/kv_storage.h"
@@ -44,9 +45,13 @@ int32_t RecurrentStates::take_checkpoint_slot() {
     free_checkpoints_.pop_back();
     return slot;
   }
-  if (checkpoints_.empty()) return -1;
-  auto oldest = std::min_element(checkpoints_.begin(), checkpoints_.end(),
-                                 [](const auto& a, const auto& b) { return a.second.last_used < b.second.last_used; });
+  auto oldest = checkpoints_.end();
+  for (auto it = checkpoints_.begin(); it != checkpoints_.end(); ++it) {
+    if (it->second.pins == 0 && (oldest == checkpoints_.end() || it->second.last_used < oldest->second.last_used)) {
+      oldest = it;
+    }
+  }
+  if (oldest == checkpoints_.end()) return -1;  // none, or every one pinned
   const int32_t slot = oldest->second.slot;
   checkpoints_.erase(oldest);
   return slot;
@@ -161,6 +166,31 @@ int32_t RecurrentStates::load_from_tier(const Request& r, KvStorage& kv) {
     return (i + 1) * block_size_;
   }
   return 0;
+}
+
+int32_t RecurrentStates::pin(const BlockHash& pin_key, const BlockHash& ns, std::span<const TokenId> tokens,
+                             int32_t num_tokens) {
+  if (pinned_.contains(pin_key)) return 0;
+  BlockHash parent = ns;
+  std::optional<std::pair<BlockHash, int32_t>> deepest;
+  for (int32_t i = 0; (i + 1) * block_size_ <= std::min<int32_t>(num_tokens, static_cast<int32_t>(tokens.size())); ++i) {
+    parent = hash_block(parent, ns, tokens.subspan(static_cast<size_t>(i) * block_size_, block_size_));
+    if (checkpoints_.contains(parent)) deepest = {{parent, (i + 1) * block_size_}};
+  }
+  if (!deepest) return 0;
+  Checkpoint& c = checkpoints_.at(deepest->first);
+  if (c.pins == 0 && 2 * (num_pinned_ + 1) > n_checkpoints_) return 0;
+  if (c.pins++ == 0) num_pinned_++;
+  pinned_[pin_key] = deepest->first;
+  return deepest->second;
+}
+
+void RecurrentStates::unpin(const BlockHash& pin_key) {
+  auto it = pinned_.find(pin_key);
+  if (it == pinned_.end()) return;
+  auto c = checkpoints_.find(it->second);
+  if (c != checkpoints_.end() && --c->second.pins == 0) num_pinned_--;
+  pinned_.erase(it);
 }
 
 void RecurrentStates::forget(RequestId id) {

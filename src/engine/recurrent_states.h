@@ -32,6 +32,7 @@
 #include <vector>
 
 #include <chrono>
+#include <span>
 #include <string>
 
 #include "kv/block_hash.h"
@@ -91,6 +92,13 @@ class RecurrentStates {
   int32_t load_from_tier(const Request& r, KvStorage& kv);
   uint64_t num_tier_loads() const { return num_tier_loads_; }
 
+  // A pinned prefix (KvCacheManager::pin_prefix, named by `pin_key`) keeps the deepest checkpoint among the full
+  // blocks of tokens[0, num_tokens) in namespace `ns`: it is never evicted while pinned, so the pin's KV can still be
+  // resumed. At most half the checkpoint slots are pinned; beyond that (or with no checkpoint there) nothing is.
+  // Returns the tokens the pinned checkpoint covers (0: none).
+  int32_t pin(const BlockHash& pin_key, const BlockHash& ns, std::span<const TokenId> tokens, int32_t num_tokens);
+  void unpin(const BlockHash& pin_key);
+
  private:
   struct Running {
     int32_t slot = 0;
@@ -102,6 +110,7 @@ class RecurrentStates {
   struct Checkpoint {
     int32_t slot = 0;
     uint64_t last_used = 0;
+    int32_t pins = 0;  // pinned prefixes keeping it (never evicted while > 0)
   };
   // Key of block `index` of r's tokens (its tokens up to that block's end must exist).
   const BlockHash& block_key(Running& run, const Request& r, int32_t index);
@@ -121,6 +130,8 @@ class RecurrentStates {
   std::vector<int32_t> free_checkpoints_;
   std::unordered_map<RequestId, Running> running_;
   std::unordered_map<BlockHash, Checkpoint> checkpoints_;
+  std::unordered_map<BlockHash, BlockHash> pinned_;  // pin key → the checkpoint's key
+  int32_t num_pinned_ = 0;                           // checkpoints with pins > 0
 };
 
 }  // namespace hearth

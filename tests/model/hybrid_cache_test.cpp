@@ -309,6 +309,40 @@ TEST(ArchPrefixCacheHit, Qwen35FromDiskAfterRestartBitIdenticalToCold) {
   fs::remove_all(other);
 }
 
+// A pinned prefix keeps its checkpoint: with 4 checkpoint slots, three other prompts evict every checkpoint but the
+// pinned one, and a prompt continuing the pinned 48 tokens still resumes after them (bits of a cold run); unpinned,
+// the same happens to it as to the others.
+TEST(ArchPrefixCacheHit, Qwen35PinnedPrefixKeepsItsCheckpoint) {
+  Loaded l = load();
+  ThreadPool pool(2);
+  EngineConfig config = small_config();
+  config.state_checkpoints = 4;
+  auto engine = Engine::create(*l.model, *l.tokenizer, config, pool);
+  ASSERT_TRUE(engine.ok()) << engine.error().message;
+  const std::vector<int32_t> rules = sample_tokens(48, 9);
+  int32_t cached = -1;
+  test::first_logits(**engine, rules, &cached);
+  std::vector<TokenId> rule_ids;
+  for (int32_t t : rules) rule_ids.push_back(TokenId{t});
+  auto pin = (*engine)->pin_prefix(rule_ids, "");
+  ASSERT_TRUE(pin.ok()) << pin.error().message;
+  EXPECT_EQ(pin->num_tokens, 48);
+  for (int32_t seed : {1, 2, 3}) test::first_logits(**engine, sample_tokens(48, 20 + seed), &cached);
+  std::vector<int32_t> next = rules;
+  for (int32_t t : sample_tokens(7, 4)) next.push_back(t);
+  const auto hit = test::first_logits(**engine, next, &cached);
+  EXPECT_EQ(cached, 48);
+  auto cold_engine = Engine::create(*l.model, *l.tokenizer, small_config(), pool);
+  ASSERT_TRUE(cold_engine.ok()) << cold_engine.error().message;
+  expect_same_bits(hit, test::first_logits(**cold_engine, next, &cached), "pinned checkpoint");
+
+  EXPECT_TRUE((*engine)->unpin(pin->key));
+  for (int32_t seed : {4, 5, 6}) test::first_logits(**engine, sample_tokens(48, 20 + seed), &cached);
+  next.back() = 7;
+  test::first_logits(**engine, next, &cached);
+  EXPECT_LT(cached, 48);  // its checkpoint went the way of the others
+}
+
 // With no checkpoint slots the model still serves, every prompt recomputed: no reuse, the cold bits.
 TEST(ArchHybrid, Qwen35WithoutCheckpointsRecomputes) {
   Loaded l = load();
