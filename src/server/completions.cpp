@@ -113,6 +113,7 @@ RequestSpec HttpServer::build_spec(const CompletionRequest& request, std::vector
   spec.pin_prefix = request.pin_prefix;
   spec.top_logprobs = request.top_logprobs;
   spec.grammar = request.grammar;
+  spec.render_special_tokens = uses_harmony(request);
   return spec;
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "server/harmony.h"
 #include "server/server.h"
 
 namespace hearth::server {
@@ -45,7 +46,12 @@ class HttpServer::Generation : public ResponseSource, public std::enable_shared_
     std::optional<RequestUsage> usage;  // set when its final output arrived
     FinishReason finish_reason = FinishReason::kNone;
     std::optional<ToolCallStream> tools;  // streaming with tools: holds back what may be a call
+    std::optional<HarmonyParser> harmony;  // a harmony model's chat answer (generation_harmony.cpp)
   };
+  // Choice i's news as harmony deltas (reasoning_content, content), and at its end its tool calls.
+  std::string stream_harmony(size_t i, const RequestOutput& out);
+  // Choice i's whole harmony answer.
+  ChoiceResult harmony_result(Choice& c);
   // A streamed choice with tools has ended: its calls as tool_calls deltas, or what was held back as content.
   std::string stream_tool_calls(size_t i, const RequestOutput& out);
 

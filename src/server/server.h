@@ -146,6 +146,9 @@ class HttpServer {
   void remember_answer(const std::string& cache_salt, bool parse_special, std::string& prompt_text,
                        const RequestOutput& out);
   RequestSpec build_spec(const CompletionRequest& request, std::vector<TokenId> prompt) const;
+  // A chat request to a harmony model (gpt-oss) whose answer's markers are rendered and parsed (harmony.h); not one
+  // with a grammar (a forced tool call, response_format), whose output is the grammar's plain text.
+  bool uses_harmony(const CompletionRequest& request) const;
   // One engine request per choice (request.n), in order; a refusal is the error of the first refused choice.
   ApiResult<std::vector<std::unique_ptr<RequestHandle>>> submit_choices(const CompletionRequest& request,
                                                                         std::vector<TokenId> prompt);
