@@ -57,10 +57,15 @@ class Splitter {
     return end;
   }
 
-  // 's|'t|'re|'ve|'m|'ll|'d at `pos`, ASCII case-insensitive when asked; returns the end, or 0 for no match.
+  // 's|'t|'re|'ve|'m|'ll|'d at `pos`, case-insensitive when asked; returns the end, or 0 for no match. Case folding
+  // as the regex engines do it: ASCII, and U+017F LATIN SMALL LETTER LONG S folds to 's'.
   size_t match_contraction(size_t pos, bool ignore_case) const {
     if (cp(pos) != '\'' || pos + 1 >= end_) return 0;
-    const auto lower = [&](char32_t c) { return ignore_case && c >= 'A' && c <= 'Z' ? c + 32 : c; };
+    const auto lower = [&](char32_t c) -> char32_t {
+      if (!ignore_case) return c;
+      if (c == 0x17F) return 's';
+      return c >= 'A' && c <= 'Z' ? c + 32 : c;
+    };
     const char32_t c1 = lower(cp(pos + 1));
     if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') return pos + 2;
     if (pos + 2 >= end_) return 0;

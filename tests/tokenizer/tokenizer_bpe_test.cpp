@@ -84,6 +84,7 @@ TEST(PreTokenizer, O200kRegex) {
   const auto o200k = [](std::string_view text) { return split(PreTokenizer::kO200k, text); };
   EXPECT_EQ(o200k("HelloWorld, I'M here"), (V{"Hello", "World", ",", " I'M", " here"}));
   EXPECT_EQ(o200k("HTTPServer ABCdef's don'T"), (V{"HTTPServer", " ABCdef's", " don'T"}));
+  EXPECT_EQ(o200k("it'\u017F it'K"), (V{"it'\u017F", " it", "'K"})) << "(?i) folds U+017F long s to s";
   EXPECT_EQ(o200k("  Hello\n\n  ok  "), (V{" ", " Hello", "\n\n", " ", " ok", "  "}));
   EXPECT_EQ(o200k("\tHello (hello)"), (V{"\tHello", " (", "hello", ")"})) << "P? is one char";
   EXPECT_EQ(o200k(" 12345 x"), (V{" ", "123", "45", " x"}));
