@@ -1,5 +1,7 @@
 #include <cstdio>
+#include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 
 #include "app/commands.h"
@@ -35,6 +37,7 @@ int run_synth(const SynthFlags& f) {
   const SynthConfig& o = f.overrides;
   c.out_path = o.out_path;
   c.vocab_from = o.vocab_from;
+  c.chat_template = o.chat_template;
   c.seed = o.seed;
   c.sliding_window = o.sliding_window;
   if (f.has_arch || c.n_expert == 0) c.architecture = o.architecture;  // 30b-a3b is qwen3moe unless told
@@ -113,6 +116,17 @@ Command add_synth(CLI::App& app) {
   app.add_option("--vocab-from", f->overrides.vocab_from, "GGUF whose tokenizer is copied")
       ->check(CLI::ExistingFile)
       ->capture_default_str();
+  app.add_option_function<std::string>(
+         "--chat-template",
+         [f](const std::string& path) {
+           std::ifstream in(path, std::ios::binary);
+           std::stringstream text;
+           text << in.rdbuf();
+           f->overrides.chat_template = text.str();
+         },
+         "Jinja file written as tokenizer.chat_template, in place of the vocabulary's (e.g. "
+         "tests/data/openai-gpt-oss-120b.jinja for gpt-oss)")
+      ->check(CLI::ExistingFile);
   app.add_option("--seed", f->overrides.seed, "Weight seed")->capture_default_str();
   app.add_option("--sliding-window", f->overrides.sliding_window,
                  "phi3, gemma2, gemma3: attention.sliding_window (0: phi3 the context, gemma 4096)")

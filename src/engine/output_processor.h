@@ -70,7 +70,7 @@ class OutputProcessor {
  private:
   struct Sequence {
     Sequence(const Tokenizer& tokenizer, const RequestSpec& spec)
-        : decoder(tokenizer),
+        : decoder(tokenizer, DecodeOptions{.render_special = spec.render_special_tokens}),
           sampler(spec.sampling),
           stop(spec.stop),
           top_logprobs(spec.top_logprobs),

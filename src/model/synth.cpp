@@ -307,8 +307,11 @@ void add_metadata(GgufWriter& w, const SynthConfig& c, const GgufFile& vocab, in
     w.add(a + ".expert_feed_forward_length", u32(c.expert_ffn_dim));
   }
   for (const auto& [key, value] : vocab.metadata()) {
-    if (key.starts_with("tokenizer.")) w.add(key, value);
+    if (key.starts_with("tokenizer.") && (c.chat_template.empty() || key != "tokenizer.chat_template")) {
+      w.add(key, value);
+    }
   }
+  if (!c.chat_template.empty()) w.add("tokenizer.chat_template", gguf_string(c.chat_template));
 }
 
 }  // namespace

@@ -60,6 +60,9 @@ namespace hearth {
 struct SynthConfig {
   std::string out_path;
   std::string vocab_from;  // a GGUF whose tokenizer.* metadata is copied; its token list sets n_vocab
+  // Written as tokenizer.chat_template when not empty, in place of the vocabulary's own (gpt-oss's vocabulary file
+  // has none: its harmony template comes from the model card).
+  std::string chat_template;
   std::string name = "hearth-synthetic";
   std::string architecture = "llama";  // llama, qwen2 (q/k/v biases), qwen3 (per-head q/k RMSNorm), qwen3moe, phi3, ...
   int64_t dim = 256;

@@ -150,6 +150,22 @@ INSTANTIATE_TEST_SUITE_P(Types, SynthEveryType,
                                            DType::Q6_K),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
+// --chat-template: a template the vocabulary lacks (gpt-oss's harmony) is written as tokenizer.chat_template, and
+// one it has is replaced; without it the vocabulary's own is copied.
+TEST(Synth, ChatTemplateIsWrittenInPlaceOfTheVocabularys) {
+  SynthConfig c = small_config(DType::F16, "chat_template.gguf");
+  c.vocab_from = std::string(HEARTH_SHARED_DIR) + "/vocab/ggml-vocab-qwen2.gguf";
+  ASSERT_TRUE(write_synthetic_model(c));
+  const std::string own = *GgufFile::open(c.vocab_from)->get_string("tokenizer.chat_template").value();
+  EXPECT_EQ(*GgufFile::open(c.out_path)->get_string("tokenizer.chat_template").value(), own);
+  c.chat_template = "{{ messages[0].content }}";
+  ASSERT_TRUE(write_synthetic_model(c));
+  auto f = GgufFile::open(c.out_path);
+  EXPECT_EQ(*f->get_string("tokenizer.chat_template").value(), "{{ messages[0].content }}");
+  EXPECT_EQ(f->get_string_array("tokenizer.ggml.tokens").value().size(), 151669u);
+  fs::remove(c.out_path);
+}
+
 // qwen2 adds random q/k/v biases and qwen3 per-head q/k norm weights around 1, under <arch>.* keys (qwen3 also
 // writes attention.key_length / value_length, as llama.cpp's converter does).
 TEST(Synth, QwenArchitecturesAddTheirTensors) {

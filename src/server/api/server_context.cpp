@@ -159,6 +159,7 @@ RequestSpec ServerContext::build_spec(const CompletionRequest& request, std::vec
   spec.pin_prefix = request.pin_prefix;
   spec.top_logprobs = request.top_logprobs;
   spec.grammar = request.grammar;
+  spec.render_special_tokens = uses_harmony(request);
   return spec;
 }
 
@@ -203,6 +204,10 @@ void ServerContext::remember_answer(const std::string& cache_salt, bool parse_sp
   answers_.remember(cache_salt, parse_special, std::move(prompt_text),
                     std::vector<TokenId>(out.tokens.begin(), prompt_end),
                     std::span<const TokenId>(prompt_end, out.tokens.end()));
+}
+
+bool ServerContext::uses_harmony(const CompletionRequest& request) const {
+  return request.endpoint == Endpoint::kChat && chat_.harmony() && !request.grammar;
 }
 
 }  // namespace hearth::server

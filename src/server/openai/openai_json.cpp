@@ -404,6 +404,7 @@ json choice_json(const CompletionRequest& request, int32_t index, const ChoiceRe
   } else {
     choice["text"] = c.text;
   }
+  if (request.endpoint == Endpoint::kChat && !c.reasoning.empty()) choice["message"]["reasoning_content"] = c.reasoning;
   return choice;
 }
 
