@@ -49,7 +49,9 @@ export async function startServer(args = [], env = {}, { models = [MODEL] } = {}
   const exited = new Promise((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
   const port = await new Promise((resolve, reject) => {
     let out = '';
-    const timer = setTimeout(() => reject(new Error(`hearth serve did not start in 20 s:\n${stderr}`)), 20000);
+    // Starting takes well under a second; the bound is for a CI machine loaded with builds, where a fresh process
+    // has waited more than 20 s for its first line.
+    const timer = setTimeout(() => reject(new Error(`hearth serve did not start in 90 s:\n${stderr}`)), 90000);
     proc.stdout.on('data', (d) => {
       out += d;
       const m = out.match(/on http:\/\/[^:]+:(\d+)/);
