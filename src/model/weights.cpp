@@ -111,9 +111,8 @@ class Binder {
     }
     if (!dtype_info(t->type).compute_supported) {
       return make_error(
-          "{}: tensor '{}' has type {}, which Hearth cannot compute with (supported: F32, F16, BF16, "
-          "Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, MXFP4)",
-          file_.name(), name, dtype_name(t->type));
+          "{}: tensor '{}' has type {}, which Hearth cannot compute with (supported: {})", file_.name(), name,
+          dtype_name(t->type), compute_supported_names());
     }
     const MatrixView m{t->type, n_rows * ne2, n_cols, t->data, row_bytes(t->type, n_cols)};
     if (m.n_rows * n_cols <= kMaxScannedElements) {
