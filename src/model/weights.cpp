@@ -110,9 +110,8 @@ class Binder {
                         t->ne[1], t->ne[2], t->ne[3], expected);
     }
     if (!dtype_info(t->type).compute_supported) {
-      return make_error(
-          "{}: tensor '{}' has type {}, which Hearth cannot compute with (supported: {})", file_.name(), name,
-          dtype_name(t->type), compute_supported_names());
+      return make_error("{}: tensor '{}' has type {}, which Hearth cannot compute with (supported: {})", file_.name(),
+                        name, dtype_name(t->type), compute_supported_names());
     }
     const MatrixView m{t->type, n_rows * ne2, n_cols, t->data, row_bytes(t->type, n_cols)};
     if (m.n_rows * n_cols <= kMaxScannedElements) {

@@ -397,8 +397,12 @@ TEST(Synth, Q4KMMixPicksLlamaQuantizesLayers) {
     if (t.name.ends_with("ffn_down.weight")) {
       EXPECT_EQ(t.type, more.count(std::stoi(t.name.substr(4))) ? DType::Q6_K : DType::Q4_K) << t.name;
     }
-    if (t.name == "output.weight") EXPECT_EQ(t.type, DType::Q6_K);
-    if (t.name.ends_with("attn_q.weight")) EXPECT_EQ(t.type, DType::Q4_K) << t.name;
+    if (t.name == "output.weight") {
+      EXPECT_EQ(t.type, DType::Q6_K);
+    }
+    if (t.name.ends_with("attn_q.weight")) {
+      EXPECT_EQ(t.type, DType::Q4_K) << t.name;
+    }
   }
   EXPECT_EQ(more, (std::set<int>{0, 1, 4, 7, 10, 13, 14, 15}));
   fs::remove(c.out_path);

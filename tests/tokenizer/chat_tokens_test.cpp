@@ -110,9 +110,13 @@ TEST_P(ChatVocabTest, RenderedMarkersAreSingleTokensWithParseSpecial) {
     EXPECT_GT(count_text(text, marker), 0u) << marker << " is not in the render:\n" << text;
     EXPECT_EQ(count_id(ids, *id), count_text(text, marker)) << marker;
     // Control tokens come only from parse_special; user-defined ones (Qwen's <think>) are always matched.
-    if (tok.is_control(*id)) EXPECT_EQ(count_id(plain, *id), 0u) << marker;
+    if (tok.is_control(*id)) {
+      EXPECT_EQ(count_id(plain, *id), 0u) << marker;
+    }
   }
-  if (v.decodes_back) EXPECT_EQ(tok.decode(ids, {.render_special = true}), text);
+  if (v.decodes_back) {
+    EXPECT_EQ(tok.decode(ids, {.render_special = true}), text);
+  }
 }
 
 TEST_P(ChatVocabTest, EndOfTurnTokensEndGeneration) {
