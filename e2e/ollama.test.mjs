@@ -2,12 +2,15 @@
 // show, ps, version; generate and chat whole and streamed, with greedy output equal to the OpenAI routes' for the
 // same prompt; format "json" and a JSON schema; a second request reusing the prefix (prompt_eval_count shows it);
 // num_ctx; tools in the messages; bad bodies as Ollama's {"error"} with a 400 naming the field; /api/embed 501;
-// the API key as "Authorization: Bearer".
+// the API key as "Authorization: Bearer"; several models behind the router.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { Ollama } from 'ollama';
-import { MODEL_ID, startServer } from './helpers.mjs';
+import { MODEL, MODEL_ID, startServer } from './helpers.mjs';
 
 let server;
 let ollama;
@@ -288,5 +291,35 @@ test('with --api-key the Ollama routes take Authorization: Bearer', async () => 
     assert.equal(r.eval_count, 2);
   } finally {
     await keyed.stop();
+  }
+});
+
+test('several models: the router lists them, routes chat by "name:latest", and answers in Ollama\'s shape', async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'hearth-ollama-'));
+  symlinkSync(MODEL, path.join(dir, 'a-stories.gguf'));
+  symlinkSync(MODEL, path.join(dir, 'b-stories.gguf'));
+  const several = await startServer(['--models', dir, '--kv-memory', '4MiB'], {}, { models: [] });
+  try {
+    const client = new Ollama({ host: several.baseURL });
+    assert.deepEqual((await client.list()).models.map((m) => m.name), ['a-stories:latest', 'b-stories:latest']);
+    assert.deepEqual((await client.ps()).models, []);
+    const r = await client.generate({ model: 'b-stories:latest', prompt: 'Once upon a time', raw: true, stream: false, options: { temperature: 0, num_predict: 24 } });
+    const ref = await ollama.generate({ model: MODEL_ID, prompt: 'Once upon a time', raw: true, stream: false, options: { temperature: 0, num_predict: 24 } });
+    assert.equal(r.response, ref.response);
+    assert.equal(r.model, 'b-stories:latest');
+    const ps = (await client.ps()).models;
+    assert.deepEqual(ps.map((m) => m.name), ['b-stories:latest']);
+    assert.ok(ps[0].size > 0 && ps[0].context_length === 512);
+    assert.equal((await client.show({ model: 'a-stories' })).model_info['general.context_length'], 512);
+    assert.match((await client.version()).version, /^\d+\.\d+\.\d+$/);
+    await assert.rejects(client.chat({ model: 'llama3.2', messages: [{ role: 'user', content: 'x' }] }), (e) => e.status_code === 404 && /llama3\.2/.test(e.message));
+    await assert.rejects(client.show({ model: 'llama3.2' }), (e) => e.status_code === 404);
+    const bad = await fetch(`${several.baseURL}/api/chat`, { method: 'POST', body: '{"model": ' });
+    assert.equal(bad.status, 400);
+    assert.ok(typeof (await bad.json()).error === 'string');
+    await assert.rejects(client.embed({ model: 'a-stories', input: 'x' }), (e) => e.status_code === 501);
+  } finally {
+    assert.equal((await several.stop()).code, 0);
+    rmSync(dir, { recursive: true, force: true });
   }
 });
