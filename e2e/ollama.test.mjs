@@ -323,3 +323,21 @@ test('several models: the router lists them, routes chat by "name:latest", and a
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('--ollama-port serves the same routes on a second port', async () => {
+  const two = await startServer(['--ollama-port', '0']);
+  try {
+    const m = two.stdout().match(/Ollama's\) on http:\/\/[^:]+:(\d+)/);
+    assert.ok(m, two.stdout());
+    const port = Number(m[1]);
+    assert.notEqual(port, two.port);
+    const client = new Ollama({ host: `http://127.0.0.1:${port}` });
+    assert.equal((await client.list()).models[0].name, `${MODEL_ID}:latest`);
+    const a = await client.generate({ model: MODEL_ID, prompt: 'Once upon a time', raw: true, stream: false, options: { temperature: 0, num_predict: 8 } });
+    const b = await new Ollama({ host: two.baseURL }).generate({ model: MODEL_ID, prompt: 'Once upon a time', raw: true, stream: false, options: { temperature: 0, num_predict: 8 } });
+    assert.equal(a.response, b.response);
+    assert.ok(b.hearth.cached_tokens > 0, 'one engine and cache behind both ports');
+  } finally {
+    assert.equal((await two.stop()).code, 0);
+  }
+});

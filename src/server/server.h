@@ -65,6 +65,8 @@ class HttpServer {
   // Binds the socket; fails with the reason (port in use, bad host).
   [[nodiscard]] Result<void> bind();
   int bound_port() const { return transport_->bound_port(); }
+  // config.http.extra_ports as bound (--ollama-port).
+  std::vector<int> bound_extra_ports() const { return transport_->bound_extra_ports(); }
   // Serves until shutdown() has run and every connection is done. Requires bind().
   void listen();
   // Prefills and (unless "pin": false) pins the prompt or chat of a completion-shaped body, waiting until done:

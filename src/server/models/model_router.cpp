@@ -175,6 +175,10 @@ int ModelRouter::bound_port() const {
   return transport_->bound_port();
 }
 
+std::vector<int> ModelRouter::bound_extra_ports() const {
+  return transport_->bound_extra_ports();
+}
+
 void ModelRouter::listen() {
   if (!draining_) transport_->run();
 }

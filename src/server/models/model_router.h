@@ -55,6 +55,8 @@ class ModelRouter {
 
   [[nodiscard]] Result<void> bind();
   int bound_port() const;
+  // config.http.extra_ports as bound (--ollama-port).
+  std::vector<int> bound_extra_ports() const;
   // Serves until shutdown(). Requires bind().
   void listen();
   // Like HttpServer::warm, for the model the body names (--warm lines may carry "model").
