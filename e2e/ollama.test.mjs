@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { Ollama } from 'ollama';
-import { MODEL, MODEL_ID, startServer } from './helpers.mjs';
+import { MODEL, MODEL_ID, startServer, waitFor } from './helpers.mjs';
 
 let server;
 let ollama;
@@ -318,6 +318,17 @@ test('several models: the router lists them, routes chat by "name:latest", and a
     assert.equal(bad.status, 400);
     assert.ok(typeof (await bad.json()).error === 'string');
     await assert.rejects(client.embed({ model: 'a-stories', input: 'x' }), (e) => e.status_code === 501);
+
+    // keep_alive sets the model's keep-alive under the budget: -1 keeps it, 0 unloads it once idle.
+    await client.chat({ model: 'a-stories', messages: [{ role: 'user', content: 'Hi' }], stream: false, keep_alive: -1, options: { num_predict: 2 } });
+    const kept = (await client.ps()).models.find((m) => m.name === 'a-stories:latest');
+    assert.ok(new Date(kept.expires_at).getFullYear() > 2100, kept.expires_at);
+    const five = (await client.ps()).models.find((m) => m.name === 'b-stories:latest');
+    assert.ok(new Date(five.expires_at) - Date.now() > 60000, five.expires_at); // --keep-alive's default, 5 minutes
+    await client.generate({ model: 'b-stories', prompt: 'Once', raw: true, stream: false, keep_alive: 0, options: { num_predict: 2 } });
+    await waitFor(async () => !(await client.ps()).models.some((m) => m.name === 'b-stories:latest'), 10000, 'b-stories unloaded');
+    assert.deepEqual((await client.ps()).models.map((m) => m.name), ['a-stories:latest']);
+    await assert.rejects(client.chat({ model: 'a-stories', messages: [], keep_alive: 'soon' }), (e) => e.status_code === 400 && /keep_alive/.test(e.message));
   } finally {
     assert.equal((await several.stop()).code, 0);
     rmSync(dir, { recursive: true, force: true });

@@ -121,6 +121,24 @@ TEST(OllamaJson, KeepAliveIsValidatedAndAccepted) {
   }
 }
 
+TEST(OllamaJson, KeepAliveIsMilliseconds) {
+  EXPECT_EQ(ollama_keep_alive_ms("5m"), 300'000);
+  EXPECT_EQ(ollama_keep_alive_ms("1h30m"), 5'400'000);
+  EXPECT_EQ(ollama_keep_alive_ms("300ms"), 300);
+  EXPECT_EQ(ollama_keep_alive_ms("1.5s"), 1'500);
+  EXPECT_EQ(ollama_keep_alive_ms("0"), 0);
+  EXPECT_EQ(ollama_keep_alive_ms("300"), 300'000);  // a bare number: seconds
+  EXPECT_EQ(ollama_keep_alive_ms(json(60)), 60'000);
+  EXPECT_EQ(ollama_keep_alive_ms(json(0)), 0);
+  EXPECT_EQ(ollama_keep_alive_ms(json(-1)), kKeepAliveForever);
+  EXPECT_EQ(ollama_keep_alive_ms("-1m"), kKeepAliveForever);
+  EXPECT_EQ(ollama_keep_alive_ms("-1"), kKeepAliveForever);
+  EXPECT_EQ(ollama_keep_alive_ms("100000h"), kKeepAliveForever);
+  for (const char* bad : {"", "soon", "5x", "m", "5m3", "--1", "1e9"}) EXPECT_FALSE(ollama_keep_alive_ms(bad)) << bad;
+  EXPECT_FALSE(ollama_keep_alive_ms(json::array()));
+  EXPECT_EQ(chat_ok({{"model", "m"}, {"messages", kHello}, {"keep_alive", "10m"}}).keep_alive_ms, 600'000);
+}
+
 TEST(OllamaJson, FormatJsonOrASchemaCompilesAGrammar) {
   EXPECT_FALSE(chat_ok({{"model", "m"}, {"messages", kHello}}).chat.grammar);
   EXPECT_FALSE(chat_ok({{"model", "m"}, {"messages", kHello}, {"format", ""}}).chat.grammar);

@@ -280,9 +280,10 @@ std::optional<HttpResponse> ModelRouter::handle_ollama_listing(const HttpRequest
   const auto facts = [this](size_t i, const std::string& id) {
     const ModelSpec& spec = host_.specs()[i];
     const ModelHost::ModelStatus st = host_.status(i);
-    const double keep_alive_s = host_.config().keep_alive.count() / 1000.0;
     OllamaModelFacts f{id, spec.cost.weights_bytes, spec.n_ctx, st.state == ModelState::kLoaded, -1};
-    if (keep_alive_s > 0) f.expires_in_s = std::max(0.0, keep_alive_s - std::max(0.0, st.idle_seconds));
+    if (st.keep_alive_seconds >= 0) {
+      f.expires_in_s = std::max(0.0, st.keep_alive_seconds - std::max(0.0, st.idle_seconds));
+    }
     return f;
   };
   const auto listing = [&](bool ps) {
@@ -338,19 +339,28 @@ std::optional<HttpResponse> ModelRouter::handle_ollama_listing(const HttpRequest
 HttpResponse ModelRouter::handle_use(const HttpRequest& req) {
   if (draining_) return error_response(req, ApiError{503, "the server is shutting down", "server_error", {}, {}});
   std::string name;
+  std::optional<int64_t> keep_alive_ms;  // Ollama's keep_alive: the model's keep-alive from now on
   if (req.method == "POST") {
     // A body that is no JSON gets the error every model's route would give, without loading a model for it.
     auto body = parse_json_body(req.body);
     if (!body) return error_response(req, api_error(body.error()));
     name = model_field(*body);
     // Ollama's clients name models with a tag ("qwen3:latest"); /api/tags lists them so.
-    if (is_ollama_path(req.path)) name = strip_latest_tag(name);
+    if (is_ollama_path(req.path)) {
+      name = strip_latest_tag(name);
+      if (body->is_object() && body->contains("keep_alive")) keep_alive_ms = ollama_keep_alive_ms((*body)["keep_alive"]);
+    }
   }
   if (auto q = req.param("model"); name.empty() && q) name = std::string(*q);
   auto index = resolve(name);
   if (!index) return error_response(req, index.error());
   auto lease = host_.acquire(*index);
   if (!lease) return error_response(req, lease.error());
+  if (keep_alive_ms) {
+    host_.set_keep_alive(*index, *keep_alive_ms == kKeepAliveForever
+                                     ? ModelBudget::kKeepForever
+                                     : ModelBudget::Clock::duration(std::chrono::milliseconds(*keep_alive_ms)));
+  }
   // The lease ends when this returns; a generation the route started keeps the model busy (num_in_flight) until
   // its last byte.
   return lease->http().handle(req);

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
 #include <ctime>
 #include <limits>
 #include <memory>
@@ -186,19 +188,47 @@ std::optional<ApiError> read_format(const json& body, CompletionRequest& c) {
   return std::nullopt;
 }
 
-// keep_alive: a duration string ("5m", "1h30m", "-1", "0") or a number of seconds. Validated only: the server's
-// --keep-alive decides when a model unloads.
-std::optional<ApiError> read_keep_alive(const json& body) {
-  if (!present(body, "keep_alive")) return std::nullopt;
-  const json& k = body.at("keep_alive");
-  if (k.is_number()) return std::nullopt;
-  if (k.is_string()) {
-    const std::string s = k.get<std::string>();
-    bool ok = !s.empty() && s.size() <= 32;
-    for (char ch : s) ok &= (ch >= '0' && ch <= '9') || std::string_view(".-hmsun").find(ch) != std::string_view::npos;
-    if (ok) return std::nullopt;
+// A Go duration ("1h30m", "300ms", "-5m", "0") or a bare number of seconds ("300", "-1"): milliseconds, or nullopt
+// when it does not parse.
+std::optional<double> parse_duration_ms(std::string_view s) {
+  if (s.empty() || s.size() > 32) return std::nullopt;
+  const bool negative = s.front() == '-';
+  if (negative || s.front() == '+') s.remove_prefix(1);
+  if (s.empty()) return std::nullopt;
+  const bool bare = s.find_first_not_of("0123456789.") == std::string_view::npos;
+  double total = 0;
+  while (!s.empty()) {
+    const size_t digits = s.find_first_not_of("0123456789.");
+    if (digits == 0) return std::nullopt;
+    const std::string number(s.substr(0, digits));
+    char* end = nullptr;
+    const double v = std::strtod(number.c_str(), &end);
+    if (end != number.c_str() + number.size()) return std::nullopt;
+    s.remove_prefix(std::min(digits, s.size()));
+    if (bare) return (negative ? -v : v) * 1000.0;
+    static const std::pair<std::string_view, double> kUnits[] = {{"ns", 1e-6}, {"us", 1e-3}, {"ms", 1.0},
+                                                                 {"s", 1e3},   {"m", 6e4},   {"h", 3.6e6}};
+    bool found = false;
+    for (const auto& [unit, scale] : kUnits) {
+      if (s.starts_with(unit) && !(unit == "m" && s.starts_with("ms"))) {
+        total += v * scale;
+        s.remove_prefix(unit.size());
+        found = true;
+        break;
+      }
+    }
+    if (!found) return std::nullopt;
   }
-  return bad("'keep_alive' must be a duration (\"5m\", \"1h\", \"-1\") or a number of seconds", "keep_alive");
+  return negative ? -total : total;
+}
+
+// keep_alive: a duration string or a number of seconds; negative: forever.
+std::optional<ApiError> read_keep_alive(const json& body, OllamaRequest& r) {
+  if (!present(body, "keep_alive")) return std::nullopt;
+  auto ms = ollama_keep_alive_ms(body.at("keep_alive"));
+  if (!ms) return bad("'keep_alive' must be a duration (\"5m\", \"1h\", \"-1\") or a number of seconds", "keep_alive");
+  r.keep_alive_ms = *ms;
+  return std::nullopt;
 }
 
 // think: false, true or a level ("low", "medium", "high": a harmony model's reasoning_effort).
@@ -228,7 +258,7 @@ std::optional<ApiError> read_common(const json& body, OllamaRequest& r) {
   r.chat.top_p = kOllamaDefaultTopP;
   if (auto e = read_bool(body, "stream", r.chat.stream)) return e;
   if (auto e = read_format(body, r.chat)) return e;
-  if (auto e = read_keep_alive(body)) return e;
+  if (auto e = read_keep_alive(body, r)) return e;
   if (auto e = read_think(body, r)) return e;
   if (auto e = read_options(body, r)) return e;
   if (auto e = read_string(body, "cache_salt", r.chat.cache_salt)) return e;
@@ -407,6 +437,15 @@ ApiResult<std::string> parse_ollama_show(std::string_view body) {
     }
   }
   return invalid_request("'model' is required", "model", "missing_required_parameter");
+}
+
+std::optional<int64_t> ollama_keep_alive_ms(const json& value) {
+  std::optional<double> ms;
+  if (value.is_number()) ms = value.get<double>() * 1000.0;
+  if (value.is_string()) ms = parse_duration_ms(value.get<std::string>());
+  if (!ms || std::isnan(*ms)) return std::nullopt;
+  if (*ms < 0 || *ms > kMaxKeepAliveMs) return kKeepAliveForever;
+  return static_cast<int64_t>(*ms);
 }
 
 std::string ollama_model_name(const std::string& id) {

@@ -12,7 +12,9 @@
 //   refused    (400 naming it) images, suffix, template, logprobs, top_logprobs, image generation (width, height,
 //              steps), think on a model without reasoning, options min_p, repeat_penalty, mirostat, tfs_z,
 //              typical_p away from their neutral values (the engine has no such sampler stage), unknown fields
-//   accepted, no effect (documented): keep_alive (validated; the server's --keep-alive decides unloading), the
+//   keep_alive  with several models, the model's keep-alive from this request on (the router applies it); with one
+//               model validated only (it stays loaded, as --keep-alive)
+//   accepted, no effect (documented): the
 //              runtime options num_thread, num_gpu, main_gpu, num_batch, numa, low_vram, f16_kv, use_mmap,
 //              use_mlock, vocab_only, logits_all, embedding_only (server-wide settings), num_keep (no context
 //              shifting: a prompt over num_ctx is a 400), repeat_last_n, mirostat_tau, mirostat_eta (they only
@@ -50,7 +52,14 @@ struct OllamaRequest {
   std::vector<int32_t> context;   // /api/generate's context: ids of an earlier exchange, put before the prompt
   bool load_only = false;         // /api/generate without prompt (nor context): Ollama's "load the model" call
   bool think = false;             // think true (or a level): a harmony model's reasoning comes back as "thinking"
+  std::optional<int64_t> keep_alive_ms;  // keep_alive (kKeepAliveForever: negative, "keep it loaded")
 };
+
+// keep_alive as milliseconds: a Go duration string ("5m", "1h30m", "300ms", "0"), a bare number of seconds (as a
+// number or a string); negative (or beyond kMaxKeepAliveMs): kKeepAliveForever. nullopt: not a duration.
+inline constexpr int64_t kKeepAliveForever = -1;
+inline constexpr int64_t kMaxKeepAliveMs = int64_t{10} * 365 * 24 * 3600 * 1000;
+[[nodiscard]] std::optional<int64_t> ollama_keep_alive_ms(const nlohmann::json& value);
 
 // Parse (parse_json_body) and validate a body. Errors are 400s whose message names the field (options.min_p, ...).
 [[nodiscard]] ApiResult<OllamaRequest> parse_ollama_chat(std::string_view body);
