@@ -216,6 +216,37 @@ test('tools, assistant tool_calls and tool results go through the template', asy
   assert.equal(typeof r.message.content, 'string');
 });
 
+test('an answer in the tool-call format comes back as message.tool_calls, whole and streamed', async () => {
+  // stories260K never calls a tool by itself; a format schema makes it write one in the fallback format's JSON.
+  const tools = [{ type: 'function', function: { name: 'lights_on', parameters: { type: 'object', properties: { room: { type: 'string' } } } } }];
+  const format = {
+    type: 'object',
+    properties: {
+      name: { const: 'lights_on' },
+      arguments: { type: 'object', properties: { room: { type: 'string', maxLength: 8 } }, required: ['room'], additionalProperties: false },
+    },
+    required: ['name', 'arguments'],
+    additionalProperties: false,
+  };
+  const body = { model: MODEL_ID, tools, format, messages: [{ role: 'user', content: 'Light the kitchen.' }], options: { temperature: 0, num_predict: 60 } };
+  const whole = await ollama.chat({ ...body, stream: false });
+  assert.equal(whole.message.tool_calls.length, 1, JSON.stringify(whole.message));
+  assert.equal(whole.message.tool_calls[0].function.name, 'lights_on');
+  assert.equal(typeof whole.message.tool_calls[0].function.arguments.room, 'string');
+  assert.equal(whole.message.content, '');
+  let content = '';
+  const calls = [];
+  let last;
+  for await (const part of await ollama.chat({ ...body, stream: true })) {
+    content += part.message.content;
+    calls.push(...(part.message.tool_calls ?? []));
+    last = part;
+  }
+  assert.equal(content, '');
+  assert.deepEqual(calls, whole.message.tool_calls);
+  assert.equal(last.done, true);
+});
+
 test('a load-only request answers done_reason "load"', async () => {
   const r = await post('/api/generate', { model: MODEL_ID });
   assert.equal(r.status, 200);

@@ -126,16 +126,15 @@ class OllamaGeneration : public Generation, public std::enable_shared_from_this<
     if (request_.generate) {
       for (TokenId t : out.tokens) f.context.push_back(t.value);
     }
-    if (harmony_) {
+    if (harmony_ && request_.chat.stream) {
       HarmonyDelta rest = harmony_->finish();
+      send(rest.content, request_.think ? rest.reasoning : std::string(), chunk);
       f.calls = harmony_tool_calls(request_.chat, harmony_->calls(), out.finish_reason);
-      if (request_.chat.stream) {
-        send(rest.content, request_.think ? rest.reasoning : std::string(), chunk);
-      } else {
-        HarmonyAnswer whole = parse_harmony(text_);
-        f.text = std::move(whole.content);
-        if (request_.think) f.thinking = std::move(whole.reasoning);
-      }
+    } else if (harmony_) {
+      HarmonyAnswer whole = parse_harmony(text_);
+      f.text = std::move(whole.content);
+      if (request_.think) f.thinking = std::move(whole.reasoning);
+      f.calls = harmony_tool_calls(request_.chat, whole.calls, out.finish_reason);
     } else if (!request_.chat.stream) {
       split_calls(std::move(text_), out.finish_reason, f);
     } else if (tools_) {
