@@ -322,7 +322,8 @@ std::optional<ApiError> read_messages(const json& body, CompletionRequest& c) {
       return bad(fmt::format("'{}.content' must be a string", param), param + ".content");
     }
     if (auto e = refuse_images(m, param + ".images")) return e;
-    if (auto e = check_known_fields(m, {"role", "content", "images", "tool_calls", "tool_name", "thinking"})) {
+    if (auto e = check_known_fields(m, {"role", "content", "images", "tool_calls", "tool_name", "tool_call_id",
+                                        "thinking"})) {
       e->message = param + ": " + e->message;
       e->param = param + "." + e->param;
       return e;
@@ -330,6 +331,10 @@ std::optional<ApiError> read_messages(const json& body, CompletionRequest& c) {
     json normalized = {{"role", role}, {"content", content.is_null() ? json("") : content}};
     if (m.contains("tool_calls")) normalized["tool_calls"] = m["tool_calls"];
     if (auto e = read_tool_calls(normalized, param)) return e;
+    if (present(m, "tool_call_id")) {
+      if (!m["tool_call_id"].is_string()) return bad(fmt::format("'{}.tool_call_id' must be a string", param), param);
+      normalized["tool_call_id"] = m["tool_call_id"];  // OpenAI's name for it, which some templates print
+    }
     if (present(m, "tool_name")) {
       if (!m["tool_name"].is_string()) return bad(fmt::format("'{}.tool_name' must be a string", param), param);
       normalized["name"] = m["tool_name"];  // what templates that name a result's tool read
