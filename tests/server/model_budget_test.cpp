@@ -148,8 +148,8 @@ TEST(ModelBudget, AModelsOwnKeepAliveReplacesTheDefaultUntilItUnloads) {
   load(b, a, 0);
   load(b, c, 0);
   const auto keep = std::chrono::seconds(30);
-  b.set_keep_alive(a, std::chrono::seconds(0));         // Ollama's keep_alive 0: unload once idle
-  b.set_keep_alive(c, ModelBudget::kKeepForever);       // keep_alive -1: never for time alone
+  b.set_keep_alive(a, std::chrono::seconds(0));    // Ollama's keep_alive 0: unload once idle
+  b.set_keep_alive(c, ModelBudget::kKeepForever);  // keep_alive -1: never for time alone
   EXPECT_EQ(b.expired(at(0), keep, kNoneBusy), (std::vector<size_t>{a}));
   EXPECT_EQ(b.next_expiry(keep, kNoneBusy), at(0));
   EXPECT_EQ(b.expired(at(100000), keep, kNoneBusy), (std::vector<size_t>{a}));

@@ -98,16 +98,15 @@ TEST(OllamaJson, StagesTheEngineLacksAreRefusedAwayFromTheirNeutralValue) {
 }
 
 TEST(OllamaJson, UnknownFieldsAndOptionsAreRefusedNotIgnored) {
-  EXPECT_EQ(chat_error({{"model", "m"}, {"messages", kHello}, {"options", {{"num_gqa", 8}}}}).param,
-            "options.num_gqa");
+  EXPECT_EQ(chat_error({{"model", "m"}, {"messages", kHello}, {"options", {{"num_gqa", 8}}}}).param, "options.num_gqa");
   EXPECT_EQ(chat_error({{"model", "m"}, {"messages", kHello}, {"raw", true}}).param, "raw");  // generate's only
   EXPECT_EQ(chat_error({{"model", "m"}, {"messages", kHello}, {"options", {{"top_k", "many"}}}}).param,
             "options.top_k");
   EXPECT_EQ(chat_error({{"model", "m"}, {"messages", kHello}, {"options", 3}}).param, "options");
   EXPECT_EQ(chat_error({{"messages", kHello}}).param, "model");
-  EXPECT_EQ(chat_error({{"model", "m"}, {"messages", {{{"role", "user"}, {"content", "x"}, {"images", {"aGk="}}}}}})
-                .param,
-            "messages[0].images");
+  EXPECT_EQ(
+      chat_error({{"model", "m"}, {"messages", {{{"role", "user"}, {"content", "x"}, {"images", {"aGk="}}}}}}).param,
+      "messages[0].images");
   EXPECT_EQ(chat_error({{"model", "m"}, {"messages", {{{"role", "user"}, {"content", "x"}, {"name", "bob"}}}}}).param,
             "messages[0].name");
   EXPECT_EQ(chat_error({{"model", "m"}, {"messages", kHello}, {"logprobs", true}}).param, "logprobs");

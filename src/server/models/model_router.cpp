@@ -317,8 +317,11 @@ std::optional<HttpResponse> ModelRouter::handle_ollama_listing(const HttpRequest
     return res;
   }
   if (req.path == "/api/embed" || req.path == "/api/embeddings") {
-    return error_response(req, ApiError{501, "embeddings are not implemented: no served model is an embedding model",
-                                        "invalid_request_error", {}, "not_implemented"});
+    return error_response(req, ApiError{501,
+                                        "embeddings are not implemented: no served model is an embedding model",
+                                        "invalid_request_error",
+                                        {},
+                                        "not_implemented"});
   }
   if (req.path != "/api/show") return std::nullopt;
   if (req.method != "POST") return not_allowed();
@@ -326,8 +329,8 @@ std::optional<HttpResponse> ModelRouter::handle_ollama_listing(const HttpRequest
   if (!name) return error_response(req, name.error());
   auto index = resolve(strip_latest_tag(*name));
   if (!index) {
-    return error_response(req, ApiError{404, fmt::format("model '{}' not found", *name), "not_found_error", "model",
-                                        "model_not_found"});
+    return error_response(
+        req, ApiError{404, fmt::format("model '{}' not found", *name), "not_found_error", "model", "model_not_found"});
   }
   const std::string id = names_.contains(strip_latest_tag(*name)) ? strip_latest_tag(*name) : host_.specs()[*index].id;
   HttpResponse res;
@@ -348,7 +351,9 @@ HttpResponse ModelRouter::handle_use(const HttpRequest& req) {
     // Ollama's clients name models with a tag ("qwen3:latest"); /api/tags lists them so.
     if (is_ollama_path(req.path)) {
       name = strip_latest_tag(name);
-      if (body->is_object() && body->contains("keep_alive")) keep_alive_ms = ollama_keep_alive_ms((*body)["keep_alive"]);
+      if (body->is_object() && body->contains("keep_alive")) {
+        keep_alive_ms = ollama_keep_alive_ms((*body)["keep_alive"]);
+      }
     }
   }
   if (auto q = req.param("model"); name.empty() && q) name = std::string(*q);

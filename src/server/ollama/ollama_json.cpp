@@ -56,6 +56,18 @@ bool is_number_equal(const json& v, double x) {
   return v.is_number() && v.get<double>() == x;
 }
 
+bool is_false(const json& v) {
+  return v == false;
+}
+
+bool is_zero(const json& v) {
+  return v == 0;
+}
+
+bool never(const json&) {
+  return false;
+}
+
 bool is_empty_string_or_array(const json& v) {
   return (v.is_string() && v.get<std::string>().empty()) || (v.is_array() && v.empty());
 }
@@ -86,24 +98,27 @@ struct Options {
   }
 };
 
+// The options the sampler applies.
+constexpr const char* kAppliedOptions[] = {
+    "temperature", "top_k", "top_p", "seed", "num_predict", "stop", "num_ctx", "presence_penalty", "frequency_penalty"};
+// The engine has no min-p, repeat-penalty, mirostat, tail-free or typical sampling: only their neutral values.
+constexpr std::pair<const char*, double> kNeutralOnlyOptions[] = {
+    {"min_p", 0.0}, {"repeat_penalty", 1.0}, {"mirostat", 0.0}, {"tfs_z", 1.0}, {"typical_p", 1.0}};
 // The options Hearth accepts without applying them: they place or size the computation (server-wide settings
 // here), or tune a stage that is refused away from its neutral value. Any value of the right kind.
-constexpr const char* kNoEffectOptions[] = {"num_thread", "num_gpu",   "main_gpu",       "num_batch",
-                                            "numa",       "low_vram",  "f16_kv",         "use_mmap",
-                                            "use_mlock",  "vocab_only", "logits_all",    "embedding_only",
-                                            "num_keep",   "repeat_last_n", "mirostat_tau", "mirostat_eta",
-                                            "penalize_newline"};
+constexpr const char* kNoEffectOptions[] = {
+    "num_thread",   "num_gpu",      "main_gpu",        "num_batch",  "numa",           "low_vram", "f16_kv",
+    "use_mmap",     "use_mlock",    "vocab_only",      "logits_all", "embedding_only", "num_keep", "repeat_last_n",
+    "mirostat_tau", "mirostat_eta", "penalize_newline"};
 
 std::optional<ApiError> read_options(const json& body, OllamaRequest& r) {
   if (!present(body, "options")) return std::nullopt;
   const json& o = body.at("options");
   if (!o.is_object()) return bad("'options' must be an object", "options");
-  static const char* const kApplied[] = {"temperature", "top_k", "top_p", "seed", "num_predict", "stop", "num_ctx",
-                                         "presence_penalty", "frequency_penalty", "min_p", "repeat_penalty",
-                                         "mirostat", "tfs_z", "typical_p"};
   for (const auto& [key, value] : o.items()) {
     bool known = false;
-    for (const char* k : kApplied) known |= key == k;
+    for (const char* k : kAppliedOptions) known |= key == k;
+    for (const auto& [k, neutral] : kNeutralOnlyOptions) known |= key == k;
     for (const char* k : kNoEffectOptions) known |= key == k;
     if (!known) {
       return invalid_request(fmt::format("'options.{}' is not an option this server knows", key), "options." + key,
@@ -113,21 +128,14 @@ std::optional<ApiError> read_options(const json& body, OllamaRequest& r) {
       return bad(fmt::format("'options.{}' must be a number or a boolean", key), "options." + key);
     }
   }
-  // The engine has no min-p, repeat-penalty, mirostat, tail-free or typical sampling: only their neutral values.
-  const char* kNoStage = "the engine has no such sampler stage (only its neutral value is accepted)";
-  if (auto e = refuse_unless(o, "min_p", "options.min_p", [](const json& v) { return is_number_equal(v, 0); }, kNoStage))
-    return e;
-  if (auto e = refuse_unless(o, "repeat_penalty", "options.repeat_penalty",
-                             [](const json& v) { return is_number_equal(v, 1); }, kNoStage))
-    return e;
-  if (auto e = refuse_unless(o, "mirostat", "options.mirostat", [](const json& v) { return is_number_equal(v, 0); },
-                             kNoStage))
-    return e;
-  if (auto e = refuse_unless(o, "tfs_z", "options.tfs_z", [](const json& v) { return is_number_equal(v, 1); }, kNoStage))
-    return e;
-  if (auto e = refuse_unless(o, "typical_p", "options.typical_p", [](const json& v) { return is_number_equal(v, 1); },
-                             kNoStage))
-    return e;
+  for (const auto& [key, neutral] : kNeutralOnlyOptions) {
+    if (present(o, key) && !is_number_equal(o.at(key), neutral)) {
+      return invalid_request(
+          fmt::format("'options.{}' is not supported: the engine has no such sampler stage (only {} is accepted)", key,
+                      neutral),
+          std::string("options.") + key, "unsupported_parameter");
+    }
+  }
 
   const Options opt{o};
   CompletionRequest& c = r.chat;
@@ -143,8 +151,10 @@ std::optional<ApiError> read_options(const json& body, OllamaRequest& r) {
   v.reset();
   // -1: until the context is full (Ollama's "infinite"), -2: fill the context; both are the server's default.
   if (auto e = opt.integer("num_predict", -2, kMaxInt, v)) return e;
-  if (v && *v == 0) return bad("'options.num_predict' must be at least 1 (or -1, -2: until the context is full)",
-                               "options.num_predict");
+  if (v && *v == 0) {
+    return bad("'options.num_predict' must be at least 1 (or -1, -2: until the context is full)",
+               "options.num_predict");
+  }
   if (v && *v > 0) c.max_tokens = static_cast<int32_t>(*v);
   v.reset();
   if (auto e = opt.integer("num_ctx", 1, kMaxInt, v)) return e;
@@ -164,8 +174,7 @@ std::optional<ApiError> read_options(const json& body, OllamaRequest& r) {
         if (!x.get<std::string>().empty()) c.stop.push_back(x.get<std::string>());
       }
     } else {
-      return bad(fmt::format("'options.stop' must be an array of at most {} strings", kMaxStopStrings),
-                 "options.stop");
+      return bad(fmt::format("'options.stop' must be an array of at most {} strings", kMaxStopStrings), "options.stop");
     }
     if (auto e = check_stop_lengths(c.stop, "options.stop")) return e;
   }
@@ -264,10 +273,8 @@ std::optional<ApiError> read_common(const json& body, OllamaRequest& r) {
   if (auto e = read_string(body, "cache_salt", r.chat.cache_salt)) return e;
   if (auto e = read_bool(body, "cache_prompt", r.chat.use_cache)) return e;
   const char* kNoLogprobs = "token logprobs are not implemented on the Ollama routes (the OpenAI routes have them)";
-  if (auto e = refuse_unless(body, "logprobs", "logprobs", [](const json& v) { return v == false; }, kNoLogprobs))
-    return e;
-  if (auto e = refuse_unless(body, "top_logprobs", "top_logprobs", [](const json& v) { return v == 0; }, kNoLogprobs))
-    return e;
+  if (auto e = refuse_unless(body, "logprobs", "logprobs", is_false, kNoLogprobs)) return e;
+  if (auto e = refuse_unless(body, "top_logprobs", "top_logprobs", is_zero, kNoLogprobs)) return e;
   return std::nullopt;
 }
 
@@ -322,8 +329,8 @@ std::optional<ApiError> read_messages(const json& body, CompletionRequest& c) {
       return bad(fmt::format("'{}.content' must be a string", param), param + ".content");
     }
     if (auto e = refuse_images(m, param + ".images")) return e;
-    if (auto e = check_known_fields(m, {"role", "content", "images", "tool_calls", "tool_name", "tool_call_id",
-                                        "thinking"})) {
+    if (auto e = check_known_fields(
+            m, {"role", "content", "images", "tool_calls", "tool_name", "tool_call_id", "thinking"})) {
       e->message = param + ": " + e->message;
       e->param = param + "." + e->param;
       return e;
@@ -369,23 +376,21 @@ ApiResult<OllamaRequest> validate_ollama_chat(const json& body) {
 
 ApiResult<OllamaRequest> validate_ollama_generate(const json& body) {
   if (!body.is_object()) return invalid_request("the request body must be a JSON object", {}, "invalid_json");
-  if (auto e = check_known_fields(body, {"model", "prompt", "suffix", "system", "template", "context", "stream", "raw",
-                                         "format", "images", "keep_alive", "think", "logprobs", "top_logprobs",
-                                         "width", "height", "steps", "options", "cache_salt", "cache_prompt"})) {
+  if (auto e = check_known_fields(
+          body, {"model", "prompt", "suffix", "system",     "template",   "context",     "stream",
+                 "raw",   "format", "images", "keep_alive", "think",      "logprobs",    "top_logprobs",
+                 "width", "height", "steps",  "options",    "cache_salt", "cache_prompt"})) {
     return *e;
   }
   OllamaRequest r;
   r.generate = true;
-  if (auto e = refuse_unless(body, "suffix", "suffix", is_empty_string_or_array,
-                             "fill-in-the-middle is not implemented"))
-    return *e;
-  if (auto e = refuse_unless(body, "template", "template", is_empty_string_or_array,
-                             "the model's own chat template is always used (or none with raw: true)"))
-    return *e;
+  constexpr const char* kNoTemplate = "the model's own chat template is always used (or none with raw: true)";
+  constexpr const char* kNoSuffix = "fill-in-the-middle is not implemented";
+  if (auto e = refuse_unless(body, "suffix", "suffix", is_empty_string_or_array, kNoSuffix)) return *e;
+  if (auto e = refuse_unless(body, "template", "template", is_empty_string_or_array, kNoTemplate)) return *e;
   if (auto e = refuse_images(body, "images")) return *e;
   for (const char* key : {"width", "height", "steps"}) {
-    if (auto e = refuse_unless(body, key, key, [](const json&) { return false; }, "image generation is not implemented"))
-      return *e;
+    if (auto e = refuse_unless(body, key, key, never, "image generation is not implemented")) return *e;
   }
   std::string prompt;
   std::string system;
@@ -403,7 +408,8 @@ ApiResult<OllamaRequest> validate_ollama_generate(const json& body) {
       r.context.push_back(static_cast<int32_t>(t.get<int64_t>()));
     }
   }
-  if (raw && !system.empty()) return bad("'system' cannot be combined with raw: true (no template is applied)", "system");
+  if (raw && !system.empty())
+    return bad("'system' cannot be combined with raw: true (no template is applied)", "system");
   r.load_only = prompt.empty() && r.context.empty();
   if (raw) {
     r.chat.endpoint = Endpoint::kCompletion;
@@ -536,7 +542,7 @@ namespace {
 
 json details_json() {
   // The architecture and quantization are facts of the GGUF file the server layer does not read; empty here.
-  return json{{"parent_model", ""},       {"format", "gguf"},        {"family", ""},
+  return json{{"parent_model", ""},        {"format", "gguf"},     {"family", ""},
               {"families", json::array()}, {"parameter_size", ""}, {"quantization_level", ""}};
 }
 
@@ -554,12 +560,8 @@ std::string expires_at(double in_s) {
 
 json ollama_tag_json(const OllamaModelFacts& m) {
   const std::string name = ollama_model_name(m.id);
-  return json{{"name", name},
-              {"model", name},
-              {"modified_at", "1970-01-01T00:00:00Z"},
-              {"size", m.size_bytes},
-              {"digest", ""},
-              {"details", details_json()}};
+  return json{{"name", name},         {"model", name}, {"modified_at", "1970-01-01T00:00:00Z"},
+              {"size", m.size_bytes}, {"digest", ""},  {"details", details_json()}};
 }
 
 json ollama_ps_json(const OllamaModelFacts& m) {

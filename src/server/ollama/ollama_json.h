@@ -46,12 +46,12 @@ struct OllamaRequest {
   // Endpoint kChat: /api/chat's messages, or /api/generate's system + prompt as one user turn (raw: kCompletion
   // with the prompt text as it is).
   CompletionRequest chat;
-  bool generate = false;          // /api/generate (answers carry "response" and "context")
-  std::string model;              // as the client named it (echoed in every answer)
+  bool generate = false;           // /api/generate (answers carry "response" and "context")
+  std::string model;               // as the client named it (echoed in every answer)
   std::optional<int32_t> num_ctx;  // options.num_ctx: the request's context (clamped to the model's by the route)
-  std::vector<int32_t> context;   // /api/generate's context: ids of an earlier exchange, put before the prompt
-  bool load_only = false;         // /api/generate without prompt (nor context): Ollama's "load the model" call
-  bool think = false;             // think true (or a level): a harmony model's reasoning comes back as "thinking"
+  std::vector<int32_t> context;    // /api/generate's context: ids of an earlier exchange, put before the prompt
+  bool load_only = false;          // /api/generate without prompt (nor context): Ollama's "load the model" call
+  bool think = false;              // think true (or a level): a harmony model's reasoning comes back as "thinking"
   std::optional<int64_t> keep_alive_ms;  // keep_alive (kKeepAliveForever: negative, "keep it loaded")
 };
 

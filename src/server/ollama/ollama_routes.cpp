@@ -255,8 +255,8 @@ HttpResponse handle_generation(ServerContext& context, const HttpRequest& req, b
   auto built = build_prompt(context, request);
   if (!built) return ollama_error_response(context, built.error());
   ServerContext::BuiltPrompt& prompt = *built;
-  if (auto error = fit_context(request, context.loop().info().n_ctx, static_cast<int32_t>(prompt.tokens.size()),
-                               request.chat)) {
+  if (auto error =
+          fit_context(request, context.loop().info().n_ctx, static_cast<int32_t>(prompt.tokens.size()), request.chat)) {
     return ollama_error_response(context, *error);
   }
   RequestSpec spec = context.build_spec(request.chat, std::move(prompt.tokens));
@@ -297,8 +297,8 @@ HttpResponse handle_show(ServerContext& context, const HttpRequest& req) {
   if (!name) return ollama_error_response(context, name.error());
   const std::string id = strip_latest_tag(*name);
   if (!context.model_names().accepts(id)) {
-    return ollama_error_response(context, ApiError{404, fmt::format("model '{}' not found", *name),
-                                                   "not_found_error", "model", "model_not_found"});
+    return ollama_error_response(context, ApiError{404, fmt::format("model '{}' not found", *name), "not_found_error",
+                                                   "model", "model_not_found"});
   }
   const std::string& shown = context.model_names().is_listed(id) ? id : context.model_names().served;
   return ServerContext::json_response(
@@ -307,8 +307,11 @@ HttpResponse handle_show(ServerContext& context, const HttpRequest& req) {
 
 HttpResponse handle_embed(ServerContext& context) {
   return ollama_error_response(
-      context, ApiError{501, "embeddings are not implemented: this server has no embedding model loaded (/api/embed)",
-                        "invalid_request_error", {}, "not_implemented"});
+      context, ApiError{501,
+                        "embeddings are not implemented: this server has no embedding model loaded (/api/embed)",
+                        "invalid_request_error",
+                        {},
+                        "not_implemented"});
 }
 
 }  // namespace
@@ -322,7 +325,8 @@ HttpResponse ollama_error_response(ServerContext& context, const ApiError& error
 }
 
 void add_ollama_routes(Routes& routes, ServerContext& context) {
-  routes.add("POST", "/api/chat", [&context](const HttpRequest& req) { return handle_generation(context, req, false); });
+  routes.add("POST", "/api/chat",
+             [&context](const HttpRequest& req) { return handle_generation(context, req, false); });
   routes.add("POST", "/api/generate",
              [&context](const HttpRequest& req) { return handle_generation(context, req, true); });
   routes.add("GET", "/api/tags", [&context](const HttpRequest&) { return handle_tags(context, false); });

@@ -12,7 +12,9 @@
 namespace hearth::server {
 
 // Every Ollama route is under /api/; errors there use Ollama's shape {"error": "..."}.
-[[nodiscard]] inline bool is_ollama_path(std::string_view path) { return path.starts_with("/api/"); }
+[[nodiscard]] inline bool is_ollama_path(std::string_view path) {
+  return path.starts_with("/api/");
+}
 
 // POST /api/chat, /api/generate, /api/show; GET /api/tags, /api/ps, /api/version; /api/embed and /api/embeddings
 // answer 501 naming what is missing (ollama_routes.cpp).
