@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { Ollama } from 'ollama';
-import { MODEL, MODEL_ID, startServer, waitFor } from './helpers.mjs';
+import { MODEL, MODEL_ID, metrics, startServer, waitFor } from './helpers.mjs';
 
 let server;
 let ollama;
@@ -152,6 +152,18 @@ test('a second request with the same prefix evaluates only the rest', async () =
   assert.ok(second.prompt_eval_count < first.prompt_eval_count - 40, `${second.prompt_eval_count} vs ${first.prompt_eval_count}`);
   assert.equal(total(first), first.hearth.prompt_tokens);
   assert.ok(total(second) > 0);
+});
+
+test('a conversation\'s next turn reuses the previous answer, and /metrics counts the Ollama routes', async () => {
+  const messages = [{ role: 'user', content: `Tell me about ${randomUUID()}.` }];
+  const first = await ollama.chat({ model: MODEL_ID, messages, stream: false, options: { temperature: 0, num_predict: 20 } });
+  messages.push(first.message, { role: 'user', content: 'And then?' });
+  const second = await ollama.chat({ model: MODEL_ID, messages, stream: false, options: { temperature: 0, num_predict: 4 } });
+  // Everything up to the end of the first answer is cached (the answer's own ids, through the answer memory).
+  assert.ok(second.hearth.cached_tokens >= first.hearth.prompt_tokens + first.eval_count - 2, JSON.stringify([first, second]));
+  const m = await metrics(server);
+  assert.ok(m['hearth_requests_total{endpoint="ollama_chat",finish_reason="length"}'] >= 2);
+  assert.ok(m['hearth_answer_memory_prompts_total'] >= 1);
 });
 
 test('format "json" and a JSON schema constrain the answer', async () => {

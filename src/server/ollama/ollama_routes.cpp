@@ -40,7 +40,8 @@ class OllamaGeneration : public Generation, public std::enable_shared_from_this<
   }
 
   bool parse_special = false;
-  std::string prompt_text;  // for the answer memory; empty: nothing to remember
+  std::string prompt_text;           // for the answer memory; empty: nothing to remember
+  int32_t answer_tokens_reused = 0;  // prompt ids taken from a remembered answer
 
   // NDJSON has no comment line a client would skip: no keep-alives (the transport still notices a client leaving).
   std::chrono::milliseconds keep_alive_interval() const override { return std::chrono::milliseconds(0); }
@@ -98,10 +99,12 @@ class OllamaGeneration : public Generation, public std::enable_shared_from_this<
     if (out.error) return;
     if (!prompt_text.empty()) context_.remember_answer(request_.chat.cache_salt, parse_special, prompt_text, out);
     Metrics& metrics = context_.metrics();
+    if (answer_tokens_reused > 0) metrics.record_answer_tokens_reused(answer_tokens_reused);
     const std::string reuse_stop = out.usage.reuse.reason ? reuse_stop_name(*out.usage.reuse.reason) : "";
     if (!reuse_stop.empty()) metrics.record_reuse_stop(reuse_stop);
     metrics.record_tenant(request_.chat.cache_salt, out.usage.prompt_tokens, out.usage.cached_tokens,
                           out.usage.completion_tokens, reuse_stop);
+    context_.history().record_ttft(context_.seconds_since_start(), out.usage.ttft_ms / 1000.0);  // the dashboard's
     metrics.record_request(request_.generate ? "ollama_generate" : "ollama_chat", finish_reason_text(out.finish_reason),
                            out.usage.ttft_ms / 1000.0, out.usage.total_ms / 1000.0);
   }
@@ -265,6 +268,7 @@ HttpResponse handle_generation(ServerContext& context, const HttpRequest& req, b
   if (!handle) return ollama_error_response(context, api_error(handle.error(), request.chat.endpoint));
   const bool remember = request.chat.use_cache && context.answers().max_entries() > 0 && !prompt.text.empty();
   auto gen = std::make_shared<OllamaGeneration>(context, std::move(request), std::move(*handle));
+  gen->answer_tokens_reused = prompt.answer_tokens;
   if (remember) {
     gen->parse_special = prompt.parse_special;
     gen->prompt_text = std::move(prompt.text);
