@@ -307,6 +307,13 @@ test('bad bodies are 400s in Ollama\'s shape, naming the field', async () => {
   const unknown = await fetch(`${server.baseURL}/api/pull`, { method: 'POST', body: '{}' });
   assert.equal(unknown.status, 404);
   assert.ok((await unknown.json()).error);
+  const wrongMethod = await fetch(`${server.baseURL}/api/chat`);
+  assert.equal(wrongMethod.status, 405);
+  assert.match((await wrongMethod.json()).error, /GET/);
+  // Every body crossing the socket is bounded: over --max-body-bytes (4 MiB) is a 413, still in Ollama's shape.
+  const huge = await post('/api/chat', JSON.stringify({ model: MODEL_ID, messages: [{ role: 'user', content: 'x'.repeat(5 << 20) }] }));
+  assert.equal(huge.status, 413);
+  assert.deepEqual(Object.keys(huge.body), ['error']);
 });
 
 test('/api/embed is a 501 naming embeddings, not a 404', async () => {
@@ -328,6 +335,9 @@ test('with --api-key the Ollama routes take Authorization: Bearer', async () => 
   try {
     const bad = new Ollama({ host: keyed.baseURL });
     await assert.rejects(bad.list(), (e) => e.status_code === 401);
+    const refused = await fetch(`${keyed.baseURL}/api/tags`, { headers: { Authorization: 'Bearer wrong' } });
+    assert.equal(refused.status, 401);
+    assert.deepEqual(Object.keys(await refused.json()), ['error']);
     const good = new Ollama({ host: keyed.baseURL, headers: { Authorization: 'Bearer sekret' } });
     assert.equal((await good.list()).models.length, 1);
     const r = await good.generate({ model: MODEL_ID, prompt: 'Once', raw: true, stream: false, options: { num_predict: 2 } });
