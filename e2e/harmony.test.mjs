@@ -147,3 +147,28 @@ test("Anthropic's Messages route answers too", async () => {
   assert.equal(body.content[0].type, 'text');
   assert.equal(typeof body.content[0].text, 'string');
 });
+
+test('the Ollama routes: think (and a level) accepted, whole and streamed answers in the same shape', async () => {
+  const body = {
+    model: 'x',
+    messages: [{ role: 'user', content: 'What is the weather in Paris?' }],
+    tools: TOOLS,
+    think: 'high',
+    options: { temperature: 0, num_predict: 12 },
+  };
+  const post = (b) =>
+    fetch(`${server.baseURL}/api/chat`, { method: 'POST', body: JSON.stringify(b) }).then(async (r) => ({ status: r.status, text: await r.text() }));
+  const whole = await post({ ...body, stream: false });
+  assert.equal(whole.status, 200, whole.text);
+  const w = JSON.parse(whole.text);
+  assert.equal(w.done, true);
+  assert.equal(w.eval_count, 12);
+  assert.equal(typeof w.message.content, 'string');
+  const streamed = await post({ ...body, stream: true });
+  assert.equal(streamed.status, 200);
+  const lines = streamed.text.split('\n').filter((l) => l !== '').map((l) => JSON.parse(l));
+  assert.equal(lines.at(-1).done, true);
+  const joined = (k) => lines.map((l) => l.message[k] ?? '').join('');
+  assert.equal(joined('content'), w.message.content);
+  assert.equal(joined('thinking'), w.message.thinking ?? '');
+});
