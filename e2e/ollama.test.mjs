@@ -82,6 +82,29 @@ test('generate (raw) equals /v1/completions greedy, whole and streamed', async (
   assert.equal(last.eval_count, 24);
 });
 
+test('repeat_penalty, repeat_last_n and min_p are applied, as on the OpenAI route', async () => {
+  const prompt = 'Once upon a time';
+  const LONGER = { ...GREEDY, num_predict: 48 };
+  const plain = await ollama.generate({ model: MODEL_ID, prompt, raw: true, stream: false, options: LONGER });
+  const options = { ...LONGER, repeat_penalty: 1.5, repeat_last_n: 64, min_p: 0.05 };
+  const penalized = await ollama.generate({ model: MODEL_ID, prompt, raw: true, stream: false, options });
+  // stories260K's greedy story comes back to "play" and "She" within 48 tokens; a penalty of 1.5 changes it.
+  assert.notEqual(penalized.response, plain.response);
+  const ref = await openai.completions.create({
+    model: MODEL_ID,
+    prompt,
+    max_tokens: 48,
+    temperature: 0,
+    repeat_penalty: 1.5,
+    repeat_last_n: 64,
+    min_p: 0.05,
+  });
+  assert.equal(penalized.response, ref.choices[0].text);
+  // A window of 0 turns the penalty off.
+  const off = await ollama.generate({ model: MODEL_ID, prompt, raw: true, stream: false, options: { ...options, repeat_last_n: 0 } });
+  assert.equal(off.response, plain.response);
+});
+
 test('generate through the template equals the OpenAI chat route for one user message', async () => {
   const prompt = 'Tell me about a dog.';
   const gen = await ollama.generate({ model: MODEL_ID, prompt, stream: false, options: GREEDY });
@@ -269,8 +292,9 @@ test('a load-only request answers done_reason "load"', async () => {
 test('bad bodies are 400s in Ollama\'s shape, naming the field', async () => {
   const cases = [
     ['{"model": ', /JSON/],
-    [{ model: MODEL_ID, messages: [{ role: 'user', content: 'x' }], options: { min_p: 0.05 } }, /options\.min_p/],
-    [{ model: MODEL_ID, messages: [{ role: 'user', content: 'x' }], options: { repeat_penalty: 1.1 } }, /options\.repeat_penalty/],
+    [{ model: MODEL_ID, messages: [{ role: 'user', content: 'x' }], options: { min_p: 1.5 } }, /options\.min_p/],
+    [{ model: MODEL_ID, messages: [{ role: 'user', content: 'x' }], options: { repeat_penalty: 0 } }, /options\.repeat_penalty/],
+    [{ model: MODEL_ID, messages: [{ role: 'user', content: 'x' }], options: { tfs_z: 0.9 } }, /options\.tfs_z/],
     [{ model: MODEL_ID, messages: [{ role: 'user', content: 'x' }], options: { mirostat: 2 } }, /options\.mirostat/],
     [{ model: MODEL_ID, messages: [{ role: 'user', content: 'x' }], options: { no_such: 1 } }, /options\.no_such/],
     [{ model: MODEL_ID, messages: [{ role: 'user', content: 'x', images: ['aGk='] }] }, /images/],
@@ -301,8 +325,8 @@ test('bad bodies are 400s in Ollama\'s shape, naming the field', async () => {
     assert.match(r.body.error, pattern);
   }
   await assert.rejects(
-    ollama.chat({ model: MODEL_ID, messages: [{ role: 'user', content: 'x' }], options: { min_p: 0.1 } }),
-    (e) => e.status_code === 400 && /min_p/.test(e.message),
+    ollama.chat({ model: MODEL_ID, messages: [{ role: 'user', content: 'x' }], options: { typical_p: 0.5 } }),
+    (e) => e.status_code === 400 && /typical_p/.test(e.message),
   );
   const unknown = await fetch(`${server.baseURL}/api/pull`, { method: 'POST', body: '{}' });
   assert.equal(unknown.status, 404);

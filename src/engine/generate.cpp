@@ -44,7 +44,7 @@ Result<GenerateResult> generate(Model& model, const Tokenizer& tokenizer, std::s
   std::vector<BlockId> block_table;
   for (int32_t b = 0; b < n_blocks; ++b) block_table.push_back(BlockId{b});
 
-  Sampler sampler(options.sampling);
+  Sampler sampler(options.sampling, result.prompt_tokens);
   IncrementalDecoder decoder(tokenizer);
   // The decoder sees the prompt first, so the first generated piece keeps its leading space and a UTF-8
   // character split across the prompt/output boundary is still completed correctly.

@@ -71,7 +71,7 @@ class OutputProcessor {
   struct Sequence {
     Sequence(const Tokenizer& tokenizer, const RequestSpec& spec)
         : decoder(tokenizer, DecodeOptions{.render_special = spec.render_special_tokens}),
-          sampler(spec.sampling),
+          sampler(spec.sampling, spec.prompt),
           stop(spec.stop),
           top_logprobs(spec.top_logprobs),
           grammar(spec.grammar) {

@@ -59,10 +59,10 @@ TEST(OllamaJson, OptionsMapOntoTheSampler) {
                                      {"num_ctx", 2048},
                                      {"presence_penalty", 0.5},
                                      {"frequency_penalty", -0.5},
-                                     {"min_p", 0.0},
-                                     {"repeat_penalty", 1.0},
+                                     {"min_p", 0.05},
+                                     {"repeat_penalty", 1.1},
                                      {"num_thread", 8},
-                                     {"repeat_last_n", 64}}}});
+                                     {"repeat_last_n", 32}}}});
   EXPECT_FALSE(r.chat.stream);
   EXPECT_FLOAT_EQ(r.chat.temperature, 0.0f);
   EXPECT_EQ(r.chat.top_k, 5);
@@ -73,6 +73,9 @@ TEST(OllamaJson, OptionsMapOntoTheSampler) {
   EXPECT_EQ(r.num_ctx, 2048);
   EXPECT_FLOAT_EQ(r.chat.presence_penalty, 0.5f);
   EXPECT_FLOAT_EQ(r.chat.frequency_penalty, -0.5f);
+  EXPECT_FLOAT_EQ(r.chat.min_p, 0.05f);
+  EXPECT_FLOAT_EQ(r.chat.repeat_penalty, 1.1f);
+  EXPECT_EQ(r.chat.repeat_last_n, 32);
 }
 
 TEST(OllamaJson, NumPredictMinusOneOrTwoIsUntilTheContextIsFull) {
@@ -87,14 +90,21 @@ TEST(OllamaJson, NumPredictMinusOneOrTwoIsUntilTheContextIsFull) {
 }
 
 TEST(OllamaJson, StagesTheEngineLacksAreRefusedAwayFromTheirNeutralValue) {
-  const std::pair<const char*, json> cases[] = {
-      {"min_p", 0.05}, {"repeat_penalty", 1.1}, {"mirostat", 2}, {"tfs_z", 0.9}, {"typical_p", 0.5}};
+  const std::pair<const char*, json> cases[] = {{"mirostat", 2}, {"tfs_z", 0.9}, {"typical_p", 0.5}};
   for (const auto& [key, value] : cases) {
     const ApiError e = chat_error({{"model", "m"}, {"messages", kHello}, {"options", {{key, value}}}});
     EXPECT_EQ(e.status, 400);
     EXPECT_EQ(e.param, std::string("options.") + key);
     EXPECT_NE(e.message.find(key), std::string::npos) << e.message;
   }
+}
+
+TEST(OllamaJson, RepetitionOptionsOutOfRangeNameTheOption) {
+  EXPECT_EQ(chat_error({{"model", "m"}, {"messages", kHello}, {"options", {{"min_p", 1.5}}}}).param, "options.min_p");
+  EXPECT_EQ(chat_error({{"model", "m"}, {"messages", kHello}, {"options", {{"repeat_penalty", 0}}}}).param,
+            "options.repeat_penalty");
+  EXPECT_EQ(chat_error({{"model", "m"}, {"messages", kHello}, {"options", {{"repeat_last_n", -2}}}}).param,
+            "options.repeat_last_n");
 }
 
 TEST(OllamaJson, UnknownFieldsAndOptionsAreRefusedNotIgnored) {

@@ -149,6 +149,9 @@ RequestSpec ServerContext::build_spec(const CompletionRequest& request, std::vec
   spec.sampling.top_k = request.top_k;
   spec.sampling.frequency_penalty = request.frequency_penalty;
   spec.sampling.presence_penalty = request.presence_penalty;
+  spec.sampling.min_p = request.min_p;
+  spec.sampling.repeat_penalty = request.repeat_penalty;
+  spec.sampling.repeat_last_n = request.repeat_last_n;
   spec.sampling.logit_bias = request.logit_bias;
   spec.sampling.seed = request.seed ? *request.seed : std::random_device{}();
   spec.stop = request.stop;

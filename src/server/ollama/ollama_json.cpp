@@ -99,17 +99,18 @@ struct Options {
 };
 
 // The options the sampler applies.
-constexpr const char* kAppliedOptions[] = {
-    "temperature", "top_k", "top_p", "seed", "num_predict", "stop", "num_ctx", "presence_penalty", "frequency_penalty"};
-// The engine has no min-p, repeat-penalty, mirostat, tail-free or typical sampling: only their neutral values.
+constexpr const char* kAppliedOptions[] = {"temperature",       "top_k", "top_p",          "seed",
+                                           "num_predict",       "stop",  "num_ctx",        "presence_penalty",
+                                           "frequency_penalty", "min_p", "repeat_penalty", "repeat_last_n"};
+// The engine has no mirostat, tail-free or typical sampling: only their neutral values.
 constexpr std::pair<const char*, double> kNeutralOnlyOptions[] = {
-    {"min_p", 0.0}, {"repeat_penalty", 1.0}, {"mirostat", 0.0}, {"tfs_z", 1.0}, {"typical_p", 1.0}};
+    {"mirostat", 0.0}, {"tfs_z", 1.0}, {"typical_p", 1.0}};
 // The options Hearth accepts without applying them: they place or size the computation (server-wide settings
 // here), or tune a stage that is refused away from its neutral value. Any value of the right kind.
-constexpr const char* kNoEffectOptions[] = {
-    "num_thread",   "num_gpu",      "main_gpu",        "num_batch",  "numa",           "low_vram", "f16_kv",
-    "use_mmap",     "use_mlock",    "vocab_only",      "logits_all", "embedding_only", "num_keep", "repeat_last_n",
-    "mirostat_tau", "mirostat_eta", "penalize_newline"};
+constexpr const char* kNoEffectOptions[] = {"num_thread", "num_gpu",      "main_gpu",     "num_batch",
+                                            "numa",       "low_vram",     "f16_kv",       "use_mmap",
+                                            "use_mlock",  "vocab_only",   "logits_all",   "embedding_only",
+                                            "num_keep",   "mirostat_tau", "mirostat_eta", "penalize_newline"};
 
 std::optional<ApiError> read_options(const json& body, OllamaRequest& r) {
   if (!present(body, "options")) return std::nullopt;
@@ -145,7 +146,16 @@ std::optional<ApiError> read_options(const json& body, OllamaRequest& r) {
   if (c.top_p <= 0.0f) return bad("'options.top_p' must be greater than 0", "options.top_p");
   if (auto e = opt.number("presence_penalty", -2.0, 2.0, c.presence_penalty)) return e;
   if (auto e = opt.number("frequency_penalty", -2.0, 2.0, c.frequency_penalty)) return e;
+  if (auto e = opt.number("min_p", 0.0, 1.0, c.min_p)) return e;
+  if (auto e = opt.number("repeat_penalty", 0.0, 10.0, c.repeat_penalty)) return e;
+  if (c.repeat_penalty <= 0.0f) {
+    return bad("'options.repeat_penalty' must be greater than 0 (1 disables it)", "options.repeat_penalty");
+  }
   std::optional<int64_t> v;
+  // -1: the whole context (num_ctx), as Ollama reads it.
+  if (auto e = opt.integer("repeat_last_n", -1, kMaxInt, v)) return e;
+  if (v) c.repeat_last_n = static_cast<int32_t>(*v);
+  v.reset();
   if (auto e = opt.integer("top_k", 0, kMaxInt, v)) return e;
   if (v) c.top_k = static_cast<int32_t>(*v);
   v.reset();
