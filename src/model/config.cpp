@@ -163,6 +163,28 @@ Result<void> read_gemma4_per_layer(const GgufFile& file, const std::string& p, M
 
 Result<void> read_gemma4(const GgufFile& file, const std::string& p, ModelConfig& c);
 
+// gemma4's mixture of experts (26B-A4B), when expert_count > 0: every layer's dense FFN is then a shared expert
+// beside expert_used_count of expert_count experts of expert_feed_forward_length, routed by a softmax over all of
+// them, the weights of the chosen normalised to sum 1 (llama.cpp's build_moe_ffn with norm_w), GELU-gated.
+Result<void> read_gemma4_moe(const GgufFile& file, const std::string& p, ModelConfig& c) {
+  auto experts = file.get_uint(p + "expert_count");
+  if (!experts) return experts.error();
+  if (experts->value_or(0) == 0) return {};
+  auto n_expert = read_positive(file, p + "expert_count", std::nullopt);
+  if (!n_expert) return n_expert.error();
+  auto n_used = read_positive(file, p + "expert_used_count", std::nullopt);
+  if (!n_used) return n_used.error();
+  if (*n_expert > kMaxExperts || *n_used > *n_expert) {
+    return make_error("{}: {}expert_used_count {} and expert_count {} need 1 <= used <= count <= {}", file.name(), p,
+                      *n_used, *n_expert, kMaxExperts);
+  }
+  auto expert_ffn = read_positive(file, p + "expert_feed_forward_length", std::nullopt);
+  if (!expert_ffn) return expert_ffn.error();
+  c.moe = MoeRouting{*n_expert, *n_used, *expert_ffn, ExpertGating::kSoftmax, /*norm_weights=*/true,
+                     ExpertActivation::kGelu};
+  return {};
+}
+
 // Gemma 2 and 3, as llama.cpp reads them (llama-model.cpp's load_hparams and build_gemma2/3): the window is applied
 // as a mask on local layers, so the context is not capped; soft-capping defaults are llama.cpp's.
 Result<void> read_gemma(const GgufFile& file, const std::string& p, ModelConfig& c) {
@@ -238,12 +260,7 @@ Result<std::vector<bool>> read_swa_pattern(const GgufFile& file, const std::stri
 // Gemma 4's keys beyond the shared ones, as llama.cpp's llama_model_gemma4::load_arch_hparams reads them
 // (config.h's header says what each does). What Hearth does not compute is refused by name.
 Result<void> read_gemma4(const GgufFile& file, const std::string& p, ModelConfig& c) {
-  auto experts = file.get_uint(p + "expert_count");
-  if (!experts) return experts.error();
-  if (experts->value_or(0) > 0) {
-    return make_error("{}: gemma4 with a mixture of experts ({}expert_count = {}, the 26B-A4B shape) is not supported",
-                      file.name(), p, **experts);
-  }
+  HEARTH_TRY(read_gemma4_moe(file, p, c));
   auto window = read_positive(file, p + "attention.sliding_window", std::nullopt);
   if (!window) return window.error();
   c.sliding_window = *window;

@@ -85,6 +85,7 @@ enum class ExpertGating {
 enum class ExpertActivation {
   kSilu,       // silu(gate) · up
   kSwigluOai,  // gpt-oss: x = min(gate, 7); x · sigmoid(1.702 x) · (clamp(up, -7, 7) + 1)
+  kGelu,       // gemma4: gelu(gate) · up (GELU's tanh form)
 };
 
 // A mixture-of-experts FFN's routing, as llama.cpp's build_moe_ffn computes it: probabilities from the router
@@ -152,6 +153,8 @@ struct ModelConfig {
   bool value_norm = false;               // v RMS-normed per head without a weight
 
   bool is_moe() const { return moe.n_expert > 0; }
+  // Whether layers have the dense FFN: every non-MoE model, and gemma4's MoE, whose dense FFN is a shared expert.
+  bool has_dense_ffn() const { return !is_moe() || gemma4; }
 
   // Per-layer shapes: the layer's own under gemma4, else the model's.
   int32_t head_dim_of(int32_t il) const { return head_dim_local > 0 && is_local(il) ? head_dim_local : head_dim; }

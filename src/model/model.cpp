@@ -141,7 +141,7 @@ void fill_rope_cos_sin(int32_t pos, const ModelConfig& c, int32_t rope_dim, floa
 
 Model::Model(std::shared_ptr<const GgufFile> file, ModelConfig config, ModelWeights weights)
     : file_(std::move(file)), config_(std::move(config)), weights_(std::move(weights)) {
-  if (config_.value_norm) ones_.assign(static_cast<size_t>(config_.max_head_dim()), 1.0f);
+  if (config_.gemma4) ones_.assign(static_cast<size_t>(std::max(config_.max_head_dim(), config_.dim)), 1.0f);
   packed_bytes_ = weights_.pack_matrices();
   weights_.release_packed_originals();
 }
@@ -176,9 +176,13 @@ void Model::prepare_scratch(const BatchInput& batch, int n_threads) {
   grow(s_.v, t * c.max_kv_dim());
   grow(s_.attn, t * c.max_q_dim());
   grow(s_.proj, t * c.dim);
-  if (!c.is_moe()) {  // the MoE FFN keeps its own rows
+  if (c.has_dense_ffn()) {  // the MoE FFN keeps its own rows
     grow(s_.gate, t * c.max_ffn_dim());
     grow(s_.up, t * c.max_ffn_dim());
+  }
+  if (c.gemma4 && c.is_moe()) {
+    grow(s_.moe_in, t * c.dim);
+    grow(s_.moe_out, t * c.dim);
   }
   grow(s_.cos_sin, t * c.rope_dim);
   if (c.rope_freq_base_local > 0.0f) grow(s_.cos_sin_local, t * local_rope_dim(c));
@@ -428,7 +432,7 @@ void Model::ffn_block(int layer, int64_t n, ThreadPool& pool) {
   for_rows(pool, n, [&](int64_t row) {
     rms_norm(s_.x.data() + row * c.dim, w.ffn_norm.data(), s_.xn.data() + row * c.dim, c.dim, c.rms_eps);
   });
-  if (c.is_moe()) {
+  if (c.is_moe() && !c.gemma4) {
     s_.moe.forward(w.moe, c.moe, s_.xn.data(), n, s_.proj.data(), pool, s_.matmul);
     add_residual(w.ffn_post_norm, n, pool);
     return;
@@ -445,7 +449,32 @@ void Model::ffn_block(int layer, int64_t n, ThreadPool& pool) {
     }
   });
   matmul(w.w_down, s_.gate.data(), n, s_.proj.data(), pool, s_.matmul);
+  if (c.is_moe()) gemma4_experts(layer, n, pool);  // gemma4: the dense FFN above is the shared expert
   add_residual(w.ffn_post_norm, n, pool);
+}
+
+// gemma4's experts beside its dense FFN (whose output is in proj), as llama.cpp's gemma4 graph: proj =
+// post_ffn_norm_1(proj) + post_ffn_norm_2(experts(pre_ffn_norm_2(x))), the router reading router_scale ·
+// RMSNorm(x) / sqrt(dim).
+void Model::gemma4_experts(int layer, int64_t n, ThreadPool& pool) {
+  const auto& c = config_;
+  const LayerWeights& w = weights_.layers[layer];
+  const float router_input_scale = 1.0f / std::sqrt(static_cast<float>(c.dim));
+  for_rows(pool, n, [&](int64_t row) {
+    const float* x = s_.x.data() + row * c.dim;
+    rms_norm(x, w.pre_ffn_norm_2.data(), s_.xn.data() + row * c.dim, c.dim, c.rms_eps);
+    float* r = s_.moe_in.data() + row * c.dim;
+    rms_norm(x, ones_.data(), r, c.dim, c.rms_eps);
+    for (int32_t i = 0; i < c.dim; ++i) r[i] = r[i] * router_input_scale * w.router_scale[i];
+  });
+  s_.moe.forward(w.moe, c.moe, s_.xn.data(), n, s_.moe_out.data(), pool, s_.matmul, s_.moe_in.data());
+  for_rows(pool, n, [&](int64_t row) {
+    float* proj = s_.proj.data() + row * c.dim;
+    float* experts = s_.moe_out.data() + row * c.dim;
+    rms_norm(proj, w.post_ffn_norm_1.data(), proj, c.dim, c.rms_eps);
+    rms_norm(experts, w.post_ffn_norm_2.data(), experts, c.dim, c.rms_eps);
+    add_inplace(proj, experts, c.dim);
+  });
 }
 
 std::span<const float> Model::output_logits(const BatchInput& batch, ThreadPool& pool) {
@@ -503,7 +532,8 @@ int64_t estimate_scratch_bytes(const ModelConfig& c, const ModelWeights& w, cons
   const int64_t t = std::max<int64_t>(shape.max_batch_tokens, 1);
   const int64_t seqs = std::clamp<int64_t>(shape.max_sequences, 1, t);
   const int64_t row_floats = 3 * int64_t{c.dim} + 2 * int64_t{c.max_q_dim()} + 2 * int64_t{c.max_kv_dim()} +
-                             (c.is_moe() ? 0 : 2 * int64_t{c.max_ffn_dim()}) + int64_t{c.rope_dim} +
+                             (c.has_dense_ffn() ? 2 * int64_t{c.max_ffn_dim()} : 0) + int64_t{c.rope_dim} +
+                             (c.gemma4 && c.is_moe() ? 2 * int64_t{c.dim} : 0) +
                              (c.rope_freq_base_local > 0.0f ? local_rope_dim(c) : 0) +
                              (c.per_layer_dim > 0 ? int64_t{c.n_layers + 1} * c.per_layer_dim : 0);
   int64_t bytes = static_cast<int64_t>(sizeof(float)) * (t * row_floats + seqs * (int64_t{c.dim} + c.n_vocab));
@@ -535,7 +565,7 @@ ModelMemory Model::memory() const {
   int64_t item_bytes = 0;
   for (const AttnItemSet& set : s_.attn_sets) item_bytes += capacity_bytes(set.items);
   m.scratch_bytes = capacity_bytes(s_.x, s_.xn, s_.q, s_.k, s_.v, s_.attn, s_.proj, s_.gate, s_.up, s_.cos_sin,
-                                   s_.cos_sin_local, s_.ple, s_.ple_gate, s_.row_pos, s_.row_seq, s_.logit_rows,
+                                   s_.cos_sin_local, s_.ple, s_.ple_gate, s_.moe_in, s_.moe_out, s_.row_pos, s_.row_seq, s_.logit_rows,
                                    s_.attn_scratch, s_.logits_in, s_.logits) +
                     item_bytes +
                     static_cast<int64_t>(s_.matmul.capacity()) + s_.moe.scratch_bytes();

@@ -101,6 +101,7 @@ class Model {
     std::vector<AttnItemSet> attn_sets;                       // attention work of one forward
     std::vector<float> ple;                                   // [n_tokens, n_layers × per_layer_dim]; gemma4
     std::vector<float> ple_gate;                              // [n_tokens, per_layer_dim]; gemma4
+    std::vector<float> moe_in, moe_out;                       // [n_tokens, dim]; gemma4's router input, experts
     std::vector<float> attn_scratch;                          // [n_threads, attention_scratch_floats]
     size_t attn_scratch_per_thread = 0;
     std::vector<float> logits_in, logits;  // [n_logit_rows, dim | n_vocab]
@@ -111,6 +112,7 @@ class Model {
   void embed(const BatchInput& batch, ThreadPool& pool);
   void per_layer_inputs(const BatchInput& batch, ThreadPool& pool);
   void per_layer_branch(int layer, int64_t n_rows, ThreadPool& pool);
+  void gemma4_experts(int layer, int64_t n_rows, ThreadPool& pool);
   // attn_norm, then q/k/v projections with bias, q/k norm and RoPE as the architecture asks, into s_.q/k/v.
   void project_qkv(int layer, int64_t n_rows, ThreadPool& pool);
   void attention_block(int layer, const BatchInput& batch, KvStorage& kv, ThreadPool& pool);

@@ -169,6 +169,14 @@ std::vector<TensorPlan> plan_gemma4_layer(const SynthConfig& c, int64_t i) {
   if (c.layer_output_scale > 0) {
     plan.push_back({blk + "layer_output_scale.weight", {1}, DType::F32, 0.0f, 0.0f, {c.layer_output_scale}});
   }
+  if (c.n_expert > 0) {  // 26B-A4B: experts beside the dense FFN, which is then a shared expert
+    plan_experts(c, blk, false, plan);
+    plan.push_back({blk + "ffn_gate_inp.scale", {c.dim}, DType::F32, 1.0f, c.qk_norm_sd});
+    plan.push_back({blk + "ffn_down_exps.scale", {c.n_expert}, DType::F32, 1.0f, c.qk_norm_sd});
+    for (const char* norm : {"pre_ffw_norm_2.weight", "post_ffw_norm_1.weight", "post_ffw_norm_2.weight"}) {
+      plan.push_back({blk + norm, {c.dim}, DType::F32, 1.0f, c.qk_norm_sd});
+    }
+  }
   return plan;
 }
 
@@ -388,7 +396,7 @@ void add_metadata(GgufWriter& w, const SynthConfig& c, const GgufFile& vocab, in
     w.add(a + ".rope.scaling.factor", gguf_f32(c.rope_factor));
     w.add(a + ".rope.scaling.original_context_length", u32(c.rope_original_context));
   }
-  if (a == "qwen3moe" || a == "gpt-oss") {
+  if (a == "qwen3moe" || a == "gpt-oss" || (a == "gemma4" && c.n_expert > 0)) {
     w.add(a + ".expert_count", u32(c.n_expert));
     w.add(a + ".expert_used_count", u32(c.n_expert_used));
     w.add(a + ".expert_feed_forward_length", u32(c.expert_ffn_dim));
@@ -506,10 +514,11 @@ namespace {
 // qwen3moe needs 1 <= n_expert_used <= n_expert <= 512 (llama.cpp's LLAMA_MAX_EXPERTS) and an expert width; every
 // other architecture is dense and must leave them 0.
 Result<void> validate_experts(const SynthConfig& c) {
-  const bool moe = c.architecture == "qwen3moe" || c.architecture == "gpt-oss";
+  const bool moe = c.architecture == "qwen3moe" || c.architecture == "gpt-oss" ||
+                   (c.architecture == "gemma4" && c.n_expert > 0);  // gemma4: dense, or 26B-A4B's experts
   if (!moe) {
     if (c.n_expert != 0 || c.n_expert_used != 0 || c.expert_ffn_dim != 0) {
-      return make_error("synthetic model: experts are for architectures qwen3moe and gpt-oss only");
+      return make_error("synthetic model: experts are for architectures qwen3moe, gpt-oss and gemma4 only");
     }
     return {};
   }

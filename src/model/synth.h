@@ -49,7 +49,10 @@
 // embeddings: per_layer_token_embd.weight [n_layers × per_layer_dim, n_vocab], per_layer_model_proj.weight
 // [dim, n_layers × per_layer_dim], per_layer_proj_norm.weight [per_layer_dim], and per layer blk.N.inp_gate.weight
 // [dim, per_layer_dim], blk.N.proj.weight [per_layer_dim, dim], blk.N.post_norm.weight [dim]; with
-// layer_output_scale > 0, blk.N.layer_output_scale.weight [1].
+// layer_output_scale > 0, blk.N.layer_output_scale.weight [1]. With experts (n_expert > 0: the 26B-A4B shape) each
+// layer keeps its dense FFN as a shared expert and adds qwen3moe's router and experts, blk.N.ffn_gate_inp.scale
+// [dim], blk.N.ffn_down_exps.scale [n_expert] and the norms blk.N.pre_ffw_norm_2, post_ffw_norm_1, post_ffw_norm_2
+// [dim].
 // head_dim (attention.key_length) may differ from dim / n_heads for qwen3, qwen3moe and gemma, as Qwen3's does.
 //
 // Generation streams one row at a time (rows are generated in parallel in small batches), so a 1B model needs

@@ -256,6 +256,51 @@ Result<void> bind_moe(Binder& b, const ModelConfig& c, const std::string& p, Lay
   return {};
 }
 
+// gemma4's experts (26B-A4B) beside its dense FFN, with llama.cpp's names: the router ffn_gate_inp [dim, n_expert]
+// and its input scale ffn_gate_inp.scale [dim]; the experts as qwen3moe's, or gate and up fused in
+// ffn_gate_up_exps [dim, 2 × expert_ffn, n_expert] (each expert's gate rows, then its up rows); ffn_down_exps.scale
+// [n_expert] (optional); the norms pre_ffw_norm_2, post_ffw_norm_1 and post_ffw_norm_2 [dim].
+Result<void> bind_gemma4_moe(Binder& b, const ModelConfig& c, const std::string& p, LayerWeights& l) {
+  const MoeRouting& r = c.moe;
+  auto router = b.matrix(p + "ffn_gate_inp.weight", c.dim, r.n_expert);
+  if (!router) return router.error();
+  l.moe.router = *router;
+  if (b.has(p + "ffn_gate_up_exps.weight")) {
+    auto gate_up = b.experts(p + "ffn_gate_up_exps.weight", c.dim, 2 * int64_t{r.ffn_dim}, r.n_expert);
+    if (!gate_up) return gate_up.error();
+    for (const MatrixView& m : *gate_up) {
+      l.moe.gate.push_back(rows_of(m, 0, r.ffn_dim));
+      l.moe.up.push_back(rows_of(m, r.ffn_dim, r.ffn_dim));
+    }
+  } else {
+    auto gate = b.experts(p + "ffn_gate_exps.weight", c.dim, r.ffn_dim, r.n_expert);
+    if (!gate) return gate.error();
+    auto up = b.experts(p + "ffn_up_exps.weight", c.dim, r.ffn_dim, r.n_expert);
+    if (!up) return up.error();
+    l.moe.gate = std::move(*gate);
+    l.moe.up = std::move(*up);
+  }
+  auto down = b.experts(p + "ffn_down_exps.weight", r.ffn_dim, c.dim, r.n_expert);
+  if (!down) return down.error();
+  l.moe.down = std::move(*down);
+  if (b.has(p + "ffn_down_exps.scale")) {
+    auto scale = b.vector(p + "ffn_down_exps.scale", r.n_expert);
+    if (!scale) return scale.error();
+    l.moe.down_scale = std::move(*scale);
+  }
+  auto router_scale = b.vector(p + "ffn_gate_inp.scale", c.dim);
+  if (!router_scale) return router_scale.error();
+  l.router_scale = std::move(*router_scale);
+  for (auto [name, norm] : {std::pair{"pre_ffw_norm_2.weight", &l.pre_ffn_norm_2},
+                            {"post_ffw_norm_1.weight", &l.post_ffn_norm_1},
+                            {"post_ffw_norm_2.weight", &l.post_ffn_norm_2}}) {
+    auto v = b.vector(p + name, c.dim);
+    if (!v) return v.error();
+    *norm = std::move(*v);
+  }
+  return {};
+}
+
 // The dense FFN's matrices: gate and up (bind_gate_up), down.
 Result<void> bind_dense_ffn(Binder& b, const ModelConfig& c, const std::string& p, int il, LayerWeights& l) {
   HEARTH_TRY(bind_gate_up(b, c, p, il, l));
@@ -314,7 +359,8 @@ Result<LayerWeights> bind_layer(Binder& b, const ModelConfig& c, int il) {
     }
     l.attn_sinks = std::move(*sinks);
   }
-  HEARTH_TRY(c.is_moe() ? bind_moe(b, c, p, l) : bind_dense_ffn(b, c, p, il, l));
+  if (c.has_dense_ffn()) HEARTH_TRY(bind_dense_ffn(b, c, p, il, l));
+  if (c.is_moe()) HEARTH_TRY(c.gemma4 ? bind_gemma4_moe(b, c, p, l) : bind_moe(b, c, p, l));
   if (c.gemma4) HEARTH_TRY(bind_gemma4_layer_extras(b, c, p, l));
   if (c.gemma) {
     auto attn_post = b.vector(p + "post_attention_norm.weight", c.dim);

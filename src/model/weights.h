@@ -43,6 +43,12 @@ struct LayerWeights {
   MatrixView ple_proj;                // [dim, per_layer_dim]   blk.N.proj.weight
   std::vector<float> ple_post_norm;   // [dim]                  blk.N.post_norm.weight
   std::vector<float> out_scale;       // [1]; gemma4: blk.N.layer_output_scale.weight scales the layer's output
+  // gemma4's mixture of experts beside the dense FFN (a shared expert): ffn = post_ffn_norm(post_ffn_norm_1(dense) +
+  // post_ffn_norm_2(experts(pre_ffn_norm_2(x)) routed by router_scale · RMSNorm(x) / sqrt(dim))).
+  std::vector<float> pre_ffn_norm_2;   // [dim]  blk.N.pre_ffw_norm_2.weight
+  std::vector<float> post_ffn_norm_1;  // [dim]  blk.N.post_ffw_norm_1.weight
+  std::vector<float> post_ffn_norm_2;  // [dim]  blk.N.post_ffw_norm_2.weight
+  std::vector<float> router_scale;     // [dim]  blk.N.ffn_gate_inp.scale
 
   // Calls fn(matrix) for every matrix of the layer the matmul kernels read, experts included (unused views of the
   // other FFN kind are empty).

@@ -12,7 +12,8 @@
 //   angle divided by rope_freqs.weight (1e30: the pair does not turn). Scores are q·k unscaled. x += RMSNorm(Wo
 //   attn, post_attention_norm); x += RMSNorm(down(gelu(gate xn') * up xn'), post_ffw_norm) with xn' =
 //   RMSNorm(x, ffn_norm); then x += RMSNorm(proj · (gelu(inp_gate · x) * ple[l]), post_norm); x *=
-//   layer_output_scale. Logits: final_logit_softcapping of RMSNorm(x, output_norm) · token_embd (or output).
+//   layer_output_scale. With experts (26B-A4B) the FFN's output is with_experts's (below). Logits: final_logit_softcapping of RMSNorm(x, output_norm) · token_embd (or output).
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
@@ -81,6 +82,7 @@ double gelu_tanh(double x) {
 
 struct Hp {
   int64_t dim, n_layers, n_heads, head_dim, head_dim_swa, rope_dim, rope_dim_swa, window, n_kv, per_layer;
+  int64_t n_expert_used;
   std::vector<int64_t> kv_heads;
   std::vector<bool> swa;
   double eps, base, base_swa, final_cap;
@@ -99,6 +101,7 @@ Hp read_hp(const GgufFile& f) {
   h.window = meta_int(f, p + "attention.sliding_window", 0);
   h.n_kv = h.n_layers - meta_int(f, p + "attention.shared_kv_layers", 0);
   h.per_layer = meta_int(f, p + "embedding_length_per_layer_input", 0);
+  h.n_expert_used = meta_int(f, p + "expert_used_count", 0);
   h.kv_heads = meta_per_layer(f, p + "attention.head_count_kv", h.n_layers, h.n_heads);
   const GgufValue* pattern = f.find(p + "attention.sliding_window_pattern");
   for (const GgufValue& item : std::get<std::shared_ptr<GgufArray>>(pattern->data)->items) {
@@ -124,6 +127,51 @@ void rope(Vec& x, int64_t n_heads, int64_t head_dim, int64_t rope_dim, int64_t p
       x[b] = x0 * std::sin(angle) + x1 * std::cos(angle);
     }
   }
+}
+
+// 26B-A4B: the dense FFN's output `dense` is a shared expert beside expert_used_count experts; returns
+// RMSNorm(dense, post_ffw_norm_1) + RMSNorm(Σ_chosen w_e · s_e · down_e(gelu(gate_e y) · up_e y), post_ffw_norm_2)
+// with y = RMSNorm(x, pre_ffw_norm_2); the router reads ffn_gate_inp.scale · RMSNorm(x) / sqrt(dim), softmax over
+// all experts, the most probable chosen (ties: the lower id), their probabilities divided by their sum.
+Vec with_experts(const Hp& hp, Weights& w, const std::string& p, const Vec& x, Vec dense,
+                 const ReferenceOptions& options) {
+  rms_norm(dense, 0, hp.dim, w[p + "post_ffw_norm_1.weight"], hp.eps);
+  Vec y = x, router_in = x;
+  rms_norm(y, 0, hp.dim, w[p + "pre_ffw_norm_2.weight"], hp.eps);
+  rms_norm(router_in, 0, hp.dim, {}, hp.eps);
+  const auto& router_scale = w[p + "ffn_gate_inp.scale"];
+  for (int64_t i = 0; i < hp.dim; ++i) router_in[i] *= router_scale[i] / std::sqrt(static_cast<double>(hp.dim));
+  const Vec logits = matvec(w[p + "ffn_gate_inp.weight"], router_in);
+  const double top = *std::max_element(logits.begin(), logits.end());
+  Vec probs(logits.size());
+  double total = 0.0;
+  for (size_t e = 0; e < logits.size(); ++e) total += (probs[e] = std::exp(logits[e] - top));
+  std::vector<size_t> order(probs.size());
+  for (size_t e = 0; e < order.size(); ++e) order[e] = e;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return probs[a] > probs[b]; });
+  order.resize(options.top1_experts ? 1 : hp.n_expert_used);
+  double chosen = 0.0;
+  for (size_t e : order) chosen += probs[e] / total;
+  const auto& gate = w[p + "ffn_gate_exps.weight"];
+  const auto& up = w[p + "ffn_up_exps.weight"];
+  const auto& down = w[p + "ffn_down_exps.weight"];
+  const std::vector<float>& scale = w[p + "ffn_down_exps.scale"];
+  const size_t ff = gate.size() / probs.size() / hp.dim;
+  auto rows = [](const std::vector<float>& m, size_t cols, size_t first, size_t n) {
+    return std::vector<float>(m.begin() + first * cols, m.begin() + (first + n) * cols);
+  };
+  Vec out(hp.dim, 0.0);
+  for (size_t e : order) {
+    Vec g = matvec(rows(gate, hp.dim, e * ff, ff), y);
+    const Vec u = matvec(rows(up, hp.dim, e * ff, ff), y);
+    for (size_t i = 0; i < ff; ++i) g[i] = gelu_tanh(g[i]) * u[i];
+    const Vec d = matvec(rows(down, ff, e * hp.dim, hp.dim), g);
+    const double weight = probs[e] / total / chosen * (scale.empty() ? 1.0 : scale[e]);
+    for (int64_t i = 0; i < hp.dim; ++i) out[i] += weight * d[i];
+  }
+  rms_norm(out, 0, hp.dim, w[p + "post_ffw_norm_2.weight"], hp.eps);
+  for (int64_t i = 0; i < hp.dim; ++i) dense[i] += out[i];
+  return dense;
 }
 
 struct Cache {
@@ -215,6 +263,7 @@ std::vector<std::vector<float>> gemma4_reference_logits(const GgufFile& f, const
       const Vec up = matvec(w[p + "ffn_up.weight"], xn);
       for (size_t i = 0; i < gate.size(); ++i) gate[i] = gelu_tanh(gate[i]) * up[i];
       Vec down = matvec(w[p + "ffn_down.weight"], gate);
+      if (w.contains(p + "ffn_gate_inp.weight")) down = with_experts(hp, w, p, x, down, options);
       rms_norm(down, 0, hp.dim, w[p + "post_ffw_norm.weight"], hp.eps);
       for (int64_t i = 0; i < hp.dim; ++i) x[i] += down[i];
       if (ple) {
