@@ -810,7 +810,8 @@ TEST(ArchPeer, Gemma4GreedyMatchesLlamaCpp) { expect_greedy_matches_peer(synthet
 // explain: zeroing either the dense branch (post_ffw_norm_1) or the experts (post_ffw_norm_2) in the file makes the
 // two agree for 32 tokens, so each branch alone matches and their sum does not. Neither llama.cpp's fp16 GELU table,
 // nor rounding q to f16, nor leaving out the router's scale or 1/sqrt(dim), nor swapping the two post norms,
-// nor applying post_ffw_norm to each branch apart reproduces the peer. Until that is found this stays disabled and the gap is reported (docs/models.md).
+// nor applying post_ffw_norm to each branch apart reproduces the peer. Until that is found this stays disabled
+// and the gap is reported (docs/models.md).
 TEST(ArchPeer, DISABLED_Gemma4MoeGreedyMatchesLlamaCpp) {
   expect_greedy_matches_peer(synthetic_model("gemma4_moe"), "gemma4_moe");
 }
