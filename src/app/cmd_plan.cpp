@@ -47,7 +47,8 @@ std::string describe_window_savings(const ModelConfig& c, const MemoryPlan& plan
   if (local == 0 || c.sliding_window <= 0) return {};
   const MemoryPlanRequest& r = plan.request;
   const MemoryPlanRow& row = plan.requested();
-  const auto cost = std::find_if(r.costs.begin(), r.costs.end(), [&](const KvTokenCost& k) { return k.dtype == row.dtype; });
+  const auto cost =
+      std::find_if(r.costs.begin(), r.costs.end(), [&](const KvTokenCost& k) { return k.dtype == row.dtype; });
   if (cost == r.costs.end()) return {};
   const int64_t blocks = (r.context + r.block_size - 1) / r.block_size;
   const int64_t window_block = kv_layer_bytes(*cost, local_flags) * r.block_size;

@@ -107,7 +107,8 @@ Command add_synth(CLI::App& app) {
          "clamped SwiGLU)")
       ->check(CLI::IsMember({"llama", "qwen2", "qwen3", "qwen3moe", "phi3", "gemma2", "gemma3", "gemma4", "gpt-oss"}));
   app.add_option("--head-dim-swa", f->overrides.head_dim_swa, "gemma4: sliding layers' head size (0: head dim / 2)");
-  app.add_option("--kv-heads-global", f->overrides.n_kv_heads_global, "gemma4: global layers' KV heads (0: --kv-heads)");
+  app.add_option("--kv-heads-global", f->overrides.n_kv_heads_global,
+                 "gemma4: global layers' KV heads (0: --kv-heads)");
   app.add_option("--swa-period", f->overrides.swa_period, "gemma4: every Nth layer is global (0: 5)");
   app.add_option("--shared-kv-layers", f->overrides.shared_kv_layers,
                  "gemma4: the last N layers read an earlier layer's K/V and store none");

@@ -180,8 +180,8 @@ Result<void> read_gemma4_moe(const GgufFile& file, const std::string& p, ModelCo
   }
   auto expert_ffn = read_positive(file, p + "expert_feed_forward_length", std::nullopt);
   if (!expert_ffn) return expert_ffn.error();
-  c.moe = MoeRouting{*n_expert, *n_used, *expert_ffn, ExpertGating::kSoftmax, /*norm_weights=*/true,
-                     ExpertActivation::kGelu};
+  c.moe = MoeRouting{
+      *n_expert, *n_used, *expert_ffn, ExpertGating::kSoftmax, /*norm_weights=*/true, ExpertActivation::kGelu};
   return {};
 }
 
@@ -297,9 +297,10 @@ Result<void> read_gemma4(const GgufFile& file, const std::string& p, ModelConfig
   for (int32_t il = c.n_kv_layers(); il < c.n_layers; ++il) {
     const int32_t source = c.kv_layer_of(il);
     if (c.is_local(source) != c.is_local(il)) {
-      return make_error("{}: shared-KV layer {} ({}) would read layer {} of the other kind, which llama.cpp's gemma4 "
-                        "does too but Hearth does not support",
-                        file.name(), il, c.is_local(il) ? "sliding" : "global", source);
+      return make_error(
+          "{}: shared-KV layer {} ({}) would read layer {} of the other kind, which llama.cpp's gemma4 "
+          "does too but Hearth does not support",
+          file.name(), il, c.is_local(il) ? "sliding" : "global", source);
     }
   }
   auto per_layer = file.get_uint(p + "embedding_length_per_layer_input");
@@ -420,7 +421,8 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
   c.ffn_dim = *ffn;
   c.n_ctx_train = *ctx;
   if (c.gemma4) HEARTH_TRY(read_gemma4_per_layer(file, p, c));
-  auto kv_heads = c.gemma4 ? Result<int32_t>(c.n_kv_heads) : read_positive(file, p + "attention.head_count_kv", c.n_heads);
+  auto kv_heads =
+      c.gemma4 ? Result<int32_t>(c.n_kv_heads) : read_positive(file, p + "attention.head_count_kv", c.n_heads);
   if (!kv_heads) return kv_heads.error();
   c.n_kv_heads = *kv_heads;
   if (c.n_heads % c.n_kv_heads != 0) {

@@ -143,14 +143,14 @@ struct ModelConfig {
 
   // gemma4 (config.h's header): per-layer shapes. Empty vectors and zeros mean every layer is alike.
   bool gemma4 = false;
-  std::vector<bool> swa_layers;          // attention.sliding_window_pattern: layer il slides
-  std::vector<int32_t> layer_kv_heads;   // attention.head_count_kv per layer
-  std::vector<int32_t> layer_ffn_dim;    // feed_forward_length per layer
-  int32_t head_dim_local = 0;            // attention.key_length_swa: the sliding layers' head size
-  int32_t rope_dim_local = 0;            // rope.dimension_count_swa
-  int32_t n_kv_shared_layers = 0;        // attention.shared_kv_layers: the last ones read an earlier layer's K/V
-  int32_t per_layer_dim = 0;             // embedding_length_per_layer_input: per-layer embeddings' width; 0: none
-  bool value_norm = false;               // v RMS-normed per head without a weight
+  std::vector<bool> swa_layers;         // attention.sliding_window_pattern: layer il slides
+  std::vector<int32_t> layer_kv_heads;  // attention.head_count_kv per layer
+  std::vector<int32_t> layer_ffn_dim;   // feed_forward_length per layer
+  int32_t head_dim_local = 0;           // attention.key_length_swa: the sliding layers' head size
+  int32_t rope_dim_local = 0;           // rope.dimension_count_swa
+  int32_t n_kv_shared_layers = 0;       // attention.shared_kv_layers: the last ones read an earlier layer's K/V
+  int32_t per_layer_dim = 0;            // embedding_length_per_layer_input: per-layer embeddings' width; 0: none
+  bool value_norm = false;              // v RMS-normed per head without a weight
 
   bool is_moe() const { return moe.n_expert > 0; }
   // Whether layers have the dense FFN: every non-MoE model, and gemma4's MoE, whose dense FFN is a shared expert.
@@ -168,9 +168,7 @@ struct ModelConfig {
   bool has_kv(int32_t il) const { return il < n_kv_layers(); }
   // The KV layer whose K/V layer il reads: its own, or (a shared layer) the last KV layer of its kind, as llama.cpp's
   // gemma3n/gemma4 reuse: the last KV layer for a global layer, the one before it for a sliding one.
-  int32_t kv_layer_of(int32_t il) const {
-    return has_kv(il) ? il : n_kv_layers() - (is_local(il) ? 2 : 1);
-  }
+  int32_t kv_layer_of(int32_t il) const { return has_kv(il) ? il : n_kv_layers() - (is_local(il) ? 2 : 1); }
   // The largest per-layer sizes (scratch).
   int32_t max_head_dim() const { return std::max(head_dim, head_dim_local); }
   int32_t max_kv_heads() const;

@@ -118,8 +118,8 @@ void KvStorage::store_row(int32_t layer, int kv, BlockId block, int32_t slot, co
   const KvDtype type = kv == 0 ? format_.k : format_.v;
   const LayerPlanes& p = planes_[layer];
   for (int32_t h = 0; h < p.n_kv_heads; ++h) {
-    kv_store_head(type, row + static_cast<size_t>(h) * p.head_dim, data_.get() + slice_offset(layer, kv, block, slot, h),
-                  p.head_dim);
+    kv_store_head(type, row + static_cast<size_t>(h) * p.head_dim,
+                  data_.get() + slice_offset(layer, kv, block, slot, h), p.head_dim);
   }
 }
 

@@ -109,7 +109,7 @@ class KvStorage {
   struct LayerPlanes {
     int32_t n_kv_heads = 0;
     int32_t head_dim = 0;
-    size_t k_row = 0;   // one token's K of every head
+    size_t k_row = 0;  // one token's K of every head
     size_t v_row = 0;
     size_t offset = 0;  // where the layer's K plane starts; its V plane follows
   };

@@ -387,7 +387,8 @@ void Model::project_qkv(int layer, int64_t n, ThreadPool& pool) {
       add_inplace(v, w.bv.data(), kv_dim);
     }
     const bool local_rope = c.rope_freq_base_local > 0.0f && c.is_local(layer);
-    const float* cs = local_rope ? s_.cos_sin_local.data() + row * local_rope_dim(c) : s_.cos_sin.data() + row * c.rope_dim;
+    const float* cs =
+        local_rope ? s_.cos_sin_local.data() + row * local_rope_dim(c) : s_.cos_sin.data() + row * c.rope_dim;
     for (int32_t h = 0; h < c.n_heads; ++h) {
       float* qh = q + h * head_dim;
       if (!w.q_norm.empty()) rms_norm(qh, w.q_norm.data(), qh, head_dim, c.rms_eps);
@@ -565,10 +566,9 @@ ModelMemory Model::memory() const {
   int64_t item_bytes = 0;
   for (const AttnItemSet& set : s_.attn_sets) item_bytes += capacity_bytes(set.items);
   m.scratch_bytes = capacity_bytes(s_.x, s_.xn, s_.q, s_.k, s_.v, s_.attn, s_.proj, s_.gate, s_.up, s_.cos_sin,
-                                   s_.cos_sin_local, s_.ple, s_.ple_gate, s_.moe_in, s_.moe_out, s_.row_pos, s_.row_seq, s_.logit_rows,
-                                   s_.attn_scratch, s_.logits_in, s_.logits) +
-                    item_bytes +
-                    static_cast<int64_t>(s_.matmul.capacity()) + s_.moe.scratch_bytes();
+                                   s_.cos_sin_local, s_.ple, s_.ple_gate, s_.moe_in, s_.moe_out, s_.row_pos, s_.row_seq,
+                                   s_.logit_rows, s_.attn_scratch, s_.logits_in, s_.logits) +
+                    item_bytes + static_cast<int64_t>(s_.matmul.capacity()) + s_.moe.scratch_bytes();
   return m;
 }
 

@@ -43,7 +43,7 @@ struct MoeLayerWeights {
   std::vector<float> up_bias;      // [n_expert, expert_ffn]
   std::vector<float> down_bias;    // [n_expert, dim]
   // gemma4: each expert's down product × down_scale[e] (ffn_down_exps.scale); empty otherwise.
-  std::vector<float> down_scale;   // [n_expert]
+  std::vector<float> down_scale;  // [n_expert]
 };
 
 // One routed expert of a token.

@@ -544,17 +544,19 @@ Result<void> validate_gemma4(const SynthConfig& c) {
   }
   const Gemma4Shape g = gemma4_shape(c);
   if (g.period < 1 || g.head_dim_swa < 2 || g.head_dim_swa % 2 != 0 || g.kv_heads_global < 1 ||
-      c.n_heads % g.kv_heads_global != 0 || c.shared_kv_layers < 0 || c.per_layer_dim < 0 ||
-      c.per_layer_dim > 65536 || !(c.rope_partial_global > 0 && c.rope_partial_global <= 1) ||
-      !(c.rope_freq_base_swa > 0) || !(c.layer_output_scale >= 0)) {
-    return make_error("synthetic model: gemma4 needs swa_period >= 1, an even head_dim_swa, global KV heads dividing "
-                      "the heads, shared_kv_layers and per_layer_dim >= 0, 0 < rope_partial_global <= 1");
+      c.n_heads % g.kv_heads_global != 0 || c.shared_kv_layers < 0 || c.per_layer_dim < 0 || c.per_layer_dim > 65536 ||
+      !(c.rope_partial_global > 0 && c.rope_partial_global <= 1) || !(c.rope_freq_base_swa > 0) ||
+      !(c.layer_output_scale >= 0)) {
+    return make_error(
+        "synthetic model: gemma4 needs swa_period >= 1, an even head_dim_swa, global KV heads dividing "
+        "the heads, shared_kv_layers and per_layer_dim >= 0, 0 < rope_partial_global <= 1");
   }
   const int64_t n_kv = c.n_layers - c.shared_kv_layers;
   if (c.shared_kv_layers > 0 && (n_kv < 2 || g.local(n_kv - 1) || !g.local(n_kv - 2))) {
-    return make_error("synthetic model: gemma4 with {} shared-KV layers needs its last K/V layer ({}) global and the "
-                      "one before it sliding",
-                      c.shared_kv_layers, n_kv - 1);
+    return make_error(
+        "synthetic model: gemma4 with {} shared-KV layers needs its last K/V layer ({}) global and the "
+        "one before it sliding",
+        c.shared_kv_layers, n_kv - 1);
   }
   if (c.per_layer_dim % dtype_info(dense_type(c)).block_size != 0) {
     return make_error("synthetic model: per_layer_dim {} is not a multiple of {}'s block", c.per_layer_dim,

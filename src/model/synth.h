@@ -1,8 +1,8 @@
 #pragma once
-// Synthetic llama-family models (architecture llama, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3, gemma4): a real vocabulary
-// (copied from an existing GGUF) with random Gaussian weights at any shape and weight type. Speed does not depend on
-// the weight values, so these stand in for real 1B-8B models in benchmarks and tests (vLLM's "dummy" load format exists
-// for the same reason).
+// Synthetic llama-family models (architecture llama, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3, gemma4): a real
+// vocabulary (copied from an existing GGUF) with random Gaussian weights at any shape and weight type. Speed does not
+// depend on the weight values, so these stand in for real 1B-8B models in benchmarks and tests (vLLM's "dummy" load
+// format exists for the same reason).
 //
 // The file is what llama.cpp writes for such a model: general.architecture, the <arch>.* hyperparameter keys
 // (qwen3 adds attention.key_length/value_length), and tensors named and shaped as llama.cpp names them (shapes

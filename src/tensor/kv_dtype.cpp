@@ -215,10 +215,10 @@ Result<KvTokenCost> kv_token_cost(const KvShape& shape, const KvFormat& format) 
     HEARTH_TRY(kv_group_size(format.k, l.head_dim));
     HEARTH_TRY(kv_group_size(format.v, l.head_dim));
     // Each factor is bounded (heads, head size ≤ 2^31, layers ≤ 2^31) and checked below far from overflow.
-    const int64_t bytes =
-        int64_t{l.n_kv_heads} * static_cast<int64_t>(kv_head_bytes(format.k, l.head_dim) + kv_head_bytes(format.v, l.head_dim));
+    const int64_t bytes = int64_t{l.n_kv_heads} * static_cast<int64_t>(kv_head_bytes(format.k, l.head_dim) +
+                                                                       kv_head_bytes(format.v, l.head_dim));
     const int64_t scales = int64_t{l.n_kv_heads} * static_cast<int64_t>(kv_head_scale_bytes(format.k, l.head_dim) +
-                                                                         kv_head_scale_bytes(format.v, l.head_dim));
+                                                                        kv_head_scale_bytes(format.v, l.head_dim));
     // Bounded far below overflow so that bytes per block (× 1024 tokens at most) stays exact too.
     if (bytes > (int64_t{1} << 40) || cost.bytes_per_token + bytes > (int64_t{1} << 40)) {
       return make_error("KV bytes per token for {} layers × {} KV heads × head size {} are out of range",

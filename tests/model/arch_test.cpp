@@ -1,5 +1,5 @@
-// The qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3, gemma4 and Llama 3 (rope_freqs) forward passes, proven two ways on tiny
-// synthetic models with the families' real vocabularies: (a) the engine's logits agree with a plain scalar forward
+// The qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3, gemma4 and Llama 3 (rope_freqs) forward passes, proven two ways on
+// tiny synthetic models with the families' real vocabularies: (a) the engine's logits agree with a plain scalar forward
 // written from the architectures' definitions (reference_forward.cpp), which itself agrees with the engine on
 // stories260K (llama); and (b) Hearth's greedy token ids and text equal an independent implementation's: llama.cpp
 // v0.5.0 as the npm package node-llama-cpp 3.22.1 ships it (bench/peer/greedy.mjs, installed by scripts/test.sh). A
@@ -24,8 +24,8 @@
 #include "kv/kv_plan.h"
 #include "model/model.h"
 #include "model/synth.h"
-#include "tensor/kv_dtype.h"
 #include "reference_forward.h"
+#include "tensor/kv_dtype.h"
 #include "tokenizer/tokenizer.h"
 
 namespace hearth {
@@ -621,7 +621,9 @@ void expect_user_holds_what_the_plan_charges(const std::string& variant) {
   }
   EXPECT_GT(checked, 30);
 }
-TEST(ArchWindowSlabs, Gemma3UserHoldsWhatThePlanCharges) { expect_user_holds_what_the_plan_charges("gemma3"); }
+TEST(ArchWindowSlabs, Gemma3UserHoldsWhatThePlanCharges) {
+  expect_user_holds_what_the_plan_charges("gemma3");
+}
 // Gemma 4's plan counts layer by layer: the 2 sliding K/V layers (2 heads of 32) in slabs, the global one (1 head
 // of 64) in blocks, the 3 shared-KV layers nothing; what a user holds is exactly that.
 TEST(ArchWindowSlabs, Gemma4UserHoldsWhatThePlanCharges) {
@@ -803,7 +805,9 @@ TEST(ArchPeer, Gemma2GreedyMatchesLlamaCpp) { expect_greedy_matches_peer(synthet
 
 TEST(ArchPeer, Gemma3GreedyMatchesLlamaCpp) { expect_greedy_matches_peer(synthetic_model("gemma3"), "gemma3"); }
 
-TEST(ArchPeer, Gemma4GreedyMatchesLlamaCpp) { expect_greedy_matches_peer(synthetic_model("gemma4"), "gemma4"); }
+TEST(ArchPeer, Gemma4GreedyMatchesLlamaCpp) {
+  expect_greedy_matches_peer(synthetic_model("gemma4"), "gemma4");
+}
 
 // Not yet: on this file (and on seed 8, and with every expert used) llama.cpp v0.5.0's greedy ids leave Hearth's
 // after 3 to 25 tokens, by a logit gap of ~1% that the scalar reference (which agrees with Hearth to 1e-5) does not

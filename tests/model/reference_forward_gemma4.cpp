@@ -12,7 +12,8 @@
 //   angle divided by rope_freqs.weight (1e30: the pair does not turn). Scores are q·k unscaled. x += RMSNorm(Wo
 //   attn, post_attention_norm); x += RMSNorm(down(gelu(gate xn') * up xn'), post_ffw_norm) with xn' =
 //   RMSNorm(x, ffn_norm); then x += RMSNorm(proj · (gelu(inp_gate · x) * ple[l]), post_norm); x *=
-//   layer_output_scale. With experts (26B-A4B) the FFN's output is with_experts's (below). Logits: final_logit_softcapping of RMSNorm(x, output_norm) · token_embd (or output).
+//   layer_output_scale. With experts (26B-A4B) the FFN's output is with_experts's (below). Logits:
+//   final_logit_softcapping of RMSNorm(x, output_norm) · token_embd (or output).
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -201,12 +202,13 @@ std::vector<std::vector<float>> gemma4_reference_logits(const GgufFile& f, const
       per_layer = matvec(w["per_layer_model_proj.weight"], x);
       const auto& tok = w["per_layer_token_embd.weight"];
       for (int64_t l = 0; l < hp.n_layers; ++l) {
-        for (int64_t i = 0; i < hp.per_layer; ++i) per_layer[l * hp.per_layer + i] /= std::sqrt(static_cast<double>(hp.dim));
+        for (int64_t i = 0; i < hp.per_layer; ++i)
+          per_layer[l * hp.per_layer + i] /= std::sqrt(static_cast<double>(hp.dim));
         rms_norm(per_layer, l * hp.per_layer, hp.per_layer, w["per_layer_proj_norm.weight"], hp.eps);
       }
       for (int64_t i = 0; i < width; ++i) {
-        per_layer[i] = (per_layer[i] + tok[t * width + i] * std::sqrt(static_cast<double>(hp.per_layer))) /
-                       std::sqrt(2.0);
+        per_layer[i] =
+            (per_layer[i] + tok[t * width + i] * std::sqrt(static_cast<double>(hp.per_layer))) / std::sqrt(2.0);
       }
     }
     for (int64_t l = 0; l < hp.n_layers; ++l) {
