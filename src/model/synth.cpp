@@ -148,11 +148,15 @@ std::vector<TensorPlan> plan_gemma4_layer(const SynthConfig& c, int64_t i) {
   std::vector<TensorPlan> plan;
   plan.push_back({blk + "attn_norm.weight", {c.dim}, DType::F32, 1.0f, 0.0f});
   plan.push_back({blk + "attn_q.weight", {c.dim, q_dim}, w, 0.0f, sd});
-  plan.push_back({blk + "attn_q_norm.weight", {head_dim}, DType::F32, 1.0f, c.qk_norm_sd});
+  // q and k norm weights of head_dim^-1/4: Gemma 4 does not scale its scores, so these give them the spread of a
+  // 1/sqrt(head_dim)-scaled attention (weights of 1 make every softmax nearly one-hot, where the last bits of a
+  // score decide which key wins).
+  const float qk_mean = 1.0f / std::sqrt(std::sqrt(static_cast<float>(head_dim)));
+  plan.push_back({blk + "attn_q_norm.weight", {head_dim}, DType::F32, qk_mean, c.qk_norm_sd * qk_mean});
   if (has_kv) {
     plan.push_back({blk + "attn_k.weight", {c.dim, kv_dim}, w, 0.0f, sd});
     plan.push_back({blk + "attn_v.weight", {c.dim, kv_dim}, w, 0.0f, sd});
-    plan.push_back({blk + "attn_k_norm.weight", {head_dim}, DType::F32, 1.0f, c.qk_norm_sd});
+    plan.push_back({blk + "attn_k_norm.weight", {head_dim}, DType::F32, qk_mean, c.qk_norm_sd * qk_mean});
   }
   plan.push_back({blk + "attn_output.weight", {q_dim, c.dim}, w, 0.0f, sd});
   plan.push_back({blk + "post_attention_norm.weight", {c.dim}, DType::F32, 1.0f, c.qk_norm_sd});
