@@ -124,7 +124,7 @@ ModelSpeed measure_model(Model& model, const Tokenizer& tok, const BenchModelFla
   const int32_t n_blocks = (n_positions + kBlockSize - 1) / kBlockSize;
   auto format = parse_kv_dtype(f.kv_dtype);
   HEARTH_CHECK(format.ok(), "{}", format.error().message);
-  auto storage = KvStorage::create({c.n_layers, c.n_kv_heads, c.head_dim}, {*format, *format}, kBlockSize, n_blocks);
+  auto storage = KvStorage::create(c.kv_shape(), {*format, *format}, kBlockSize, n_blocks);
   HEARTH_CHECK(storage.ok(), "{}", storage.error().message);
   KvStorage& kv = **storage;
   std::vector<BlockId> block_table;

@@ -58,6 +58,13 @@ int run_synth(const SynthFlags& f) {
   if (f.has_experts) c.n_expert = o.n_expert;
   if (f.has_experts_used) c.n_expert_used = o.n_expert_used;
   if (f.has_expert_ffn) c.expert_ffn_dim = o.expert_ffn_dim;
+  if (c.architecture == "gemma4") {  // Gemma 4's E-style knobs (synth.h); 0 takes the generator's default
+    c.head_dim_swa = o.head_dim_swa;
+    c.n_kv_heads_global = o.n_kv_heads_global;
+    c.swa_period = o.swa_period;
+    c.shared_kv_layers = o.shared_kv_layers;
+    c.per_layer_dim = o.per_layer_dim;
+  }
   if (c.architecture == "qwen3moe" && c.n_expert == 0) {  // a dense preset as qwen3moe: Qwen3-30B-A3B's routing
     c.n_expert = f.has_experts ? o.n_expert : 128;
     c.n_expert_used = f.has_experts_used ? o.n_expert_used : 8;
@@ -97,9 +104,18 @@ Command add_synth(CLI::App& app) {
          "--arch", [f](const std::string& v) { f->overrides.architecture = v, f->has_arch = true; },
          "Architecture: llama (default), qwen2 (q/k/v biases), qwen3 (q/k norms), qwen3moe (qwen3 with a "
          "mixture-of-experts FFN), phi3 (fused qkv and gate/up), gemma2 (soft-capping, every other layer local), "
-         "gemma3 (q/k norms, 5 local : 1 global), gpt-oss (biases, attention sinks, YaRN, every other layer local, "
-         "biased experts with a clamped SwiGLU)")
-      ->check(CLI::IsMember({"llama", "qwen2", "qwen3", "qwen3moe", "phi3", "gemma2", "gemma3", "gpt-oss"}));
+         "gemma3 (q/k norms, 5 local : 1 global), gemma4 (gemma3 with per-layer head sizes and KV heads, value "
+         "norm, partial RoPE on global layers, shared-KV layers, per-layer embeddings: see --shared-kv-layers, "
+         "--per-layer-dim), gpt-oss (biases, attention sinks, YaRN, every other layer local, biased experts with a "
+         "clamped SwiGLU)")
+      ->check(CLI::IsMember({"llama", "qwen2", "qwen3", "qwen3moe", "phi3", "gemma2", "gemma3", "gemma4", "gpt-oss"}));
+  app.add_option("--head-dim-swa", f->overrides.head_dim_swa, "gemma4: sliding layers' head size (0: head dim / 2)");
+  app.add_option("--kv-heads-global", f->overrides.n_kv_heads_global,
+                 "gemma4: global layers' KV heads (0: --kv-heads)");
+  app.add_option("--swa-period", f->overrides.swa_period, "gemma4: every Nth layer is global (0: 5)");
+  app.add_option("--shared-kv-layers", f->overrides.shared_kv_layers,
+                 "gemma4: the last N layers read an earlier layer's K/V and store none");
+  app.add_option("--per-layer-dim", f->overrides.per_layer_dim, "gemma4: per-layer embeddings' width (0: none)");
   app.add_flag("--rope-freqs", f->rope_freqs,
                "llama: Llama 3.1 RoPE scaling (rope_freqs.weight from factor 8, low 1, high 4, original context "
                "8192) and base 500000");

@@ -197,7 +197,7 @@ Result<server::ModelSpec> describe_model(const ServeFlags& f, const std::string&
   if (!config) return make_error("{}: {}", path, config.error().message);
   auto format = parse_kv_format(f.kv_dtype, f.kv_dtype_k, f.kv_dtype_v);
   if (!format) return format.error();
-  const KvShape shape{config->n_layers, config->n_kv_heads, config->head_dim};
+  const KvShape shape = config->kv_shape();
   auto cost = kv_token_cost(shape, *format);
   if (!cost) return cost.error();
   EngineConfig ec;  // what the engine will be given, for its window split

@@ -84,7 +84,11 @@ std::string timed_fingerprint(const GgufFile& file) {
 KvWindowSplit kv_window_split(const ModelConfig& c, const EngineConfig& config) {
   KvWindowSplit split;
   if (!config.kv_window_slabs || c.sliding_window <= 0) return split;
-  for (int32_t il = 0; il < c.n_layers; ++il) split.n_window_layers += c.is_local(il) ? 1 : 0;
+  // Over the layers that store K/V (gemma4's shared-KV layers hold none).
+  for (int32_t il = 0; il < c.n_kv_layers(); ++il) split.n_window_layers += c.is_local(il) ? 1 : 0;
+  if (c.gemma4) {
+    for (int32_t il = 0; il < c.n_kv_layers(); ++il) split.layers.push_back(c.is_local(il));
+  }
   split.window_tokens = split.n_window_layers > 0 ? c.sliding_window : 0;
   split.plan_context = config.kv_window_plan_context;
   const int64_t bs = std::max(1, config.block_size);
@@ -99,14 +103,14 @@ Result<std::unique_ptr<Engine>> Engine::create(Model& model, const Tokenizer& to
                                                ThreadPool& pool) {
   const ModelConfig& c = model.config();
   if (config.max_batch_tokens < 1) return make_error("max batch tokens must be >= 1");
-  const KvShape shape{c.n_layers, c.n_kv_heads, c.head_dim};
+  const KvShape shape = c.kv_shape();
   auto cost = kv_token_cost(shape, config.kv_format);
   if (!cost) return cost.error();
   const KvWindowSplit split = kv_window_split(c, config);
   auto plan = plan_kv_pool(shape, *cost, config.block_size, config.kv_memory_bytes, split);
   if (!plan) return plan.error();
   std::vector<bool> window_layers;
-  for (int32_t il = 0; il < c.n_layers && split.n_window_layers > 0; ++il) window_layers.push_back(c.is_local(il));
+  for (int32_t il = 0; il < c.n_kv_layers() && split.n_window_layers > 0; ++il) window_layers.push_back(c.is_local(il));
   auto storage = KvStorage::create(shape, config.kv_format, config.block_size, static_cast<int32_t>(plan->num_blocks),
                                    std::move(window_layers), static_cast<int32_t>(plan->num_window_slabs));
   if (!storage) return storage.error();

@@ -37,8 +37,7 @@ Result<GenerateResult> generate(Model& model, const Tokenizer& tokenizer, std::s
   // One sequence owns a contiguous run of blocks; the paged block pool replaces this in the engine.
   const int32_t n_positions = static_cast<int32_t>(result.prompt_tokens.size()) + options.max_tokens;
   const int32_t n_blocks = (n_positions + options.block_size - 1) / options.block_size;
-  auto storage = KvStorage::create({c.n_layers, c.n_kv_heads, c.head_dim}, options.kv_format, options.block_size,
-                                   n_blocks);
+  auto storage = KvStorage::create(c.kv_shape(), options.kv_format, options.block_size, n_blocks);
   if (!storage) return storage.error();
   KvStorage& kv = **storage;
   std::vector<BlockId> block_table;

@@ -51,7 +51,14 @@ struct ReferenceOptions {
   bool skip_yarn = false;                    // gpt-oss: plain linear scaling instead of YaRN's blend and mscale
   bool skip_swiglu_clamp = false;            // gpt-oss: silu(g) · u for the experts
   bool skip_expert_biases = false;           // gpt-oss: no router or expert biases
+  bool skip_per_layer_embd = false;          // gemma4: no per-layer embedding branch
+  bool skip_value_norm = false;              // gemma4: v not RMS-normed
+  bool shared_kv_from_first = false;         // gemma4: shared sliding layers read layer 0's K/V instead
 };
+
+// gemma4 (reference_forward_gemma4.cpp, which says what it computes); reference_logits dispatches to it.
+std::vector<std::vector<float>> gemma4_reference_logits(const GgufFile& file, const std::vector<int32_t>& tokens,
+                                                        const ReferenceOptions& options);
 
 // Logits after every token of `tokens`, in order: [tokens.size()][n_vocab].
 std::vector<std::vector<float>> reference_logits(const GgufFile& file, const std::vector<int32_t>& tokens,

@@ -449,7 +449,7 @@ TEST(Synth, BadConfigsAreExplained) {
       {[](SynthConfig& c) { c.architecture = "qwen2", c.llama3_rope_freqs = true; }, "for architecture llama only"},
       {[](SynthConfig& c) { c.llama3_rope_freqs = true, c.rope_high_freq_factor = 1; }, "Llama 3 RoPE scaling needs"},
       {[](SynthConfig& c) { c.head_dim = 32; }, "head_dim 32 is for qwen3, qwen3moe, gemma and gpt-oss only"},
-      {[](SynthConfig& c) { c.n_expert = 8; }, "experts are for architectures qwen3moe and gpt-oss only"},
+      {[](SynthConfig& c) { c.n_expert = 8; }, "experts are for architectures qwen3moe, gpt-oss and gemma4 only"},
       {[](SynthConfig& c) { c.architecture = "qwen3moe"; }, "qwen3moe needs 1 <= experts used (0) <= experts (0)"},
       {[](SynthConfig& c) { c.architecture = "qwen3moe", c.n_expert = 4, c.n_expert_used = 5; },
        "qwen3moe needs 1 <= experts used (5) <= experts (4) <= 512"},
