@@ -49,7 +49,13 @@ export async function startServer(args = [], env = {}, { models = [MODEL] } = {}
   const exited = new Promise((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
   const port = await new Promise((resolve, reject) => {
     let out = '';
-    const timer = setTimeout(() => reject(new Error(`hearth serve did not start in 20 s:\n${stderr}`)), 20000);
+    // Starting takes well under a second; the bound leaves room for a test file whose own synchronous work holds
+    // the event loop (a timer due then fires before the line that arrived meanwhile is read).
+    // A server that did not start is killed, so no test process waits on it forever.
+    const timer = setTimeout(() => {
+      proc.kill('SIGKILL');
+      reject(new Error(`hearth serve did not start in 90 s:\n${stderr}`));
+    }, 90000);
     proc.stdout.on('data', (d) => {
       out += d;
       const m = out.match(/on http:\/\/[^:]+:(\d+)/);

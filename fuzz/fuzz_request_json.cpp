@@ -1,5 +1,5 @@
 // Fuzz target: request bodies as the server parses them (parse_json_body, parse_completion_request for both
-// endpoints, parse_tokenize_request, parse_messages_request), the rendering of whatever parses, its grammar
+// endpoints, parse_tokenize_request, parse_messages_request, Ollama's chat, generate and show), the rendering of whatever parses, its grammar
 // (response_format, forced tool calls) and the tool-call parser. Must never crash, hang or recurse past the nesting
 // limit; every failure must be an ApiError with a status of 400.
 
@@ -10,6 +10,7 @@
 #include "server/anthropic/anthropic_json.h"
 #include "server/api/tokenize_request.h"
 #include "server/http/json_body.h"
+#include "server/ollama/ollama_json.h"
 #include "server/openai/openai_json.h"
 
 namespace {
@@ -72,5 +73,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)message_json("id", "m", MessagesAnswer{text, {}}, hearth::FinishReason::kStop, "", messages_usage({}, 0))
         .dump();
   }
+  // Ollama's bodies, and what their answers render.
+  for (bool generate : {false, true}) {
+    auto ollama = generate ? parse_ollama_generate(body) : parse_ollama_chat(body);
+    check(ollama);
+    if (ollama) {
+      OllamaFinal f;
+      f.text = std::string(body);
+      (void)ndjson_line(ollama_chunk_json(*ollama, "t", f.text));
+      (void)ndjson_line(ollama_final_json(*ollama, "t", f));
+    }
+  }
+  check(parse_ollama_show(body));
   return 0;
 }

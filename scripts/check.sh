@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The fast loop, to run before every commit (minutes on an incremental build, no root): the layer rules, clang-format
-# on the C++ files changed since BASE (default HEAD: uncommitted changes; `scripts/check.sh main` for a branch), an
+# on the C++ lines changed since BASE (default HEAD: uncommitted changes; `scripts/check.sh main` for a branch), an
 # incremental Release build, and the suites labelled `fast` (no model, about a second each). scripts/test.sh stays the
 # CI gate: everything, the ASan/UBSan build and the e2e suite.
 #   scripts/check.sh [BASE]
@@ -11,16 +11,19 @@ base="${1:-HEAD}"
 echo "== layers"
 tools/check-layers
 
-echo "== clang-format (changed since $base)"
-mapfile -t changed < <({
-  git diff --name-only --diff-filter=ACMR "$base" -- '*.h' '*.cpp' '*.inc'
-  git ls-files --others --exclude-standard -- '*.h' '*.cpp' '*.inc'
-} | sort -u)
-if ((${#changed[@]} > 0)); then
-  clang-format --dry-run --Werror "${changed[@]}"
-  echo "${#changed[@]} file(s) formatted as .clang-format says"
-else
-  echo "no C++ file changed"
+echo "== clang-format (lines changed since $base)"
+# Only the changed lines: older files predate .clang-format, and a change reformats what it touches, not the file.
+format_diff="$(git clang-format --diff "$base" -- '*.h' '*.cpp' '*.inc')"
+if [[ "$format_diff" == diff* ]]; then
+  printf '%s\n' "$format_diff"
+  echo "clang-format: the lines above are not formatted as .clang-format says (git clang-format $base fixes them)"
+  exit 1
+fi
+echo "${format_diff:-changed lines formatted}"
+mapfile -t new_files < <(git ls-files --others --exclude-standard -- '*.h' '*.cpp' '*.inc')
+if ((${#new_files[@]} > 0)); then
+  clang-format --dry-run --Werror "${new_files[@]}"
+  echo "${#new_files[@]} new file(s) formatted"
 fi
 
 echo "== build (incremental, Release)"

@@ -41,9 +41,10 @@ struct BenchModelFlags {
   bool json = false;
 };
 
-// What one token's forward pass reads and computes: every weight matrix once (the embedding table only as one
-// row, unless it is tied to the output), so matmul parameters and their stored bytes; of a mixture of experts'
-// 3-D expert tensors only the expert_used_count experts a token chooses (a batch of many tokens reads more).
+// What one token's forward pass reads and computes: every weight matrix once (the embedding tables, gemma4's per-layer
+// one too, only as one row, unless it is tied to the output), so matmul parameters and their stored bytes; of a mixture
+// of experts' 3-D expert tensors only the expert_used_count experts a token chooses (a batch of many tokens reads
+// more).
 struct WeightTotals {
   double bytes_per_token = 0;
   double params = 0;
@@ -66,6 +67,7 @@ WeightTotals weight_totals(const GgufFile& file) {
   for (const GgufTensor& t : file.tensors()) {
     if (t.n_dims < 2) continue;  // norms: negligible and not matmuls
     if (t.name == "token_embd.weight" && !tied) continue;
+    if (t.name == "per_layer_token_embd.weight") continue;  // gemma4's per-layer embeddings: one row per token
     const double share = t.name.ends_with("_exps.weight") ? expert_share : 1.0;
     totals.bytes_per_token += static_cast<double>(t.nbytes) * share;
     totals.params += static_cast<double>(t.num_elements()) * share;

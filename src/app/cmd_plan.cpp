@@ -1,6 +1,7 @@
 // hearth plan: the KV memory plan of a model from its GGUF (its header, and the small matrices' values checked): bytes per
 // token for every KV dtype, KV and total memory for a context × users, and what fits in a memory budget.
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -34,33 +35,81 @@ struct PlanFlags {
 };
 
 // Sliding-window models: how many layers are local, what a user's KV costs with window slabs (Hearth's default:
-// those layers keep only the blocks the window reads) and with every layer's full KV (--kv-full-window).
+// those layers keep only the blocks the window reads) and with every layer's full KV (--kv-full-window). Counted
+// layer by layer over the layers that store K/V, as the pool is.
 std::string describe_window_savings(const ModelConfig& c, const MemoryPlan& plan) {
+  std::vector<bool> local_flags;
   int32_t local = 0;
-  for (int32_t il = 0; il < c.n_layers; ++il) local += c.is_local(il) ? 1 : 0;
+  for (int32_t p = 0; p < c.n_kv_layers(); ++p) {
+    local_flags.push_back(c.is_local(c.layer_of_kv_plane(p)));
+    local += local_flags.back() ? 1 : 0;
+  }
   if (local == 0 || c.sliding_window <= 0) return {};
   const MemoryPlanRequest& r = plan.request;
   const MemoryPlanRow& row = plan.requested();
+  const auto cost =
+      std::find_if(r.costs.begin(), r.costs.end(), [&](const KvTokenCost& k) { return k.dtype == row.dtype; });
+  if (cost == r.costs.end()) return {};
   const int64_t blocks = (r.context + r.block_size - 1) / r.block_size;
-  const int64_t per_layer_block = row.bytes_per_token / c.n_layers * r.block_size;
+  const int64_t window_block = kv_layer_bytes(*cost, local_flags) * r.block_size;
+  const int64_t other_block = row.bytes_per_token * r.block_size - window_block;
   const int64_t held = window_blocks_held(r.context, c.sliding_window, r.block_size);
-  const int64_t full = per_layer_block * c.n_layers * blocks;
-  const int64_t windowed = per_layer_block * ((c.n_layers - local) * blocks + local * held);
+  const int64_t full = (other_block + window_block) * blocks;
+  const int64_t windowed = other_block * blocks + window_block * held;
   const double saved = 100.0 * static_cast<double>(full - windowed) / static_cast<double>(full);
   if (r.window.n_window_layers > 0) {
     return fmt::format(
         "sliding window: {} of {} layers attend to the last {} tokens only, and Hearth keeps their K/V only for the "
         "blocks the window reads ({} of {} blocks at {} tokens), so the table is what it allocates: {} per user, "
         "where every layer's full KV would be {} ({:.0f}% less; --kv-full-window keeps it all).\n",
-        local, c.n_layers, format_thousands(c.sliding_window), held, blocks, format_thousands(r.context),
+        local, c.n_kv_layers(), format_thousands(c.sliding_window), held, blocks, format_thousands(r.context),
         format_bytes(windowed), format_bytes(full), saved);
   }
   return fmt::format(
       "sliding window: {} of {} layers attend to the last {} tokens only. With --kv-full-window Hearth keeps every "
       "layer's full KV (the window only masks), so the table is what it allocates: {} per user at {} tokens; "
       "without it those layers keep only their window: {} ({:.0f}% less).\n",
-      local, c.n_layers, format_thousands(c.sliding_window), format_bytes(full), format_thousands(r.context),
+      local, c.n_kv_layers(), format_thousands(c.sliding_window), format_bytes(full), format_thousands(r.context),
       format_bytes(windowed), saved);
+}
+
+// Models whose layers differ (Gemma 4): one token's K/V by layer group, as the pool counts it: each group's layers,
+// KV heads, head size and bytes, and the layers that read another layer's K/V and store none.
+std::string describe_layer_groups(const ModelConfig& c, const MemoryPlan& plan) {
+  const KvShape& shape = plan.request.shape;
+  if (shape.uniform() && c.n_kv_shared_layers == 0) return {};
+  const MemoryPlanRow& row = plan.requested();
+  const auto cost = std::find_if(plan.request.costs.begin(), plan.request.costs.end(),
+                                 [&](const KvTokenCost& k) { return k.dtype == row.dtype; });
+  if (cost == plan.request.costs.end()) return {};
+  struct Group {
+    bool local;
+    KvLayerShape shape;
+    int32_t layers = 0;
+    int64_t bytes = 0;
+  };
+  std::vector<Group> groups;
+  for (int32_t il = 0; il < shape.n_layers; ++il) {
+    const KvLayerShape l = shape.layer(il);
+    const bool local = c.is_local(c.layer_of_kv_plane(il));
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const Group& x) {
+      return x.local == local && x.shape.n_kv_heads == l.n_kv_heads && x.shape.head_dim == l.head_dim;
+    });
+    if (g == groups.end()) g = groups.insert(groups.end(), Group{local, l});
+    g->layers += 1;
+    g->bytes += cost->layer_bytes_per_token[il];
+  }
+  std::string out = fmt::format("KV per token ({}), layer by layer:\n", row.dtype);
+  for (const Group& g : groups) {
+    out += fmt::format("  {:>3} {} layers x {} KV heads x head size {}: {}/token\n", g.layers,
+                       g.local ? "sliding" : "global ", g.shape.n_kv_heads, g.shape.head_dim, format_bytes(g.bytes));
+  }
+  if (c.n_kv_shared_layers > 0) {
+    out += fmt::format("  {:>3} shared-KV layers read an earlier layer's K/V and store none\n", c.n_kv_shared_layers);
+  }
+  out += fmt::format("  total {}/token over {} of {} layers\n", format_bytes(row.bytes_per_token), shape.n_layers,
+                     c.n_layers);
+  return out;
 }
 
 struct ModelPlan {
@@ -189,6 +238,7 @@ int run_plan(const PlanFlags& f) {
     std::printf("%s\n", server::memory_plan_json(*plan).dump(2).c_str());
   } else {
     std::printf("%s", render_memory_plan(*plan).c_str());
+    std::printf("%s", describe_layer_groups(*config, *plan).c_str());
     std::printf("%s", describe_window_savings(*config, *plan).c_str());
     if (request.context > config->n_ctx_train) {
       std::printf("note: %lld tokens is beyond the model's training context of %d\n",

@@ -265,6 +265,7 @@ int run_serve(ServeFlags f) {
   server::ServerConfig config;
   config.http.host = f.host;
   config.http.port = f.port;
+  if (f.ollama_port >= 0) config.http.extra_ports = {f.ollama_port};
   config.http.max_body_bytes = static_cast<size_t>(*max_body);
   config.http.max_connections = f.max_connections;
   config.http.header_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.header_timeout_s * 1000));
@@ -309,6 +310,9 @@ int run_serve(ServeFlags f) {
   std::printf("hearth: serving %s (model id '%s') on http://%s:%d%s\n", f.model_path.c_str(),
               engine_config.model_id.c_str(), f.host.c_str(), http.bound_port(),
               f.api_key.empty() ? "" : " (API key set)");
+  for (int port : http.bound_extra_ports()) {
+    std::printf("hearth: the same routes (Ollama's) on http://%s:%d\n", f.host.c_str(), port);
+  }
   std::fflush(stdout);
   http.listen();
   done = true;
@@ -338,6 +342,10 @@ Command add_serve(CLI::App& app) {
                "Several models: one pool of -t compute threads whose calls take turns, instead of one pool per model");
   app.add_option("--host", flags->host, "Address to listen on")->capture_default_str();
   app.add_option("--port", flags->port, "Port to listen on; 0 picks a free one")->capture_default_str();
+  app.add_option("--ollama-port", flags->ollama_port,
+                 "Serve the same routes on this port too (11434: Ollama's, so apps set up for a local Ollama find "
+                 "the server); 0 picks a free one")
+      ->check(CLI::Range(0, 65535));
   app.add_option("--kv-memory", flags->kv_memory, "KV pool size (each model's, with several), e.g. 512MiB, 2GiB (default: min(RAM/4, 4GiB))");
   app.add_option("--kv-dtype", flags->kv_dtype, "KV cache dtype for K and V: f32, f16, bf16, q8_0, q4_0")
       ->capture_default_str();

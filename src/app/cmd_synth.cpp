@@ -1,6 +1,8 @@
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <string>
 
 #include "app/commands.h"
@@ -38,6 +40,7 @@ int run_synth(const SynthFlags& f) {
   const SynthConfig& o = f.overrides;
   c.out_path = o.out_path;
   c.vocab_from = o.vocab_from;
+  c.chat_template = o.chat_template;
   c.seed = o.seed;
   c.sliding_window = o.sliding_window;
   // 30b-a3b is qwen3moe and qwen35-0.8b qwen35 unless told
@@ -65,6 +68,13 @@ int run_synth(const SynthFlags& f) {
   if (f.has_experts) c.n_expert = o.n_expert;
   if (f.has_experts_used) c.n_expert_used = o.n_expert_used;
   if (f.has_expert_ffn) c.expert_ffn_dim = o.expert_ffn_dim;
+  if (c.architecture == "gemma4") {  // Gemma 4's E-style knobs (synth.h); 0 takes the generator's default
+    c.head_dim_swa = o.head_dim_swa;
+    c.n_kv_heads_global = o.n_kv_heads_global;
+    c.swa_period = o.swa_period;
+    c.shared_kv_layers = o.shared_kv_layers;
+    c.per_layer_dim = o.per_layer_dim;
+  }
   if (c.architecture == "qwen3moe" && c.n_expert == 0) {  // a dense preset as qwen3moe: Qwen3-30B-A3B's routing
     c.n_expert = f.has_experts ? o.n_expert : 128;
     c.n_expert_used = f.has_experts_used ? o.n_expert_used : 8;
@@ -104,10 +114,20 @@ Command add_synth(CLI::App& app) {
          "--arch", [f](const std::string& v) { f->overrides.architecture = v, f->has_arch = true; },
          "Architecture: llama (default), qwen2 (q/k/v biases), qwen3 (q/k norms), qwen3moe (qwen3 with a "
          "mixture-of-experts FFN), phi3 (fused qkv and gate/up), gemma2 (soft-capping, every other layer local), "
-         "gemma3 (q/k norms, 5 local : 1 global), gpt-oss (biases, attention sinks, YaRN, every other layer local, "
-         "biased experts with a clamped SwiGLU), qwen35 (Qwen3.5 dense: three of four layers Gated DeltaNet, the "
-         "fourth gated full attention with partial RoPE)")
-      ->check(CLI::IsMember({"llama", "qwen2", "qwen3", "qwen3moe", "phi3", "gemma2", "gemma3", "gpt-oss", "qwen35"}));
+         "gemma3 (q/k norms, 5 local : 1 global), gemma4 (gemma3 with per-layer head sizes and KV heads, value "
+         "norm, partial RoPE on global layers, shared-KV layers, per-layer embeddings: see --shared-kv-layers, "
+         "--per-layer-dim), gpt-oss (biases, attention sinks, YaRN, every other layer local, biased experts with a "
+         "clamped SwiGLU), qwen35 (Qwen3.5 dense: three of four layers Gated DeltaNet, the fourth gated full "
+         "attention with partial RoPE)")
+      ->check(CLI::IsMember(
+          {"llama", "qwen2", "qwen3", "qwen3moe", "phi3", "gemma2", "gemma3", "gemma4", "gpt-oss", "qwen35"}));
+  app.add_option("--head-dim-swa", f->overrides.head_dim_swa, "gemma4: sliding layers' head size (0: head dim / 2)");
+  app.add_option("--kv-heads-global", f->overrides.n_kv_heads_global,
+                 "gemma4: global layers' KV heads (0: --kv-heads)");
+  app.add_option("--swa-period", f->overrides.swa_period, "gemma4: every Nth layer is global (0: 5)");
+  app.add_option("--shared-kv-layers", f->overrides.shared_kv_layers,
+                 "gemma4: the last N layers read an earlier layer's K/V and store none");
+  app.add_option("--per-layer-dim", f->overrides.per_layer_dim, "gemma4: per-layer embeddings' width (0: none)");
   app.add_flag("--rope-freqs", f->rope_freqs,
                "llama: Llama 3.1 RoPE scaling (rope_freqs.weight from factor 8, low 1, high 4, original context "
                "8192) and base 500000");
@@ -124,6 +144,17 @@ Command add_synth(CLI::App& app) {
   app.add_option("--vocab-from", f->overrides.vocab_from, "GGUF whose tokenizer is copied")
       ->check(CLI::ExistingFile)
       ->capture_default_str();
+  app.add_option_function<std::string>(
+         "--chat-template",
+         [f](const std::string& path) {
+           std::ifstream in(path, std::ios::binary);
+           std::stringstream text;
+           text << in.rdbuf();
+           f->overrides.chat_template = text.str();
+         },
+         "Jinja file written as tokenizer.chat_template, in place of the vocabulary's (e.g. "
+         "tests/data/openai-gpt-oss-120b.jinja for gpt-oss)")
+      ->check(CLI::ExistingFile);
   app.add_option("--seed", f->overrides.seed, "Weight seed")->capture_default_str();
   app.add_option("--sliding-window", f->overrides.sliding_window,
                  "phi3, gemma2, gemma3: attention.sliding_window (0: phi3 the context, gemma 4096)")

@@ -31,6 +31,7 @@ struct ServeFlags {
   bool shared_pool = false;              // --shared-pool: one compute pool for every model
   std::string host = "127.0.0.1";
   int port = 8080;
+  int ollama_port = -1;   // --ollama-port: the same routes on a second port (-1: none)
   std::string kv_memory;  // empty: min(25% of RAM, 4 GiB)
   std::string kv_dtype = "f16";
   std::string kv_dtype_k;  // empty: kv_dtype

@@ -280,6 +280,7 @@ int run_serve_models(ServeFlags f, int64_t kv_bytes, int64_t max_body, const sig
   config.api_key = f.api_key;
   config.http.host = f.host;
   config.http.port = f.port;
+  if (f.ollama_port >= 0) config.http.extra_ports = {f.ollama_port};
   config.http.max_body_bytes = static_cast<size_t>(max_body);
   config.http.max_connections = f.max_connections;
   config.http.header_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.header_timeout_s * 1000));
@@ -318,6 +319,9 @@ int run_serve_models(ServeFlags f, int64_t kv_bytes, int64_t max_body, const sig
   std::printf("hearth: serving %zu models (%s) in %s on http://%s:%d%s\n", host->specs().size(), ids.c_str(),
               format_bytes(*budget).c_str(), f.host.c_str(), router.bound_port(),
               f.api_key.empty() ? "" : " (API key set)");
+  for (int port : router.bound_extra_ports()) {
+    std::printf("hearth: the same routes (Ollama's) on http://%s:%d\n", f.host.c_str(), port);
+  }
   std::fflush(stdout);
   router.listen();
   done = true;

@@ -84,7 +84,12 @@ std::string timed_fingerprint(const GgufFile& file) {
 KvWindowSplit kv_window_split(const ModelConfig& c, const EngineConfig& config) {
   KvWindowSplit split;
   if (!config.kv_window_slabs || c.sliding_window <= 0) return split;
-  for (int32_t il = 0; il < c.n_layers; ++il) split.n_window_layers += c.is_local(il) ? 1 : 0;
+  // Over the layers that store K/V, one flag per KvStorage plane (gemma4's shared-KV layers and a hybrid's recurrent
+  // layers hold none).
+  for (int32_t p = 0; p < c.n_kv_layers(); ++p) split.n_window_layers += c.is_local(c.layer_of_kv_plane(p)) ? 1 : 0;
+  if (c.gemma4) {
+    for (int32_t p = 0; p < c.n_kv_layers(); ++p) split.layers.push_back(c.is_local(c.layer_of_kv_plane(p)));
+  }
   split.window_tokens = split.n_window_layers > 0 ? c.sliding_window : 0;
   split.plan_context = config.kv_window_plan_context;
   const int64_t bs = std::max(1, config.block_size);
@@ -128,7 +133,9 @@ Result<std::unique_ptr<Engine>> Engine::create(Model& model, const Tokenizer& to
   auto plan = plan_kv_pool(shape, *cost, config.block_size, states->kv_budget_bytes, split);
   if (!plan) return plan.error();
   std::vector<bool> window_layers;
-  for (int32_t il = 0; il < c.n_layers && split.n_window_layers > 0; ++il) window_layers.push_back(c.is_local(il));
+  for (int32_t p = 0; p < c.n_kv_layers() && split.n_window_layers > 0; ++p) {
+    window_layers.push_back(c.is_local(c.layer_of_kv_plane(p)));
+  }
   auto storage = KvStorage::create(shape, config.kv_format, config.block_size, static_cast<int32_t>(plan->num_blocks),
                                    std::move(window_layers), static_cast<int32_t>(plan->num_window_slabs));
   if (!storage) return storage.error();

@@ -76,6 +76,9 @@ struct RequestSpec {
   // finishes with stop once the output is whole and nothing can follow, and with length at max_tokens (the output
   // is then what was generated). Shared, immutable: the n choices of one request use one grammar.
   std::shared_ptr<const Grammar> grammar;
+  // The output text spells control tokens (<|channel|>, <|end|>, ...) instead of leaving them out, for answers
+  // whose markup the caller parses (the server's harmony answers). Stop tokens are never emitted either way.
+  bool render_special_tokens = false;
 };
 
 // Where prefix reuse stopped and why, with the text around that point (engine/explain.h fills it).

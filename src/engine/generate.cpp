@@ -37,15 +37,14 @@ Result<GenerateResult> generate(Model& model, const Tokenizer& tokenizer, std::s
   // One sequence owns a contiguous run of blocks; the paged block pool replaces this in the engine.
   const int32_t n_positions = static_cast<int32_t>(result.prompt_tokens.size()) + options.max_tokens;
   const int32_t n_blocks = (n_positions + options.block_size - 1) / options.block_size;
-  auto storage = KvStorage::create(c.kv_shape(), options.kv_format, options.block_size,
-                                   n_blocks);
+  auto storage = KvStorage::create(c.kv_shape(), options.kv_format, options.block_size, n_blocks);
   if (!storage) return storage.error();
   KvStorage& kv = **storage;
   if (c.is_hybrid()) kv.reserve_state_slots(1, c.recurrent_state_floats());  // the one sequence's slot 0
   std::vector<BlockId> block_table;
   for (int32_t b = 0; b < n_blocks; ++b) block_table.push_back(BlockId{b});
 
-  Sampler sampler(options.sampling);
+  Sampler sampler(options.sampling, result.prompt_tokens);
   IncrementalDecoder decoder(tokenizer);
   // The decoder sees the prompt first, so the first generated piece keeps its leading space and a UTF-8
   // character split across the prompt/output boundary is still completed correctly.

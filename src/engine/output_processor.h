@@ -70,8 +70,8 @@ class OutputProcessor {
  private:
   struct Sequence {
     Sequence(const Tokenizer& tokenizer, const RequestSpec& spec)
-        : decoder(tokenizer),
-          sampler(spec.sampling),
+        : decoder(tokenizer, DecodeOptions{.render_special = spec.render_special_tokens}),
+          sampler(spec.sampling, spec.prompt),
           stop(spec.stop),
           top_logprobs(spec.top_logprobs),
           grammar(spec.grammar) {

@@ -42,7 +42,22 @@ void sort_by_logit(std::span<const float> logits, std::vector<std::pair<float, i
   for (size_t i = 0; i < n; ++i) out[i] = {logits[static_cast<size_t>(src[i].id)], src[i].id};
 }
 
-Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {}
+Sampler::Sampler(const SamplingParams& params, std::span<const TokenId> context) : params_(params), rng_(params.seed) {
+  if (!params_.repeats_penalized()) return;
+  const size_t keep =
+      params_.repeat_last_n < 0 ? context.size() : std::min(context.size(), static_cast<size_t>(params_.repeat_last_n));
+  for (TokenId t : context.subspan(context.size() - keep)) remember(t.value);
+}
+
+void Sampler::remember(int32_t token) {
+  window_.push_back(token);
+  ++window_counts_[token];
+  if (params_.repeat_last_n >= 0 && window_.size() > static_cast<size_t>(params_.repeat_last_n)) {
+    const int32_t gone = window_.front();
+    window_.pop_front();
+    if (--window_counts_[gone] == 0) window_counts_.erase(gone);
+  }
+}
 
 TokenId argmax(std::span<const float> logits) {
   HEARTH_CHECK(!logits.empty(), "argmax of empty logits");
@@ -56,6 +71,12 @@ TokenId argmax(std::span<const float> logits) {
 std::span<const float> Sampler::adjust(std::span<const float> logits) {
   adjusted_.assign(logits.begin(), logits.end());
   for (const auto& [token, bias] : params_.logit_bias) adjusted_[static_cast<size_t>(token)] += bias;
+  for (const auto& [token, count] : window_counts_) {
+    // A context token beyond this row's vocabulary (a prompt of raw ids is checked against the model) is skipped.
+    if (token < 0 || static_cast<size_t>(token) >= adjusted_.size()) continue;
+    float& logit = adjusted_[static_cast<size_t>(token)];
+    logit = logit > 0.0f ? logit / params_.repeat_penalty : logit * params_.repeat_penalty;
+  }
   for (const auto& [token, count] : counts_) {
     adjusted_[static_cast<size_t>(token)] -=
         static_cast<float>(count) * params_.frequency_penalty + params_.presence_penalty;
@@ -67,6 +88,7 @@ TokenId Sampler::sample(std::span<const float> logits) {
   const bool adjusts = params_.adjusts_logits();
   if (adjusts) logits = adjust(logits);
   const TokenId token = params_.temperature <= 0.0f ? argmax(logits) : sample_stochastic(logits);
+  if (params_.repeats_penalized()) remember(token.value);
   if (adjusts && (params_.frequency_penalty != 0.0f || params_.presence_penalty != 0.0f)) {
     auto it = std::find_if(counts_.begin(), counts_.end(), [&](const auto& c) { return c.first == token.value; });
     if (it == counts_.end()) {
@@ -97,6 +119,14 @@ TokenId Sampler::sample_stochastic(std::span<const float> logits) {
   for (size_t i = 0; i < n; ++i) {
     candidates_[i].first = std::exp((candidates_[i].first - max_logit) / params_.temperature);
     sum += candidates_[i].first;
+  }
+  if (params_.min_p > 0.0f) {
+    // Sorted descending, so the first is the most likely (exp(0) = 1): keep while p >= min_p * p_max.
+    size_t keep = 1;
+    while (keep < n && candidates_[keep].first >= params_.min_p) ++keep;
+    n = keep;
+    sum = 0.0;
+    for (size_t i = 0; i < n; ++i) sum += candidates_[i].first;
   }
   if (params_.top_p < 1.0f) {
     double cumulative = 0.0;

@@ -1,12 +1,16 @@
 #pragma once
 // Sampler: turns one row of logits into a token. Temperature 0 is greedy (argmax, lowest id on ties).
-// Otherwise: top-k, then softmax at the temperature, then top-p (nucleus), then a draw from a seeded RNG,
-// so a given seed always reproduces the same tokens. Before all of that, logit_bias and the repetition penalties
-// (over the tokens this sampler has returned) adjust a copy of the row.
+// Otherwise: top-k, then softmax at the temperature, then min-p, then top-p (nucleus), then a draw from a seeded
+// RNG, so a given seed always reproduces the same tokens. Before all of that a copy of the row is adjusted, in this
+// order: logit_bias, the repeat penalty (over the last repeat_last_n tokens of the context: the prompt's tail given
+// at construction, then the tokens this sampler returned), the frequency and presence penalties (over the tokens
+// this sampler returned).
 
 #include <cstdint>
+#include <deque>
 #include <random>
 #include <span>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -32,7 +36,8 @@ void sort_by_logit(std::span<const float> logits, std::vector<std::pair<float, i
 
 class Sampler {
  public:
-  explicit Sampler(const SamplingParams& params);
+  // `context`: the prompt, whose tail the repeat penalty looks at (only its last repeat_last_n tokens are kept).
+  explicit Sampler(const SamplingParams& params, std::span<const TokenId> context = {});
 
   // Requires logits.size() > 0 (and logit_bias ids below it: check_request). Advances the RNG only when sampling
   // (temperature > 0). Counts the returned token for the penalties.
@@ -49,6 +54,10 @@ class Sampler {
   std::vector<LogitKey> sort_scratch_;
   std::vector<float> adjusted_;
   std::vector<std::pair<int32_t, int32_t>> counts_;  // (token id, times returned), with penalties only
+  // The repeat penalty's window: the last repeat_last_n tokens of the context, and how often each id is in it.
+  std::deque<int32_t> window_;
+  std::unordered_map<int32_t, int32_t> window_counts_;
+  void remember(int32_t token);
 };
 
 TokenId argmax(std::span<const float> logits);

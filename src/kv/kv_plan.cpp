@@ -25,6 +25,12 @@ int64_t window_blocks_held(int64_t context, int32_t window, int32_t block_size) 
   return (context + block_size - 1) / block_size - first;
 }
 
+int64_t window_bytes_per_token(const KvShape& shape, const KvTokenCost& cost, const KvWindowSplit& split) {
+  if (split.n_window_layers <= 0 || shape.n_layers <= 0) return 0;
+  if (!split.layers.empty()) return kv_layer_bytes(cost, split.layers);
+  return cost.bytes_per_token / shape.n_layers * split.n_window_layers;
+}
+
 int64_t KvPlan::users_at(int64_t context) const {
   if (context <= 0 || block_size <= 0) return 0;
   const int64_t blocks_per_user = (context + block_size - 1) / block_size;
@@ -67,15 +73,16 @@ Result<KvPlan> plan_kv_pool(const KvShape& shape, const KvTokenCost& cost, int32
   if (!plain || split.n_window_layers == 0) return plain;
   if (split.n_window_layers < 0 || split.n_window_layers > shape.n_layers || split.window_tokens < 1 ||
       split.plan_context < 1 || split.plan_context > kMaxPlanContext || split.min_window_slabs < 0 ||
-      cost.bytes_per_token % shape.n_layers != 0) {
+      (split.layers.empty() && cost.bytes_per_token % shape.n_layers != 0) ||
+      (!split.layers.empty() && static_cast<int32_t>(split.layers.size()) != shape.n_layers)) {
     return make_error("window slabs: {} of {} layers, a {}-token window, planned at {} tokens", split.n_window_layers,
                       shape.n_layers, split.window_tokens, split.plan_context);
   }
   KvPlan p = *plain;
   p.window = split;
-  const int64_t per_layer = cost.bytes_per_token / shape.n_layers;
-  const int64_t full_block = per_layer * (shape.n_layers - split.n_window_layers) * block_size;  // may be 0
-  const int64_t slab = per_layer * split.n_window_layers * block_size;
+  const int64_t window_bytes = window_bytes_per_token(shape, cost, split);
+  const int64_t full_block = (cost.bytes_per_token - window_bytes) * block_size;  // may be 0
+  const int64_t slab = window_bytes * block_size;
   const int64_t blocks_per_user = (split.plan_context + block_size - 1) / block_size;
   const int64_t slabs_per_user = window_blocks_held(split.plan_context, split.window_tokens, block_size);
   // Users at plan_context that fit, each with its blocks and slabs; the rest of the budget fills more blocks.
@@ -185,7 +192,7 @@ Result<MemoryPlan> plan_memory(const MemoryPlanRequest& r) {
     row.scale_bytes_per_token = cost.scale_bytes_per_token;
     const int64_t bytes_per_block = row.bytes_per_token * r.block_size;
     // With window slabs, a user's blocks cost the other layers' share, and only the window's carry those layers.
-    const int64_t window_share = n_window > 0 ? row.bytes_per_token / r.shape.n_layers * n_window * r.block_size : 0;
+    const int64_t window_share = n_window > 0 ? window_bytes_per_token(r.shape, cost, r.window) * r.block_size : 0;
     const int64_t user_bytes_per_block = bytes_per_block - window_share;
     auto user_bytes = [&](int64_t context) -> std::optional<int64_t> {
       const int64_t blocks = (context + r.block_size - 1) / r.block_size;

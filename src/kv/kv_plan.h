@@ -26,7 +26,13 @@ struct KvWindowSplit {
   int64_t plan_context = 1024;  // the context per user the pool's split between blocks and slabs is sized for
   int64_t min_window_slabs = 0;  // at least this many slabs (what one sequence's window and batch need)
   int64_t batch_slabs = 0;       // slabs on top of the users' windows, for one step's prompt chunks
+  // Which KV layers are windowed, one flag each, when layers differ in size (Gemma 4): the window's share of a
+  // token is then those layers' bytes (KvTokenCost::layer_bytes_per_token). Empty: every layer costs the same.
+  std::vector<bool> layers;
 };
+
+// Bytes of one token's K/V on the window layers of `split` at `cost` (0 without window layers).
+int64_t window_bytes_per_token(const KvShape& shape, const KvTokenCost& cost, const KvWindowSplit& split);
 
 // Blocks a user who has computed `context` tokens holds on the sliding-window layers: those the next token reads,
 // ceil(context / bs) - floor(max(0, context - W + 1) / bs); at most ceil((W - 1) / bs) + 1.

@@ -1,5 +1,6 @@
 #include "model/config.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <string_view>
@@ -7,8 +8,9 @@
 namespace hearth {
 namespace {
 
-constexpr std::array<std::string_view, 11> kSupportedArchitectures = {
-    "gemma2", "gemma3", "gpt-oss", "llama", "mistral", "phi3", "qwen2", "qwen3", "qwen35", "qwen3moe", "smollm"};
+constexpr std::array<std::string_view, 12> kSupportedArchitectures = {"gemma2", "gemma3",  "gemma4",   "gpt-oss",
+                                                                      "llama",  "mistral", "phi3",     "qwen2",
+                                                                      "qwen3",  "qwen35",  "qwen3moe", "smollm"};
 
 // llama.cpp's LLAMA_MAX_EXPERTS: a file with more experts is one the peer refuses too.
 constexpr int32_t kMaxExperts = 512;
@@ -137,10 +139,58 @@ Result<void> read_sliding_window(const GgufFile& file, const std::string& p, Mod
   return {};
 }
 
+Result<std::vector<int32_t>> read_per_layer(const GgufFile& file, const std::string& key, int32_t n_layers,
+                                            std::optional<int32_t> fallback, int32_t min_value);
+
+// gemma4's feed_forward_length and attention.head_count_kv: one number or one per layer (the double-wide MLP of
+// the shared-KV layers, fewer KV heads on global layers). ffn_dim and n_kv_heads become the largest.
+Result<void> read_gemma4_per_layer(const GgufFile& file, const std::string& p, ModelConfig& c) {
+  auto ffn = read_per_layer(file, p + "feed_forward_length", c.n_layers, std::nullopt, 1);
+  if (!ffn) return ffn.error();
+  auto kv_heads = read_per_layer(file, p + "attention.head_count_kv", c.n_layers, c.n_heads, 1);
+  if (!kv_heads) return kv_heads.error();
+  for (int32_t il = 0; il < c.n_layers; ++il) {
+    if (c.n_heads % (*kv_heads)[il] != 0) {
+      return make_error("{}: head_count {} is not a multiple of layer {}'s head_count_kv {}", file.name(), c.n_heads,
+                        il, (*kv_heads)[il]);
+    }
+  }
+  c.ffn_dim = *std::max_element(ffn->begin(), ffn->end());
+  c.n_kv_heads = *std::max_element(kv_heads->begin(), kv_heads->end());
+  c.layer_ffn_dim = std::move(*ffn);
+  c.layer_kv_heads = std::move(*kv_heads);
+  return {};
+}
+
+Result<void> read_gemma4(const GgufFile& file, const std::string& p, ModelConfig& c);
+
+// gemma4's mixture of experts (26B-A4B), when expert_count > 0: every layer's dense FFN is then a shared expert
+// beside expert_used_count of expert_count experts of expert_feed_forward_length, routed by a softmax over all of
+// them, the weights of the chosen normalised to sum 1 (llama.cpp's build_moe_ffn with norm_w), GELU-gated.
+Result<void> read_gemma4_moe(const GgufFile& file, const std::string& p, ModelConfig& c) {
+  auto experts = file.get_uint(p + "expert_count");
+  if (!experts) return experts.error();
+  if (experts->value_or(0) == 0) return {};
+  auto n_expert = read_positive(file, p + "expert_count", std::nullopt);
+  if (!n_expert) return n_expert.error();
+  auto n_used = read_positive(file, p + "expert_used_count", std::nullopt);
+  if (!n_used) return n_used.error();
+  if (*n_expert > kMaxExperts || *n_used > *n_expert) {
+    return make_error("{}: {}expert_used_count {} and expert_count {} need 1 <= used <= count <= {}", file.name(), p,
+                      *n_used, *n_expert, kMaxExperts);
+  }
+  auto expert_ffn = read_positive(file, p + "expert_feed_forward_length", std::nullopt);
+  if (!expert_ffn) return expert_ffn.error();
+  c.moe = MoeRouting{
+      *n_expert, *n_used, *expert_ffn, ExpertGating::kSoftmax, /*norm_weights=*/true, ExpertActivation::kGelu};
+  return {};
+}
+
 // Gemma 2 and 3, as llama.cpp reads them (llama-model.cpp's load_hparams and build_gemma2/3): the window is applied
 // as a mask on local layers, so the context is not capped; soft-capping defaults are llama.cpp's.
 Result<void> read_gemma(const GgufFile& file, const std::string& p, ModelConfig& c) {
   if (!c.gemma) return {};
+  if (c.gemma4) return read_gemma4(file, p, c);
   const bool gemma2 = c.architecture == "gemma2";
   auto window =
       read_positive(file, p + "attention.sliding_window", gemma2 ? std::optional<int32_t>(4096) : std::nullopt);
@@ -159,6 +209,117 @@ Result<void> read_gemma(const GgufFile& file, const std::string& p, ModelConfig&
   } else {
     c.rope_freq_base_local = 10000.0f;
   }
+  return {};
+}
+
+// A per-layer hyperparameter stored as one number or as an array of one per layer (llama.cpp's get_key_or_arr).
+// Absent: `fallback` everywhere. Every value must be in [min_value, 2^30].
+Result<std::vector<int32_t>> read_per_layer(const GgufFile& file, const std::string& key, int32_t n_layers,
+                                            std::optional<int32_t> fallback, int32_t min_value) {
+  const GgufValue* v = file.find(key);
+  std::vector<int32_t> out;
+  if (v != nullptr && v->type == GgufType::ARRAY) {
+    auto items = file.get_int_array(key);
+    if (!items) return items.error();
+    if (static_cast<int32_t>(items->size()) != n_layers) {
+      return make_error("{}: metadata '{}' has {} values for {} layers", file.name(), key, items->size(), n_layers);
+    }
+    for (int64_t x : *items) {
+      if (x < min_value || x > (int64_t{1} << 30)) {
+        return make_error("{}: metadata '{}' holds {}, out of range", file.name(), key, x);
+      }
+      out.push_back(static_cast<int32_t>(x));
+    }
+    return out;
+  }
+  auto one = read_positive(file, key, fallback);
+  if (!one) return one.error();
+  return std::vector<int32_t>(static_cast<size_t>(n_layers), *one);
+}
+
+// attention.sliding_window_pattern: one bool (or integer) per layer, true where the layer slides.
+Result<std::vector<bool>> read_swa_pattern(const GgufFile& file, const std::string& key, int32_t n_layers) {
+  const GgufValue* v = file.find(key);
+  if (v == nullptr) return make_error("{}: missing metadata key '{}'", file.name(), key);
+  const auto* array = std::get_if<std::shared_ptr<GgufArray>>(&v->data);
+  if (v->type != GgufType::ARRAY || array == nullptr || static_cast<int32_t>((*array)->items.size()) != n_layers) {
+    return make_error("{}: metadata '{}' must be an array of one bool per layer ({})", file.name(), key, n_layers);
+  }
+  std::vector<bool> out;
+  for (const GgufValue& item : (*array)->items) {
+    if (const bool* b = std::get_if<bool>(&item.data)) {
+      out.push_back(*b);
+    } else if (const uint64_t* u = std::get_if<uint64_t>(&item.data)) {
+      out.push_back(*u != 0);
+    } else {
+      return make_error("{}: metadata '{}' must be an array of bools", file.name(), key);
+    }
+  }
+  return out;
+}
+
+// Gemma 4's keys beyond the shared ones, as llama.cpp's llama_model_gemma4::load_arch_hparams reads them
+// (config.h's header says what each does). What Hearth does not compute is refused by name.
+Result<void> read_gemma4(const GgufFile& file, const std::string& p, ModelConfig& c) {
+  HEARTH_TRY(read_gemma4_moe(file, p, c));
+  auto window = read_positive(file, p + "attention.sliding_window", std::nullopt);
+  if (!window) return window.error();
+  c.sliding_window = *window;
+  auto pattern = read_swa_pattern(file, p + "attention.sliding_window_pattern", c.n_layers);
+  if (!pattern) return pattern.error();
+  c.swa_layers = std::move(*pattern);
+  auto key_swa = read_positive(file, p + "attention.key_length_swa", std::nullopt);
+  if (!key_swa) return key_swa.error();
+  auto value_swa = read_positive(file, p + "attention.value_length_swa", std::nullopt);
+  if (!value_swa) return value_swa.error();
+  if (*value_swa != *key_swa || *key_swa > (1 << 14)) {
+    return make_error("{}: attention.value_length_swa {} must equal attention.key_length_swa {} (at most 16384)",
+                      file.name(), *value_swa, *key_swa);
+  }
+  c.head_dim_local = *key_swa;
+  auto rope_swa = read_positive(file, p + "rope.dimension_count_swa", c.head_dim_local);
+  if (!rope_swa) return rope_swa.error();
+  if (*rope_swa > c.head_dim_local || *rope_swa % 2 != 0) {
+    return make_error("{}: rope.dimension_count_swa {} is invalid for head size {}", file.name(), *rope_swa,
+                      c.head_dim_local);
+  }
+  c.rope_dim_local = *rope_swa;
+  auto base_swa = read_float(file, p + "rope.freq_base_swa", 10000.0f, 0.0, 1e12);
+  if (!base_swa) return base_swa.error();
+  c.rope_freq_base_local = *base_swa;
+  auto shared = file.get_uint(p + "attention.shared_kv_layers");
+  if (!shared) return shared.error();
+  const uint64_t n_shared = shared->value_or(0);
+  if (n_shared > 0 && (n_shared + 2 > static_cast<uint64_t>(c.n_layers))) {
+    return make_error("{}: attention.shared_kv_layers {} leaves fewer than 2 of {} layers with K/V", file.name(),
+                      n_shared, c.n_layers);
+  }
+  c.n_kv_shared_layers = static_cast<int32_t>(n_shared);
+  for (int32_t il = c.n_layers - c.n_kv_shared_layers; il < c.n_layers; ++il) {
+    const int32_t source = c.kv_layer_of(il);
+    if (c.is_local(source) != c.is_local(il)) {
+      return make_error(
+          "{}: shared-KV layer {} ({}) would read layer {} of the other kind, which llama.cpp's gemma4 "
+          "does too but Hearth does not support",
+          file.name(), il, c.is_local(il) ? "sliding" : "global", source);
+    }
+  }
+  auto per_layer = file.get_uint(p + "embedding_length_per_layer_input");
+  if (!per_layer) return per_layer.error();
+  if (!per_layer->has_value()) {
+    return make_error("{}: missing metadata key '{}embedding_length_per_layer_input'", file.name(), p);
+  }
+  if (**per_layer > (1u << 16)) return make_error("{}: embedding_length_per_layer_input is out of range", file.name());
+  c.per_layer_dim = static_cast<int32_t>(**per_layer);
+  auto final_cap = file.get_float(p + "final_logit_softcapping");
+  if (!final_cap) return final_cap.error();
+  if (final_cap->has_value()) {
+    auto cap = read_float(file, p + "final_logit_softcapping", 0.0f, 0.0, 1e6);
+    if (!cap) return cap.error();
+    c.final_softcap = *cap;
+  }
+  c.attn_scale = 1.0f;  // llama.cpp's gemma4: f_attention_scale 1 (q and k are RMS-normed)
+  c.value_norm = true;
   return {};
 }
 
@@ -265,6 +426,37 @@ Result<void> read_delta_net(const GgufFile& file, const std::string& p, ModelCon
 
 }  // namespace
 
+int32_t ModelConfig::max_kv_heads() const {
+  int32_t most = n_kv_heads;
+  for (int32_t h : layer_kv_heads) most = std::max(most, h);
+  return most;
+}
+
+int32_t ModelConfig::max_ffn_dim() const {
+  int32_t most = ffn_dim;
+  for (int32_t f : layer_ffn_dim) most = std::max(most, f);
+  return most;
+}
+
+int32_t ModelConfig::max_kv_dim() const {
+  int32_t most = 0;
+  for (int32_t il = 0; il < n_layers; ++il) most = std::max(most, kv_dim_of(il));
+  return most;
+}
+
+// One plane per layer that stores K/V (has_kv): a hybrid's attention layers only, gemma4's layers before its
+// shared-KV ones, each with its own heads and head size where layers differ (gemma4), else uniform.
+KvShape ModelConfig::kv_shape() const {
+  KvShape shape{n_kv_layers(), n_kv_heads, head_dim};
+  if (!gemma4) return shape;
+  shape.head_dim = max_head_dim();
+  shape.n_kv_heads = max_kv_heads();
+  for (int32_t il = 0; il < n_layers; ++il) {
+    if (has_kv(il)) shape.layers.push_back({kv_heads_of(il), head_dim_of(il)});
+  }
+  return shape;
+}
+
 std::string ModelConfig::supported_architectures() {
   std::string list;
   for (auto a : kSupportedArchitectures) {
@@ -295,7 +487,9 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
   auto heads = read_positive(file, p + "attention.head_count", std::nullopt);
   // A MoE file's feed_forward_length is only the fallback for its experts' width (read_moe).
   const bool moe = c.architecture == "qwen3moe" || c.architecture == "gpt-oss";
-  auto ffn = read_positive(file, p + "feed_forward_length", moe ? std::optional<int32_t>(0) : std::nullopt);
+  c.gemma4 = c.architecture == "gemma4";
+  auto ffn = c.gemma4 ? Result<int32_t>(0)
+                      : read_positive(file, p + "feed_forward_length", moe ? std::optional<int32_t>(0) : std::nullopt);
   auto ctx = read_positive(file, p + "context_length", 2048);
   for (const auto* r : {&dim, &layers, &heads, &ffn, &ctx}) {
     if (!*r) return r->error();
@@ -305,7 +499,9 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
   c.n_heads = *heads;
   c.ffn_dim = *ffn;
   c.n_ctx_train = *ctx;
-  auto kv_heads = read_positive(file, p + "attention.head_count_kv", c.n_heads);
+  if (c.gemma4) HEARTH_TRY(read_gemma4_per_layer(file, p, c));
+  auto kv_heads =
+      c.gemma4 ? Result<int32_t>(c.n_kv_heads) : read_positive(file, p + "attention.head_count_kv", c.n_heads);
   if (!kv_heads) return kv_heads.error();
   c.n_kv_heads = *kv_heads;
   if (c.n_heads % c.n_kv_heads != 0) {
@@ -341,7 +537,7 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
   c.rope_freq_base = *base;
   c.rms_eps = *eps;
   const std::string& a = c.architecture;
-  c.gemma = a == "gemma2" || a == "gemma3";
+  c.gemma = a == "gemma2" || a == "gemma3" || c.gemma4;
   const bool qwen3 = a == "qwen3" || a == "qwen3moe" || a == "qwen35";
   const bool gpt_oss = a == "gpt-oss";
   const bool neox = a == "qwen2" || qwen3 || a == "phi3" || c.gemma || gpt_oss;
@@ -349,7 +545,7 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
   c.attn_out_bias = gpt_oss;
   c.rope_style = neox ? RopeStyle::kNeox : RopeStyle::kNormal;
   c.qkv_bias_required = a == "qwen2";
-  c.qk_norm = qwen3 || a == "gemma3";
+  c.qk_norm = qwen3 || a == "gemma3" || c.gemma4;
   c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   c.fused_qkv_ffn = a == "phi3";
   c.rope_freqs_allowed = a == "llama" || a == "mistral" || a == "smollm";

@@ -35,6 +35,20 @@
 //                           and on every expert matrix, the expert_used_count largest router logits chosen and
 //                           their weights a softmax over those logits alone, and a clamped SwiGLU
 //                           (min(gate, 7) · sigmoid(1.702 · min(gate, 7)) · (clamp(up, -7, 7) + 1))
+//   gemma4                  gemma3's block with these differences (llama.cpp's llama_model_gemma4): which layers
+//                           slide is attention.sliding_window_pattern (one bool per layer); sliding layers have
+//                           heads of attention.key_length_swa, global ones of attention.key_length, and
+//                           attention.head_count_kv may be one count per layer; q and k are normed per head, v by
+//                           a plain RMSNorm (no weight); scores are not scaled (attention scale 1); sliding layers
+//                           rotate rope.dimension_count_swa dims with rope.freq_base_swa, global ones with
+//                           rope.freq_base and rope_freqs.weight as divisors (1e30 for the pairs that do not turn:
+//                           partial rotary); the last attention.shared_kv_layers layers compute no K/V and read
+//                           the last earlier layer of their kind (sliding: the last KV layer but one, global: the
+//                           last); per-layer embeddings (embedding_length_per_layer_input > 0): per_layer_token_embd
+//                           rows and a projection of the embeddings give each layer a vector that gates a
+//                           residual branch after the FFN; blk.N.layer_output_scale scales a layer's output;
+//                           final_logit_softcapping (default none). Its mixture-of-experts variant (expert_count,
+//                           ffn_gate_inp) and fused attn_qkv are refused by name.
 //   qwen35                  Qwen3.5 (dense), a hybrid: layer il is gated full attention when
 //                           (il + 1) % full_attention_interval == 0 (default 4), else a Gated DeltaNet layer
 //                           (DeltaNetConfig below, the layer in model/delta_net.h). Both keep blk.N.attn_norm as their
@@ -54,8 +68,11 @@
 // context it runs at: one choice per model, so every cached block was rotated alike. Any other scaling type, and
 // an attn_factor other than 1 outside phi3, is refused naming the key.
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
+
+#include <vector>
 
 #include "gguf/gguf_file.h"
 #include "util/kv_shape.h"
@@ -78,6 +95,7 @@ enum class ExpertGating {
 enum class ExpertActivation {
   kSilu,       // silu(gate) · up
   kSwigluOai,  // gpt-oss: x = min(gate, 7); x · sigmoid(1.702 x) · (clamp(up, -7, 7) + 1)
+  kGelu,       // gemma4: gelu(gate) · up (GELU's tanh form)
 };
 
 // A mixture-of-experts FFN's routing, as llama.cpp's build_moe_ffn computes it: probabilities from the router
@@ -156,27 +174,78 @@ struct ModelConfig {
   bool attn_output_gate = false;  // qwen35: attn_q holds q and a gate per head; output × sigmoid(gate)
   DeltaNetConfig delta_net;       // qwen35: the recurrent layers' shape; full_attention_interval 0 elsewhere
 
+  // gemma4 (config.h's header): per-layer shapes. Empty vectors and zeros mean every layer is alike.
+  bool gemma4 = false;
+  std::vector<bool> swa_layers;         // attention.sliding_window_pattern: layer il slides
+  std::vector<int32_t> layer_kv_heads;  // attention.head_count_kv per layer
+  std::vector<int32_t> layer_ffn_dim;   // feed_forward_length per layer
+  int32_t head_dim_local = 0;           // attention.key_length_swa: the sliding layers' head size
+  int32_t rope_dim_local = 0;           // rope.dimension_count_swa
+  int32_t n_kv_shared_layers = 0;       // attention.shared_kv_layers: the last ones read an earlier layer's K/V
+  int32_t per_layer_dim = 0;            // embedding_length_per_layer_input: per-layer embeddings' width; 0: none
+  bool value_norm = false;              // v RMS-normed per head without a weight
+
   bool is_moe() const { return moe.n_expert > 0; }
+  // Whether layers have the dense FFN: every non-MoE model, and gemma4's MoE, whose dense FFN is a shared expert.
+  bool has_dense_ffn() const { return !is_moe() || gemma4; }
   // Whether the model has recurrent (Gated DeltaNet) layers beside attention, and whether layer `il` is one.
   bool is_hybrid() const { return delta_net.full_attention_interval > 0; }
-  bool is_recurrent(int32_t il) const {
-    return is_hybrid() && (il + 1) % delta_net.full_attention_interval != 0;
-  }
+  bool is_recurrent(int32_t il) const { return is_hybrid() && (il + 1) % delta_net.full_attention_interval != 0; }
   int32_t n_recurrent_layers() const {
     int32_t n = 0;
     for (int32_t il = 0; il < n_layers; ++il) n += is_recurrent(il) ? 1 : 0;
     return n;
   }
-  // The layers that keep K/V (all but the recurrent ones), and layer il's index among them (its KvStorage plane).
-  int32_t n_kv_layers() const { return n_layers - n_recurrent_layers(); }
-  int32_t kv_layer(int32_t il) const {
-    int32_t before = 0;
-    for (int32_t l = 0; l < il; ++l) before += is_recurrent(l) ? 0 : 1;
-    return before;
-  }
-  KvShape kv_shape() const { return {n_kv_layers(), n_kv_heads, head_dim}; }
   // One sequence's recurrent state over every recurrent layer (0 for attention-only models).
   int64_t recurrent_state_floats() const { return n_recurrent_layers() * delta_net.state_floats_per_layer(); }
+
+  // Per-layer shapes: the layer's own under gemma4, else the model's.
+  int32_t head_dim_of(int32_t il) const { return head_dim_local > 0 && is_local(il) ? head_dim_local : head_dim; }
+  int32_t kv_heads_of(int32_t il) const { return layer_kv_heads.empty() ? n_kv_heads : layer_kv_heads[il]; }
+  int32_t ffn_dim_of(int32_t il) const { return layer_ffn_dim.empty() ? ffn_dim : layer_ffn_dim[il]; }
+  int32_t rope_dim_of(int32_t il) const { return rope_dim_local > 0 && is_local(il) ? rope_dim_local : rope_dim; }
+  int32_t q_dim_of(int32_t il) const { return n_heads * head_dim_of(il); }
+  int32_t kv_dim_of(int32_t il) const { return kv_heads_of(il) * head_dim_of(il); }
+
+  // The layers that store K/V, one KvStorage plane each, in layer order: every attention layer (a hybrid's recurrent
+  // layers keep a recurrent state instead) before the last n_kv_shared_layers (gemma4's shared-KV layers, which
+  // read an earlier layer's K/V).
+  bool has_kv(int32_t il) const { return il < n_layers - n_kv_shared_layers && !is_recurrent(il); }
+  int32_t n_kv_layers() const {
+    int32_t n = 0;
+    for (int32_t il = 0; il < n_layers; ++il) n += has_kv(il) ? 1 : 0;
+    return n;
+  }
+  // The layer whose K/V layer il reads: its own, or (a shared layer) the last KV layer of its kind, as llama.cpp's
+  // gemma3n/gemma4 reuse: the last KV layer for a global layer, the one before it for a sliding one.
+  int32_t kv_layer_of(int32_t il) const {
+    const int32_t first_shared = n_layers - n_kv_shared_layers;
+    return il < first_shared ? il : first_shared - (is_local(il) ? 2 : 1);
+  }
+  // The KvStorage plane that attention layer il reads and (when has_kv) writes: the index of kv_layer_of(il) among
+  // the layers that store K/V.
+  int32_t kv_layer(int32_t il) const {
+    const int32_t source = kv_layer_of(il);
+    int32_t before = 0;
+    for (int32_t l = 0; l < source; ++l) before += has_kv(l) ? 1 : 0;
+    return before;
+  }
+  // The layer whose K/V plane `plane` (< n_kv_layers()) holds.
+  int32_t layer_of_kv_plane(int32_t plane) const {
+    for (int32_t il = 0; il < n_layers; ++il) {
+      if (has_kv(il) && plane-- == 0) return il;
+    }
+    return n_layers;
+  }
+  // The largest per-layer sizes (scratch).
+  int32_t max_head_dim() const { return std::max(head_dim, head_dim_local); }
+  int32_t max_kv_heads() const;
+  int32_t max_ffn_dim() const;
+  int32_t max_q_dim() const { return n_heads * max_head_dim(); }
+  int32_t max_kv_dim() const;
+  // The KV that the model stores: one layer per KV plane (has_kv), each with its heads and head size. Shared-KV and
+  // recurrent layers store none, so a plan over this shape counts what the model writes.
+  KvShape kv_shape() const;
 
   // phi3 LongRoPE: the long factors when the served context exceeds the original one.
   bool rope_uses_long_factors() const { return n_ctx_train > rope_original_context; }
@@ -185,6 +254,7 @@ struct ModelConfig {
   int32_t kv_dim() const { return n_kv_heads * head_dim; }
   // Whether layer `il` attends to the last sliding_window keys only.
   bool is_local(int32_t il) const {
+    if (!swa_layers.empty()) return sliding_window > 0 && swa_layers[il];
     return sliding_window > 0 && (swa_period == 1 || (swa_period > 1 && (il + 1) % swa_period != 0));
   }
 

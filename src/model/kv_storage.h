@@ -2,7 +2,8 @@
 // KvStorage: the K/V memory of every block, for every layer. Bookkeeping (which block belongs to whom) lives
 // in the `kv` layer; this class only holds the bytes and hands out rows by (layer, block, slot).
 //
-// Layout, per layer and per K/V:  [block][slot][kv head][head slice in the K or V dtype]
+// Layout, per layer and per K/V:  [block][kv head][slot][head slice in the K or V dtype]
+// Layers may differ in KV heads and head size (KvShape::layers, Gemma 4); each layer's rows have its own size.
 // so one token's K for all heads is one contiguous row, quantized straight from the K projection output.
 // With window slabs (a model's sliding-window layers, kv/block_pool.h), those layers' planes hold num_window_slabs
 // slabs instead of num_blocks blocks, and are addressed by slab id: the caller passes a block's slab for them.
@@ -40,6 +41,7 @@ class KvStorage {
                                                    int32_t num_window_slabs = 0);
   // f32 K and V; aborts on a bad shape (tests and single-sequence generation).
   KvStorage(int32_t n_layers, int32_t n_kv_heads, int32_t head_dim, int32_t block_size, int32_t num_blocks);
+  KvStorage(const KvShape& shape, int32_t block_size, int32_t num_blocks);
 
   int32_t block_size() const { return block_size_; }
   int32_t num_blocks() const { return num_blocks_; }
@@ -48,10 +50,11 @@ class KvStorage {
   bool windowed(int32_t layer) const { return !window_layers_.empty() && window_layers_[layer]; }
   const KvShape& shape() const { return shape_; }
   const KvFormat& format() const { return format_; }
-  int32_t kv_dim() const { return shape_.n_kv_heads * shape_.head_dim; }
-  size_t row_bytes(int kv) const { return kv == 0 ? k_row_bytes_ : v_row_bytes_; }
+  // One token's K (kv == 0) or V row of `layer`, and the smallest of them over the layers.
+  size_t row_bytes(int32_t layer, int kv) const { return kv == 0 ? planes_[layer].k_row : planes_[layer].v_row; }
+  size_t row_bytes(int kv) const;
   // Every layer's K and V of one token / one block (what a lower tier stores per block).
-  size_t bytes_per_token() const { return static_cast<size_t>(shape_.n_layers) * (k_row_bytes_ + v_row_bytes_); }
+  size_t bytes_per_token() const { return bytes_per_token_; }
   size_t bytes_per_block() const { return bytes_per_token() * block_size_; }
   size_t bytes_total() const { return bytes_total_; }
 
@@ -102,7 +105,9 @@ class KvStorage {
   // Where a block starts, and where one token's slice of one head sits in it.
   size_t block_offset(int32_t layer, int kv, BlockId block) const;
   size_t slice_offset(int32_t layer, int kv, BlockId block, int32_t slot, int32_t head) const;
-  size_t head_bytes(int kv) const { return row_bytes(kv) / static_cast<size_t>(shape_.n_kv_heads); }
+  size_t head_bytes(int32_t layer, int kv) const {
+    return row_bytes(layer, kv) / static_cast<size_t>(planes_[layer].n_kv_heads);
+  }
   size_t plane_offset(int32_t layer, int kv) const;
   int32_t plane_blocks(int32_t layer) const { return windowed(layer) ? num_window_slabs_ : num_blocks_; }
 
@@ -112,9 +117,15 @@ class KvStorage {
   int32_t num_blocks_;
   std::vector<bool> window_layers_;
   int32_t num_window_slabs_;
-  size_t k_row_bytes_;
-  size_t v_row_bytes_;
-  std::vector<size_t> layer_offsets_;  // where each layer's K plane starts; its V plane follows
+  struct LayerPlanes {
+    int32_t n_kv_heads = 0;
+    int32_t head_dim = 0;
+    size_t k_row = 0;  // one token's K of every head
+    size_t v_row = 0;
+    size_t offset = 0;  // where the layer's K plane starts; its V plane follows
+  };
+  std::vector<LayerPlanes> planes_;
+  size_t bytes_per_token_ = 0;
   size_t bytes_total_ = 0;
   HugePagesBuffer data_;  // [layer][k|v][block or slab][kv head][slot][head bytes]
   int32_t num_state_slots_ = 0;

@@ -35,11 +35,33 @@ int32_t stream_heads(int32_t n_kv_heads, int n_threads) {
   while (n_kv_heads % heads != 0) --heads;
   return heads;
 }
-// The attention scratch floats of one thread (prepare_scratch's attn_scratch_per_thread).
+// The attention scratch floats of one thread (prepare_scratch's attn_scratch_per_thread): the most any layer needs
+// (gemma4's layers differ in head size and KV heads).
 size_t attention_floats_per_thread(const ModelConfig& c, int n_threads) {
-  const int32_t group = c.n_heads / c.n_kv_heads;
-  return std::max(attention_scratch_floats(c.head_dim, kAttnRows, group),
-                  attention_scratch_floats(c.head_dim, kStreamRows, group * stream_heads(c.n_kv_heads, n_threads)));
+  size_t most = 0;
+  for (int32_t il = 0; il < c.n_layers; ++il) {
+    const int32_t kv_heads = c.kv_heads_of(c.kv_layer_of(il));
+    const int32_t head_dim = c.head_dim_of(il);
+    const int32_t group = c.n_heads / kv_heads;
+    most = std::max({most, attention_scratch_floats(head_dim, kAttnRows, group),
+                     attention_scratch_floats(head_dim, kStreamRows, group * stream_heads(kv_heads, n_threads))});
+  }
+  return most;
+}
+
+// The distinct KV-head counts the layers attend with (one attention work list each).
+std::vector<int32_t> attention_kv_heads(const ModelConfig& c) {
+  std::vector<int32_t> counts;
+  for (int32_t il = 0; il < c.n_layers; ++il) {
+    const int32_t h = c.kv_heads_of(c.kv_layer_of(il));
+    if (std::find(counts.begin(), counts.end(), h) == counts.end()) counts.push_back(h);
+  }
+  return counts;
+}
+
+// The local layers' rotated dims: gemma4's rope.dimension_count_swa, else rope_dim.
+int32_t local_rope_dim(const ModelConfig& c) {
+  return c.rope_dim_local > 0 ? c.rope_dim_local : c.rope_dim;
 }
 
 // Rows of element-wise work (norms, RoPE, residuals) below which for_rows runs them on the calling thread: a decode
@@ -96,18 +118,18 @@ void fill_yarn_cos_sin(int32_t pos, const ModelConfig& c, float* cos_sin) {
 // pair i turns by pos × freq_scale × base^(-2i / rope_dim) / rope_freqs[i], and cos and sin are multiplied by
 // attn_factor (LongRoPE's), as ggml's rope does with freq_factors and no YaRN (ext_factor 0, mscale attn_factor);
 // without them this is exactly the kernel's table.
-void fill_rope_cos_sin(int32_t pos, const ModelConfig& c, float base, float freq_scale,
+void fill_rope_cos_sin(int32_t pos, const ModelConfig& c, int32_t rope_dim, float base, float freq_scale,
                        const std::vector<float>& rope_freqs, float attn_factor, float* cos_sin) {
   if (c.rope_yarn) {
     fill_yarn_cos_sin(pos, c, cos_sin);
     return;
   }
   if (rope_freqs.empty() && freq_scale == 1.0f && attn_factor == 1.0f) {
-    rope_fill_cos_sin(pos, c.rope_dim, base, cos_sin);
+    rope_fill_cos_sin(pos, rope_dim, base, cos_sin);
     return;
   }
-  for (int32_t i = 0; i < c.rope_dim / 2; ++i) {
-    double freq = std::pow(static_cast<double>(base), -2.0 * i / c.rope_dim) * freq_scale;
+  for (int32_t i = 0; i < rope_dim / 2; ++i) {
+    double freq = std::pow(static_cast<double>(base), -2.0 * i / rope_dim) * freq_scale;
     if (!rope_freqs.empty()) freq /= rope_freqs[i];
     const double angle = pos * freq;
     cos_sin[2 * i] = static_cast<float>(std::cos(angle)) * attn_factor;
@@ -119,6 +141,7 @@ void fill_rope_cos_sin(int32_t pos, const ModelConfig& c, float base, float freq
 
 Model::Model(std::shared_ptr<const GgufFile> file, ModelConfig config, ModelWeights weights)
     : file_(std::move(file)), config_(std::move(config)), weights_(std::move(weights)) {
+  if (config_.gemma4) ones_.assign(static_cast<size_t>(std::max(config_.max_head_dim(), config_.dim)), 1.0f);
   packed_bytes_ = weights_.pack_matrices();
   weights_.release_packed_originals();
 }
@@ -148,14 +171,18 @@ void Model::prepare_scratch(const BatchInput& batch, int n_threads) {
   const size_t t = batch.tokens.size();
   grow(s_.x, t * c.dim);
   grow(s_.xn, t * c.dim);
-  grow(s_.q, t * c.q_dim());
-  grow(s_.k, t * c.kv_dim());
-  grow(s_.v, t * c.kv_dim());
-  grow(s_.attn, t * c.q_dim());
+  grow(s_.q, t * c.max_q_dim());
+  grow(s_.k, t * c.max_kv_dim());
+  grow(s_.v, t * c.max_kv_dim());
+  grow(s_.attn, t * c.max_q_dim());
   grow(s_.proj, t * c.dim);
-  if (!c.is_moe()) {  // the MoE FFN keeps its own rows
-    grow(s_.gate, t * c.ffn_dim);
-    grow(s_.up, t * c.ffn_dim);
+  if (c.has_dense_ffn()) {  // the MoE FFN keeps its own rows
+    grow(s_.gate, t * c.max_ffn_dim());
+    grow(s_.up, t * c.max_ffn_dim());
+  }
+  if (c.gemma4 && c.is_moe()) {
+    grow(s_.moe_in, t * c.dim);
+    grow(s_.moe_out, t * c.dim);
   }
   if (c.attn_output_gate) {
     grow(s_.q_gate, t * 2 * c.q_dim());
@@ -172,10 +199,17 @@ void Model::prepare_scratch(const BatchInput& batch, int n_threads) {
     grow(s_.dn_delta, static_cast<size_t>(n_threads) * d.d_state);
   }
   grow(s_.cos_sin, t * c.rope_dim);
-  if (c.rope_freq_base_local > 0.0f) grow(s_.cos_sin_local, t * c.rope_dim);
+  if (c.rope_freq_base_local > 0.0f) grow(s_.cos_sin_local, t * local_rope_dim(c));
+  if (c.per_layer_dim > 0) {
+    grow(s_.ple, t * c.n_layers * c.per_layer_dim);
+    grow(s_.ple_gate, t * c.per_layer_dim);
+  }
   s_.row_pos.resize(t);
   s_.row_seq.resize(t);
-  s_.attn_items.clear();
+  if (s_.attn_sets.empty()) {
+    for (int32_t h : attention_kv_heads(c)) s_.attn_sets.push_back({h, {}});
+  }
+  for (AttnItemSet& set : s_.attn_sets) set.items.clear();
   for (size_t si = 0; si < batch.seqs.size(); ++si) {
     const BatchSequence& seq = batch.seqs[si];
     HEARTH_CHECK(seq.first_row >= 0 && seq.n_tokens > 0 && seq.first_row + seq.n_tokens <= static_cast<int32_t>(t),
@@ -186,14 +220,17 @@ void Model::prepare_scratch(const BatchInput& batch, int n_threads) {
     }
     // Each head item's row tiles in as few runs of consecutive tiles as still give every thread
     // kAttnItemsPerThread items; latest rows first: they read the most keys, and the pool takes items in order.
-    const int32_t heads = seq.n_tokens <= kStreamRows ? stream_heads(c.n_kv_heads, n_threads) : 1;
-    const int32_t head_items = c.n_kv_heads / heads;
-    const int32_t tiles = (seq.n_tokens + kAttnRows - 1) / kAttnRows;
-    const int32_t runs = std::clamp((kAttnItemsPerThread * n_threads + head_items - 1) / head_items, 1, tiles);
-    const int32_t run_rows = (tiles + runs - 1) / runs * kAttnRows;
-    for (int32_t row0 = (tiles - 1) / (run_rows / kAttnRows) * run_rows; row0 >= 0; row0 -= run_rows) {
-      for (int32_t h = 0; h < c.n_kv_heads; h += heads) {
-        s_.attn_items.push_back({static_cast<int32_t>(si), h, heads, row0, std::min(row0 + run_rows, seq.n_tokens)});
+    for (AttnItemSet& set : s_.attn_sets) {
+      const int32_t n_kv_heads = set.n_kv_heads;
+      const int32_t heads = seq.n_tokens <= kStreamRows ? stream_heads(n_kv_heads, n_threads) : 1;
+      const int32_t head_items = n_kv_heads / heads;
+      const int32_t tiles = (seq.n_tokens + kAttnRows - 1) / kAttnRows;
+      const int32_t runs = std::clamp((kAttnItemsPerThread * n_threads + head_items - 1) / head_items, 1, tiles);
+      const int32_t run_rows = (tiles + runs - 1) / runs * kAttnRows;
+      for (int32_t row0 = (tiles - 1) / (run_rows / kAttnRows) * run_rows; row0 >= 0; row0 -= run_rows) {
+        for (int32_t h = 0; h < n_kv_heads; h += heads) {
+          set.items.push_back({static_cast<int32_t>(si), h, heads, row0, std::min(row0 + run_rows, seq.n_tokens)});
+        }
       }
     }
   }
@@ -214,16 +251,70 @@ void Model::embed(const BatchInput& batch, ThreadPool& pool) {
       for (int32_t i = 0; i < c.dim; ++i) x[i] *= embd_scale;
     }
     const int32_t pos = s_.row_pos[row];
-    fill_rope_cos_sin(pos, c, c.rope_freq_base, c.rope_freq_scale, weights_.rope_freqs, c.rope_attn_factor,
+    fill_rope_cos_sin(pos, c, c.rope_dim, c.rope_freq_base, c.rope_freq_scale, weights_.rope_freqs, c.rope_attn_factor,
                       s_.cos_sin.data() + row * c.rope_dim);
     if (c.rope_freq_base_local > 0.0f) {
-      fill_rope_cos_sin(pos, c, c.rope_freq_base_local, 1.0f, {}, 1.0f, s_.cos_sin_local.data() + row * c.rope_dim);
+      const int32_t local_dim = local_rope_dim(c);
+      fill_rope_cos_sin(pos, c, local_dim, c.rope_freq_base_local, 1.0f, {}, 1.0f,
+                        s_.cos_sin_local.data() + row * local_dim);
+    }
+  });
+  if (c.per_layer_dim > 0) per_layer_inputs(batch, pool);
+}
+
+// gemma4's per-layer inputs, as llama.cpp's project_per_layer_inputs: for every layer, (RMSNorm(model_proj · x /
+// sqrt(dim)) + per_layer_token_embd[token] × sqrt(per_layer_dim)) / sqrt(2), with x the scaled embedding.
+void Model::per_layer_inputs(const BatchInput& batch, ThreadPool& pool) {
+  const auto& c = config_;
+  const int64_t n = static_cast<int64_t>(batch.tokens.size());
+  const int64_t width = int64_t{c.n_layers} * c.per_layer_dim;
+  matmul(weights_.ple_model_proj, s_.x.data(), n, s_.ple.data(), pool, s_.matmul);
+  const float proj_scale = 1.0f / std::sqrt(static_cast<float>(c.dim));
+  const float embd_scale = std::sqrt(static_cast<float>(c.per_layer_dim));
+  const float input_scale = 1.0f / std::sqrt(2.0f);
+  const MatrixView& e = weights_.ple_token_embd;
+  for_rows(pool, n, [&](int64_t row) {
+    float* ple = s_.ple.data() + row * width;
+    float* embd = s_.ple_gate.data() + row * c.per_layer_dim;  // one layer's embedding at a time
+    const uint8_t* embd_row = e.data + static_cast<size_t>(batch.tokens[row].value) * e.row_stride;
+    for (int32_t il = 0; il < c.n_layers; ++il) {
+      float* p = ple + int64_t{il} * c.per_layer_dim;
+      for (int32_t i = 0; i < c.per_layer_dim; ++i) p[i] *= proj_scale;
+      rms_norm(p, weights_.ple_proj_norm.data(), p, c.per_layer_dim, c.rms_eps);
+      // Each layer's slice starts on a block boundary (weights.cpp checks the width against the block size).
+      dequantize_row(e.type, embd_row + row_bytes(e.type, int64_t{il} * c.per_layer_dim), embd, c.per_layer_dim);
+      for (int32_t i = 0; i < c.per_layer_dim; ++i) p[i] = (p[i] + embd[i] * embd_scale) * input_scale;
     }
   });
 }
 
+// gemma4's per-layer embedding branch after the FFN: x += RMSNorm(proj · (gelu(gate · x) * the layer's input)); then
+// the layer's output scale.
+void Model::per_layer_branch(int layer, int64_t n, ThreadPool& pool) {
+  const auto& c = config_;
+  const LayerWeights& w = weights_.layers[layer];
+  if (c.per_layer_dim > 0) {
+    const int64_t width = int64_t{c.n_layers} * c.per_layer_dim;
+    matmul(w.ple_gate, s_.x.data(), n, s_.ple_gate.data(), pool, s_.matmul);
+    for_rows(pool, n, [&](int64_t row) {
+      float* g = s_.ple_gate.data() + row * c.per_layer_dim;
+      gelu_mul(g, s_.ple.data() + row * width + int64_t{layer} * c.per_layer_dim, g, c.per_layer_dim);
+    });
+    matmul(w.ple_proj, s_.ple_gate.data(), n, s_.proj.data(), pool, s_.matmul);
+    add_residual(w.ple_post_norm, n, pool);
+  }
+  if (!w.out_scale.empty()) {
+    const float scale = w.out_scale[0];
+    for_rows(pool, n, [&](int64_t row) {
+      float* x = s_.x.data() + row * c.dim;
+      for (int32_t i = 0; i < c.dim; ++i) x[i] *= scale;
+    });
+  }
+}
+
 void Model::store_kv(int layer, const BatchInput& batch, KvStorage& kv) {
   const auto& c = config_;
+  const int32_t kv_dim = c.kv_dim_of(layer);
   const int32_t bs = kv.block_size();
   const int32_t kv_layer = c.kv_layer(layer);  // hybrid models keep K/V for their attention layers only
   for (int64_t row = 0; row < static_cast<int64_t>(batch.tokens.size()); ++row) {
@@ -233,39 +324,47 @@ void Model::store_kv(int layer, const BatchInput& batch, KvStorage& kv) {
     HEARTH_CHECK(pos / bs < static_cast<int32_t>(table.size()) && table[pos / bs].value >= 0,
                  "block table too short for position {} (layer {})", pos, layer);
     const BlockId block = table[pos / bs];
-    kv.store_row(kv_layer, 0, block, pos % bs, s_.k.data() + row * c.kv_dim());
-    kv.store_row(kv_layer, 1, block, pos % bs, s_.v.data() + row * c.kv_dim());
+    kv.store_row(kv_layer, 0, block, pos % bs, s_.k.data() + row * kv_dim);
+    kv.store_row(kv_layer, 1, block, pos % bs, s_.v.data() + row * kv_dim);
   }
 }
 
 void Model::attend(int layer, const BatchInput& batch, const KvStorage& kv, ThreadPool& pool) {
   const auto& c = config_;
-  const int32_t group = c.n_heads / c.n_kv_heads;
+  const int32_t source = c.kv_layer_of(layer);  // gemma4's shared-KV layers read an earlier layer's K/V
+  const int32_t n_kv_heads = c.kv_heads_of(source);
+  const int32_t group = c.n_heads / n_kv_heads;
+  const int32_t head_dim = c.head_dim_of(layer);
+  const int32_t q_dim = c.q_dim_of(layer);
   const int32_t window = c.is_local(layer) ? c.sliding_window : 0;
   const std::vector<float>& sinks = weights_.layers[layer].attn_sinks;
-  const int32_t kv_layer = c.kv_layer(layer);
+  const int32_t kv_layer = c.kv_layer(layer);  // source's KvStorage plane (a hybrid's attention layers only)
+  const std::vector<AttnItem>& items =
+      std::find_if(s_.attn_sets.begin(), s_.attn_sets.end(), [&](const AttnItemSet& set) {
+        return set.n_kv_heads == n_kv_heads;
+      })->items;
   // Items differ in cost (later rows read more keys), so threads take them one at a time. Which thread runs
   // an item never changes its result.
   std::atomic<size_t> next{0};
   pool.run([&](int ith, int) {
     float* scratch = s_.attn_scratch.data() + ith * s_.attn_scratch_per_thread;
-    for (size_t i = next.fetch_add(1, std::memory_order_relaxed); i < s_.attn_items.size();
+    for (size_t i = next.fetch_add(1, std::memory_order_relaxed); i < items.size();
          i = next.fetch_add(1, std::memory_order_relaxed)) {
-      const AttnItem& item = s_.attn_items[i];
+      const AttnItem& item = items[i];
       const BatchSequence& seq = batch.seqs[item.seq];
       const std::span<const BlockId> table = kv.windowed(kv_layer) ? seq.window_table : seq.block_table;
       const int32_t head0 = item.kv_head * group;
       for (int32_t row0 = item.row0; row0 < item.row_end; row0 += kAttnRows) {
         const int64_t row = seq.first_row + row0;
-        const AttentionTile tile{s_.q.data() + row * c.q_dim() + head0 * c.head_dim,
-                                 static_cast<size_t>(c.q_dim()),
-                                 s_.attn.data() + row * c.q_dim() + head0 * c.head_dim,
-                                 static_cast<size_t>(c.q_dim()),
+        const AttentionTile tile{s_.q.data() + row * q_dim + head0 * head_dim,
+                                 static_cast<size_t>(q_dim),
+                                 s_.attn.data() + row * q_dim + head0 * head_dim,
+                                 static_cast<size_t>(q_dim),
                                  std::min(kAttnRows, item.row_end - row0),
                                  seq.pos_begin + row0,
                                  group,
                                  item.kv_head,
-                                 c.head_dim,
+                                 head_dim,
                                  c.attn_scale,
                                  window,
                                  c.attn_softcap,
@@ -283,9 +382,12 @@ void Model::project_qkv(int layer, int64_t n, ThreadPool& pool) {
   for_rows(pool, n, [&](int64_t row) {
     rms_norm(s_.x.data() + row * c.dim, w.attn_norm.data(), s_.xn.data() + row * c.dim, c.dim, c.rms_eps);
   });
+  // gemma4: a shared-KV layer projects q only; without attn_v, V is K's projection. qwen35: q with its gate.
+  const bool has_kv = c.has_kv(layer);
+  const bool v_is_k = has_kv && w.wv.data == nullptr;
   float* q_out = c.attn_output_gate ? s_.q_gate.data() : s_.q.data();
   const MatmulOutput qkv[] = {{&w.wq, q_out}, {&w.wk, s_.k.data()}, {&w.wv, s_.v.data()}};
-  matmul_group(qkv, s_.xn.data(), n, pool, s_.matmul);
+  matmul_group(std::span(qkv, !has_kv ? 1 : v_is_k ? 2 : 3), s_.xn.data(), n, pool, s_.matmul);
   if (c.attn_output_gate) {  // qwen35: each head's q rows, then its gate's
     for_rows(pool, n, [&](int64_t row) {
       const float* qg = s_.q_gate.data() + row * 2 * c.q_dim();
@@ -297,26 +399,35 @@ void Model::project_qkv(int layer, int64_t n, ThreadPool& pool) {
     });
   }
   const bool neox = c.rope_style == RopeStyle::kNeox;
+  const int32_t q_dim = c.q_dim_of(layer);
+  const int32_t kv_dim = c.kv_dim_of(layer);
+  const int32_t head_dim = c.head_dim_of(layer);
+  const int32_t rope_dim = c.rope_dim_of(layer);
   // Per row, in the order the architectures define: bias (qwen2), per-head RMSNorm (qwen3), then RoPE.
   for_rows(pool, n, [&](int64_t row) {
-    float* q = s_.q.data() + row * c.q_dim();
-    float* k = s_.k.data() + row * c.kv_dim();
+    float* q = s_.q.data() + row * q_dim;
+    float* k = s_.k.data() + row * kv_dim;
+    float* v = s_.v.data() + row * kv_dim;
     if (!w.bq.empty()) {
-      add_inplace(q, w.bq.data(), c.q_dim());
-      add_inplace(k, w.bk.data(), c.kv_dim());
-      add_inplace(s_.v.data() + row * c.kv_dim(), w.bv.data(), c.kv_dim());
+      add_inplace(q, w.bq.data(), q_dim);
+      add_inplace(k, w.bk.data(), kv_dim);
+      add_inplace(v, w.bv.data(), kv_dim);
     }
     const bool local_rope = c.rope_freq_base_local > 0.0f && c.is_local(layer);
-    const float* cs = (local_rope ? s_.cos_sin_local : s_.cos_sin).data() + row * c.rope_dim;
+    const float* cs =
+        local_rope ? s_.cos_sin_local.data() + row * local_rope_dim(c) : s_.cos_sin.data() + row * c.rope_dim;
     for (int32_t h = 0; h < c.n_heads; ++h) {
-      float* qh = q + h * c.head_dim;
-      if (!w.q_norm.empty()) rms_norm(qh, w.q_norm.data(), qh, c.head_dim, c.rms_eps);
-      rope_apply(qh, cs, c.rope_dim, neox);
+      float* qh = q + h * head_dim;
+      if (!w.q_norm.empty()) rms_norm(qh, w.q_norm.data(), qh, head_dim, c.rms_eps);
+      rope_apply(qh, cs, rope_dim, neox);
     }
-    for (int32_t h = 0; h < c.n_kv_heads; ++h) {
-      float* kh = k + h * c.head_dim;
-      if (!w.k_norm.empty()) rms_norm(kh, w.k_norm.data(), kh, c.head_dim, c.rms_eps);
-      rope_apply(kh, cs, c.rope_dim, neox);
+    if (!has_kv) return;
+    if (v_is_k) std::copy(k, k + kv_dim, v);
+    for (int32_t h = 0; h < c.kv_heads_of(layer); ++h) {
+      float* kh = k + h * head_dim;
+      if (!w.k_norm.empty()) rms_norm(kh, w.k_norm.data(), kh, head_dim, c.rms_eps);
+      rope_apply(kh, cs, rope_dim, neox);
+      if (c.value_norm) rms_norm(v + h * head_dim, ones_.data(), v + h * head_dim, head_dim, c.rms_eps);
     }
   });
 }
@@ -325,7 +436,7 @@ void Model::attention_block(int layer, const BatchInput& batch, KvStorage& kv, T
   const LayerWeights& w = weights_.layers[layer];
   const int64_t n = static_cast<int64_t>(batch.tokens.size());
   project_qkv(layer, n, pool);
-  store_kv(layer, batch, kv);
+  if (config_.has_kv(layer)) store_kv(layer, batch, kv);
   attend(layer, batch, kv, pool);
   if (config_.attn_output_gate) {  // qwen35: attention output × sigmoid(gate)
     const int32_t q_dim = config_.q_dim();
@@ -357,23 +468,49 @@ void Model::ffn_block(int layer, int64_t n, ThreadPool& pool) {
   for_rows(pool, n, [&](int64_t row) {
     rms_norm(s_.x.data() + row * c.dim, w.ffn_norm.data(), s_.xn.data() + row * c.dim, c.dim, c.rms_eps);
   });
-  if (c.is_moe()) {
+  if (c.is_moe() && !c.gemma4) {
     s_.moe.forward(w.moe, c.moe, s_.xn.data(), n, s_.proj.data(), pool, s_.matmul);
     add_residual(w.ffn_post_norm, n, pool);
     return;
   }
   const MatmulOutput gate_up[] = {{&w.w_gate, s_.gate.data()}, {&w.w_up, s_.up.data()}};
   matmul_group(gate_up, s_.xn.data(), n, pool, s_.matmul);
+  const int32_t ffn_dim = c.ffn_dim_of(layer);
   for_rows(pool, n, [&](int64_t row) {
-    float* g = s_.gate.data() + row * c.ffn_dim;
+    float* g = s_.gate.data() + row * ffn_dim;
     if (c.gemma) {
-      gelu_mul(g, s_.up.data() + row * c.ffn_dim, g, c.ffn_dim);
+      gelu_mul(g, s_.up.data() + row * ffn_dim, g, ffn_dim);
     } else {
-      silu_mul(g, s_.up.data() + row * c.ffn_dim, g, c.ffn_dim);
+      silu_mul(g, s_.up.data() + row * ffn_dim, g, ffn_dim);
     }
   });
   matmul(w.w_down, s_.gate.data(), n, s_.proj.data(), pool, s_.matmul);
+  if (c.is_moe()) gemma4_experts(layer, n, pool);  // gemma4: the dense FFN above is the shared expert
   add_residual(w.ffn_post_norm, n, pool);
+}
+
+// gemma4's experts beside its dense FFN (whose output is in proj), as llama.cpp's gemma4 graph: proj =
+// post_ffn_norm_1(proj) + post_ffn_norm_2(experts(pre_ffn_norm_2(x))), the router reading router_scale ·
+// RMSNorm(x) / sqrt(dim).
+void Model::gemma4_experts(int layer, int64_t n, ThreadPool& pool) {
+  const auto& c = config_;
+  const LayerWeights& w = weights_.layers[layer];
+  const float router_input_scale = 1.0f / std::sqrt(static_cast<float>(c.dim));
+  for_rows(pool, n, [&](int64_t row) {
+    const float* x = s_.x.data() + row * c.dim;
+    rms_norm(x, w.pre_ffn_norm_2.data(), s_.xn.data() + row * c.dim, c.dim, c.rms_eps);
+    float* r = s_.moe_in.data() + row * c.dim;
+    rms_norm(x, ones_.data(), r, c.dim, c.rms_eps);
+    for (int32_t i = 0; i < c.dim; ++i) r[i] = r[i] * router_input_scale * w.router_scale[i];
+  });
+  s_.moe.forward(w.moe, c.moe, s_.xn.data(), n, s_.moe_out.data(), pool, s_.matmul, s_.moe_in.data());
+  for_rows(pool, n, [&](int64_t row) {
+    float* proj = s_.proj.data() + row * c.dim;
+    float* experts = s_.moe_out.data() + row * c.dim;
+    rms_norm(proj, w.post_ffn_norm_1.data(), proj, c.dim, c.rms_eps);
+    rms_norm(experts, w.post_ffn_norm_2.data(), experts, c.dim, c.rms_eps);
+    add_inplace(proj, experts, c.dim);
+  });
 }
 
 std::span<const float> Model::output_logits(const BatchInput& batch, ThreadPool& pool) {
@@ -398,11 +535,15 @@ std::span<const float> Model::output_logits(const BatchInput& batch, ThreadPool&
 
 std::span<const float> Model::forward(const BatchInput& batch, KvStorage& kv, ThreadPool& pool) {
   if (batch.tokens.empty()) return {};
-  HEARTH_CHECK(kv.shape().n_layers == config_.n_kv_layers() && kv.shape().n_kv_heads == config_.n_kv_heads &&
-                   kv.shape().head_dim == config_.head_dim,
-               "KvStorage shape ({} layers, {} KV heads of {}) does not match the model's ({}, {} of {})",
-               kv.shape().n_layers, kv.shape().n_kv_heads, kv.shape().head_dim, config_.n_kv_layers(),
-               config_.n_kv_heads, config_.head_dim);
+  const KvShape want = config_.kv_shape();
+  bool same = kv.shape().n_layers == want.n_layers;
+  for (int32_t il = 0; same && il < want.n_layers; ++il) {
+    same = kv.shape().layer(il).n_kv_heads == want.layer(il).n_kv_heads &&
+           kv.shape().layer(il).head_dim == want.layer(il).head_dim;
+  }
+  HEARTH_CHECK(same, "KvStorage shape ({} layers, {} KV heads of {}) does not match the model's ({}, {} of {})",
+               kv.shape().n_layers, kv.shape().n_kv_heads, kv.shape().head_dim, want.n_layers, want.n_kv_heads,
+               want.head_dim);
   prepare_scratch(batch, pool.num_threads());
   reset_states(batch, kv);
   embed(batch, pool);
@@ -414,6 +555,7 @@ std::span<const float> Model::forward(const BatchInput& batch, KvStorage& kv, Th
       attention_block(layer, batch, kv, pool);
     }
     ffn_block(layer, n, pool);
+    if (config_.gemma4) per_layer_branch(layer, n, pool);
   }
   return output_logits(batch, pool);
 }
@@ -430,19 +572,23 @@ int64_t capacity_bytes(const V&... v) {
 int64_t estimate_scratch_bytes(const ModelConfig& c, const ModelWeights& w, const ForwardShape& shape) {
   const int64_t t = std::max<int64_t>(shape.max_batch_tokens, 1);
   const int64_t seqs = std::clamp<int64_t>(shape.max_sequences, 1, t);
-  const int64_t row_floats = 3 * int64_t{c.dim} + 2 * int64_t{c.q_dim()} + 2 * int64_t{c.kv_dim()} +
-                             (c.is_moe() ? 0 : 2 * int64_t{c.ffn_dim}) +
-                             int64_t{c.rope_dim} * (c.rope_freq_base_local > 0.0f ? 2 : 1) +
-                             (c.attn_output_gate ? 3 * int64_t{c.q_dim()} : 0) +
-                             (c.is_hybrid() ? 2 * int64_t{c.delta_net.conv_channels()} +
-                                                  2 * int64_t{c.delta_net.value_dim()} + 2 * c.delta_net.n_v_heads
-                                            : 0);
+  const int64_t row_floats =
+      3 * int64_t{c.dim} + 2 * int64_t{c.max_q_dim()} + 2 * int64_t{c.max_kv_dim()} +
+      (c.has_dense_ffn() ? 2 * int64_t{c.max_ffn_dim()} : 0) + int64_t{c.rope_dim} +
+      (c.gemma4 && c.is_moe() ? 2 * int64_t{c.dim} : 0) + (c.rope_freq_base_local > 0.0f ? local_rope_dim(c) : 0) +
+      (c.per_layer_dim > 0 ? int64_t{c.n_layers + 1} * c.per_layer_dim : 0) +
+      (c.attn_output_gate ? 3 * int64_t{c.q_dim()} : 0) +
+      (c.is_hybrid()
+           ? 2 * int64_t{c.delta_net.conv_channels()} + 2 * int64_t{c.delta_net.value_dim()} + 2 * c.delta_net.n_v_heads
+           : 0);
   int64_t bytes = static_cast<int64_t>(sizeof(float)) * (t * row_floats + seqs * (int64_t{c.dim} + c.n_vocab));
   bytes += static_cast<int64_t>(sizeof(float) * attention_floats_per_thread(c, shape.n_threads)) * shape.n_threads;
   bytes += static_cast<int64_t>(sizeof(int32_t)) * 2 * t + static_cast<int64_t>(sizeof(int64_t)) * seqs;
   if (c.is_hybrid()) bytes += static_cast<int64_t>(sizeof(float)) * shape.n_threads * c.delta_net.d_state;
   // Work items: at most every row tile of every sequence for every KV head; push_back may leave twice that.
-  bytes += 2 * static_cast<int64_t>(sizeof(Model::AttnItem)) * (t / kAttnRows + seqs) * c.n_kv_heads;
+  for (int32_t h : attention_kv_heads(c)) {
+    bytes += 2 * static_cast<int64_t>(sizeof(Model::AttnItem)) * (t / kAttnRows + seqs) * h;
+  }
   // The largest matmul's activations: a layer matrix over the whole batch, the output over one row per sequence.
   size_t matmul_bytes = 0;
   const bool packs = isa_at_least(IsaLevel::kAvx2);
@@ -452,6 +598,7 @@ int64_t estimate_scratch_bytes(const ModelConfig& c, const ModelWeights& w, cons
     matmul_bytes = std::max(matmul_bytes, matmul_scratch_bytes(m.type, m.n_cols, rows, packed));
   };
   for (const LayerWeights& l : w.layers) l.for_each_matrix([&](const MatrixView& m) { consider(m, t); });
+  consider(w.ple_model_proj, t);
   consider(w.output, seqs);
   bytes += static_cast<int64_t>(matmul_bytes);
   if (c.is_moe()) bytes += MoeFfn::scratch_bytes_for(c.moe, c.dim, t);
@@ -461,11 +608,13 @@ int64_t estimate_scratch_bytes(const ModelConfig& c, const ModelWeights& w, cons
 ModelMemory Model::memory() const {
   ModelMemory m;
   m.weights_bytes = resident_weight_bytes(*file_, weights_, [](const MatrixView& v) { return v.packed != nullptr; });
+  int64_t item_bytes = 0;
+  for (const AttnItemSet& set : s_.attn_sets) item_bytes += capacity_bytes(set.items);
   m.scratch_bytes = capacity_bytes(s_.x, s_.xn, s_.q, s_.k, s_.v, s_.attn, s_.proj, s_.gate, s_.up, s_.cos_sin,
-                                   s_.cos_sin_local, s_.row_pos, s_.row_seq, s_.logit_rows, s_.attn_items,
-                                   s_.attn_scratch, s_.logits_in, s_.logits, s_.q_gate, s_.attn_gate, s_.dn_qkv,
-                                   s_.dn_conv, s_.dn_z, s_.dn_decay, s_.dn_beta, s_.dn_out, s_.dn_delta) +
-                    static_cast<int64_t>(s_.matmul.capacity()) + s_.moe.scratch_bytes();
+                                   s_.cos_sin_local, s_.ple, s_.ple_gate, s_.moe_in, s_.moe_out, s_.row_pos, s_.row_seq,
+                                   s_.logit_rows, s_.attn_scratch, s_.logits_in, s_.logits, s_.q_gate, s_.attn_gate,
+                                   s_.dn_qkv, s_.dn_conv, s_.dn_z, s_.dn_decay, s_.dn_beta, s_.dn_out, s_.dn_delta) +
+                    item_bytes + static_cast<int64_t>(s_.matmul.capacity()) + s_.moe.scratch_bytes();
   return m;
 }
 

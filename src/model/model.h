@@ -1,5 +1,5 @@
 #pragma once
-// Model: a llama-family transformer on the CPU (llama, mistral, smollm, phi3, qwen2, qwen3, gemma2, gemma3, and
+// Model: a llama-family transformer on the CPU (llama, mistral, smollm, phi3, qwen2, qwen3, gemma2, gemma3, gemma4, and
 // qwen3moe with a mixture-of-experts FFN (moe.h): see config.h). It owns the
 // mapped GGUF, the weight views and the forward scratch. K/V memory is passed in (KvStorage) and addressed through each
 // sequence's block table, so the same forward pass serves one sequence or a batch of many, cold or from a prefix cache.
@@ -101,6 +101,11 @@ class Model {
   struct AttnItem {
     int32_t seq, kv_head, n_kv_heads, row0, row_end;
   };
+  // The work items of the layers that attend with n_kv_heads KV heads (gemma4's layers differ).
+  struct AttnItemSet {
+    int32_t n_kv_heads = 0;
+    std::vector<AttnItem> items;
+  };
   struct Scratch {
     std::vector<float> x, xn, q, k, v, attn, proj, gate, up;  // [n_tokens, width]
     std::vector<float> q_gate, attn_gate;                     // qwen35 attention: [n_tokens, 2 q_dim | q_dim]
@@ -111,7 +116,10 @@ class Model {
     std::vector<float> cos_sin_local;                         // [n_tokens, rope_dim]; gemma3's local layers
     std::vector<int32_t> row_pos, row_seq;                    // [n_tokens]
     std::vector<int64_t> logit_rows;                          // [n_logit_rows]
-    std::vector<AttnItem> attn_items;                         // attention work of one forward
+    std::vector<AttnItemSet> attn_sets;                       // attention work of one forward
+    std::vector<float> ple;                                   // [n_tokens, n_layers × per_layer_dim]; gemma4
+    std::vector<float> ple_gate;                              // [n_tokens, per_layer_dim]; gemma4
+    std::vector<float> moe_in, moe_out;                       // [n_tokens, dim]; gemma4's router input, experts
     std::vector<float> attn_scratch;                          // [n_threads, attention_scratch_floats]
     size_t attn_scratch_per_thread = 0;
     std::vector<float> logits_in, logits;  // [n_logit_rows, dim | n_vocab]
@@ -120,6 +128,9 @@ class Model {
   };
   void prepare_scratch(const BatchInput& batch, int n_threads);
   void embed(const BatchInput& batch, ThreadPool& pool);
+  void per_layer_inputs(const BatchInput& batch, ThreadPool& pool);
+  void per_layer_branch(int layer, int64_t n_rows, ThreadPool& pool);
+  void gemma4_experts(int layer, int64_t n_rows, ThreadPool& pool);
   // attn_norm, then q/k/v projections with bias, q/k norm and RoPE as the architecture asks, into s_.q/k/v.
   void project_qkv(int layer, int64_t n_rows, ThreadPool& pool);
   void attention_block(int layer, const BatchInput& batch, KvStorage& kv, ThreadPool& pool);
@@ -139,6 +150,7 @@ class Model {
   ModelConfig config_;
   ModelWeights weights_;
   size_t packed_bytes_ = 0;
+  std::vector<float> ones_;  // [max head_dim]; the weight of gemma4's value norm
   Scratch s_;
 };
 

@@ -178,6 +178,9 @@ void MoeFfn::run_experts(const MoeLayerWeights& w, const MoeRouting& r, const fl
       case ExpertActivation::kSwigluOai:
         swiglu_oai(g, u, ff);
         break;
+      case ExpertActivation::kGelu:
+        gelu_mul(g, u, g, ff);
+        break;
     }
   });
   for (int32_t e = 0; e < r.n_expert; ++e) {
@@ -188,6 +191,13 @@ void MoeFfn::run_experts(const MoeLayerWeights& w, const MoeRouting& r, const fl
   if (biases) {
     for_rows(pool, n_rows, [&](int64_t row) {
       add_inplace(down_rows_.data() + row * dim, w.down_bias.data() + expert_of(row) * dim, dim);
+    });
+  }
+  if (!w.down_scale.empty()) {
+    for_rows(pool, n_rows, [&](int64_t row) {
+      const float scale = w.down_scale[expert_of(row)];
+      float* y = down_rows_.data() + row * dim;
+      for (int64_t d = 0; d < dim; ++d) y[d] *= scale;
     });
   }
 }
@@ -210,11 +220,11 @@ void MoeFfn::combine(const MoeRouting& r, int64_t n, int64_t dim, float* out, Th
 }
 
 void MoeFfn::forward(const MoeLayerWeights& w, const MoeRouting& r, const float* x, int64_t n, float* out,
-                     ThreadPool& pool, MatmulScratch& matmul_scratch) {
+                     ThreadPool& pool, MatmulScratch& matmul_scratch, const float* router_x) {
   if (n == 0) return;
   HEARTH_CHECK(static_cast<int32_t>(w.gate.size()) == r.n_expert && w.router.n_rows == r.n_expert,
                "MoeFfn: {} experts bound, {} in the routing", w.gate.size(), r.n_expert);
-  route(w, r, x, n, pool, matmul_scratch);
+  route(w, r, router_x != nullptr ? router_x : x, n, pool, matmul_scratch);
   group_by_expert(r, n);
   run_experts(w, r, x, pool, matmul_scratch);
   combine(r, n, w.router.n_cols, out, pool);

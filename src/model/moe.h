@@ -7,8 +7,10 @@
 //   E      = the n_used experts of highest p, most probable first (ties: the lower id)
 //   w_e    = p_e, / Σ_{E} p_e when norm_weights           (the sum clamped below at 2^-14, as llama.cpp);
 //            kSoftmaxWeight: softmax over the chosen logits
-//   out    = Σ_{e in E, in that order} w_e · down_e(act(gate_e · x, up_e · x))   (each product + its bias, if any;
-//            act: silu(g) ⊙ u, or gpt-oss's clamped SwiGLU: MoeRouting::activation)
+//   out    = Σ_{e in E, in that order} w_e · s_e · down_e(act(gate_e · x, up_e · x))   (each product + its bias, if
+//            any; act: silu(g) ⊙ u, gpt-oss's clamped SwiGLU or gemma4's gelu(g) ⊙ u: MoeRouting::activation; s_e:
+//            gemma4's per-expert scale of the down product, else 1)
+// The router may read another input than the experts (gemma4: a scaled RMSNorm of the residual).
 //
 // as llama.cpp's build_moe_ffn computes it. A 3-D expert tensor [n_cols, n_rows, n_expert] is n_expert stacked
 // matrices, each multiplied with the ordinary matmul kernels.
@@ -40,6 +42,8 @@ struct MoeLayerWeights {
   std::vector<float> gate_bias;    // [n_expert, expert_ffn]
   std::vector<float> up_bias;      // [n_expert, expert_ffn]
   std::vector<float> down_bias;    // [n_expert, dim]
+  // gemma4: each expert's down product × down_scale[e] (ffn_down_exps.scale); empty otherwise.
+  std::vector<float> down_scale;  // [n_expert]
 };
 
 // One routed expert of a token.
@@ -56,10 +60,11 @@ void route_token(const MoeRouting& routing, std::span<const float> logits, std::
 // The MoE FFN with its scratch, which grows to the largest batch seen and is then reused (no allocation per step).
 class MoeFfn {
  public:
-  // out = the mixture of experts of each row of x.                  x, out: [n_tokens, dim]; must not alias
+  // out = the mixture of experts of each row of x, routed by router_x (nullptr: x).
+  //                                                     x, router_x, out: [n_tokens, dim]; out must not alias them
   // Requires weights shaped as `routing` says and dim = weights.router.n_cols.
   void forward(const MoeLayerWeights& weights, const MoeRouting& routing, const float* x, int64_t n_tokens, float* out,
-               ThreadPool& pool, MatmulScratch& matmul_scratch);
+               ThreadPool& pool, MatmulScratch& matmul_scratch, const float* router_x = nullptr);
 
   // Bytes its buffers hold now, and what they grow to for a batch of n_tokens rows of width dim (matmul scratch
   // not included: the caller's).

@@ -166,7 +166,81 @@ std::vector<TensorPlan> plan_qwen35_layer(const SynthConfig& c, int64_t i) {
   return plan;
 }
 
+// gemma4's shapes (synth.h): which layers slide, their head sizes and KV heads, which compute K/V.
+struct Gemma4Shape {
+  int64_t period, head_dim_swa, kv_heads_global;
+  bool local(int64_t il) const { return (il + 1) % period != 0; }
+};
+Gemma4Shape gemma4_shape(const SynthConfig& c) {
+  return {c.swa_period > 0 ? c.swa_period : 5, c.head_dim_swa > 0 ? c.head_dim_swa : synth_head_dim(c) / 2,
+          c.n_kv_heads_global > 0 ? c.n_kv_heads_global : c.n_kv_heads};
+}
+
+std::vector<TensorPlan> plan_gemma4_layer(const SynthConfig& c, int64_t i) {
+  const Gemma4Shape g = gemma4_shape(c);
+  const int64_t head_dim = g.local(i) ? g.head_dim_swa : synth_head_dim(c);
+  const int64_t q_dim = c.n_heads * head_dim;
+  const int64_t kv_dim = (g.local(i) ? c.n_kv_heads : g.kv_heads_global) * head_dim;
+  const bool has_kv = i < c.n_layers - c.shared_kv_layers;
+  const DType w = dense_type(c);
+  const float sd = c.weight_sd;
+  const std::string blk = "blk." + std::to_string(i) + ".";
+  std::vector<TensorPlan> plan;
+  plan.push_back({blk + "attn_norm.weight", {c.dim}, DType::F32, 1.0f, 0.0f});
+  plan.push_back({blk + "attn_q.weight", {c.dim, q_dim}, w, 0.0f, sd});
+  // q and k norm weights of head_dim^-1/4: Gemma 4 does not scale its scores, so these give them the spread of a
+  // 1/sqrt(head_dim)-scaled attention (weights of 1 make every softmax nearly one-hot, where the last bits of a
+  // score decide which key wins).
+  const float qk_mean = 1.0f / std::sqrt(std::sqrt(static_cast<float>(head_dim)));
+  plan.push_back({blk + "attn_q_norm.weight", {head_dim}, DType::F32, qk_mean, c.qk_norm_sd * qk_mean});
+  if (has_kv) {
+    plan.push_back({blk + "attn_k.weight", {c.dim, kv_dim}, w, 0.0f, sd});
+    plan.push_back({blk + "attn_v.weight", {c.dim, kv_dim}, w, 0.0f, sd});
+    plan.push_back({blk + "attn_k_norm.weight", {head_dim}, DType::F32, qk_mean, c.qk_norm_sd * qk_mean});
+  }
+  plan.push_back({blk + "attn_output.weight", {q_dim, c.dim}, w, 0.0f, sd});
+  plan.push_back({blk + "post_attention_norm.weight", {c.dim}, DType::F32, 1.0f, c.qk_norm_sd});
+  plan.push_back({blk + "ffn_norm.weight", {c.dim}, DType::F32, 1.0f, 0.0f});
+  plan.push_back({blk + "ffn_gate.weight", {c.dim, c.ffn_dim}, w, 0.0f, sd});
+  plan.push_back({blk + "ffn_up.weight", {c.dim, c.ffn_dim}, w, 0.0f, sd});
+  plan.push_back({blk + "ffn_down.weight", {c.ffn_dim, c.dim}, w, 0.0f, sd});
+  plan.push_back({blk + "post_ffw_norm.weight", {c.dim}, DType::F32, 1.0f, c.qk_norm_sd});
+  if (c.per_layer_dim > 0) {
+    plan.push_back({blk + "inp_gate.weight", {c.dim, c.per_layer_dim}, w, 0.0f, sd});
+    plan.push_back({blk + "proj.weight", {c.per_layer_dim, c.dim}, w, 0.0f, sd});
+    plan.push_back({blk + "post_norm.weight", {c.dim}, DType::F32, 1.0f, c.qk_norm_sd});
+  }
+  if (c.layer_output_scale > 0) {
+    plan.push_back({blk + "layer_output_scale.weight", {1}, DType::F32, 0.0f, 0.0f, {c.layer_output_scale}});
+  }
+  if (c.n_expert > 0) {  // 26B-A4B: experts beside the dense FFN, which is then a shared expert
+    plan_experts(c, blk, false, plan);
+    plan.push_back({blk + "ffn_gate_inp.scale", {c.dim}, DType::F32, 1.0f, c.qk_norm_sd});
+    plan.push_back({blk + "ffn_down_exps.scale", {c.n_expert}, DType::F32, 1.0f, c.qk_norm_sd});
+    for (const char* norm : {"pre_ffw_norm_2.weight", "post_ffw_norm_1.weight", "post_ffw_norm_2.weight"}) {
+      plan.push_back({blk + norm, {c.dim}, DType::F32, 1.0f, c.qk_norm_sd});
+    }
+  }
+  return plan;
+}
+
+// gemma4's model-wide tensors besides token_embd and output_norm: the global layers' rope_freqs and the per-layer
+// embeddings' (synth.h).
+void plan_gemma4_extras(const SynthConfig& c, int64_t n_vocab, std::vector<TensorPlan>& plan) {
+  const int64_t pairs = synth_head_dim(c) / 2;
+  const auto rotated = static_cast<int64_t>(static_cast<float>(synth_head_dim(c)) * c.rope_partial_global / 2);
+  std::vector<float> freqs(static_cast<size_t>(pairs), 1e30f);
+  std::fill(freqs.begin(), freqs.begin() + std::min(rotated, pairs), 1.0f);
+  plan.push_back({"rope_freqs.weight", {pairs}, DType::F32, 0.0f, 0.0f, freqs});
+  if (c.per_layer_dim == 0) return;
+  const int64_t width = c.n_layers * c.per_layer_dim;
+  plan.push_back({"per_layer_token_embd.weight", {width, n_vocab}, dense_type(c), 0.0f, c.weight_sd});
+  plan.push_back({"per_layer_model_proj.weight", {c.dim, width}, dense_type(c), 0.0f, c.weight_sd});
+  plan.push_back({"per_layer_proj_norm.weight", {c.per_layer_dim}, DType::F32, 1.0f, c.qk_norm_sd});
+}
+
 std::vector<TensorPlan> plan_layer(const SynthConfig& c, int64_t i) {
+  if (c.architecture == "gemma4") return plan_gemma4_layer(c, i);
   const int64_t head_dim = synth_head_dim(c);
   const int64_t q_dim = c.n_heads * head_dim;
   const int64_t kv_dim = c.n_kv_heads * head_dim;
@@ -219,7 +293,7 @@ std::vector<TensorPlan> plan_layer(const SynthConfig& c, int64_t i) {
 
 std::vector<TensorPlan> plan_tensors(const SynthConfig& c, int64_t n_vocab) {
   const DType w = dense_type(c);
-  const bool tied = c.architecture == "gemma2" || c.architecture == "gemma3";  // output tied to token_embd
+  const bool tied = c.architecture == "gemma2" || c.architecture == "gemma3" || c.architecture == "gemma4";
   const DType w_output = c.q4_k_m ? DType::Q6_K : w;
   std::vector<TensorPlan> plan;
   plan.push_back({"token_embd.weight", {c.dim, n_vocab}, tied ? w_output : w, 0.0f, c.weight_sd});
@@ -230,6 +304,7 @@ std::vector<TensorPlan> plan_tensors(const SynthConfig& c, int64_t n_vocab) {
   if (!tied) {
     plan.push_back({"output.weight", {c.dim, n_vocab}, w_output, 0.0f, c.weight_sd});
   }
+  if (c.architecture == "gemma4") plan_gemma4_extras(c, n_vocab, plan);
   if (c.llama3_rope_freqs) {
     std::vector<float> freqs = llama3_rope_freqs(c);
     plan.push_back({"rope_freqs.weight", {static_cast<int64_t>(freqs.size())}, DType::F32, 0.0f, 0.0f, freqs});
@@ -303,6 +378,21 @@ uint32_t llama_file_type(DType type, bool q4_k_m) {
   }
 }
 
+void add_gemma4_metadata(GgufWriter& w, const SynthConfig& c) {
+  const std::string a = "gemma4.";
+  const Gemma4Shape g = gemma4_shape(c);
+  std::vector<GgufValue> pattern;
+  for (int64_t il = 0; il < c.n_layers; ++il) pattern.push_back(gguf_bool(g.local(il)));
+  w.add(a + "attention.sliding_window_pattern", gguf_array(GgufType::BOOL, std::move(pattern)));
+  w.add(a + "attention.key_length_swa", gguf_u32(static_cast<uint32_t>(g.head_dim_swa)));
+  w.add(a + "attention.value_length_swa", gguf_u32(static_cast<uint32_t>(g.head_dim_swa)));
+  w.add(a + "rope.dimension_count_swa", gguf_u32(static_cast<uint32_t>(g.head_dim_swa)));
+  w.add(a + "rope.freq_base_swa", gguf_f32(c.rope_freq_base_swa));
+  w.add(a + "attention.shared_kv_layers", gguf_u32(static_cast<uint32_t>(c.shared_kv_layers)));
+  w.add(a + "embedding_length_per_layer_input", gguf_u32(static_cast<uint32_t>(c.per_layer_dim)));
+  w.add(a + "final_logit_softcapping", gguf_f32(c.final_softcap));
+}
+
 void add_metadata(GgufWriter& w, const SynthConfig& c, const GgufFile& vocab, int64_t n_vocab) {
   auto u32 = [](int64_t v) { return gguf_u32(static_cast<uint32_t>(v)); };
   const std::string& a = c.architecture;
@@ -316,7 +406,15 @@ void add_metadata(GgufWriter& w, const SynthConfig& c, const GgufFile& vocab, in
   w.add(a + ".block_count", u32(c.n_layers));
   w.add(a + ".feed_forward_length", u32(c.ffn_dim));
   w.add(a + ".attention.head_count", u32(c.n_heads));
-  w.add(a + ".attention.head_count_kv", u32(c.n_kv_heads));
+  if (a == "gemma4" && gemma4_shape(c).kv_heads_global != c.n_kv_heads) {
+    std::vector<GgufValue> heads;
+    for (int64_t il = 0; il < c.n_layers; ++il) {
+      heads.push_back(u32(gemma4_shape(c).local(il) ? c.n_kv_heads : gemma4_shape(c).kv_heads_global));
+    }
+    w.add(a + ".attention.head_count_kv", gguf_array(GgufType::UINT32, std::move(heads)));
+  } else {
+    w.add(a + ".attention.head_count_kv", u32(c.n_kv_heads));
+  }
   w.add(a + ".attention.layer_norm_rms_epsilon", gguf_f32(c.rms_eps));
   w.add(a + ".rope.freq_base", gguf_f32(c.rope_freq_base));
   w.add(a + ".rope.dimension_count", u32(a == "qwen35" ? synth_delta_net(c).rope_dim : synth_head_dim(c)));
@@ -342,8 +440,9 @@ void add_metadata(GgufWriter& w, const SynthConfig& c, const GgufFile& vocab, in
     w.add(a + ".rope.scaling.attn_factor", gguf_f32(phi3_rope_attn_factor(c)));
     w.add(a + ".rope.scaling.original_context_length", u32(c.rope_original_context));
   }
-  const bool gemma = a == "gemma2" || a == "gemma3";
+  const bool gemma = a == "gemma2" || a == "gemma3" || a == "gemma4";
   if (gemma) w.add(a + ".attention.sliding_window", u32(c.sliding_window > 0 ? c.sliding_window : 4096));
+  if (a == "gemma4") add_gemma4_metadata(w, c);
   if (a == "gemma2") {
     w.add(a + ".attn_logit_softcapping", gguf_f32(c.attn_softcap));
     w.add(a + ".final_logit_softcapping", gguf_f32(c.final_softcap));
@@ -358,14 +457,17 @@ void add_metadata(GgufWriter& w, const SynthConfig& c, const GgufFile& vocab, in
     w.add(a + ".rope.scaling.factor", gguf_f32(c.rope_factor));
     w.add(a + ".rope.scaling.original_context_length", u32(c.rope_original_context));
   }
-  if (a == "qwen3moe" || a == "gpt-oss") {
+  if (a == "qwen3moe" || a == "gpt-oss" || (a == "gemma4" && c.n_expert > 0)) {
     w.add(a + ".expert_count", u32(c.n_expert));
     w.add(a + ".expert_used_count", u32(c.n_expert_used));
     w.add(a + ".expert_feed_forward_length", u32(c.expert_ffn_dim));
   }
   for (const auto& [key, value] : vocab.metadata()) {
-    if (key.starts_with("tokenizer.")) w.add(key, value);
+    if (key.starts_with("tokenizer.") && (c.chat_template.empty() || key != "tokenizer.chat_template")) {
+      w.add(key, value);
+    }
   }
+  if (!c.chat_template.empty()) w.add("tokenizer.chat_template", gguf_string(c.chat_template));
 }
 
 }  // namespace
@@ -502,10 +604,11 @@ namespace {
 // qwen3moe needs 1 <= n_expert_used <= n_expert <= 512 (llama.cpp's LLAMA_MAX_EXPERTS) and an expert width; every
 // other architecture is dense and must leave them 0.
 Result<void> validate_experts(const SynthConfig& c) {
-  const bool moe = c.architecture == "qwen3moe" || c.architecture == "gpt-oss";
+  const bool moe = c.architecture == "qwen3moe" || c.architecture == "gpt-oss" ||
+                   (c.architecture == "gemma4" && c.n_expert > 0);  // gemma4: dense, or 26B-A4B's experts
   if (!moe) {
     if (c.n_expert != 0 || c.n_expert_used != 0 || c.expert_ffn_dim != 0) {
-      return make_error("synthetic model: experts are for architectures qwen3moe and gpt-oss only");
+      return make_error("synthetic model: experts are for architectures qwen3moe, gpt-oss and gemma4 only");
     }
     return {};
   }
@@ -520,6 +623,38 @@ Result<void> validate_experts(const SynthConfig& c) {
   return {};
 }
 
+// gemma4's shapes: llama.cpp's reuse needs at least two K/V layers, the last one global and the one before it
+// sliding, when shared layers of that kind read them.
+Result<void> validate_gemma4(const SynthConfig& c) {
+  const bool any = c.head_dim_swa != 0 || c.n_kv_heads_global != 0 || c.swa_period != 0 || c.shared_kv_layers != 0 ||
+                   c.per_layer_dim != 0 || c.layer_output_scale != 0;
+  if (c.architecture != "gemma4") {
+    if (any) return make_error("synthetic model: head_dim_swa, shared_kv_layers, per_layer_dim ... are gemma4's only");
+    return {};
+  }
+  const Gemma4Shape g = gemma4_shape(c);
+  if (g.period < 1 || g.head_dim_swa < 2 || g.head_dim_swa % 2 != 0 || g.kv_heads_global < 1 ||
+      c.n_heads % g.kv_heads_global != 0 || c.shared_kv_layers < 0 || c.per_layer_dim < 0 || c.per_layer_dim > 65536 ||
+      !(c.rope_partial_global > 0 && c.rope_partial_global <= 1) || !(c.rope_freq_base_swa > 0) ||
+      !(c.layer_output_scale >= 0)) {
+    return make_error(
+        "synthetic model: gemma4 needs swa_period >= 1, an even head_dim_swa, global KV heads dividing "
+        "the heads, shared_kv_layers and per_layer_dim >= 0, 0 < rope_partial_global <= 1");
+  }
+  const int64_t n_kv = c.n_layers - c.shared_kv_layers;
+  if (c.shared_kv_layers > 0 && (n_kv < 2 || g.local(n_kv - 1) || !g.local(n_kv - 2))) {
+    return make_error(
+        "synthetic model: gemma4 with {} shared-KV layers needs its last K/V layer ({}) global and the "
+        "one before it sliding",
+        c.shared_kv_layers, n_kv - 1);
+  }
+  if (c.per_layer_dim % dtype_info(dense_type(c)).block_size != 0) {
+    return make_error("synthetic model: per_layer_dim {} is not a multiple of {}'s block", c.per_layer_dim,
+                      dtype_name(dense_type(c)));
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<void> validate_synth_config(const SynthConfig& c) {
@@ -529,12 +664,13 @@ Result<void> validate_synth_config(const SynthConfig& c) {
   if (c.vocab_from.empty()) return bad("no vocabulary file to copy the tokenizer from");
   const std::string& a = c.architecture;
   if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "qwen3moe" && a != "phi3" && a != "gemma2" &&
-      a != "gemma3" && a != "gpt-oss" && a != "qwen35") {
+      a != "gemma3" && a != "gemma4" && a != "gpt-oss" && a != "qwen35") {
     return bad(fmt::format(
         "architecture '{}' is not one the generator writes (llama, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3, "
-        "gpt-oss, qwen35)",
+        "gemma4, gpt-oss, qwen35)",
         a));
   }
+  HEARTH_TRY(validate_gemma4(c));
   if (a == "qwen35") {
     const SynthDeltaNet d = synth_delta_net(c);
     if (c.full_attention_interval < 1 || d.d_conv < 2 || d.d_conv > 64 || d.d_state < 1 || d.d_state > 1024 ||
@@ -570,8 +706,8 @@ Result<void> validate_synth_config(const SynthConfig& c) {
                          {"context_length", c.context_length}}) {
     if (v <= 0 || v > kMax) return bad(fmt::format("{} is {}, expected 1 to {}", name, v, kMax));
   }
-  const bool writes_key_length =
-      a == "qwen3" || a == "qwen3moe" || a == "gemma2" || a == "gemma3" || a == "gpt-oss" || a == "qwen35";
+  const bool writes_key_length = a == "qwen3" || a == "qwen3moe" || a == "gemma2" || a == "gemma3" || a == "gemma4" ||
+                                 a == "gpt-oss" || a == "qwen35";
   if (c.head_dim < 0 || (c.head_dim > 0 && !writes_key_length)) {
     return bad(fmt::format("head_dim {} is for qwen3, qwen3moe, gemma and gpt-oss only (0: dim / n_heads)", c.head_dim));
   }

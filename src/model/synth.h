@@ -1,8 +1,8 @@
 #pragma once
-// Synthetic llama-family models (architecture llama, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3): a real vocabulary
-// (copied from an existing GGUF) with random Gaussian weights at any shape and weight type. Speed does not depend on
-// the weight values, so these stand in for real 1B-8B models in benchmarks and tests (vLLM's "dummy" load format exists
-// for the same reason).
+// Synthetic llama-family models (architecture llama, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3, gemma4): a real
+// vocabulary (copied from an existing GGUF) with random Gaussian weights at any shape and weight type. Speed does not
+// depend on the weight values, so these stand in for real 1B-8B models in benchmarks and tests (vLLM's "dummy" load
+// format exists for the same reason).
 //
 // The file is what llama.cpp writes for such a model: general.architecture, the <arch>.* hyperparameter keys
 // (qwen3 adds attention.key_length/value_length), and tensors named and shaped as llama.cpp names them (shapes
@@ -56,6 +56,19 @@
 //   blk.N.ssm_alpha.weight, ssm_beta.weight [dim, n_v_heads]
 //   blk.N.ssm_norm.weight    [d_state]            F32, 1 + N(0, qk_norm_sd^2)
 //   blk.N.ssm_out.weight     [value_dim, dim]
+// gemma4 is gemma3's layer as llama.cpp's gemma4 loader reads it: attention.sliding_window_pattern (every
+// swa_period-th layer global), sliding layers with heads of head_dim_swa (attention.key_length_swa), global ones
+// of head_dim with n_kv_heads_global KV heads (attention.head_count_kv then one count per layer), the last
+// shared_kv_layers layers without attn_k/attn_v/attn_k_norm (they read an earlier layer's K/V), rope_freqs.weight
+// [head_dim / 2] (1 for the first rope_partial_global of the pairs, 1e30 for the rest: Gemma 4's partial rotary
+// on global layers), rope.freq_base_swa, final_logit_softcapping, and with per_layer_dim > 0 the per-layer
+// embeddings: per_layer_token_embd.weight [n_layers × per_layer_dim, n_vocab], per_layer_model_proj.weight
+// [dim, n_layers × per_layer_dim], per_layer_proj_norm.weight [per_layer_dim], and per layer blk.N.inp_gate.weight
+// [dim, per_layer_dim], blk.N.proj.weight [per_layer_dim, dim], blk.N.post_norm.weight [dim]; with
+// layer_output_scale > 0, blk.N.layer_output_scale.weight [1]. With experts (n_expert > 0: the 26B-A4B shape) each
+// layer keeps its dense FFN as a shared expert and adds qwen3moe's router and experts, blk.N.ffn_gate_inp.scale
+// [dim], blk.N.ffn_down_exps.scale [n_expert] and the norms blk.N.pre_ffw_norm_2, post_ffw_norm_1, post_ffw_norm_2
+// [dim].
 // head_dim (attention.key_length) may differ from dim / n_heads for qwen3, qwen3moe and gemma, as Qwen3's does.
 //
 // Generation streams one row at a time (rows are generated in parallel in small batches), so a 1B model needs
@@ -76,6 +89,9 @@ namespace hearth {
 struct SynthConfig {
   std::string out_path;
   std::string vocab_from;  // a GGUF whose tokenizer.* metadata is copied; its token list sets n_vocab
+  // Written as tokenizer.chat_template when not empty, in place of the vocabulary's own (gpt-oss's vocabulary file
+  // has none: its harmony template comes from the model card).
+  std::string chat_template;
   std::string name = "hearth-synthetic";
   std::string architecture = "llama";  // llama, qwen2 (q/k/v biases), qwen3 (per-head q/k RMSNorm), qwen3moe, phi3, ...
   int64_t dim = 256;
@@ -118,7 +134,18 @@ struct SynthConfig {
   bool phi3_longrope = false;
   int64_t sliding_window = 0;   // phi3's attention.sliding_window (0: the context length); gemma's (0: 4096)
   float attn_softcap = 50.0f;   // gemma2's attn_logit_softcapping
-  float final_softcap = 30.0f;  // gemma2's final_logit_softcapping
+  float final_softcap = 30.0f;  // gemma2's and gemma4's final_logit_softcapping
+  // gemma4 (above): the sliding layers' head size (0: head_dim / 2), the global layers' KV heads (0: n_kv_heads),
+  // the global layers' period (0: 5), the layers that share K/V, the per-layer embeddings' width (0: none), the
+  // global layers' rotated fraction, the sliding layers' RoPE base, and the layers' output scale (0: none).
+  int64_t head_dim_swa = 0;
+  int64_t n_kv_heads_global = 0;
+  int64_t swa_period = 0;
+  int64_t shared_kv_layers = 0;
+  int64_t per_layer_dim = 0;
+  float rope_partial_global = 0.25f;
+  float rope_freq_base_swa = 10000.0f;
+  float layer_output_scale = 0.0f;
   int num_threads = 0;          // < 1: hardware concurrency
   // qwen35: the Gated DeltaNet layers' shape (0: d_state = head size, key heads = n_kv_heads, value heads =
   // n_heads), their conv taps, which layers attend, and the attention's rotated dims (0: head size / 4, Qwen3.5's

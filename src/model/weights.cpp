@@ -110,10 +110,8 @@ class Binder {
                         t->ne[1], t->ne[2], t->ne[3], expected);
     }
     if (!dtype_info(t->type).compute_supported) {
-      return make_error(
-          "{}: tensor '{}' has type {}, which Hearth cannot compute with (supported: F32, F16, BF16, "
-          "Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, MXFP4)",
-          file_.name(), name, dtype_name(t->type));
+      return make_error("{}: tensor '{}' has type {}, which Hearth cannot compute with (supported: {})", file_.name(),
+                        name, dtype_name(t->type), compute_supported_names());
     }
     const MatrixView m{t->type, n_rows * ne2, n_cols, t->data, row_bytes(t->type, n_cols)};
     if (m.n_rows * n_cols <= kMaxScannedElements) {
@@ -146,14 +144,16 @@ Result<void> bind_qkv_bias(Binder& b, const ModelConfig& c, const std::string& p
   return {};
 }
 
-Result<void> bind_qk_norm(Binder& b, const ModelConfig& c, const std::string& p, LayerWeights& l) {
+Result<void> bind_qk_norm(Binder& b, const ModelConfig& c, const std::string& p, int il, LayerWeights& l) {
   if (!c.qk_norm) return {};
-  auto q_norm = b.vector(p + "attn_q_norm.weight", c.head_dim);
+  auto q_norm = b.vector(p + "attn_q_norm.weight", c.head_dim_of(il));
   if (!q_norm) return q_norm.error();
-  auto k_norm = b.vector(p + "attn_k_norm.weight", c.head_dim);
-  if (!k_norm) return k_norm.error();
   l.q_norm = std::move(*q_norm);
-  l.k_norm = std::move(*k_norm);
+  // A gemma4 layer that reads another's K/V has no K; a k norm there is bound but unused, as llama.cpp does.
+  if (!c.has_kv(il) && !b.has(p + "attn_k_norm.weight")) return {};
+  auto k_norm = b.vector(p + "attn_k_norm.weight", c.head_dim_of(il));
+  if (!k_norm) return k_norm.error();
+  if (c.has_kv(il)) l.k_norm = std::move(*k_norm);
   return {};
 }
 
@@ -164,7 +164,23 @@ MatrixView rows_of(const MatrixView& m, int64_t first, int64_t n_rows) {
 
 // q, k, v: separate matrices, or (phi3) one attn_qkv.weight whose rows are q, then k, then v (llama.cpp's views
 // at offsets 0, n_embd, n_embd + n_embd_gqa).
-Result<void> bind_qkv(Binder& b, const ModelConfig& c, const std::string& p, LayerWeights& l) {
+// gemma4: q of the layer's head size; k on the layers that store K/V (on a shared-KV layer a k or v is bound but
+// unused, as llama.cpp does); v optional: without it V is K's projection (llama.cpp's use_alternative_attention).
+Result<void> bind_gemma4_qkv(Binder& b, const ModelConfig& c, const std::string& p, int il, LayerWeights& l) {
+  auto wq = b.matrix(p + "attn_q.weight", c.dim, c.q_dim_of(il));
+  if (!wq) return wq.error();
+  l.wq = *wq;
+  for (const char* name : {"attn_k.weight", "attn_v.weight"}) {
+    const bool needed = c.has_kv(il) && std::string_view(name) == "attn_k.weight";
+    if (!needed && !b.has(p + name)) continue;
+    auto m = b.matrix(p + name, c.dim, c.kv_dim_of(il));
+    if (!m) return m.error();
+    if (c.has_kv(il)) (std::string_view(name) == "attn_k.weight" ? l.wk : l.wv) = *m;
+  }
+  return {};
+}
+
+Result<void> bind_qkv(Binder& b, const ModelConfig& c, const std::string& p, int il, LayerWeights& l) {
   if (c.fused_qkv_ffn) {
     auto qkv = b.matrix(p + "attn_qkv.weight", c.dim, c.q_dim() + 2 * c.kv_dim());
     if (!qkv) return qkv.error();
@@ -173,6 +189,7 @@ Result<void> bind_qkv(Binder& b, const ModelConfig& c, const std::string& p, Lay
     l.wv = rows_of(*qkv, c.q_dim() + c.kv_dim(), c.kv_dim());
     return {};
   }
+  if (c.gemma4) return bind_gemma4_qkv(b, c, p, il, l);
   auto wq = b.matrix(p + "attn_q.weight", c.dim, (c.attn_output_gate ? 2 : 1) * int64_t{c.q_dim()});
   auto wk = b.matrix(p + "attn_k.weight", c.dim, c.kv_dim());
   auto wv = b.matrix(p + "attn_v.weight", c.dim, c.kv_dim());
@@ -187,7 +204,7 @@ Result<void> bind_qkv(Binder& b, const ModelConfig& c, const std::string& p, Lay
 
 // gate and up: separate matrices, or (phi3) one ffn_up.weight of 2 × ffn_dim rows, gate first: llama.cpp's
 // LLM_FFN_SWIGLU takes silu of the first half of the product and multiplies it by the second.
-Result<void> bind_gate_up(Binder& b, const ModelConfig& c, const std::string& p, LayerWeights& l) {
+Result<void> bind_gate_up(Binder& b, const ModelConfig& c, const std::string& p, int il, LayerWeights& l) {
   if (c.fused_qkv_ffn) {
     auto gate_up = b.matrix(p + "ffn_up.weight", c.dim, 2 * int64_t{c.ffn_dim});
     if (!gate_up) return gate_up.error();
@@ -195,8 +212,8 @@ Result<void> bind_gate_up(Binder& b, const ModelConfig& c, const std::string& p,
     l.w_up = rows_of(*gate_up, c.ffn_dim, c.ffn_dim);
     return {};
   }
-  auto gate = b.matrix(p + "ffn_gate.weight", c.dim, c.ffn_dim);
-  auto up = b.matrix(p + "ffn_up.weight", c.dim, c.ffn_dim);
+  auto gate = b.matrix(p + "ffn_gate.weight", c.dim, c.ffn_dim_of(il));
+  auto up = b.matrix(p + "ffn_up.weight", c.dim, c.ffn_dim_of(il));
   for (const auto* m : {&gate, &up}) {
     if (!*m) return m->error();
   }
@@ -237,10 +254,55 @@ Result<void> bind_moe(Binder& b, const ModelConfig& c, const std::string& p, Lay
   return {};
 }
 
+// gemma4's experts (26B-A4B) beside its dense FFN, with llama.cpp's names: the router ffn_gate_inp [dim, n_expert]
+// and its input scale ffn_gate_inp.scale [dim]; the experts as qwen3moe's, or gate and up fused in
+// ffn_gate_up_exps [dim, 2 × expert_ffn, n_expert] (each expert's gate rows, then its up rows); ffn_down_exps.scale
+// [n_expert] (optional); the norms pre_ffw_norm_2, post_ffw_norm_1 and post_ffw_norm_2 [dim].
+Result<void> bind_gemma4_moe(Binder& b, const ModelConfig& c, const std::string& p, LayerWeights& l) {
+  const MoeRouting& r = c.moe;
+  auto router = b.matrix(p + "ffn_gate_inp.weight", c.dim, r.n_expert);
+  if (!router) return router.error();
+  l.moe.router = *router;
+  if (b.has(p + "ffn_gate_up_exps.weight")) {
+    auto gate_up = b.experts(p + "ffn_gate_up_exps.weight", c.dim, 2 * int64_t{r.ffn_dim}, r.n_expert);
+    if (!gate_up) return gate_up.error();
+    for (const MatrixView& m : *gate_up) {
+      l.moe.gate.push_back(rows_of(m, 0, r.ffn_dim));
+      l.moe.up.push_back(rows_of(m, r.ffn_dim, r.ffn_dim));
+    }
+  } else {
+    auto gate = b.experts(p + "ffn_gate_exps.weight", c.dim, r.ffn_dim, r.n_expert);
+    if (!gate) return gate.error();
+    auto up = b.experts(p + "ffn_up_exps.weight", c.dim, r.ffn_dim, r.n_expert);
+    if (!up) return up.error();
+    l.moe.gate = std::move(*gate);
+    l.moe.up = std::move(*up);
+  }
+  auto down = b.experts(p + "ffn_down_exps.weight", r.ffn_dim, c.dim, r.n_expert);
+  if (!down) return down.error();
+  l.moe.down = std::move(*down);
+  if (b.has(p + "ffn_down_exps.scale")) {
+    auto scale = b.vector(p + "ffn_down_exps.scale", r.n_expert);
+    if (!scale) return scale.error();
+    l.moe.down_scale = std::move(*scale);
+  }
+  auto router_scale = b.vector(p + "ffn_gate_inp.scale", c.dim);
+  if (!router_scale) return router_scale.error();
+  l.router_scale = std::move(*router_scale);
+  for (auto [name, norm] : {std::pair{"pre_ffw_norm_2.weight", &l.pre_ffn_norm_2},
+                            {"post_ffw_norm_1.weight", &l.post_ffn_norm_1},
+                            {"post_ffw_norm_2.weight", &l.post_ffn_norm_2}}) {
+    auto v = b.vector(p + name, c.dim);
+    if (!v) return v.error();
+    *norm = std::move(*v);
+  }
+  return {};
+}
+
 // The dense FFN's matrices: gate and up (bind_gate_up), down.
-Result<void> bind_dense_ffn(Binder& b, const ModelConfig& c, const std::string& p, LayerWeights& l) {
-  HEARTH_TRY(bind_gate_up(b, c, p, l));
-  auto down = b.matrix(p + "ffn_down.weight", c.ffn_dim, c.dim);
+Result<void> bind_dense_ffn(Binder& b, const ModelConfig& c, const std::string& p, int il, LayerWeights& l) {
+  HEARTH_TRY(bind_gate_up(b, c, p, il, l));
+  auto down = b.matrix(p + "ffn_down.weight", c.ffn_dim_of(il), c.dim);
   if (!down) return down.error();
   l.w_down = *down;
   return {};
@@ -279,13 +341,34 @@ Result<void> bind_delta_net(Binder& b, const ModelConfig& c, const std::string& 
 }
 
 // The attention half of a layer: q/k/v (with biases and q/k norms as the architecture has them) and the output.
-Result<void> bind_attention(Binder& b, const ModelConfig& c, const std::string& p, LayerWeights& l) {
-  HEARTH_TRY(bind_qkv(b, c, p, l));
-  auto wo = b.matrix(p + "attn_output.weight", c.q_dim(), c.dim);
+Result<void> bind_attention(Binder& b, const ModelConfig& c, const std::string& p, int il, LayerWeights& l) {
+  HEARTH_TRY(bind_qkv(b, c, p, il, l));
+  auto wo = b.matrix(p + "attn_output.weight", c.q_dim_of(il), c.dim);
   if (!wo) return wo.error();
   l.wo = *wo;
   HEARTH_TRY(bind_qkv_bias(b, c, p, l));
-  return bind_qk_norm(b, c, p, l);
+  return bind_qk_norm(b, c, p, il, l);
+}
+
+// gemma4's per-layer embedding branch (when per_layer_dim > 0) and the optional layer output scale.
+Result<void> bind_gemma4_layer_extras(Binder& b, const ModelConfig& c, const std::string& p, LayerWeights& l) {
+  if (c.per_layer_dim > 0) {
+    auto gate = b.matrix(p + "inp_gate.weight", c.dim, c.per_layer_dim);
+    if (!gate) return gate.error();
+    auto proj = b.matrix(p + "proj.weight", c.per_layer_dim, c.dim);
+    if (!proj) return proj.error();
+    auto norm = b.vector(p + "post_norm.weight", c.dim);
+    if (!norm) return norm.error();
+    l.ple_gate = *gate;
+    l.ple_proj = *proj;
+    l.ple_post_norm = std::move(*norm);
+  }
+  if (b.has(p + "layer_output_scale.weight")) {
+    auto scale = b.vector(p + "layer_output_scale.weight", 1);
+    if (!scale) return scale.error();
+    l.out_scale = std::move(*scale);
+  }
+  return {};
 }
 
 Result<LayerWeights> bind_layer(Binder& b, const ModelConfig& c, int il) {
@@ -301,10 +384,10 @@ Result<LayerWeights> bind_layer(Binder& b, const ModelConfig& c, int il) {
   l.ffn_norm = std::move(*ffn_norm);
   if (c.is_recurrent(il)) {
     HEARTH_TRY(bind_delta_net(b, c, p, l));
-    HEARTH_TRY(bind_dense_ffn(b, c, p, l));
+    HEARTH_TRY(bind_dense_ffn(b, c, p, il, l));
     return l;
   }
-  HEARTH_TRY(bind_attention(b, c, p, l));
+  HEARTH_TRY(bind_attention(b, c, p, il, l));
   if (c.attn_out_bias) {
     auto bo = b.vector(p + "attn_output.bias", c.dim);
     if (!bo) return bo.error();
@@ -320,7 +403,9 @@ Result<LayerWeights> bind_layer(Binder& b, const ModelConfig& c, int il) {
     }
     l.attn_sinks = std::move(*sinks);
   }
-  HEARTH_TRY(c.is_moe() ? bind_moe(b, c, p, l) : bind_dense_ffn(b, c, p, l));
+  if (c.has_dense_ffn()) HEARTH_TRY(bind_dense_ffn(b, c, p, il, l));
+  if (c.is_moe()) HEARTH_TRY(c.gemma4 ? bind_gemma4_moe(b, c, p, l) : bind_moe(b, c, p, l));
+  if (c.gemma4) HEARTH_TRY(bind_gemma4_layer_extras(b, c, p, l));
   if (c.gemma) {
     auto attn_post = b.vector(p + "post_attention_norm.weight", c.dim);
     if (!attn_post) return attn_post.error();
@@ -372,6 +457,32 @@ Result<void> bind_rope_freqs(Binder& b, const ModelConfig& c, ModelWeights& w) {
   return {};
 }
 
+// gemma4: the global layers' rope_freqs.weight (partial rotary: 1e30 divisors for the pairs that do not turn;
+// optional) and the per-layer embeddings' model-wide tensors.
+Result<void> bind_gemma4_model_extras(Binder& b, const ModelConfig& c, ModelWeights& w) {
+  if (b.has("rope_freqs.weight")) {
+    auto freqs = bind_divisors(b, c, "rope_freqs.weight");
+    if (!freqs) return freqs.error();
+    w.rope_freqs = std::move(*freqs);
+  }
+  if (c.per_layer_dim == 0) return {};
+  const int64_t width = int64_t{c.n_layers} * c.per_layer_dim;
+  auto embd = b.matrix("per_layer_token_embd.weight", width, c.n_vocab);
+  if (!embd) return embd.error();
+  auto proj = b.matrix("per_layer_model_proj.weight", c.dim, width);
+  if (!proj) return proj.error();
+  auto norm = b.vector("per_layer_proj_norm.weight", c.per_layer_dim);
+  if (!norm) return norm.error();
+  if (c.per_layer_dim % dtype_info(embd->type).block_size != 0) {
+    return make_error("{}: per_layer_token_embd.weight is {}, whose blocks do not divide the per-layer width {}",
+                      b.file_name(), dtype_name(embd->type), c.per_layer_dim);
+  }
+  w.ple_token_embd = *embd;
+  w.ple_model_proj = *proj;
+  w.ple_proj_norm = std::move(*norm);
+  return {};
+}
+
 // The whole pages inside [data, data + bytes).
 void release_pages(const uint8_t* data, size_t bytes) {
   const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
@@ -417,7 +528,8 @@ Result<ModelWeights> ModelWeights::from_gguf(const GgufFile& file, const ModelCo
   auto norm = b.vector("output_norm.weight", c.dim);
   if (!norm) return norm.error();
   w.output_norm = std::move(*norm);
-  if (b.has("output.weight") && !c.gemma) {  // gemma's output is always token_embd, as in llama.cpp
+  // gemma2/3's output is always token_embd, as in llama.cpp; gemma4 takes an output.weight when there is one.
+  if (b.has("output.weight") && (!c.gemma || c.gemma4)) {
     auto out = b.matrix("output.weight", c.dim, c.n_vocab);
     if (!out) return out.error();
     w.output = *out;
@@ -425,6 +537,7 @@ Result<ModelWeights> ModelWeights::from_gguf(const GgufFile& file, const ModelCo
     w.output = w.token_embd;  // tied embeddings
   }
   HEARTH_TRY(bind_rope_freqs(b, c, w));
+  if (c.gemma4) HEARTH_TRY(bind_gemma4_model_extras(b, c, w));
   w.layers.reserve(c.n_layers);
   for (int il = 0; il < c.n_layers; ++il) {
     auto layer = bind_layer(b, c, il);

@@ -49,6 +49,18 @@ struct LayerWeights {
   std::vector<float> ssm_dt_bias;  // [n_v_heads]  ssm_dt.bias
   std::vector<float> ssm_a;        // [n_v_heads]  ssm_a: −exp(A_log), as the converter stores it
   std::vector<float> ssm_norm;     // [d_state]    ssm_norm.weight: the gated RMSNorm's weight
+  // gemma4's per-layer embeddings (config.per_layer_dim > 0), else empty: x += post_norm(proj · (gelu(gate · x) *
+  // the layer's per-layer input)).
+  MatrixView ple_gate;               // [per_layer_dim, dim]   blk.N.inp_gate.weight
+  MatrixView ple_proj;               // [dim, per_layer_dim]   blk.N.proj.weight
+  std::vector<float> ple_post_norm;  // [dim]                  blk.N.post_norm.weight
+  std::vector<float> out_scale;      // [1]; gemma4: blk.N.layer_output_scale.weight scales the layer's output
+  // gemma4's mixture of experts beside the dense FFN (a shared expert): ffn = post_ffn_norm(post_ffn_norm_1(dense) +
+  // post_ffn_norm_2(experts(pre_ffn_norm_2(x)) routed by router_scale · RMSNorm(x) / sqrt(dim))).
+  std::vector<float> pre_ffn_norm_2;   // [dim]  blk.N.pre_ffw_norm_2.weight
+  std::vector<float> post_ffn_norm_1;  // [dim]  blk.N.post_ffw_norm_1.weight
+  std::vector<float> post_ffn_norm_2;  // [dim]  blk.N.post_ffw_norm_2.weight
+  std::vector<float> router_scale;     // [dim]  blk.N.ffn_gate_inp.scale
 
   // Calls fn(matrix) for every matrix of the layer the matmul kernels read, experts included (unused views of the
   // other FFN kind are empty).
@@ -64,8 +76,8 @@ struct LayerWeights {
  private:
   template <class Self, class F>
   static void visit_matrices(Self& l, F& fn) {
-    for (auto* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.moe.router, &l.ssm_qkv, &l.ssm_z,
-                    &l.ssm_beta, &l.ssm_alpha, &l.ssm_out}) {
+    for (auto* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.moe.router, &l.ple_gate, &l.ple_proj,
+                    &l.ssm_qkv, &l.ssm_z, &l.ssm_beta, &l.ssm_alpha, &l.ssm_out}) {
       fn(*m);
     }
     for (auto* experts : {&l.moe.gate, &l.moe.up, &l.moe.down}) {
@@ -79,6 +91,11 @@ struct ModelWeights {
   std::vector<float> output_norm;  // [dim]
   MatrixView output;               // [n_vocab, dim]; token_embd when the output matrix is tied
   std::vector<float> rope_freqs;   // [rope_dim / 2]; pair i's frequency is divided by rope_freqs[i]; empty: none
+                                   // (gemma4: the global layers' only)
+  // gemma4's per-layer embeddings (config.per_layer_dim > 0), else empty.
+  MatrixView ple_token_embd;         // [n_vocab, n_layers × per_layer_dim]  per_layer_token_embd.weight
+  MatrixView ple_model_proj;         // [n_layers × per_layer_dim, dim]      per_layer_model_proj.weight
+  std::vector<float> ple_proj_norm;  // [per_layer_dim]                      per_layer_proj_norm.weight
   std::vector<LayerWeights> layers;
   // The packed copies (kernels/packed.h) that the views' `packed` point to; empty when the active ISA level or the
   // weight types have no packed tiles.

@@ -20,8 +20,19 @@ struct SamplingParams {
   float presence_penalty = 0.0f;
   // Added to the logits of these token ids before sampling (OpenAI's logit_bias), each in [-100, 100].
   std::vector<std::pair<int32_t, float>> logit_bias;
+  // min-p: after top-k, the tokens whose probability at the temperature is below min_p times the most likely one's
+  // are dropped (then top-p). In [0, 1]; 0 disables.
+  float min_p = 0.0f;
+  // llama.cpp's repetition penalty, over the last repeat_last_n tokens of the context (the prompt's tail, then the
+  // tokens generated): each distinct token there has its logit divided by repeat_penalty when positive, multiplied
+  // when not. repeat_penalty in (0, 10], 1 disables; repeat_last_n >= -1: 0 disables, -1 is the whole context.
+  float repeat_penalty = 1.0f;
+  int32_t repeat_last_n = 64;
 
-  bool adjusts_logits() const { return frequency_penalty != 0.0f || presence_penalty != 0.0f || !logit_bias.empty(); }
+  bool repeats_penalized() const { return repeat_penalty != 1.0f && repeat_last_n != 0; }
+  bool adjusts_logits() const {
+    return frequency_penalty != 0.0f || presence_penalty != 0.0f || !logit_bias.empty() || repeats_penalized();
+  }
 
   // Checks ranges; the message names the bad field and its allowed range.
   [[nodiscard]] Result<void> validate() const {
@@ -36,6 +47,11 @@ struct SamplingParams {
     if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f)) {
       return make_error("presence_penalty {} is out of range [-2, 2]", presence_penalty);
     }
+    if (!(min_p >= 0.0f && min_p <= 1.0f)) return make_error("min_p {} is out of range [0, 1]", min_p);
+    if (!(repeat_penalty > 0.0f && repeat_penalty <= 10.0f)) {
+      return make_error("repeat_penalty {} is out of range (0, 10]", repeat_penalty);
+    }
+    if (repeat_last_n < -1) return make_error("repeat_last_n {} must be >= -1 (-1: the whole context)", repeat_last_n);
     for (const auto& [token, bias] : logit_bias) {
       if (!(bias >= -100.0f && bias <= 100.0f)) return make_error("logit_bias {} is out of range [-100, 100]", bias);
     }

@@ -10,6 +10,7 @@
 #include "server/http/serve_access.h"
 #include "server/models/routes.h"
 #include "server/observe/routes.h"
+#include "server/ollama/routes.h"
 #include "server/openai/routes.h"
 #include "util/log.h"
 
@@ -51,11 +52,13 @@ void HttpServer::install_routes() {
   add_cache_pin_routes(routes_, context_);
   add_messages_routes(routes_, context_);
   add_completion_routes(routes_, context_);
+  add_ollama_routes(routes_, context_);
 }
 
 HttpResponse HttpServer::error_response(std::string_view path, const ApiError& error) {
   // Under /v1/messages (the Anthropic route and what an Anthropic client may call beside it, e.g. count_tokens),
-  // errors keep Anthropic's shape.
+  // errors keep Anthropic's shape; under /api/, Ollama's.
+  if (is_ollama_path(path)) return ollama_error_response(context_, error);
   return is_anthropic_path(path) ? anthropic_error_response(context_, error) : context_.error_response(error);
 }
 
@@ -75,6 +78,7 @@ std::optional<HttpResponse> HttpServer::check_auth(const HttpRequest& req) {
                        {},
                        "invalid_api_key"};
   if (req.path == kMessagesPath) return anthropic_error_response(context_, error);
+  if (is_ollama_path(req.path)) return ollama_error_response(context_, error);
   return context_.error_response(error);
 }
 

@@ -6,12 +6,14 @@
 //
 //   POST /v1/chat/completions, /v1/completions   parse → template → tokenize → EngineLoop::submit → JSON or SSE
 //   POST /v1/messages                            the same in Anthropic's Messages dialect
+//   POST /api/chat, /api/generate, /api/show; GET /api/tags, /api/ps, /api/version   Ollama's dialect (NDJSON)
 //   GET  /v1/models, /v1/models/{id}, /health, /metrics;  POST /tokenize (token ids of a text, llama.cpp style)
 //   GET  /v1/kv/plan;  POST /v1/cache/explain (what the prefix cache holds of a prompt and why reuse would stop)
 //   POST /v1/cache/warm (prefill and pin a prefix, e.g. the house rules);  POST, DELETE /v1/cache/pin
 //   GET  /, /dashboard (the live page, no key needed);  /v1/stats (the page's JSON);  /v1/cache (cached prefixes)
 //
-// Every error leaves as an OpenAI error object with its status (Anthropic's shape under /v1/messages); a route that
+// Every error leaves as an OpenAI error object with its status (Anthropic's shape under /v1/messages, Ollama's
+// {"error": "..."} under /api/); a route that
 // throws becomes a 500 (the transport's worker catches it). With an API key, every endpoint except /health and the
 // dashboard page (/, /dashboard) needs "Authorization: Bearer KEY" or "x-api-key: KEY".
 // A generation is a ResponseSource driven by engine events (api/generation.h): no thread waits for it, and a client
@@ -65,6 +67,8 @@ class HttpServer {
   // Binds the socket; fails with the reason (port in use, bad host).
   [[nodiscard]] Result<void> bind();
   int bound_port() const { return transport_->bound_port(); }
+  // config.http.extra_ports as bound (--ollama-port).
+  std::vector<int> bound_extra_ports() const { return transport_->bound_extra_ports(); }
   // Serves until shutdown() has run and every connection is done. Requires bind().
   void listen();
   // Prefills and (unless "pin": false) pins the prompt or chat of a completion-shaped body, waiting until done:

@@ -60,6 +60,16 @@ const DTypeInfo& dtype_info(DType type) {
 
 std::string_view dtype_name(DType type) { return dtype_info(type).name; }
 
+std::string compute_supported_names() {
+  std::string names;
+  for (const auto& info : kTable) {
+    if (!info.compute_supported) continue;
+    if (!names.empty()) names += ", ";
+    names += info.name;
+  }
+  return names;
+}
+
 size_t row_bytes(DType type, int64_t n) {
   const auto& info = dtype_info(type);
   HEARTH_CHECK(n % info.block_size == 0, "row of {} elements is not a multiple of {} block size {}", n,

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace hearth {
@@ -56,6 +57,8 @@ struct DTypeInfo {
 std::optional<DTypeInfo> dtype_info(uint32_t raw);
 const DTypeInfo& dtype_info(DType type);
 std::string_view dtype_name(DType type);
+// The names of the types Hearth computes with, in table order, comma-separated (for error messages).
+std::string compute_supported_names();
 
 // Bytes for a row of `n` elements; requires n % block_size == 0.
 size_t row_bytes(DType type, int64_t n);

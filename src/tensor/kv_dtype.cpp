@@ -198,29 +198,36 @@ void kv_dequantize_head_reference(KvDtype type, const uint8_t* src, float* dst, 
 }
 
 Result<KvTokenCost> kv_token_cost(const KvShape& shape, const KvFormat& format) {
-  if (shape.n_layers < 1 || shape.n_kv_heads < 1 || shape.head_dim < 1) {
+  if (shape.n_layers < 1 || shape.n_kv_heads < 1 || shape.head_dim < 1 ||
+      (!shape.uniform() && static_cast<int32_t>(shape.layers.size()) != shape.n_layers)) {
     return make_error("bad model shape for KV: {} layers, {} KV heads, head size {}", shape.n_layers, shape.n_kv_heads,
                       shape.head_dim);
-  }
-  HEARTH_TRY(kv_group_size(format.k, shape.head_dim));
-  HEARTH_TRY(kv_group_size(format.v, shape.head_dim));
-  const int64_t heads = int64_t{shape.n_layers} * shape.n_kv_heads;  // each ≤ 2^31: no overflow
-  const int64_t per_head = static_cast<int64_t>(kv_head_bytes(format.k, shape.head_dim) +
-                                                kv_head_bytes(format.v, shape.head_dim));
-  int64_t bytes = 0;
-  // Bounded far below overflow so that bytes per block (× 1024 tokens at most) stays exact too.
-  if (__builtin_mul_overflow(heads, per_head, &bytes) || bytes > (int64_t{1} << 40)) {
-    return make_error("KV bytes per token for {} layers × {} KV heads × head size {} are out of range", shape.n_layers,
-                      shape.n_kv_heads, shape.head_dim);
   }
   KvTokenCost cost;
   cost.dtype = format.name();
   cost.dtype_k = std::string(kv_dtype_name(format.k));
   cost.dtype_v = std::string(kv_dtype_name(format.v));
-  cost.bytes_per_token =
-      heads * static_cast<int64_t>(kv_head_bytes(format.k, shape.head_dim) + kv_head_bytes(format.v, shape.head_dim));
-  cost.scale_bytes_per_token = heads * static_cast<int64_t>(kv_head_scale_bytes(format.k, shape.head_dim) +
-                                                            kv_head_scale_bytes(format.v, shape.head_dim));
+  for (int32_t il = 0; il < shape.n_layers; ++il) {
+    const KvLayerShape l = shape.layer(il);
+    if (l.n_kv_heads < 1 || l.head_dim < 1 || l.n_kv_heads > shape.n_kv_heads || l.head_dim > shape.head_dim) {
+      return make_error("bad model shape for KV: layer {} has {} KV heads of {}", il, l.n_kv_heads, l.head_dim);
+    }
+    HEARTH_TRY(kv_group_size(format.k, l.head_dim));
+    HEARTH_TRY(kv_group_size(format.v, l.head_dim));
+    // Each factor is bounded (heads, head size ≤ 2^31, layers ≤ 2^31) and checked below far from overflow.
+    const int64_t bytes = int64_t{l.n_kv_heads} * static_cast<int64_t>(kv_head_bytes(format.k, l.head_dim) +
+                                                                       kv_head_bytes(format.v, l.head_dim));
+    const int64_t scales = int64_t{l.n_kv_heads} * static_cast<int64_t>(kv_head_scale_bytes(format.k, l.head_dim) +
+                                                                        kv_head_scale_bytes(format.v, l.head_dim));
+    // Bounded far below overflow so that bytes per block (× 1024 tokens at most) stays exact too.
+    if (bytes > (int64_t{1} << 40) || cost.bytes_per_token + bytes > (int64_t{1} << 40)) {
+      return make_error("KV bytes per token for {} layers × {} KV heads × head size {} are out of range",
+                        shape.n_layers, shape.n_kv_heads, shape.head_dim);
+    }
+    cost.layer_bytes_per_token.push_back(bytes);
+    cost.bytes_per_token += bytes;
+    cost.scale_bytes_per_token += scales;
+  }
   return cost;
 }
 

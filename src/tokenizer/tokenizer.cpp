@@ -150,7 +150,9 @@ void index_special_tokens(const TokenizerVocab& v, Vocab& out) {
 }
 
 // End of generation: EOS, EOT, and (as llama.cpp does, since converters rarely name them) the end-of-turn markers
-// of the common chat formats, found by their text.
+// of the common chat formats, found by their text. Harmony (gpt-oss) ends an answer with <|return|> or a tool call
+// with <|call|>; its <|end|> closes one message (the analysis) before the next (the final answer) starts, so a
+// vocabulary with all three keeps <|end|> out, as llama.cpp does.
 void index_eog_tokens(Vocab& out) {
   const auto add = [&](int32_t id) {
     if (id != Vocab::kNone && std::find(out.eog_tokens.begin(), out.eog_tokens.end(), id) == out.eog_tokens.end()) {
@@ -161,8 +163,12 @@ void index_eog_tokens(Vocab& out) {
   add(out.eot);
   add(out.eom);
   for (const char* text : {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
-                           "<EOT>", "_<EOT>", "<｜end▁of▁sentence｜>"}) {
+                           "<EOT>", "_<EOT>", "<｜end▁of▁sentence｜>", "<|return|>", "<|call|>"}) {
     add(out.find(text));
+  }
+  const int32_t end = out.find("<|end|>");
+  if (end != Vocab::kNone && out.find("<|return|>") != Vocab::kNone && out.find("<|call|>") != Vocab::kNone) {
+    std::erase(out.eog_tokens, end);
   }
 }
 

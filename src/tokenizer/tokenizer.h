@@ -8,10 +8,11 @@
 //            the vocab fall back to <0xNN> byte tokens.
 //   "gpt2":  byte-level BPE with ranked merges (see tokenizer_bpe.h), after the pre-tokenizer named by
 //            tokenizer.ggml.pre splits the text into words (gpt-2, mpt, olmo, starcoder, refact, smollm, llama3 /
-//            llama-bpe, qwen2, deepseek-coder; see tokenizer_pretokenize.h). qwen2 first normalizes to NFC
+//            llama-bpe, qwen2, deepseek-coder, gpt-4o; see tokenizer_pretokenize.h). qwen2 first normalizes to NFC
 //            (tokenizer_normalize.h). Decoding is byte-exact: no clean-up of spaces.
 // Results match the reference tokenizations in shared/vocab token for token (llama.cpp c392e5094's for llama-spm,
-// phi-3, gpt-2, mpt, starcoder, refact, deepseek-coder; Hugging Face tokenizers' for llama-bpe, qwen2, gemma3):
+// phi-3, gpt-2, mpt, starcoder, refact, deepseek-coder; Hugging Face tokenizers' for llama-bpe, qwen2, gemma3,
+// gpt-oss):
 // tests/tokenizer/tokenizer_reference_test.cpp.
 //
 // Encoding never fails: ill-formed UTF-8 input is split into single bytes, which take the byte-fallback path.
@@ -126,7 +127,9 @@ class Tokenizer {
   bool is_control(TokenId token) const { return token_type(token) == TokenType::kControl; }
   // End of generation: EOS, tokenizer.ggml.eot_token_id and eom_token_id, and the end-of-turn markers of common chat
   // formats found by their text (<|eot_id|>, <|im_end|>, <|end|>, <end_of_turn>, <|endoftext|>, <|eom_id|>, <EOT>,
-  // _<EOT>, DeepSeek's <｜end▁of▁sentence｜>), as llama.cpp does since converters rarely name them.
+  // _<EOT>, DeepSeek's <｜end▁of▁sentence｜>, harmony's <|return|> and <|call|>), as llama.cpp does since converters
+  // rarely name them. A harmony vocabulary (one with <|return|> and <|call|>) keeps <|end|> out: it ends a message,
+  // not the answer.
   bool is_eog(TokenId token) const;
   // The token's text exactly as stored in the vocabulary (e.g. "▁the", "<0x0A>", "</s>").
   std::string_view token_text(TokenId token) const;

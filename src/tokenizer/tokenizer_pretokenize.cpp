@@ -57,10 +57,15 @@ class Splitter {
     return end;
   }
 
-  // 's|'t|'re|'ve|'m|'ll|'d at `pos`, ASCII case-insensitive when asked; returns the end, or 0 for no match.
+  // 's|'t|'re|'ve|'m|'ll|'d at `pos`, case-insensitive when asked; returns the end, or 0 for no match. Case folding
+  // as the regex engines do it: ASCII, and U+017F LATIN SMALL LETTER LONG S folds to 's'.
   size_t match_contraction(size_t pos, bool ignore_case) const {
     if (cp(pos) != '\'' || pos + 1 >= end_) return 0;
-    const auto lower = [&](char32_t c) { return ignore_case && c >= 'A' && c <= 'Z' ? c + 32 : c; };
+    const auto lower = [&](char32_t c) -> char32_t {
+      if (!ignore_case) return c;
+      if (c == 0x17F) return 's';
+      return c >= 'A' && c <= 'Z' ? c + 32 : c;
+    };
     const char32_t c1 = lower(cp(pos + 1));
     if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') return pos + 2;
     if (pos + 2 >= end_) return 0;
@@ -155,6 +160,98 @@ class Llama3Splitter : public Splitter {
   size_t max_digits_;
 };
 
+// o200k (gpt-4o, gpt-oss), with U = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}], L = [\p{Ll}\p{Lm}\p{Lo}\p{M}],
+// C = (?i:'s|'t|'re|'ve|'m|'ll|'d) and P = [^\r\n\p{L}\p{N}]:
+//   P?U*L+C?|P?U+L*C?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+// Each alternative is tried in order as a backtracking engine tries it (P? taken first, then left out), so where
+// U and L overlap (Lm, Lo, marks) the word ends where the regex's backtracking ends it, never by a longest match.
+class O200kSplitter : public Splitter {
+ public:
+  O200kSplitter(std::string_view text, const std::vector<Char>& chars, size_t begin, size_t end,
+                std::vector<std::string_view>& words)
+      : Splitter(text, chars, begin, end, words) {
+    cases_.reserve(end - begin);
+    for (size_t p = begin; p < end; ++p) cases_.push_back(letter_case(chars[p].cp, chars[p].cls));
+  }
+
+  void run() {
+    for (size_t pos = begin_; pos < end_;) pos = match_at(pos);
+  }
+
+ private:
+  LetterCase letter(size_t p) const { return in_range(p) ? cases_[p - begin_] : LetterCase::kNone; }
+  bool is_upper(size_t p) const { return letter(p) == LetterCase::kUpper || letter(p) == LetterCase::kBoth; }
+  bool is_lower(size_t p) const { return letter(p) == LetterCase::kLower || letter(p) == LetterCase::kBoth; }
+  // P = [^\r\n\p{L}\p{N}]: whitespace other than newlines, punctuation, symbols, marks.
+  bool is_prefix(size_t p) const {
+    return in_range(p) && !is_newline(p) && !is(p, CharClass::kLetter) && !is(p, CharClass::kNumber);
+  }
+  // C? after a word ending at `p`.
+  size_t with_contraction(size_t p) const {
+    const size_t end = match_contraction(p, /*ignore_case=*/true);
+    return end != 0 ? end : p;
+  }
+
+  // U*L+C? from `s`; 0 for no match. U* first takes its whole run; L+ then needs an Ll char after it, or else U* gives
+  // back chars until it gives back one that is also in L (an Lm, Lo or mark), which L+ then takes alone.
+  size_t match_upper_then_lower(size_t s) const {
+    size_t e = s;
+    while (is_upper(e)) ++e;
+    if (is_lower(e)) {
+      while (is_lower(e)) ++e;
+      return with_contraction(e);
+    }
+    for (size_t p = e; p > s; --p) {
+      if (letter(p - 1) == LetterCase::kBoth) return with_contraction(p);
+    }
+    return 0;
+  }
+
+  // U+L*C? from `s`; 0 for no match.
+  size_t match_upper_run(size_t s) const {
+    size_t e = s;
+    while (is_upper(e)) ++e;
+    if (e == s) return 0;
+    while (is_lower(e)) ++e;
+    return with_contraction(e);
+  }
+
+  size_t match_at(size_t pos) {
+    const bool prefix = is_prefix(pos);
+    if (prefix) {
+      if (const size_t end = match_upper_then_lower(pos + 1)) return add(end);  // P U*L+C?
+    }
+    if (const size_t end = match_upper_then_lower(pos)) return add(end);  // U*L+C?
+    if (prefix) {
+      if (const size_t end = match_upper_run(pos + 1)) return add(end);  // P U+L*C?
+    }
+    if (const size_t end = match_upper_run(pos)) return add(end);  // U+L*C?
+    if (is(pos, CharClass::kNumber)) {                             // \p{N}{1,3}
+      size_t p = pos;
+      while (p < pos + 3 && is(p, CharClass::kNumber)) ++p;
+      return add(p);
+    }
+    const size_t start = cp(pos) == ' ' ? pos + 1 : pos;
+    if (is(start, CharClass::kOther)) {  //  ?[^\s\p{L}\p{N}]+[\r\n/]*
+      size_t p = start;
+      while (is(p, CharClass::kOther)) ++p;
+      while (is_newline(p) || cp(p) == '/') ++p;
+      return add(p);
+    }
+    size_t num_spaces = 0;
+    size_t newline_end = 0;
+    for (; is(pos + num_spaces, CharClass::kWhitespace); ++num_spaces) {
+      if (is_newline(pos + num_spaces)) newline_end = pos + num_spaces + 1;
+    }
+    if (newline_end > 0) return add(newline_end);                                        // \s*[\r\n]+
+    if (num_spaces > 1 && in_range(pos + num_spaces)) return add(pos + num_spaces - 1);  // \s+(?!\S)
+    if (num_spaces > 0) return add(pos + num_spaces);                                    // \s+
+    return add(pos + 1);
+  }
+
+  std::vector<LetterCase> cases_;  // of chars [begin_, end_)
+};
+
 // DeepSeek Coder: llama.cpp applies five regexes in turn, each splitting every piece so far into its matches and
 // the gaps between them: [\r\n], \s?\p{L}+, \s?\p{P}+, [\x{4E00}-\x{9FA5}\x{0800}-\x{4E00}\x{AC00}-\x{D7FF}]+,
 // \p{N}. A stage is a function that returns the end of the match starting at a char, or 0 for none.
@@ -233,9 +330,10 @@ Result<PreTokenizer> pre_tokenizer_from_name(std::string_view name) {
   if (name == "llama3" || name == "llama-v3" || name == "llama-bpe" || name == "falcon3") return PreTokenizer::kLlama3;
   if (name == "qwen2" || name == "deepseek-r1-qwen") return PreTokenizer::kQwen2;
   if (name == "deepseek-coder") return PreTokenizer::kDeepseekCoder;
+  if (name == "gpt-4o") return PreTokenizer::kO200k;
   return make_error(
       "pre-tokenizer '{}' (tokenizer.ggml.pre) is not supported; supported: gpt-2, mpt, olmo, "
-      "starcoder, refact, smollm, llama3/llama-bpe, qwen2, deepseek-coder",
+      "starcoder, refact, smollm, llama3/llama-bpe, qwen2, deepseek-coder, gpt-4o",
       name);
 }
 
@@ -263,6 +361,9 @@ void pre_tokenize(PreTokenizer pre, std::string_view text, std::vector<std::stri
       break;
     case PreTokenizer::kDeepseekCoder:
       if (!chars.empty()) DeepseekCoderSplitter(text, chars).run(words);
+      break;
+    case PreTokenizer::kO200k:
+      O200kSplitter(text, chars, 0, chars.size(), words).run();
       break;
   }
 }

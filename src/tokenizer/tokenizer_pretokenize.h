@@ -22,6 +22,11 @@ enum class PreTokenizer {
   // DeepSeek Coder: [\r\n], \s?\p{L}+, \s?\p{P}+, [\x{4E00}-\x{9FA5}\x{0800}-\x{4E00}\x{AC00}-\x{D7FF}]+, \p{N}, each
   // regex splitting the pieces of the previous ones into matches and gaps (llama.cpp's sequence of regexes).
   kDeepseekCoder,
+  // o200k (gpt-4o, gpt-oss): words split by letter case, so "HelloWorld" is "Hello" "World":
+  //   [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?
+  //   |[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?
+  //   |\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+  kO200k,
 };
 
 // Maps a `tokenizer.ggml.pre` name to its pre-tokenizer; fails for names whose regex is not implemented.

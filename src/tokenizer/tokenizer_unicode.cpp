@@ -209,6 +209,19 @@ CharClass char_class(char32_t cp) {
   return cp < 128 ? kAscii[cp] : lookup(cp);
 }
 
+LetterCase letter_case(char32_t cp, CharClass cls) {
+  if (cp < 128) {
+    if (cp >= 'A' && cp <= 'Z') return LetterCase::kUpper;
+    return cp >= 'a' && cp <= 'z' ? LetterCase::kLower : LetterCase::kNone;
+  }
+  if (cls != CharClass::kLetter && cls != CharClass::kOther) return LetterCase::kNone;
+  if (cp > 0x10FFFF) return LetterCase::kNone;  // an ill-formed byte
+  const uint32_t mask = U_GET_GC_MASK(static_cast<UChar32>(cp));
+  if (cls == CharClass::kOther) return (mask & U_GC_M_MASK) != 0 ? LetterCase::kBoth : LetterCase::kNone;
+  if ((mask & (U_GC_LU_MASK | U_GC_LT_MASK)) != 0) return LetterCase::kUpper;
+  return (mask & U_GC_LL_MASK) != 0 ? LetterCase::kLower : LetterCase::kBoth;
+}
+
 bool is_unicode_punctuation(char32_t cp) {
   return cp <= 0x10FFFF && (U_GET_GC_MASK(static_cast<UChar32>(cp)) & U_GC_P_MASK) != 0;
 }

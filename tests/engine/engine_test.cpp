@@ -199,6 +199,23 @@ TEST(Stops, MaxTokensEndsWithLength) {
   EXPECT_EQ(done[id.value].usage.prompt_tokens, 5);
 }
 
+// A control token (here BOS, forced by a logit bias) is left out of the text unless the request asks for it spelled
+// out, as the server does for harmony answers whose markers it parses.
+TEST(Stops, ControlTokensAreSpelledOnlyWhenAsked) {
+  auto& m = load_model(testing::kStories);
+  ThreadPool pool(2);
+  auto engine = *Engine::create(*m.model, *m.tokenizer, small_config(), pool);
+  auto spec = greedy(m.tokenizer->encode("Once upon a time", true), 3);
+  spec.sampling.logit_bias = {{m.tokenizer->bos().value, 100.0f}};
+  auto plain = *engine->add_request(spec);
+  spec.render_special_tokens = true;
+  auto spelled = *engine->add_request(spec);
+  auto done = run_to_completion(*engine);
+  EXPECT_EQ(done[plain.value].tokens, std::vector<TokenId>(3, m.tokenizer->bos()));
+  EXPECT_EQ(done[plain.value].text, "");
+  EXPECT_EQ(done[spelled.value].text, "<s><s><s>");
+}
+
 TEST(Abort, FreesBlocksWithinOneStep) {
   auto& m = load_model(testing::kStories);
   ThreadPool pool(2);

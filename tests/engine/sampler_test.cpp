@@ -119,6 +119,63 @@ TEST(Sampler, PenaltiesCountTheTokensAlreadyReturned) {
   EXPECT_EQ(again.sample(kLogits), TokenId{1});
 }
 
+TEST(Sampler, RepeatPenaltyDividesPositiveAndMultipliesOtherLogitsInTheContextsTail) {
+  // kLogits = {1, 3, 2, 3, -1, 0.5}. A prompt ending in 1 and 3: penalty 2 makes them 1.5 each, so 2 (2.0) wins.
+  const std::vector<TokenId> prompt = {TokenId{0}, TokenId{1}, TokenId{3}};
+  Sampler s({.temperature = 0.0f, .repeat_penalty = 2.0f, .repeat_last_n = 64}, prompt);
+  EXPECT_EQ(s.sample(kLogits), TokenId{2});
+  // Now 2 is in the window too (1.0): 1 and 3 (1.5) tie, the lowest id first; 0 (1 / 2) stays below.
+  EXPECT_EQ(s.sample(kLogits), TokenId{1});
+  // A negative logit is multiplied: with 4 (-1) the only other choice, penalizing it makes it -2, never better.
+  const std::vector<float> row = {-1.0f, -1.5f};
+  Sampler neg({.temperature = 0.0f, .repeat_penalty = 2.0f, .repeat_last_n = 8}, std::vector<TokenId>{TokenId{0}});
+  EXPECT_EQ(neg.sample(row), TokenId{1});  // -1 * 2 = -2 < -1.5
+  // A penalty of 1 or a window of 0 changes nothing.
+  Sampler off({.temperature = 0.0f, .repeat_penalty = 1.0f}, prompt);
+  EXPECT_EQ(off.sample(kLogits), TokenId{1});
+  Sampler none({.temperature = 0.0f, .repeat_penalty = 2.0f, .repeat_last_n = 0}, prompt);
+  EXPECT_EQ(none.sample(kLogits), TokenId{1});
+}
+
+TEST(Sampler, RepeatLastNKeepsOnlyTheLastTokens) {
+  // A window of 1 over the prompt {1, 3}: only 3 is penalized, so 1 (3.0) wins; then 1 is the window, so 3 wins.
+  const std::vector<TokenId> prompt = {TokenId{1}, TokenId{3}};
+  Sampler s({.temperature = 0.0f, .repeat_penalty = 2.0f, .repeat_last_n = 1}, prompt);
+  std::vector<int32_t> got;
+  for (int i = 0; i < 4; ++i) got.push_back(s.sample(kLogits).value);
+  EXPECT_EQ(got, (std::vector<int32_t>{1, 3, 1, 3}));
+  // -1: the whole context, however long.
+  std::vector<TokenId> long_prompt(1000, TokenId{2});
+  long_prompt.front() = TokenId{1};
+  long_prompt.push_back(TokenId{3});
+  Sampler all({.temperature = 0.0f, .repeat_penalty = 10.0f, .repeat_last_n = -1}, long_prompt);
+  EXPECT_EQ(all.sample(kLogits), TokenId{0});  // 1 (first of 1,001 tokens), 2, 3 cut to 0.3, 0.2, 0.3: 0 (1.0) wins
+}
+
+TEST(Sampler, MinPDropsTokensFarBelowTheBest) {
+  // At temperature 1, p(2) / p(1) = e^-1 = 0.37 and p(0) / p(1) = e^-2: min_p 0.5 keeps only the tied 1 and 3.
+  Sampler s({.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .seed = 9, .min_p = 0.5f});
+  int ones = 0;
+  for (int i = 0; i < 2000; ++i) {
+    const int32_t id = s.sample(kLogits).value;
+    ASSERT_TRUE(id == 1 || id == 3) << id;
+    ones += id == 1;
+  }
+  EXPECT_NEAR(ones / 2000.0, 0.5, 0.05);
+  // min_p 0.3 keeps 2 as well (0.37), never 0 (0.14).
+  Sampler wider({.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .seed = 9, .min_p = 0.3f});
+  bool saw_two = false;
+  for (int i = 0; i < 2000; ++i) {
+    const int32_t id = wider.sample(kLogits).value;
+    ASSERT_TRUE(id == 1 || id == 2 || id == 3) << id;
+    saw_two |= id == 2;
+  }
+  EXPECT_TRUE(saw_two);
+  // Greedy ignores it.
+  Sampler greedy({.temperature = 0.0f, .min_p = 0.9f});
+  EXPECT_EQ(greedy.sample(kLogits), TokenId{1});
+}
+
 TEST(Sampler, ValidateNamesTheBadField) {
   EXPECT_FALSE(SamplingParams{.temperature = -1.0f}.validate().ok());
   auto bad_p = SamplingParams{.top_p = 0.0f}.validate();
@@ -130,6 +187,15 @@ TEST(Sampler, ValidateNamesTheBadField) {
   EXPECT_NE(bad_penalty.error().message.find("frequency_penalty"), std::string::npos);
   EXPECT_FALSE(SamplingParams{.presence_penalty = -3.0f}.validate().ok());
   EXPECT_FALSE((SamplingParams{.logit_bias = {{1, 101.0f}}}.validate().ok()));
+  auto bad_min_p = SamplingParams{.min_p = 1.5f}.validate();
+  ASSERT_FALSE(bad_min_p.ok());
+  EXPECT_NE(bad_min_p.error().message.find("min_p"), std::string::npos);
+  auto bad_repeat = SamplingParams{.repeat_penalty = 0.0f}.validate();
+  ASSERT_FALSE(bad_repeat.ok());
+  EXPECT_NE(bad_repeat.error().message.find("repeat_penalty"), std::string::npos);
+  auto bad_last_n = SamplingParams{.repeat_last_n = -2}.validate();
+  ASSERT_FALSE(bad_last_n.ok());
+  EXPECT_NE(bad_last_n.error().message.find("repeat_last_n"), std::string::npos);
   EXPECT_TRUE(SamplingParams{}.validate().ok());
 }
 

@@ -121,10 +121,11 @@ TEST(ModelLoadErrors, UnknownArchitectureListsTheSupportedOnes) {
   const std::string message = load_error({.arch = "gemma"}, "llama");
   EXPECT_TRUE(contains(message, "edited.gguf: architecture 'gemma' is not supported")) << message;
   EXPECT_TRUE(contains(message,
-                       "(supported: gemma2, gemma3, gpt-oss, llama, mistral, phi3, qwen2, qwen3, qwen35, qwen3moe, smollm)"))
+                       "(supported: gemma2, gemma3, gemma4, gpt-oss, llama, mistral, phi3, qwen2, qwen3, qwen35, "
+                       "qwen3moe, smollm)"))
       << message;
   EXPECT_EQ(ModelConfig::supported_architectures(),
-            "gemma2, gemma3, gpt-oss, llama, mistral, phi3, qwen2, qwen3, qwen35, qwen3moe, smollm");
+            "gemma2, gemma3, gemma4, gpt-oss, llama, mistral, phi3, qwen2, qwen3, qwen35, qwen3moe, smollm");
 }
 
 // qwen35's DeltaNet keys are required (as llama.cpp requires them); an inner size that is not heads × state size,
@@ -224,6 +225,28 @@ TEST(ModelLoadErrors, UnknownTensorIsNamed) {
     EXPECT_TRUE(contains(message, "edited.gguf: unknown tensor '" + tensor + "' for architecture '" + arch + "'"))
         << message;
   }
+}
+
+// What gemma4 does not compute is refused by name: a fused attn_qkv or a router tensor in a dense file, experts
+// announced (expert_count) without their tensors, and a shared-KV split that leaves fewer than two layers with K/V
+// (llama.cpp asserts on it too).
+TEST(ModelLoadErrors, Gemma4RefusesWhatItDoesNotCompute) {
+  const std::string moe = load_error({.arch = "gemma4",
+                                      .metadata = {{"gemma4.expert_count", gguf_u32(4)},
+                                                   {"gemma4.expert_used_count", gguf_u32(2)},
+                                                   {"gemma4.expert_feed_forward_length", gguf_u32(32)}}},
+                                     "gemma4");
+  EXPECT_TRUE(contains(moe, "missing tensor 'blk.0.ffn_gate_inp.weight'")) << moe;
+  for (const auto& [tensor, shape] : std::vector<std::pair<std::string, std::vector<int64_t>>>{
+           {"blk.0.attn_qkv.weight", {64, 96}}, {"blk.1.ffn_gate_inp.weight", {64, 4}}}) {
+    const std::string message = load_error({.arch = "gemma4", .extra = {{tensor, shape}}}, "gemma4");
+    EXPECT_TRUE(contains(message, "unknown tensor '" + tensor + "' for architecture 'gemma4'")) << message;
+  }
+  const std::string shared =
+      load_error({.arch = "gemma4", .metadata = {{"gemma4.attention.shared_kv_layers", gguf_u32(1)}}}, "gemma4");
+  EXPECT_TRUE(contains(shared, "attention.shared_kv_layers 1 leaves fewer than 2 of 2 layers with K/V")) << shared;
+  auto model = Model::load(edited(small_model("gemma4"), {.arch = "gemma4"})->file);
+  ASSERT_TRUE(model.ok()) << model.error().message;  // the unedited file loads
 }
 
 // Gemma's hyperparameters as llama.cpp reads them: gemma2's layers alternate local/global from layer 0 with

@@ -490,6 +490,7 @@ void qwen35_layer_forward(const Hparams& hp, Weights& w, int64_t l, size_t pos, 
 
 std::vector<std::vector<float>> reference_logits(const GgufFile& f, const std::vector<int32_t>& tokens,
                                                  const ReferenceOptions& options) {
+  if (**f.get_string("general.architecture") == "gemma4") return gemma4_reference_logits(f, tokens, options);
   const Hparams hp = read_hparams(f);
   Weights w;
   for (const GgufTensor& t : f.tensors()) w[t.name] = load(f, t.name);

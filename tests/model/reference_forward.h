@@ -64,7 +64,14 @@ struct ReferenceOptions {
   bool full_rope = false;                    // qwen35: rotate every head dim, not rope.dimension_count
   bool interleaved_key_heads = false;        // qwen35: value head h reads key head h / (v heads / k heads)
   bool skip_conv = false;                    // qwen35: no convolution (the tap on the current token only)
+  bool skip_per_layer_embd = false;          // gemma4: no per-layer embedding branch
+  bool skip_value_norm = false;              // gemma4: v not RMS-normed
+  bool shared_kv_from_first = false;         // gemma4: shared sliding layers read layer 0's K/V instead
 };
+
+// gemma4 (reference_forward_gemma4.cpp, which says what it computes); reference_logits dispatches to it.
+std::vector<std::vector<float>> gemma4_reference_logits(const GgufFile& file, const std::vector<int32_t>& tokens,
+                                                        const ReferenceOptions& options);
 
 // Logits after every token of `tokens`, in order: [tokens.size()][n_vocab].
 std::vector<std::vector<float>> reference_logits(const GgufFile& file, const std::vector<int32_t>& tokens,

@@ -150,6 +150,22 @@ INSTANTIATE_TEST_SUITE_P(Types, SynthEveryType,
                                            DType::Q6_K),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
+// --chat-template: a template the vocabulary lacks (gpt-oss's harmony) is written as tokenizer.chat_template, and
+// one it has is replaced; without it the vocabulary's own is copied.
+TEST(Synth, ChatTemplateIsWrittenInPlaceOfTheVocabularys) {
+  SynthConfig c = small_config(DType::F16, "chat_template.gguf");
+  c.vocab_from = std::string(HEARTH_SHARED_DIR) + "/vocab/ggml-vocab-qwen2.gguf";
+  ASSERT_TRUE(write_synthetic_model(c));
+  const std::string own = *GgufFile::open(c.vocab_from)->get_string("tokenizer.chat_template").value();
+  EXPECT_EQ(*GgufFile::open(c.out_path)->get_string("tokenizer.chat_template").value(), own);
+  c.chat_template = "{{ messages[0].content }}";
+  ASSERT_TRUE(write_synthetic_model(c));
+  auto f = GgufFile::open(c.out_path);
+  EXPECT_EQ(*f->get_string("tokenizer.chat_template").value(), "{{ messages[0].content }}");
+  EXPECT_EQ(f->get_string_array("tokenizer.ggml.tokens").value().size(), 151669u);
+  fs::remove(c.out_path);
+}
+
 // qwen2 adds random q/k/v biases and qwen3 per-head q/k norm weights around 1, under <arch>.* keys (qwen3 also
 // writes attention.key_length / value_length, as llama.cpp's converter does).
 TEST(Synth, QwenArchitecturesAddTheirTensors) {
@@ -381,8 +397,12 @@ TEST(Synth, Q4KMMixPicksLlamaQuantizesLayers) {
     if (t.name.ends_with("ffn_down.weight")) {
       EXPECT_EQ(t.type, more.count(std::stoi(t.name.substr(4))) ? DType::Q6_K : DType::Q4_K) << t.name;
     }
-    if (t.name == "output.weight") EXPECT_EQ(t.type, DType::Q6_K);
-    if (t.name.ends_with("attn_q.weight")) EXPECT_EQ(t.type, DType::Q4_K) << t.name;
+    if (t.name == "output.weight") {
+      EXPECT_EQ(t.type, DType::Q6_K);
+    }
+    if (t.name.ends_with("attn_q.weight")) {
+      EXPECT_EQ(t.type, DType::Q4_K) << t.name;
+    }
   }
   EXPECT_EQ(more, (std::set<int>{0, 1, 4, 7, 10, 13, 14, 15}));
   fs::remove(c.out_path);
@@ -429,7 +449,7 @@ TEST(Synth, BadConfigsAreExplained) {
       {[](SynthConfig& c) { c.architecture = "qwen2", c.llama3_rope_freqs = true; }, "for architecture llama only"},
       {[](SynthConfig& c) { c.llama3_rope_freqs = true, c.rope_high_freq_factor = 1; }, "Llama 3 RoPE scaling needs"},
       {[](SynthConfig& c) { c.head_dim = 32; }, "head_dim 32 is for qwen3, qwen3moe, gemma and gpt-oss only"},
-      {[](SynthConfig& c) { c.n_expert = 8; }, "experts are for architectures qwen3moe and gpt-oss only"},
+      {[](SynthConfig& c) { c.n_expert = 8; }, "experts are for architectures qwen3moe, gpt-oss and gemma4 only"},
       {[](SynthConfig& c) { c.architecture = "qwen3moe"; }, "qwen3moe needs 1 <= experts used (0) <= experts (0)"},
       {[](SynthConfig& c) { c.architecture = "qwen3moe", c.n_expert = 4, c.n_expert_used = 5; },
        "qwen3moe needs 1 <= experts used (5) <= experts (4) <= 512"},

@@ -141,6 +141,26 @@ TEST(ModelBudget, KeepAliveExpiresIdleLoadedModelsOnly) {
   EXPECT_EQ(b.next_expiry(keep, kNoneBusy), Clock::time_point::max());
 }
 
+TEST(ModelBudget, AModelsOwnKeepAliveReplacesTheDefaultUntilItUnloads) {
+  ModelBudget b(100);
+  const size_t a = b.add("a", {10, 0});
+  const size_t c = b.add("c", {10, 0});
+  load(b, a, 0);
+  load(b, c, 0);
+  const auto keep = std::chrono::seconds(30);
+  b.set_keep_alive(a, std::chrono::seconds(0));    // Ollama's keep_alive 0: unload once idle
+  b.set_keep_alive(c, ModelBudget::kKeepForever);  // keep_alive -1: never for time alone
+  EXPECT_EQ(b.expired(at(0), keep, kNoneBusy), (std::vector<size_t>{a}));
+  EXPECT_EQ(b.next_expiry(keep, kNoneBusy), at(0));
+  EXPECT_EQ(b.expired(at(100000), keep, kNoneBusy), (std::vector<size_t>{a}));
+  EXPECT_EQ(b.keep_alive(c, keep), ModelBudget::kKeepForever);
+  b.set_state(a, ModelState::kUnloaded);
+  EXPECT_EQ(b.keep_alive(a, keep), Clock::duration(keep));  // unloading forgets it
+  EXPECT_EQ(b.next_expiry(keep, kNoneBusy), Clock::time_point::max());
+  b.set_keep_alive(c, std::nullopt);
+  EXPECT_EQ(b.next_expiry(keep, kNoneBusy), at(30));
+}
+
 TEST(MergeModelMetrics, EverySampleGetsItsModelAndEachFamilyAppearsOnce) {
   const std::string a =
       "# HELP hearth_requests_running Running.\n# TYPE hearth_requests_running gauge\nhearth_requests_running 1\n"

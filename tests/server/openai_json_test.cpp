@@ -129,6 +129,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"presence_penalty", kChat,
                 R"({"messages": [{"role": "user", "content": "x"}], "presence_penalty": -3})", "presence_penalty",
                 "[-2, 2]"},
+        BadCase{"min_p", kCompl, R"({"prompt": "x", "min_p": 1.5})", "min_p", "[0, 1]"},
+        BadCase{"repeat_penalty_zero", kCompl, R"({"prompt": "x", "repeat_penalty": 0})", "repeat_penalty",
+                "greater than 0"},
+        BadCase{"repeat_last_n", kCompl, R"({"prompt": "x", "repeat_last_n": -2})", "repeat_last_n", "-1"},
         BadCase{"suffix", kCompl, R"({"prompt": "x", "suffix": "end"})", "suffix", "not supported"},
         BadCase{"response_format_pattern", kChat,
                 R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema",
@@ -181,6 +185,14 @@ TEST(ParseRequest, PenaltiesAndLogitBiasAreRead) {
   EXPECT_FLOAT_EQ(r.frequency_penalty, 0.5f);
   EXPECT_FLOAT_EQ(r.presence_penalty, -1.0f);
   EXPECT_EQ(r.logit_bias, (std::vector<std::pair<int32_t, float>>{{3, 2.5f}, {7, -100.0f}}));
+  EXPECT_FLOAT_EQ(r.min_p, 0.0f);  // llama.cpp's extensions, off unless asked for
+  EXPECT_FLOAT_EQ(r.repeat_penalty, 1.0f);
+  auto llama = parse_completion_request(R"({"prompt": "x", "min_p": 0.05, "repeat_penalty": 1.1, "repeat_last_n": -1})",
+                                        Endpoint::kCompletion);
+  ASSERT_TRUE(llama.ok()) << llama.error().message;
+  EXPECT_FLOAT_EQ(llama->min_p, 0.05f);
+  EXPECT_FLOAT_EQ(llama->repeat_penalty, 1.1f);
+  EXPECT_EQ(llama->repeat_last_n, -1);
 }
 
 TEST(ParseRequest, ChatFieldsAndDefaults) {

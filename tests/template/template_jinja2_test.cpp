@@ -1,6 +1,7 @@
 // Hearth's interpreter against Python's Jinja2: every case of jinja2_cases.json (the chat templates stored in the
-// Llama 3, Qwen 3, Gemma 3 and Phi-3 vocabularies and the real templates in ../shared/templates, with system
-// prompts, multi-turn history, tools, Qwen 3's enable_thinking and <think> history) renders to exactly the bytes
+// Llama 3, Qwen 3, Gemma 3 and Phi-3 vocabularies, the real templates in ../shared/templates and gpt-oss's harmony
+// template in tests/data, with system prompts, multi-turn history, tools, Qwen 3's enable_thinking and <think>
+// history, harmony's reasoning effort, built-in tools and tool rounds) renders to exactly the bytes
 // of jinja2_golden/<case>.txt, which jinja2_render.py wrote with Jinja2 set up as HF's apply_chat_template.
 // GoldenFilesAreJinja2sOutput reruns that script at test time, so the golden files cannot go stale.
 #include <gtest/gtest.h>

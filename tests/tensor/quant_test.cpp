@@ -41,6 +41,15 @@ TEST(QuantTest, BlockSizesMatchDtypeTable) {
   EXPECT_EQ(offsetof(BlockQ4_K, qs), 16u);
 }
 
+TEST(QuantTest, ComputeSupportedNamesListsTheTableRowsHearthRuns) {
+  const std::string names = compute_supported_names();
+  EXPECT_EQ(names.rfind("F32, F16, ", 0), 0u) << names;
+  EXPECT_NE(names.find(", MXFP4"), std::string::npos) << names;
+  EXPECT_NE(names.find(", IQ4_XS"), std::string::npos) << names;
+  EXPECT_EQ(names.find("Q8_1"), std::string::npos) << names;  // a row the file format names, Hearth does not run
+  EXPECT_EQ(names.find("IQ2_XXS"), std::string::npos) << names;
+}
+
 TEST(QuantTest, Q4_0LowNibblesAreTheFirstHalf) {
   BlockQ4_0 block{};
   block.d = fp32_to_fp16(0.5f);

@@ -110,9 +110,13 @@ TEST_P(ChatVocabTest, RenderedMarkersAreSingleTokensWithParseSpecial) {
     EXPECT_GT(count_text(text, marker), 0u) << marker << " is not in the render:\n" << text;
     EXPECT_EQ(count_id(ids, *id), count_text(text, marker)) << marker;
     // Control tokens come only from parse_special; user-defined ones (Qwen's <think>) are always matched.
-    if (tok.is_control(*id)) EXPECT_EQ(count_id(plain, *id), 0u) << marker;
+    if (tok.is_control(*id)) {
+      EXPECT_EQ(count_id(plain, *id), 0u) << marker;
+    }
   }
-  if (v.decodes_back) EXPECT_EQ(tok.decode(ids, {.render_special = true}), text);
+  if (v.decodes_back) {
+    EXPECT_EQ(tok.decode(ids, {.render_special = true}), text);
+  }
 }
 
 TEST_P(ChatVocabTest, EndOfTurnTokensEndGeneration) {
@@ -155,6 +159,44 @@ TEST(ChatTokens, EotAndEomMetadataEndGeneration) {
   Result<Tokenizer> bad = Tokenizer::from_vocab(v);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().message, "tokenizer.ggml.eom_token_id = 6 is out of range: the vocabulary has 6 tokens");
+}
+
+// Harmony (gpt-oss): its markers are control tokens, one id each with parse_special and plain text without; an
+// answer ends at <|return|> (final) or <|call|> (a tool call), never at <|end|>, which closes the analysis message
+// before the final one.
+TEST(ChatTokens, HarmonyMarkersAndEndTokens) {
+  const Tokenizer& tok = test::cached_tokenizer("vocab/ggml-vocab-gpt-oss.gguf");
+  const std::string text =
+      "<|start|>user<|message|>Hi<|end|><|start|>assistant<|channel|>analysis<|message|>Think.<|end|>"
+      "<|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json<|message|>{}<|call|>"
+      "<|start|>assistant<|channel|>final<|message|>Done.<|return|>";
+  const std::vector<TokenId> ids = tok.encode(text, false, true);
+  const std::vector<TokenId> plain = tok.encode(text, false, false);
+  for (const std::string marker :
+       {"<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|return|>", "<|call|>", "<|constrain|>"}) {
+    const std::optional<TokenId> id = tok.find_token(marker);
+    ASSERT_TRUE(id.has_value()) << marker;
+    EXPECT_TRUE(tok.is_control(*id)) << marker;
+    EXPECT_EQ(count_id(ids, *id), count_text(text, marker)) << marker;
+    EXPECT_EQ(count_id(plain, *id), 0u) << marker;
+  }
+  EXPECT_EQ(tok.decode(ids, {.render_special = true}), text);
+  EXPECT_EQ(tok.token_text(tok.eos()), "<|return|>");
+  EXPECT_TRUE(tok.is_eog(*tok.find_token("<|return|>")));
+  EXPECT_TRUE(tok.is_eog(*tok.find_token("<|call|>")));
+  EXPECT_FALSE(tok.is_eog(*tok.find_token("<|end|>")));
+  EXPECT_FALSE(tok.is_eog(*tok.find_token("<|start|>")));
+}
+
+// <|end|> stays an end of turn where there is no <|return|> and <|call|> beside it (Phi-3's <|end|>).
+TEST(ChatTokens, EndIsEogOutsideHarmony) {
+  TokenizerVocab v;
+  v.tokens = {"<unk>", "<s>", "</s>", "<|end|>", "<|return|>", "a"};
+  v.token_types = {2, 3, 3, 3, 3, 1};
+  Result<Tokenizer> tok = Tokenizer::from_vocab(v);
+  ASSERT_TRUE(tok.ok()) << tok.error().message;
+  EXPECT_TRUE(tok->is_eog(TokenId(3)));
+  EXPECT_TRUE(tok->is_eog(TokenId(4)));
 }
 
 // DeepSeek's end of sentence and CodeLlama's _<EOT> are end markers by their text too, as in llama.cpp.

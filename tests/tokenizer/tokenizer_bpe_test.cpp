@@ -77,6 +77,26 @@ TEST(PreTokenizer, Llama3AndQwen2Regexes) {
   EXPECT_EQ(split(PreTokenizer::kLlama3, "x2024"), (V{"x", "202", "4"}));
 }
 
+// o200k (gpt-oss): words split at letter case; marks (Mn) and Lm/Lo letters count as both cases, and the regex's
+// backtracking decides where a word ends (each case checked with Python's `regex` on the same pattern).
+TEST(PreTokenizer, O200kRegex) {
+  using V = std::vector<std::string>;
+  const auto o200k = [](std::string_view text) { return split(PreTokenizer::kO200k, text); };
+  EXPECT_EQ(o200k("HelloWorld, I'M here"), (V{"Hello", "World", ",", " I'M", " here"}));
+  EXPECT_EQ(o200k("HTTPServer ABCdef's don'T"), (V{"HTTPServer", " ABCdef's", " don'T"}));
+  EXPECT_EQ(o200k("it'\u017F it'K"), (V{"it'\u017F", " it", "'K"})) << "(?i) folds U+017F long s to s";
+  EXPECT_EQ(o200k("  Hello\n\n  ok  "), (V{" ", " Hello", "\n\n", " ", " ok", "  "}));
+  EXPECT_EQ(o200k("\tHello (hello)"), (V{"\tHello", " (", "hello", ")"})) << "P? is one char";
+  EXPECT_EQ(o200k(" 12345 x"), (V{" ", "123", "45", " x"}));
+  EXPECT_EQ(o200k("a/\n/b"), (V{"a", "/\n/", "b"})) << "[\\r\\n/]* after punctuation";
+  EXPECT_EQ(o200k("ABC\u02B0DEF"), (V{"ABC\u02B0", "DEF"})) << "U* gives back the Lm for L+";
+  EXPECT_EQ(o200k("A\u0301B"), (V{"A\u0301", "B"})) << "a mark is in both classes";
+  EXPECT_EQ(o200k("\u0301AB"), (V{"\u0301", "AB"})) << "a mark tried as P? first, then as a letter";
+  EXPECT_EQ(o200k("!!\u0301x"), (V{"!!\u0301", "x"})) << "a mark is not \\p{L}";
+  EXPECT_EQ(o200k("x\u0915\u093F y"), (V{"x\u0915\u093F", " y"}));
+  EXPECT_TRUE(o200k("").empty());
+}
+
 // Llama 3 takes a word that is itself a vocabulary piece without merging; GPT-2 always merges.
 TEST(TokenizerBpe, Llama3IgnoresMergesForWholeWords) {
   TokenizerVocab v;
@@ -102,6 +122,7 @@ TEST(PreTokenizer, UnsupportedNamesAreErrors) {
   EXPECT_TRUE(pre_tokenizer_from_name("llama-bpe"));
   EXPECT_TRUE(pre_tokenizer_from_name("qwen2"));
   EXPECT_TRUE(pre_tokenizer_from_name("deepseek-coder"));
+  EXPECT_TRUE(pre_tokenizer_from_name("gpt-4o"));
   EXPECT_FALSE(pre_tokenizer_from_name(""));
   const auto unsupported = pre_tokenizer_from_name("chatglm-bpe");
   ASSERT_FALSE(unsupported);

@@ -53,7 +53,8 @@ INSTANTIATE_TEST_SUITE_P(Shared, TokenizerVocabReference,
                                          VocabReference{"ggml-vocab-refact.gguf", TokenizerKind::kBpe, true},
                                          VocabReference{"ggml-vocab-deepseek-coder.gguf", TokenizerKind::kBpe, true},
                                          VocabReference{"ggml-vocab-llama-bpe.gguf", TokenizerKind::kBpe, true},
-                                         VocabReference{"ggml-vocab-qwen2.gguf", TokenizerKind::kBpe, true}),
+                                         VocabReference{"ggml-vocab-qwen2.gguf", TokenizerKind::kBpe, true},
+                                         VocabReference{"ggml-vocab-gpt-oss.gguf", TokenizerKind::kBpe, true}),
                          case_name);
 
 }  // namespace

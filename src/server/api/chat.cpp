@@ -3,6 +3,7 @@
 #include <map>
 #include <string>
 
+#include "server/api/harmony.h"
 #include "template/chat_template.h"
 
 namespace hearth::server {
@@ -21,15 +22,20 @@ nlohmann::ordered_json generic_call(const json& call) {
 
 class TemplateFormatter final : public ChatFormatter {
  public:
-  TemplateFormatter(ChatTemplate tmpl, std::string bos, std::string eos)
+  TemplateFormatter(ChatTemplate tmpl, std::string bos, std::string eos, bool harmony_tokens)
       : tmpl_(std::move(tmpl)),
         bos_(std::move(bos)),
         eos_(std::move(eos)),
+        harmony_(harmony_tokens && tmpl_.source().find("<|channel|>") != std::string::npos),
         generic_tools_(!tmpl_.is_fallback() && tmpl_.source().find("tools") == std::string::npos),
         tool_format_(tmpl_.is_fallback() || generic_tools_ ? ToolCallFormat::kJson
                                                            : detect_tool_call_format(tmpl_.source())) {}
 
   Result<std::string> render(const json& messages, const json& tools, const json& extra) const override {
+    if (harmony_) {
+      return tmpl_.render(harmony_template_messages(messages), harmony_template_tools(tools),
+                          /*add_generation_prompt=*/true, bos_, eos_, extra);
+    }
     if (!generic_tools_ || !uses_tools(messages, tools)) {
       return tmpl_.render(messages, tools, /*add_generation_prompt=*/true, bos_, eos_, extra);
     }
@@ -45,8 +51,10 @@ class TemplateFormatter final : public ChatFormatter {
                         bos_, eos_, extra);
   }
   ToolCallFormat tool_call_format() const override { return tool_format_; }
+  bool harmony() const override { return harmony_; }
   std::string describe() const override {
     if (tmpl_.is_fallback()) return "the fallback chat format (\"User: ...\\nAssistant:\")";
+    if (harmony_) return "the model's chat template (harmony: channels and tool calls parsed)";
     return generic_tools_ ? "the model's chat template (it has no tools: Hearth's generic tool prompt, JSON calls)"
                           : "the model's chat template";
   }
@@ -140,6 +148,7 @@ class TemplateFormatter final : public ChatFormatter {
   ChatTemplate tmpl_;
   std::string bos_;
   std::string eos_;
+  bool harmony_;
   bool generic_tools_;  // the template never mentions tools
   ToolCallFormat tool_format_;
 };
@@ -149,7 +158,8 @@ class TemplateFormatter final : public ChatFormatter {
 std::unique_ptr<ChatFormatter> ChatFormatter::create(ChatTemplate chat_template, const Tokenizer& tokenizer) {
   std::string bos{tokenizer.token_text(tokenizer.bos())};
   std::string eos{tokenizer.token_text(tokenizer.eos())};
-  return std::make_unique<TemplateFormatter>(std::move(chat_template), std::move(bos), std::move(eos));
+  const bool harmony_tokens = tokenizer.find_token("<|channel|>") && tokenizer.find_token("<|message|>");
+  return std::make_unique<TemplateFormatter>(std::move(chat_template), std::move(bos), std::move(eos), harmony_tokens);
 }
 
 }  // namespace hearth::server

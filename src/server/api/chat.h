@@ -32,6 +32,10 @@ class ChatFormatter {
                                                    const nlohmann::json& extra = {}) const = 0;
   // The tool-call format the template speaks (tool_calls.h); kJson for the fallback format.
   [[nodiscard]] virtual ToolCallFormat tool_call_format() const = 0;
+  // The model answers in harmony (gpt-oss: a template that writes <|channel|>, and a vocabulary with <|channel|>
+  // and <|message|> tokens): its chat answers are parsed into content, reasoning and tool calls (harmony.h), and
+  // render() passes an assistant message's reasoning_content to the template as its "thinking".
+  [[nodiscard]] virtual bool harmony() const { return false; }
   // "gguf template", "fallback", ...: for the startup log.
   [[nodiscard]] virtual std::string describe() const = 0;
 };

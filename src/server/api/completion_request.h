@@ -57,6 +57,9 @@ struct CompletionRequest {
   std::optional<uint64_t> seed;
   float frequency_penalty = 0.0f;                     // [-2, 2]
   float presence_penalty = 0.0f;                      // [-2, 2]
+  float min_p = 0.0f;                                 // extension (llama.cpp's): [0, 1], 0 disables
+  float repeat_penalty = 1.0f;                        // extension (llama.cpp's): (0, 10], 1 disables
+  int32_t repeat_last_n = 64;                         // extension: the repeat penalty's window, -1 the context
   std::vector<std::pair<int32_t, float>> logit_bias;  // token id (checked by the engine), bias in [-100, 100]
   std::vector<std::string> stop;
   bool echo = false;  // completions: prepend the prompt text

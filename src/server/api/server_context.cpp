@@ -149,6 +149,9 @@ RequestSpec ServerContext::build_spec(const CompletionRequest& request, std::vec
   spec.sampling.top_k = request.top_k;
   spec.sampling.frequency_penalty = request.frequency_penalty;
   spec.sampling.presence_penalty = request.presence_penalty;
+  spec.sampling.min_p = request.min_p;
+  spec.sampling.repeat_penalty = request.repeat_penalty;
+  spec.sampling.repeat_last_n = request.repeat_last_n;
   spec.sampling.logit_bias = request.logit_bias;
   spec.sampling.seed = request.seed ? *request.seed : std::random_device{}();
   spec.stop = request.stop;
@@ -159,6 +162,7 @@ RequestSpec ServerContext::build_spec(const CompletionRequest& request, std::vec
   spec.pin_prefix = request.pin_prefix;
   spec.top_logprobs = request.top_logprobs;
   spec.grammar = request.grammar;
+  spec.render_special_tokens = uses_harmony(request);
   return spec;
 }
 
@@ -203,6 +207,10 @@ void ServerContext::remember_answer(const std::string& cache_salt, bool parse_sp
   answers_.remember(cache_salt, parse_special, std::move(prompt_text),
                     std::vector<TokenId>(out.tokens.begin(), prompt_end),
                     std::span<const TokenId>(prompt_end, out.tokens.end()));
+}
+
+bool ServerContext::uses_harmony(const CompletionRequest& request) const {
+  return request.endpoint == Endpoint::kChat && chat_.harmony() && !request.grammar;
 }
 
 }  // namespace hearth::server

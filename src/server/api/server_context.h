@@ -57,6 +57,9 @@ class ServerContext {
   EngineLoop& loop() const { return loop_; }
   const Tokenizer& tokenizer() const { return tokenizer_; }
   const ChatFormatter& chat() const { return chat_; }
+  // A chat request to a harmony model (gpt-oss) whose answer's markers are rendered and parsed (api/harmony.h); not
+  // one with a grammar (a forced tool call, response_format), whose output is the grammar's plain text.
+  [[nodiscard]] bool uses_harmony(const CompletionRequest& request) const;
   const ModelNames& model_names() const { return model_names_; }
   Metrics& metrics() { return metrics_; }
   StatsHistory& history() { return history_; }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 
 namespace hearth::server {
@@ -61,6 +62,18 @@ nlohmann::json memory_plan_json(const MemoryPlan& plan) {
     if (row["kv_dtype"] == r.dtype) out["requested"] = row;
   }
   if (r.memory_bytes > 0) out["memory_bytes"] = r.memory_bytes;
+  if (!r.shape.uniform()) {  // layers of other sizes (Gemma 4): each K/V layer's heads and bytes per token
+    nlohmann::json layers = nlohmann::json::array();
+    const auto cost =
+        std::find_if(r.costs.begin(), r.costs.end(), [&](const KvTokenCost& c) { return c.dtype == r.dtype; });
+    for (int32_t il = 0; il < r.shape.n_layers; ++il) {
+      nlohmann::json layer = {{"n_kv_heads", r.shape.layer(il).n_kv_heads}, {"head_dim", r.shape.layer(il).head_dim}};
+      if (cost != r.costs.end()) layer["bytes_per_token"] = cost->layer_bytes_per_token[il];
+      if (!r.window.layers.empty()) layer["window"] = static_cast<bool>(r.window.layers[il]);
+      layers.push_back(std::move(layer));
+    }
+    out["model"]["kv_layers"] = std::move(layers);
+  }
   return out;
 }
 

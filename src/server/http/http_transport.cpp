@@ -7,9 +7,11 @@
 
 #include <atomic>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "util/log.h"
 
@@ -91,16 +93,22 @@ struct HttpTransport::Impl {
         workers(config.worker_threads),
         heavy_workers(config.heavy_worker_threads) {}
 
-  void accept();
-  void on_accept(beast::error_code ec, tcp::socket socket);
+  // One listening socket: the main port, or one of extra_ports. Each retries a failed accept on its own timer.
+  struct Listener {
+    explicit Listener(net::io_context& ioc) : acceptor(ioc), retry(ioc) {}
+    tcp::acceptor acceptor;
+    net::steady_timer retry;
+    int port = 0;
+  };
+  void accept(Listener& listener);
+  void on_accept(Listener& listener, beast::error_code ec, tcp::socket socket);
   void close_all();
 
   HttpTransportConfig config;
   Handler handler;
   ErrorRenderer render_error;
   net::io_context ioc;
-  tcp::acceptor acceptor{ioc};
-  net::steady_timer accept_retry{ioc};
+  std::vector<std::unique_ptr<Listener>> listeners;  // [0]: config.port, then config.extra_ports; set by bind()
   net::thread_pool workers;
   net::thread_pool heavy_workers;  // requests with a body of at least config.heavy_body_bytes
   std::optional<net::executor_work_guard<net::io_context::executor_type>> guard;
@@ -108,7 +116,6 @@ struct HttpTransport::Impl {
   std::atomic<bool> stopped{false};
   std::mutex sessions_mutex;
   std::unordered_map<Session*, std::weak_ptr<Session>> sessions;  // guarded by sessions_mutex
-  int port = 0;
 };
 
 namespace {
@@ -426,19 +433,20 @@ void Session::close() {
   stream_.socket().close(ec);
 }
 
-void HttpTransport::Impl::accept() {
-  acceptor.async_accept(net::make_strand(ioc),
-                        [this](beast::error_code ec, tcp::socket socket) { on_accept(ec, std::move(socket)); });
+void HttpTransport::Impl::accept(Listener& listener) {
+  listener.acceptor.async_accept(net::make_strand(ioc), [this, &listener](beast::error_code ec, tcp::socket socket) {
+    on_accept(listener, ec, std::move(socket));
+  });
 }
 
-void HttpTransport::Impl::on_accept(beast::error_code ec, tcp::socket socket) {
+void HttpTransport::Impl::on_accept(Listener& listener, beast::error_code ec, tcp::socket socket) {
   if (stopped || ec == net::error::operation_aborted) return;
   if (ec) {
     // Out of descriptors or a transient failure: try again shortly instead of spinning.
     spdlog::warn("accept failed: {}", ec.message());
-    accept_retry.expires_after(std::chrono::milliseconds(50));
-    accept_retry.async_wait([this](beast::error_code e) {
-      if (!e) accept();
+    listener.retry.expires_after(std::chrono::milliseconds(50));
+    listener.retry.async_wait([this, &listener](beast::error_code e) {
+      if (!e) accept(listener);
     });
     return;
   }
@@ -454,7 +462,7 @@ void HttpTransport::Impl::on_accept(beast::error_code ec, tcp::socket socket) {
   } else {
     session->reject();
   }
-  accept();
+  accept(listener);
 }
 
 void HttpTransport::Impl::close_all() {
@@ -481,23 +489,33 @@ Result<void> HttpTransport::bind() {
   beast::error_code ec;
   const auto address = net::ip::make_address(impl_->config.host, ec);
   if (ec) return make_error("cannot listen on {}: not an IP address ({})", impl_->config.host, ec.message());
-  const tcp::endpoint endpoint(address, static_cast<unsigned short>(impl_->config.port));
-  auto& acceptor = impl_->acceptor;
-  acceptor.open(endpoint.protocol(), ec);
-  if (!ec) acceptor.set_option(net::socket_base::reuse_address(true), ec);
-  if (!ec) acceptor.bind(endpoint, ec);
-  if (!ec) acceptor.listen(impl_->config.listen_backlog, ec);
-  if (ec) {
-    return make_error("cannot listen on {}:{}: {}", impl_->config.host, impl_->config.port, ec.message());
+  std::vector<int> ports = {impl_->config.port};
+  ports.insert(ports.end(), impl_->config.extra_ports.begin(), impl_->config.extra_ports.end());
+  for (const int port : ports) {
+    const tcp::endpoint endpoint(address, static_cast<unsigned short>(port));
+    auto listener = std::make_unique<Impl::Listener>(impl_->ioc);
+    auto& acceptor = listener->acceptor;
+    acceptor.open(endpoint.protocol(), ec);
+    if (!ec) acceptor.set_option(net::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor.bind(endpoint, ec);
+    if (!ec) acceptor.listen(impl_->config.listen_backlog, ec);
+    if (ec) return make_error("cannot listen on {}:{}: {}", impl_->config.host, port, ec.message());
+    listener->port = acceptor.local_endpoint().port();
+    impl_->listeners.push_back(std::move(listener));
   }
-  impl_->port = acceptor.local_endpoint().port();
   impl_->guard.emplace(impl_->ioc.get_executor());
-  impl_->accept();
+  for (auto& listener : impl_->listeners) impl_->accept(*listener);
   return {};
 }
 
 int HttpTransport::bound_port() const {
-  return impl_->port;
+  return impl_->listeners.empty() ? 0 : impl_->listeners.front()->port;
+}
+
+std::vector<int> HttpTransport::bound_extra_ports() const {
+  std::vector<int> ports;
+  for (size_t i = 1; i < impl_->listeners.size(); ++i) ports.push_back(impl_->listeners[i]->port);
+  return ports;
 }
 int HttpTransport::num_connections() const {
   return impl_->num_connections.load();
@@ -513,7 +531,7 @@ void HttpTransport::run() {
 void HttpTransport::stop_accepting() {
   net::post(impl_->ioc, [impl = impl_.get()] {
     beast::error_code ec;
-    impl->acceptor.close(ec);
+    for (auto& listener : impl->listeners) listener->acceptor.close(ec);
   });
 }
 
@@ -524,7 +542,7 @@ void HttpTransport::stop() {
   // run() returns once the closed connections' pending operations have completed (with operation_aborted).
   net::post(impl_->ioc, [impl = impl_.get()] {
     impl->guard.reset();
-    impl->accept_retry.cancel();
+    for (auto& listener : impl->listeners) listener->retry.cancel();
   });
 }
 

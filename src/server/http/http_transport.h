@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "server/http/http_types.h"
 #include "util/result.h"
@@ -29,6 +30,9 @@ namespace hearth::server {
 struct HttpTransportConfig {
   std::string host = "127.0.0.1";
   int port = 8080;  // 0 picks a free one
+  // More ports serving the same handler (e.g. --ollama-port 11434, so an app configured for a local Ollama finds the
+  // server): one listening socket each on `host`, sharing the threads, limits and connection cap (0 picks a free one).
+  std::vector<int> extra_ports;
   size_t max_body_bytes = 4u << 20;
   size_t max_header_bytes = 16u << 10;
   std::chrono::milliseconds header_timeout{10'000};
@@ -67,6 +71,8 @@ class HttpTransport {
   // Binds and listens; fails with the reason (address in use, bad host).
   [[nodiscard]] Result<void> bind();
   int bound_port() const;
+  // The extra_ports as bound (a 0 resolved), in order. Requires bind().
+  std::vector<int> bound_extra_ports() const;
   // Serves until stop(). Requires bind().
   void run();
   // Stops accepting new connections; open ones carry on. Any thread; idempotent.

@@ -82,6 +82,7 @@ ModelBudget::Plan ModelBudget::plan_load(size_t i, const BusyFn& busy) const {
 void ModelBudget::set_state(size_t i, ModelState state) {
   if (state == ModelState::kLoaded && models_[i].state != ModelState::kLoaded) models_[i].num_loads++;
   models_[i].state = state;
+  if (state == ModelState::kUnloaded) models_[i].keep_alive.reset();
 }
 
 void ModelBudget::touch(size_t i, Clock::time_point now) {
@@ -93,7 +94,8 @@ std::vector<size_t> ModelBudget::expired(Clock::time_point now, Clock::duration 
   std::vector<size_t> out;
   for (size_t j = 0; j < models_.size(); ++j) {
     const Entry& e = models_[j];
-    if (e.state == ModelState::kLoaded && now - e.last_used >= keep_alive && !busy(j)) out.push_back(j);
+    const Clock::duration k = e.keep_alive.value_or(keep_alive);
+    if (e.state == ModelState::kLoaded && k != kKeepForever && now - e.last_used >= k && !busy(j)) out.push_back(j);
   }
   std::sort(out.begin(), out.end(), [&](size_t a, size_t b) { return models_[a].use_order < models_[b].use_order; });
   return out;
@@ -103,7 +105,8 @@ ModelBudget::Clock::time_point ModelBudget::next_expiry(Clock::duration keep_ali
   auto next = Clock::time_point::max();
   for (size_t j = 0; j < models_.size(); ++j) {
     const Entry& e = models_[j];
-    if (e.state == ModelState::kLoaded && !busy(j)) next = std::min(next, e.last_used + keep_alive);
+    const Clock::duration k = e.keep_alive.value_or(keep_alive);
+    if (e.state == ModelState::kLoaded && k != kKeepForever && !busy(j)) next = std::min(next, e.last_used + k);
   }
   return next;
 }

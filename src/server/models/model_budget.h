@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,7 +67,18 @@ class ModelBudget {
   // Model i was used now (a request took it or let it go): it moves to the back of the LRU order.
   void touch(size_t i, Clock::time_point now);
 
-  // Loaded idle models unused for at least `keep_alive` at `now`, least recently used first.
+  // Model i's own keep-alive, replacing the default passed to expired() and next_expiry() (a request's Ollama
+  // keep_alive): 0 unloads it as soon as it is idle, kKeepForever never for time alone; nullopt: the default again.
+  // Unloading clears it.
+  static constexpr Clock::duration kKeepForever = Clock::duration::max();
+  void set_keep_alive(size_t i, std::optional<Clock::duration> keep_alive) { models_[i].keep_alive = keep_alive; }
+  // Model i's keep-alive: its own, or `fallback`.
+  [[nodiscard]] Clock::duration keep_alive(size_t i, Clock::duration fallback) const {
+    return models_[i].keep_alive.value_or(fallback);
+  }
+
+  // Loaded idle models unused for at least their keep-alive (keep_alive(i, `keep_alive`)) at `now`, least recently
+  // used first.
   [[nodiscard]] std::vector<size_t> expired(Clock::time_point now, Clock::duration keep_alive,
                                             const BusyFn& busy) const;
   // When the next idle loaded model's keep-alive ends if nothing touches it (Clock::time_point::max() if none). A busy
@@ -91,6 +103,7 @@ class ModelBudget {
     Clock::time_point last_used{};
     uint64_t use_order = 0;  // ties in last_used (same clock tick) break by the order of touches
     uint64_t num_loads = 0;
+    std::optional<Clock::duration> keep_alive;  // set_keep_alive
   };
   int64_t budget_bytes_;
   int64_t process_bytes_;

@@ -197,20 +197,32 @@ void ModelHost::unload_all(std::unique_lock<std::mutex>& lock, const std::vector
   }
 }
 
+ModelBudget::Clock::duration ModelHost::default_keep_alive() const {
+  return config_.keep_alive.count() <= 0 ? ModelBudget::kKeepForever : Clock::duration(config_.keep_alive);
+}
+
+void ModelHost::set_keep_alive(size_t i, ModelBudget::Clock::duration keep_alive) {
+  {
+    std::lock_guard lock(mutex_);
+    budget_.set_keep_alive(i, keep_alive);
+  }
+  changed_.notify_all();
+}
+
 void ModelHost::keep_alive_main() {
   const ModelBudget::BusyFn busy = [this](size_t j) { return busy_locked(j); };
   std::unique_lock lock(mutex_);
   while (!stopping_) {
-    if (config_.keep_alive.count() <= 0 || draining_) {  // nothing to time (shutdown unloads everything)
+    if (draining_) {  // nothing to time (shutdown unloads everything)
       changed_.wait(lock, [&] { return stopping_; });
       break;
     }
     const auto now = Clock::now();
-    std::vector<size_t> expired = budget_.expired(now, config_.keep_alive, busy);
+    std::vector<size_t> expired = budget_.expired(now, default_keep_alive(), busy);
     if (!expired.empty()) {
       for (size_t v : expired) {
-        spdlog::info("model '{}' idle for {} s (--keep-alive): unloading", specs_[v].id,
-                     config_.keep_alive.count() / 1000.0);
+        spdlog::info("model '{}' idle for {} s (its keep-alive): unloading", specs_[v].id,
+                     std::chrono::duration<double>(budget_.keep_alive(v, default_keep_alive())).count());
         budget_.set_state(v, ModelState::kUnloading);
       }
       unload_all(lock, expired);
@@ -218,7 +230,7 @@ void ModelHost::keep_alive_main() {
     }
     // Wakes at the next idle model's expiry, or when something changes (a release or a model going idle touches it
     // and notifies; a load or an unload notifies).
-    const auto next = budget_.next_expiry(config_.keep_alive, busy);
+    const auto next = budget_.next_expiry(default_keep_alive(), busy);
     if (next == Clock::time_point::max()) {
       changed_.wait(lock);
     } else {
@@ -263,6 +275,8 @@ ModelHost::ModelStatus ModelHost::status(size_t i) {
   s.cost = budget_.cost(i);
   s.num_loads = budget_.num_loads(i);
   if (budget_.last_used(i) != Clock::time_point{}) s.idle_seconds = seconds_since(budget_.last_used(i));
+  const Clock::duration keep_alive = budget_.keep_alive(i, default_keep_alive());
+  if (keep_alive != ModelBudget::kKeepForever) s.keep_alive_seconds = std::chrono::duration<double>(keep_alive).count();
   return s;
 }
 

@@ -117,6 +117,9 @@ class ModelHost {
   // A lease on model i only if it is loaded now; does not count as use (dashboards, /metrics do not keep a model).
   [[nodiscard]] std::optional<ModelLease> peek(size_t i);
 
+  // Model i's keep-alive from now until it unloads, replacing --keep-alive for it (Ollama's per-request keep_alive):
+  // 0 unloads it as soon as it is idle, ModelBudget::kKeepForever never for time alone. Any thread.
+  void set_keep_alive(size_t i, ModelBudget::Clock::duration keep_alive);
   // Model i's last generation ended (its HttpServer's on_idle): counts as use, wakes waiters. Any thread.
   void notify_idle(size_t i);
   // Refuses new leases from now on (503) and waits up to `grace` until no model has requests; true if none has.
@@ -131,6 +134,7 @@ class ModelHost {
     ModelCost cost;
     uint64_t num_loads = 0;
     double idle_seconds = -1;  // since last use; -1 when never used
+    double keep_alive_seconds = -1;  // its keep-alive (set_keep_alive, else --keep-alive); -1: never for time alone
   };
   ModelStatus status(size_t i);
   int64_t used_bytes();
@@ -143,6 +147,8 @@ class ModelHost {
   // Unloads `victims` (marked kUnloading by the caller); takes and returns with the lock held.
   void unload_all(std::unique_lock<std::mutex>& lock, const std::vector<size_t>& victims);
   void keep_alive_main();
+  // --keep-alive as the budget counts it (0 there means "never for time alone": kKeepForever).
+  ModelBudget::Clock::duration default_keep_alive() const;
 
   ModelHostConfig config_;
   std::vector<ModelSpec> specs_;

@@ -9,6 +9,8 @@
 #include "server/cache/kv_plan_json.h"
 #include "server/http/json_body.h"
 #include "server/http/serve_access.h"
+#include "server/ollama/ollama_json.h"
+#include "server/ollama/routes.h"
 #include "server/server.h"
 #include "util/log.h"
 
@@ -32,6 +34,8 @@ constexpr ModelRoute kModelRoutes[] = {
     {"POST", "/v1/chat/completions", RouteKind::kUse},
     {"POST", "/v1/completions", RouteKind::kUse},
     {"POST", "/v1/messages", RouteKind::kUse},
+    {"POST", "/api/chat", RouteKind::kUse},
+    {"POST", "/api/generate", RouteKind::kUse},
     {"POST", "/tokenize", RouteKind::kUse},
     {"POST", "/v1/cache/explain", RouteKind::kUse},
     {"POST", "/v1/cache/warm", RouteKind::kUse},
@@ -71,6 +75,13 @@ std::string model_field(const json& body) {
   if (!body.is_object()) return {};
   const auto it = body.find("model");
   return it != body.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// An error body in the shape of the dialect `path` belongs to: Anthropic's under /v1/messages, Ollama's under /api/,
+// else OpenAI's.
+json error_body(std::string_view path, const ApiError& error) {
+  if (is_ollama_path(path)) return ollama_error_json(error);
+  return is_anthropic_path(path) ? anthropic_error_json(error) : error_json(error);
 }
 
 // A Prometheus label value: backslash, double quote and newline escaped (the exposition format's only escapes).
@@ -146,7 +157,7 @@ ModelRouter::ModelRouter(ModelRouterConfig config, ModelHost& host) : config_(st
         const ApiError error{status, message, error_type_for_status(status), {}, code};
         HttpResponse res;
         res.status = status;
-        res.body = dump(is_anthropic_path(path) ? anthropic_error_json(error) : error_json(error));
+        res.body = dump(error_body(path, error));
         if (status == 503) res.set_header("Retry-After", "1");
         return res;
       });
@@ -162,6 +173,10 @@ Result<void> ModelRouter::bind() {
 
 int ModelRouter::bound_port() const {
   return transport_->bound_port();
+}
+
+std::vector<int> ModelRouter::bound_extra_ports() const {
+  return transport_->bound_extra_ports();
 }
 
 void ModelRouter::listen() {
@@ -194,7 +209,7 @@ HttpResponse ModelRouter::error_response(const HttpRequest& req, const ApiError&
   }
   HttpResponse res;
   res.status = error.status;
-  res.body = dump(is_anthropic_path(req.path) ? anthropic_error_json(error) : error_json(error));
+  res.body = dump(error_body(req.path, error));
   if (error.status == 429 || error.status == 503) res.set_header("Retry-After", "1");
   if (error.status == 401) res.set_header("WWW-Authenticate", "Bearer");
   return res;
@@ -230,6 +245,8 @@ HttpResponse ModelRouter::handle(const HttpRequest& req) {
     if (req.method == "GET") return handle_models(req);
   } else if (req.path == "/metrics") {
     if (req.method == "GET") return handle_metrics();
+  } else if (auto ollama = handle_ollama_listing(req)) {
+    return *ollama;
   } else {
     bool path_known = false;
     for (const ModelRoute& r : kModelRoutes) {
@@ -254,20 +271,101 @@ HttpResponse ModelRouter::handle(const HttpRequest& req) {
       req, ApiError{405, "method " + req.method + " is not allowed on " + req.path, "invalid_request_error", {}, {}});
 }
 
+std::optional<HttpResponse> ModelRouter::handle_ollama_listing(const HttpRequest& req) {
+  const bool get = req.method == "GET";
+  const auto not_allowed = [&] {
+    return error_response(
+        req, ApiError{405, "method " + req.method + " is not allowed on " + req.path, "invalid_request_error", {}, {}});
+  };
+  const auto facts = [this](size_t i, const std::string& id) {
+    const ModelSpec& spec = host_.specs()[i];
+    const ModelHost::ModelStatus st = host_.status(i);
+    OllamaModelFacts f{id, spec.cost.weights_bytes, spec.n_ctx, st.state == ModelState::kLoaded, -1};
+    if (st.keep_alive_seconds >= 0) {
+      f.expires_in_s = std::max(0.0, st.keep_alive_seconds - std::max(0.0, st.idle_seconds));
+    }
+    return f;
+  };
+  const auto listing = [&](bool ps) {
+    json models = json::array();
+    for (size_t i = 0; i < host_.specs().size(); ++i) {
+      std::vector<std::string> names = {host_.specs()[i].id};
+      names.insert(names.end(), host_.specs()[i].aliases.begin(), host_.specs()[i].aliases.end());
+      OllamaModelFacts f = facts(i, names[0]);
+      if (ps && !f.loaded) continue;
+      for (const std::string& name : names) {
+        f.id = name;
+        if (ps) {
+          OllamaModelFacts loaded = f;
+          loaded.size_bytes = host_.status(i).cost.total();
+          models.push_back(ollama_ps_json(loaded));
+        } else {
+          models.push_back(ollama_tag_json(f));
+        }
+      }
+    }
+    HttpResponse res;
+    res.body = dump(json{{"models", std::move(models)}});
+    return res;
+  };
+  if (req.path == "/api/tags") return get ? listing(false) : not_allowed();
+  if (req.path == "/api/ps") return get ? listing(true) : not_allowed();
+  if (req.path == "/api/version") {
+    if (!get) return not_allowed();
+    HttpResponse res;
+    res.body = dump(json{{"version", std::string(kOllamaApiVersion)}});
+    return res;
+  }
+  if (req.path == "/api/embed" || req.path == "/api/embeddings") {
+    return error_response(req, ApiError{501,
+                                        "embeddings are not implemented: no served model is an embedding model",
+                                        "invalid_request_error",
+                                        {},
+                                        "not_implemented"});
+  }
+  if (req.path != "/api/show") return std::nullopt;
+  if (req.method != "POST") return not_allowed();
+  auto name = parse_ollama_show(req.body);
+  if (!name) return error_response(req, name.error());
+  auto index = resolve(strip_latest_tag(*name));
+  if (!index) {
+    return error_response(
+        req, ApiError{404, fmt::format("model '{}' not found", *name), "not_found_error", "model", "model_not_found"});
+  }
+  const std::string id = names_.contains(strip_latest_tag(*name)) ? strip_latest_tag(*name) : host_.specs()[*index].id;
+  HttpResponse res;
+  // The template is the loaded model's to describe; an unloaded one is described by its file alone.
+  res.body = dump(ollama_show_json(facts(*index, id), "", /*tools=*/true));
+  return res;
+}
+
 HttpResponse ModelRouter::handle_use(const HttpRequest& req) {
   if (draining_) return error_response(req, ApiError{503, "the server is shutting down", "server_error", {}, {}});
   std::string name;
+  std::optional<int64_t> keep_alive_ms;  // Ollama's keep_alive: the model's keep-alive from now on
   if (req.method == "POST") {
     // A body that is no JSON gets the error every model's route would give, without loading a model for it.
     auto body = parse_json_body(req.body);
     if (!body) return error_response(req, api_error(body.error()));
     name = model_field(*body);
+    // Ollama's clients name models with a tag ("qwen3:latest"); /api/tags lists them so.
+    if (is_ollama_path(req.path)) {
+      name = strip_latest_tag(name);
+      if (body->is_object() && body->contains("keep_alive")) {
+        keep_alive_ms = ollama_keep_alive_ms((*body)["keep_alive"]);
+      }
+    }
   }
   if (auto q = req.param("model"); name.empty() && q) name = std::string(*q);
   auto index = resolve(name);
   if (!index) return error_response(req, index.error());
   auto lease = host_.acquire(*index);
   if (!lease) return error_response(req, lease.error());
+  if (keep_alive_ms) {
+    host_.set_keep_alive(*index, *keep_alive_ms == kKeepAliveForever
+                                     ? ModelBudget::kKeepForever
+                                     : ModelBudget::Clock::duration(std::chrono::milliseconds(*keep_alive_ms)));
+  }
   // The lease ends when this returns; a generation the route started keeps the model busy (num_in_flight) until
   // its last byte.
   return lease->http().handle(req);

@@ -13,8 +13,9 @@
 // Routes that compute (completions, chat, messages, tokenize, cache explain/warm/pin) load the model when needed and
 // count as its use (LRU, keep-alive). Routes that only read (/v1/stats, /v1/cache, /v1/kv/plan, the dashboard page)
 // never load a model nor keep one alive: on an unloaded model they answer 409 model_not_loaded. The router itself
-// answers /health, /v1/models (every model, its state and KV plan) and /metrics (each loaded model's series with a
-// `model` label, plus the budget's own).
+// answers /health, /v1/models (every model, its state and KV plan), /metrics (each loaded model's series with a
+// `model` label, plus the budget's own) and Ollama's listings (/api/tags, /api/ps, /api/show, /api/version); Ollama's
+// /api/chat and /api/generate name their model as "id" or "id:latest".
 
 #include <atomic>
 #include <memory>
@@ -54,6 +55,8 @@ class ModelRouter {
 
   [[nodiscard]] Result<void> bind();
   int bound_port() const;
+  // config.http.extra_ports as bound (--ollama-port).
+  std::vector<int> bound_extra_ports() const;
   // Serves until shutdown(). Requires bind().
   void listen();
   // Like HttpServer::warm, for the model the body names (--warm lines may carry "model").
@@ -75,6 +78,9 @@ class ModelRouter {
   HttpResponse handle_read(const HttpRequest& req);  // loaded models only
   HttpResponse handle_dashboard_page(const HttpRequest& req);
   HttpResponse handle_models(const HttpRequest& req);
+  // GET /api/tags, /api/ps, /api/version, POST /api/show (every model, loaded or not) and /api/embed (501): Ollama's
+  // listing routes, answered by the router; nullopt for any other path.
+  std::optional<HttpResponse> handle_ollama_listing(const HttpRequest& req);
   HttpResponse handle_metrics();
   nlohmann::json model_entry(size_t i, const std::string& name);
   HttpResponse error_response(const HttpRequest& req, const ApiError& error);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "server/api/generation.h"
+#include "server/api/harmony.h"
 #include "server/openai/openai_json.h"
 
 namespace hearth::server {
@@ -42,7 +43,12 @@ class CompletionGeneration : public Generation, public std::enable_shared_from_t
     std::optional<RequestUsage> usage;  // set when its final output arrived
     FinishReason finish_reason = FinishReason::kNone;
     std::optional<ToolCallStream> tools;  // streaming with tools: holds back what may be a call
+    std::optional<HarmonyParser> harmony;  // a harmony model's chat answer (generation_harmony.cpp)
   };
+  // Choice i's news as harmony deltas (reasoning_content, content), and at its end its tool calls.
+  std::string stream_harmony(size_t i, const RequestOutput& out);
+  // Choice i's whole harmony answer.
+  ChoiceResult harmony_result(Choice& c);
   // A streamed choice with tools has ended: its calls as tool_calls deltas, or what was held back as content.
   std::string stream_tool_calls(size_t i, const RequestOutput& out);
   // A finished choice: the answer memory and the metrics (from the final output, whoever reads it).

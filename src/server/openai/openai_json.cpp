@@ -284,6 +284,15 @@ std::optional<ApiError> parse_limits(const json& body, CompletionRequest& r) {
   if (top_k) r.top_k = static_cast<int32_t>(*top_k);
   if (auto err = read_number(body, "frequency_penalty", -2.0, 2.0, r.frequency_penalty)) return err;
   if (auto err = read_number(body, "presence_penalty", -2.0, 2.0, r.presence_penalty)) return err;
+  if (auto err = read_number(body, "min_p", 0.0, 1.0, r.min_p)) return err;
+  if (auto err = read_number(body, "repeat_penalty", 0.0, 10.0, r.repeat_penalty)) return err;
+  if (r.repeat_penalty <= 0.0f) {
+    return invalid_request("'repeat_penalty' must be greater than 0 (1 disables it)", "repeat_penalty",
+                           "invalid_value");
+  }
+  std::optional<int64_t> repeat_last_n;
+  if (auto err = read_int(body, "repeat_last_n", -1, kMaxInt, repeat_last_n)) return err;
+  if (repeat_last_n) r.repeat_last_n = static_cast<int32_t>(*repeat_last_n);
   if (auto err = parse_logit_bias(body, r)) return err;
   auto seed = body.find("seed");
   if (seed != body.end() && !seed->is_null()) {
@@ -404,6 +413,7 @@ json choice_json(const CompletionRequest& request, int32_t index, const ChoiceRe
   } else {
     choice["text"] = c.text;
   }
+  if (request.endpoint == Endpoint::kChat && !c.reasoning.empty()) choice["message"]["reasoning_content"] = c.reasoning;
   return choice;
 }
 

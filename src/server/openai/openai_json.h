@@ -58,6 +58,8 @@ struct ChoiceResult {
   // Chat: the answer's tool calls (parse_tool_calls); when any, `text` is the content outside them (null when
   // empty), message.tool_calls lists them and finish_reason is "tool_calls".
   std::vector<ToolCall> tool_calls;
+  // Chat: the answer's reasoning (harmony's analysis channel), message.reasoning_content when not empty.
+  std::string reasoning;
 };
 
 // The answer of a chat choice with tools: its calls (with fresh ids) and content when it holds any, else the text.
