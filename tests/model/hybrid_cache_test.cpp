@@ -25,11 +25,16 @@ namespace fs = std::filesystem;
 
 // arch_test's tiny qwen35: dim 64, 4 layers (0-2 Gated DeltaNet, 3 gated attention), 4 heads of 32, 2 KV heads,
 // DeltaNet heads of 32 (2 key, 4 value heads), F32 weights of sd 0.1, Qwen's vocabulary.
-const std::string& qwen35_model() {
-  static const std::string path = [] {
+// Another seed makes another model (another fingerprint) of the same shape.
+const std::string& qwen35_model(uint64_t seed = 7) {
+  static std::map<uint64_t, std::string> paths;
+  auto [it, inserted] = paths.try_emplace(seed);
+  if (!inserted) return it->second;
+  it->second = [seed] {
     SynthConfig c;
     fs::create_directories(HEARTH_TEST_TMP_DIR);
-    c.out_path = std::string(HEARTH_TEST_TMP_DIR) + "/hybrid_cache_qwen35_" + std::to_string(getpid()) + ".gguf";
+    c.out_path = std::string(HEARTH_TEST_TMP_DIR) + "/hybrid_cache_qwen35_" + std::to_string(getpid()) + "_" +
+                 std::to_string(seed) + ".gguf";
     c.vocab_from = std::string(HEARTH_SHARED_DIR) + "/vocab/ggml-vocab-qwen2.gguf";
     c.architecture = "qwen35";
     c.dim = 64;
@@ -44,13 +49,13 @@ const std::string& qwen35_model() {
     c.bias_sd = 0.5f;
     c.qk_norm_sd = 0.3f;
     c.rope_freq_base = 1000000.0f;
-    c.seed = 7;
+    c.seed = seed;
     c.num_threads = 2;
     auto written = write_synthetic_model(c);
     EXPECT_TRUE(written.ok()) << (written.ok() ? "" : written.error().message);
     return c.out_path;
   }();
-  return path;
+  return it->second;
 }
 
 struct Loaded {
@@ -59,9 +64,9 @@ struct Loaded {
   std::unique_ptr<Tokenizer> tokenizer;
 };
 
-Loaded load() {
+Loaded load(uint64_t seed = 7) {
   Loaded l;
-  auto file = GgufFile::open(qwen35_model());
+  auto file = GgufFile::open(qwen35_model(seed));
   EXPECT_TRUE(file.ok()) << (file.ok() ? "" : file.error().message);
   l.file = std::make_shared<const GgufFile>(std::move(*file));
   auto model = Model::load(l.file);
@@ -307,6 +312,48 @@ TEST(ArchPrefixCacheHit, Qwen35FromDiskAfterRestartBitIdenticalToCold) {
   expect_same_bits(damaged.logits, cold, "damaged checkpoint");
   fs::remove_all(dir);
   fs::remove_all(other);
+}
+
+// The disk tier's other faults, on checkpoint entries: an entry cut short, and a directory holding another model's
+// checkpoints for the same prompt. Neither is ever loaded; the request recomputes and gives the cold bits.
+TEST(ArchPrefixCacheHit, Qwen35TruncatedOrForeignCheckpointsAreNeverLoaded) {
+  Loaded l = load();
+  const std::vector<int32_t> base = sample_tokens(60, 0);
+  std::vector<int32_t> prompt = base;
+  for (size_t i = 40; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(100 + i);
+  ThreadPool pool(2);
+  auto cold_engine = Engine::create(*l.model, *l.tokenizer, small_config(), pool);
+  ASSERT_TRUE(cold_engine.ok()) << cold_engine.error().message;
+  int32_t cold_cached = -1;
+  const auto cold = test::first_logits(**cold_engine, prompt, &cold_cached);
+
+  const fs::path cut = fs::path(HEARTH_TEST_TMP_DIR) / ("hybrid_disk_cut_" + std::to_string(getpid()));
+  fs::remove_all(cut);
+  EXPECT_EQ(run_on_disk_tier(l, cut, base).cached, 0);
+  int truncated = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(cut)) {
+    if (entry.path().extension() != ".kvb" || entry.file_size() < (32 << 10)) continue;  // state entries only
+    fs::resize_file(entry.path(), entry.file_size() / 2);
+    ++truncated;
+  }
+  EXPECT_GT(truncated, 0);
+  const DiskRun after_cut = run_on_disk_tier(l, cut, prompt);
+  EXPECT_EQ(after_cut.tier_loads, 0u);
+  EXPECT_EQ(after_cut.cached, 0);
+  expect_same_bits(after_cut.logits, cold, "truncated checkpoint");
+  fs::remove_all(cut);
+
+  const fs::path shared = fs::path(HEARTH_TEST_TMP_DIR) / ("hybrid_disk_foreign_" + std::to_string(getpid()));
+  fs::remove_all(shared);
+  Loaded other = load(8);
+  EXPECT_EQ(run_on_disk_tier(other, shared, base).cached, 0);
+  const DiskRun foreign = run_on_disk_tier(l, shared, prompt);
+  EXPECT_EQ(foreign.tier_loads, 0u);
+  EXPECT_EQ(foreign.cached, 0);
+  expect_same_bits(foreign.logits, cold, "another model's checkpoints");
+  // The other model still finds its own.
+  EXPECT_EQ(run_on_disk_tier(other, shared, prompt).tier_loads, 1u);
+  fs::remove_all(shared);
 }
 
 // A pinned prefix keeps its checkpoint: with 4 checkpoint slots, three other prompts evict every checkpoint but the
