@@ -398,10 +398,7 @@ std::span<const float> Engine::run_batch(const SchedulerOutput& plan) {
   if (states_) {  // after every restore above, so no checkpoint a hit resumes from is evicted first
     for (size_t i = 0; i < plan.chunks.size(); ++i) {
       const ScheduledChunk& chunk = plan.chunks[i];
-      const RecurrentStates::CheckpointPlan ckpt =
-          states_->plan_checkpoint(*chunk.request, chunk.pos_begin, chunk.num_tokens);
-      batch_seqs_[i].checkpoint_pos = ckpt.pos;
-      batch_seqs_[i].checkpoint_slot = ckpt.slot;
+      batch_seqs_[i].checkpoints = states_->plan_checkpoints(*chunk.request, chunk.pos_begin, chunk.num_tokens);
     }
   }
   checkpoint_requests_.clear();
@@ -411,8 +408,9 @@ std::span<const float> Engine::run_batch(const SchedulerOutput& plan) {
   const auto start = std::chrono::steady_clock::now();
   const std::span<const float> logits = model_.forward({batch_tokens_, batch_seqs_}, *storage_, pool_);
   for (size_t i = 0; i < checkpoint_requests_.size(); ++i) {  // write-through of the checkpoints just written
-    states_->persist(*checkpoint_requests_[i], {batch_seqs_[i].checkpoint_pos, batch_seqs_[i].checkpoint_slot},
-                     *storage_);
+    for (const BatchSequence::StateCheckpoint& ckpt : batch_seqs_[i].checkpoints) {
+      states_->persist(*checkpoint_requests_[i], ckpt, *storage_);
+    }
   }
   tiers_->observe_prefill(static_cast<int64_t>(counters_.num_prefill_tokens - prefill_before),
                           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());

@@ -47,6 +47,7 @@ int32_t RecurrentStates::take_checkpoint_slot() {
   }
   auto oldest = checkpoints_.end();
   for (auto it = checkpoints_.begin(); it != checkpoints_.end(); ++it) {
+    if (std::find(planned_slots_.begin(), planned_slots_.end(), it->second.slot) != planned_slots_.end()) continue;
     if (it->second.pins == 0 && (oldest == checkpoints_.end() || it->second.last_used < oldest->second.last_used)) {
       oldest = it;
     }
@@ -83,21 +84,30 @@ int32_t RecurrentStates::acquire(const Request& r, int32_t pos_begin, int32_t n_
   return run.slot;
 }
 
-RecurrentStates::CheckpointPlan RecurrentStates::plan_checkpoint(const Request& r, int32_t pos_begin,
-                                                                 int32_t n_tokens) {
-  const int32_t boundary = (pos_begin + n_tokens) / block_size_ * block_size_;
+RecurrentStates::CheckpointPlans RecurrentStates::plan_checkpoints(const Request& r, int32_t pos_begin,
+                                                                   int32_t n_tokens) {
+  CheckpointPlans plans;
   auto it = running_.find(r.id);
-  if (!r.use_cache || boundary <= pos_begin || n_checkpoints_ == 0 || it == running_.end()) return {};
-  const BlockHash key = block_key(it->second, r, boundary / block_size_ - 1);
-  if (auto found = checkpoints_.find(key); found != checkpoints_.end()) {
-    found->second.last_used = ++clock_;  // the same tokens' state, already kept
-    return {};
+  if (!r.use_cache || n_checkpoints_ == 0 || it == running_.end()) return plans;
+  const int32_t end = (pos_begin + n_tokens) / block_size_ * block_size_;
+  const int32_t branch = r.num_branch_tokens / block_size_ * block_size_;
+  const std::array<int32_t, 2> boundaries{branch > pos_begin && branch < end ? branch : -1, end > pos_begin ? end : -1};
+  size_t n = 0;
+  for (const int32_t boundary : boundaries) {
+    if (boundary < 0) continue;
+    const BlockHash key = block_key(it->second, r, boundary / block_size_ - 1);
+    if (auto found = checkpoints_.find(key); found != checkpoints_.end()) {
+      found->second.last_used = ++clock_;  // the same tokens' state, already kept
+      continue;
+    }
+    const int32_t slot = take_checkpoint_slot();
+    if (slot < 0) continue;
+    checkpoints_[key] = Checkpoint{slot, ++clock_};
+    num_checkpoints_written_++;
+    planned_slots_.push_back(slot);
+    plans[n++] = {boundary, slot};
   }
-  const int32_t slot = take_checkpoint_slot();
-  if (slot < 0) return {};
-  checkpoints_[key] = Checkpoint{slot, ++clock_};
-  num_checkpoints_written_++;
-  return {boundary, slot};
+  return plans;
 }
 
 std::vector<BlockHash> RecurrentStates::chain_keys(const Request& r, const BlockHash& ns, int32_t n_blocks,
@@ -113,7 +123,9 @@ std::vector<BlockHash> RecurrentStates::chain_keys(const Request& r, const Block
 }
 
 void RecurrentStates::persist(const Request& r, const CheckpointPlan& plan, const KvStorage& kv) {
-  if (disk_ == nullptr || plan.slot < 0) return;
+  if (plan.slot < 0) return;
+  std::erase(planned_slots_, plan.slot);
+  if (disk_ == nullptr) return;
   const int32_t n_blocks = plan.pos / block_size_;
   const BlockHash sns = state_namespace(r.cache_namespace);
   const std::vector<BlockHash> keys = chain_keys(r, sns, n_blocks, block_size_);

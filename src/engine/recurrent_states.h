@@ -11,8 +11,12 @@
 // state after the chunk's first position (a fresh admission, a hit, a resume after preemption), it is made to:
 // position 0 is a zero state (the forward clears it), any other position is a prefix hit that KvCacheManager cut
 // back to a block whose key has a checkpoint (resumable), and the checkpoint is copied in. Each chunk also asks for
-// one checkpoint, at the last block boundary inside it (the end of a prompt's last full block, of every 512-token
-// prefill chunk, of every block of an answer), written by the forward itself at that token. Checkpoints are
+// a checkpoint at the last block boundary inside it (the end of a prompt's last full block, of every 512-token
+// prefill chunk, of every block of an answer), and one at the request's branch point when the chunk passes it: the
+// end of the last full block its prompt shares with the KV the pool holds, when its hit had to be cut back to an
+// earlier checkpoint (Request::num_branch_tokens). The first request that branches from a cached prompt where no
+// checkpoint is (several users' prompts after one shared system prompt) so leaves one there, and the next request
+// that branches there resumes at it. The forward writes each at its token. Checkpoints are
 // evicted least recently used first when a new one needs a slot; a block whose checkpoint is gone is still a valid
 // KV block, but a hit can no longer end there.
 //
@@ -36,6 +40,7 @@
 #include <string>
 
 #include "kv/block_hash.h"
+#include "model/model.h"
 #include "util/ids.h"
 
 namespace hearth {
@@ -65,18 +70,17 @@ class RecurrentStates {
   // The running slot request r's chunk at [pos_begin, pos_begin + n_tokens) runs in, holding the state after token
   // pos_begin − 1: a fresh slot when r has none; the checkpoint after block pos_begin / block_size − 1 copied in
   // when the slot's state is not at pos_begin (position 0: the forward clears it). Call it for every chunk of a
-  // step before plan_checkpoint, so no checkpoint a hit resumes from is evicted first. Requires: a free running slot
+  // step before plan_checkpoints, so no checkpoint a hit resumes from is evicted first. Requires: a free running slot
   // when r has none; that checkpoint when one is needed (aborts: the hit was cut back to one).
   int32_t acquire(const Request& r, int32_t pos_begin, int32_t n_tokens, KvStorage& kv);
 
-  // The chunk's checkpoint: the state after its last block boundary (pos = that boundary), into a slot registered
-  // now under that block's key (the forward writes it). pos −1: none (no boundary in the chunk, r without the
-  // cache, no checkpoint slots, or that block's state already kept). Requires acquire for r first.
-  struct CheckpointPlan {
-    int32_t pos = -1;
-    int32_t slot = -1;
-  };
-  CheckpointPlan plan_checkpoint(const Request& r, int32_t pos_begin, int32_t n_tokens);
+  // The chunk's checkpoints: the state after its last block boundary, and after r's branch point when the chunk
+  // passes it (pos = that boundary), each into a slot registered now under that block's key (the forward writes
+  // it). pos −1: none (no such boundary in the chunk, r without the cache, no checkpoint slots, or that block's
+  // state already kept). Requires acquire for r first.
+  using CheckpointPlan = BatchSequence::StateCheckpoint;
+  using CheckpointPlans = std::array<CheckpointPlan, BatchSequence::kMaxCheckpoints>;
+  CheckpointPlans plan_checkpoints(const Request& r, int32_t pos_begin, int32_t n_tokens);
 
   uint64_t num_resumes() const { return num_resumes_; }
   uint64_t num_checkpoints_written() const { return num_checkpoints_written_; }
@@ -84,7 +88,8 @@ class RecurrentStates {
   // Frees r's running slot (finished, aborted or preempted); its state is gone. No-op when it has none.
   void forget(RequestId id);
 
-  // With a disk tier: writes the checkpoint plan_checkpoint gave r (after the forward wrote it) to the tier.
+  // After the forward wrote a checkpoint plan_checkpoints gave r: its slot may be taken again (until then no other
+  // plan evicts it, so two never share a slot), and with a disk tier it is written through to the tier.
   void persist(const Request& r, const CheckpointPlan& plan, const KvStorage& kv);
   // With a disk tier: when none of the blocks of r's prompt before its last token has a checkpoint in RAM, reads the
   // deepest one the tier holds (verified) into a checkpoint slot, so r's admission can resume there. Returns the
@@ -128,6 +133,7 @@ class RecurrentStates {
   std::string layout_;
   std::vector<int32_t> free_running_;
   std::vector<int32_t> free_checkpoints_;
+  std::vector<int32_t> planned_slots_;  // slots plan_checkpoints gave out whose forward has not run (persist)
   std::unordered_map<RequestId, Running> running_;
   std::unordered_map<BlockHash, Checkpoint> checkpoints_;
   std::unordered_map<BlockHash, BlockHash> pinned_;  // pin key → the checkpoint's key

@@ -70,6 +70,8 @@ void KvCacheManager::fit_to_checkpoint(PrefixMatch& match) const {
   if (!resumable_after_) return;
   match.partial_block.reset();
   match.partial_tokens = 0;
+  const auto uncut = static_cast<int32_t>(match.blocks.size()) * match.block_size;
+  if (!match.keys.empty() && !resumable_after_(match.keys.back())) match.uncut_full_tokens = uncut;
   while (!match.keys.empty() && !resumable_after_(match.keys.back())) {
     match.blocks.pop_back();
     match.keys.pop_back();
@@ -199,7 +201,7 @@ std::optional<AdmitResult> KvCacheManager::admit(RequestId id, const BlockHash& 
     counters_.num_hit_tokens += match.num_tokens();
     counters_.num_copied_tokens += match.partial_tokens;
   }
-  return AdmitResult{match.num_tokens(), match.partial_tokens};
+  return AdmitResult{match.num_tokens(), match.partial_tokens, match.uncut_full_tokens};
 }
 
 const KvCacheManager::Sequence& KvCacheManager::sequence(RequestId id) const {

@@ -68,6 +68,8 @@ struct PrefixMatch {
   std::optional<BlockId> partial_block;  // a cached block whose first partial_tokens tokens match next
   int32_t partial_tokens = 0;
   int32_t block_size = 0;
+  // Full-block tokens matched before a resumable_after cut took blocks off the end (0: no cut).
+  int32_t uncut_full_tokens = 0;
 
   int32_t num_tokens() const { return static_cast<int32_t>(blocks.size()) * block_size + partial_tokens; }
 };
@@ -75,6 +77,7 @@ struct PrefixMatch {
 struct AdmitResult {
   int32_t num_cached_tokens = 0;  // tokens that need no compute (shared blocks + copied slots)
   int32_t num_copied_tokens = 0;  // of those, tokens copied from a partially matching block
+  int32_t num_branch_tokens = 0;  // PrefixMatch::uncut_full_tokens of the hit (0: not cut back)
 };
 
 struct PinInfo {

@@ -78,10 +78,12 @@ void Model::reset_states(const BatchInput& batch, KvStorage& kv) const {
   for (const BatchSequence& seq : batch.seqs) {
     float* state = kv.state_slot(seq.state_slot);
     if (seq.pos_begin == 0) std::memset(state, 0, sizeof(float) * static_cast<size_t>(kv.state_floats_per_slot()));
-    HEARTH_CHECK(seq.checkpoint_slot < 0 || (seq.checkpoint_slot != seq.state_slot && seq.checkpoint_pos > seq.pos_begin &&
-                                             seq.checkpoint_pos <= seq.pos_begin + seq.n_tokens),
-                 "checkpoint at {} (slot {}) outside the chunk [{}, {}) of slot {}", seq.checkpoint_pos,
-                 seq.checkpoint_slot, seq.pos_begin, seq.pos_begin + seq.n_tokens, seq.state_slot);
+    for (const BatchSequence::StateCheckpoint& ckpt : seq.checkpoints) {
+      HEARTH_CHECK(ckpt.slot < 0 || (ckpt.slot != seq.state_slot && ckpt.pos > seq.pos_begin &&
+                                     ckpt.pos <= seq.pos_begin + seq.n_tokens),
+                   "checkpoint at {} (slot {}) outside the chunk [{}, {}) of slot {}", ckpt.pos, ckpt.slot,
+                   seq.pos_begin, seq.pos_begin + seq.n_tokens, seq.state_slot);
+    }
   }
 }
 
@@ -138,8 +140,10 @@ void Model::delta_net_recurrence(int layer, const BatchInput& batch, KvStorage& 
       const int64_t row = seq.first_row + t;
       float* out = s_.dn_conv.data() + row * channels;
       causal_conv_step(w.ssm_conv.data(), window, s_.dn_qkv.data() + row * channels, out, channels, d.d_conv);
-      if (seq.checkpoint_slot >= 0 && seq.pos_begin + t + 1 == seq.checkpoint_pos) {
-        std::memcpy(kv.state_slot(seq.checkpoint_slot) + offset, window, sizeof(float) * window_floats);
+      for (const BatchSequence::StateCheckpoint& ckpt : seq.checkpoints) {
+        if (ckpt.slot >= 0 && seq.pos_begin + t + 1 == ckpt.pos) {
+          std::memcpy(kv.state_slot(ckpt.slot) + offset, window, sizeof(float) * window_floats);
+        }
       }
       for (int32_t ch = 0; ch < channels; ++ch) out[ch] = silu(out[ch]);
       for (int32_t h = 0; h < 2 * d.n_k_heads; ++h) l2_norm(out + int64_t{h} * d.d_state, d.d_state, c.rms_eps);
@@ -161,9 +165,10 @@ void Model::delta_net_recurrence(int layer, const BatchInput& batch, KvStorage& 
       const float* v = conv + 2 * d.key_dim() + int64_t{h} * d.d_state;
       gated_delta_rule_step(state, q, k, v, s_.dn_decay[row * d.n_v_heads + h], s_.dn_beta[row * d.n_v_heads + h],
                             scale, d.d_state, delta, s_.dn_out.data() + row * d.value_dim() + int64_t{h} * d.d_state);
-      if (seq.checkpoint_slot >= 0 && seq.pos_begin + t + 1 == seq.checkpoint_pos) {
-        std::memcpy(kv.state_slot(seq.checkpoint_slot) + offset + window_floats + h * matrix, state,
-                    sizeof(float) * matrix);
+      for (const BatchSequence::StateCheckpoint& ckpt : seq.checkpoints) {
+        if (ckpt.slot >= 0 && seq.pos_begin + t + 1 == ckpt.pos) {
+          std::memcpy(kv.state_slot(ckpt.slot) + offset + window_floats + h * matrix, state, sizeof(float) * matrix);
+        }
       }
     }
   });

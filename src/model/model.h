@@ -35,10 +35,14 @@ struct BatchSequence {
   std::span<const BlockId> window_table;
   // Hybrid models: the sequence's recurrent-state slot in KvStorage (reserve_state_slots); see Model::forward.
   int32_t state_slot = 0;
-  // Hybrid models: when checkpoint_slot >= 0, the state after the token before position checkpoint_pos
-  // (pos_begin < checkpoint_pos <= pos_begin + n_tokens) is also copied into that slot, as the forward passes it.
-  int32_t checkpoint_pos = -1;
-  int32_t checkpoint_slot = -1;
+  // Hybrid models: for each checkpoint with slot >= 0, the state after the token before position pos
+  // (pos_begin < pos <= pos_begin + n_tokens) is also copied into that slot, as the forward passes it.
+  struct StateCheckpoint {
+    int32_t pos = -1;
+    int32_t slot = -1;
+  };
+  static constexpr size_t kMaxCheckpoints = 2;
+  std::array<StateCheckpoint, kMaxCheckpoints> checkpoints{};
 };
 
 struct BatchInput {

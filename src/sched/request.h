@@ -68,6 +68,9 @@ struct Request {
   int32_t num_computed_tokens = 0;
   int32_t num_cached_tokens = -1;  // prompt tokens reused at first admission (-1: not admitted yet)
   int32_t num_copied_tokens = 0;   // of those, copied from a partially matching block
+  // A hybrid model whose hit was cut back to a block with a state checkpoint: the full-block tokens the pool's KV
+  // matched before the cut (0: no cut), where a new checkpoint lets the next request branching there resume.
+  int32_t num_branch_tokens = 0;
   int32_t num_preemptions = 0;
   // The KV pool (less its pins) has no block for the request's next token and nothing is left to preempt: the
   // scheduler lists it in SchedulerOutput::stopped_by_kv_pool and the engine finishes it (length).

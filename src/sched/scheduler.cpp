@@ -93,6 +93,7 @@ bool Scheduler::admit(Request& r, int32_t first_chunk) {
       kv_.admit(r.id, r.cache_namespace, r.tokens, r.num_tokens(), r.use_cache, r.retention, first_chunk);
   if (!admitted) return false;
   r.num_computed_tokens = admitted->num_cached_tokens;
+  r.num_branch_tokens = admitted->num_branch_tokens;
   if (r.num_cached_tokens < 0) {
     r.num_cached_tokens = admitted->num_cached_tokens;
     r.num_copied_tokens = admitted->num_copied_tokens;

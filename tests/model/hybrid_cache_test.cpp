@@ -151,6 +151,37 @@ TEST(ArchPrefixCacheHit, Qwen35BitIdenticalToCold) {
   expect_same_bits(hit, cold, "prompt checkpoint");
 }
 
+// Three prompts after one shared 80-token prefix (five blocks), in 64-token chunks: the first leaves checkpoints
+// at 64 and 96 only, so the second's hit (KV for 80 tokens) is cut back to 64; computing on, it leaves a checkpoint
+// at its branch point, 80, and the third resumes there, with the cold bits.
+TEST(ArchPrefixCacheHit, Qwen35BranchPointCheckpointBitIdenticalToCold) {
+  Loaded l = load();
+  ThreadPool pool(2);
+  EngineConfig config = small_config();
+  config.max_batch_tokens = 64;
+  const std::vector<int32_t> shared = sample_tokens(80, 3);
+  auto user = [&](int32_t id) {
+    std::vector<int32_t> p = shared;
+    for (int32_t i = 0; i < 20; ++i) p.push_back(1000 + 37 * id + i);
+    return p;
+  };
+  auto warm = Engine::create(*l.model, *l.tokenizer, config, pool);
+  ASSERT_TRUE(warm.ok()) << warm.error().message;
+  int32_t cached = -1;
+  test::first_logits(**warm, user(1), &cached);
+  EXPECT_EQ(cached, 0);
+  test::first_logits(**warm, user(2), &cached);
+  EXPECT_EQ(cached, 64);  // the checkpoint at the first chunk's end
+  const auto hit = test::first_logits(**warm, user(3), &cached);
+  EXPECT_EQ(cached, 80);  // the branch point the second request left
+  EXPECT_EQ((*warm)->stats().num_state_resumes, 2u);
+  auto cold_engine = Engine::create(*l.model, *l.tokenizer, config, pool);
+  ASSERT_TRUE(cold_engine.ok()) << cold_engine.error().message;
+  const auto cold = test::first_logits(**cold_engine, user(3), &cached);
+  EXPECT_EQ(cached, 0);
+  expect_same_bits(hit, cold, "branch-point checkpoint");
+}
+
 // The state after the answer's tokens is checkpointed as it is decoded: the next turn (prompt, 28 of the answer's
 // tokens, a new question) resumes after block 2, which ends inside the answer, and computes the cold bits.
 TEST(ArchPrefixCacheHit, Qwen35FromAnswerCheckpointBitIdenticalToCold) {
