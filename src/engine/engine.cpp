@@ -50,6 +50,15 @@ SubmitResult<int32_t> check_request(const RequestSpec& spec, const EngineInfo& i
     }
   }
   const auto n_prompt = static_cast<int32_t>(std::min<size_t>(spec.prompt.size(), INT32_MAX));
+  if (spec.checkpoint_hints.size() > kMaxCheckpointHints) {
+    return submit_error(kInvalidRetention, "{} checkpoint hints, at most {}", spec.checkpoint_hints.size(),
+                        kMaxCheckpointHints);
+  }
+  for (const int32_t hint : spec.checkpoint_hints) {
+    if (hint < 1 || hint > n_prompt) {
+      return submit_error(kInvalidRetention, "checkpoint hint {} is outside the prompt [1, {}]", hint, n_prompt);
+    }
+  }
   int32_t max_tokens = 0;
   if (spec.max_tokens) {
     max_tokens = *spec.max_tokens;
@@ -276,6 +285,12 @@ SubmitResult<RequestId> Engine::add_request(RequestSpec spec) {
   if (!spec.ignore_eos) request->stop_token_ids = eog_ids_;
   request->use_cache = spec.use_cache;
   request->retention = std::move(spec.retention);
+  if (states_) {  // where other prompts may branch: the hints, and the ends of the retention spans
+    request->checkpoint_hints = std::move(spec.checkpoint_hints);
+    for (const RetentionSpan& span : request->retention) {
+      if (span.num_tokens < request->num_prompt_tokens) request->checkpoint_hints.push_back(span.num_tokens);
+    }
+  }
   request->cache_namespace = cache_namespace(spec.cache_salt);
   request->other_namespaces = other_namespaces(request->cache_namespace);
   const RequestId id = request->id;

@@ -51,6 +51,9 @@ struct TokenLogprobs {
   std::vector<TokenLogprob> top;  // the top_logprobs most likely tokens, most likely first (lowest id on ties)
 };
 
+// The most checkpoint hints one request may carry (RequestSpec::checkpoint_hints).
+inline constexpr size_t kMaxCheckpointHints = 4;
+
 struct RequestSpec {
   std::vector<TokenId> prompt;
   SamplingParams sampling;
@@ -68,6 +71,11 @@ struct RequestSpec {
   // Retention of the prompt's leading blocks (at most kMaxRetentionSpans spans, priorities <= 100, TTLs within
   // kMaxRetentionTtlMs; check_request refuses others). Empty: the default priority, no expiry.
   std::vector<RetentionSpan> retention;
+  // Hybrid models: prompt positions where other prompts are likely to branch (the end of a shared system prompt),
+  // at most kMaxCheckpointHints, each in [1, prompt size]. The engine keeps a state checkpoint at the block boundary
+  // at or before each (and at each retention span's end), so a later request branching there resumes at it.
+  // Attention-only models ignore them: their hits are token-granular anyway.
+  std::vector<int32_t> checkpoint_hints;
   // Set: every generated token comes with its TokenLogprobs and this many alternatives, in [0, kMaxTopLogprobs].
   // Unset: nothing is computed.
   std::optional<int32_t> top_logprobs;

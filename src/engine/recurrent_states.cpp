@@ -89,12 +89,20 @@ RecurrentStates::CheckpointPlans RecurrentStates::plan_checkpoints(const Request
   CheckpointPlans plans;
   auto it = running_.find(r.id);
   if (!r.use_cache || n_checkpoints_ == 0 || it == running_.end()) return plans;
+  // The chunk's last block boundary, the branch point, then the hints, latest first; each once, inside the chunk.
   const int32_t end = (pos_begin + n_tokens) / block_size_ * block_size_;
-  const int32_t branch = r.num_branch_tokens / block_size_ * block_size_;
-  const std::array<int32_t, 2> boundaries{branch > pos_begin && branch < end ? branch : -1, end > pos_begin ? end : -1};
+  std::vector<int32_t> boundaries{end, r.num_branch_tokens / block_size_ * block_size_};
+  std::vector<int32_t> hints;
+  for (const int32_t hint : r.checkpoint_hints) hints.push_back(hint / block_size_ * block_size_);
+  std::sort(hints.rbegin(), hints.rend());
+  boundaries.insert(boundaries.end(), hints.begin(), hints.end());
+  std::vector<int32_t> chosen;
+  for (const int32_t b : boundaries) {
+    if (b > pos_begin && b <= end && std::find(chosen.begin(), chosen.end(), b) == chosen.end()) chosen.push_back(b);
+  }
   size_t n = 0;
-  for (const int32_t boundary : boundaries) {
-    if (boundary < 0) continue;
+  for (const int32_t boundary : chosen) {
+    if (n == plans.size()) break;
     const BlockHash key = block_key(it->second, r, boundary / block_size_ - 1);
     if (auto found = checkpoints_.find(key); found != checkpoints_.end()) {
       found->second.last_used = ++clock_;  // the same tokens' state, already kept

@@ -41,7 +41,7 @@ struct BatchSequence {
     int32_t pos = -1;
     int32_t slot = -1;
   };
-  static constexpr size_t kMaxCheckpoints = 2;
+  static constexpr size_t kMaxCheckpoints = 4;
   std::array<StateCheckpoint, kMaxCheckpoints> checkpoints{};
 };
 

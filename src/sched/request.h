@@ -71,6 +71,9 @@ struct Request {
   // A hybrid model whose hit was cut back to a block with a state checkpoint: the full-block tokens the pool's KV
   // matched before the cut (0: no cut), where a new checkpoint lets the next request branching there resume.
   int32_t num_branch_tokens = 0;
+  // Hybrid models: prompt positions where other prompts may branch (RequestSpec::checkpoint_hints and the
+  // retention spans' ends): a state checkpoint is kept at the block boundary at or before each.
+  std::vector<int32_t> checkpoint_hints;
   int32_t num_preemptions = 0;
   // The KV pool (less its pins) has no block for the request's next token and nothing is left to preempt: the
   // scheduler lists it in SchedulerOutput::stopped_by_kv_pool and the engine finishes it (length).

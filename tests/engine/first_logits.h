@@ -14,7 +14,8 @@ namespace hearth::test {
 
 // The logits the engine samples the first token of `prompt` from (greedy), and in *cached_tokens how many prompt
 // tokens it reused from the prefix cache. Checks the pool's invariants after the request.
-inline std::vector<float> first_logits(Engine& engine, const std::vector<int32_t>& prompt, int32_t* cached_tokens) {
+inline std::vector<float> first_logits(Engine& engine, const std::vector<int32_t>& prompt, int32_t* cached_tokens,
+                                       std::vector<int32_t> checkpoint_hints = {}) {
   std::vector<float> logits;
   engine.set_logits_observer([&](RequestId, std::span<const float> row) { logits.assign(row.begin(), row.end()); });
   RequestSpec spec;
@@ -22,6 +23,7 @@ inline std::vector<float> first_logits(Engine& engine, const std::vector<int32_t
   spec.sampling.temperature = 0.0f;
   spec.max_tokens = 1;
   spec.ignore_eos = true;
+  spec.checkpoint_hints = std::move(checkpoint_hints);
   auto id = engine.add_request(std::move(spec));
   EXPECT_TRUE(id.ok()) << (id.ok() ? "" : id.error().message);
   for (int step = 0; engine.has_unfinished() && step < 1000; ++step) {

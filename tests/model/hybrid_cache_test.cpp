@@ -182,6 +182,40 @@ TEST(ArchPrefixCacheHit, Qwen35BranchPointCheckpointBitIdenticalToCold) {
   expect_same_bits(hit, cold, "branch-point checkpoint");
 }
 
+// A checkpoint hint (the server's: where the system prompt ends) leaves a checkpoint at the block boundary at or
+// before it, in the middle of a 128-token chunk, so the next prompt sharing the first 50 tokens resumes at 48 with
+// the cold bits. Hints outside the prompt, or too many, are refused.
+TEST(ArchPrefixCacheHit, Qwen35CheckpointHintBitIdenticalToCold) {
+  Loaded l = load();
+  ThreadPool pool(2);
+  EngineConfig config = small_config();
+  config.max_batch_tokens = 128;
+  const std::vector<int32_t> shared = sample_tokens(50, 5);
+  auto user = [&](int32_t id) {
+    std::vector<int32_t> p = shared;
+    for (int32_t i = 0; i < 30; ++i) p.push_back(2000 + 41 * id + i);
+    return p;
+  };
+  auto warm = Engine::create(*l.model, *l.tokenizer, config, pool);
+  ASSERT_TRUE(warm.ok()) << warm.error().message;
+  int32_t cached = -1;
+  test::first_logits(**warm, user(1), &cached, {50});
+  EXPECT_EQ(cached, 0);
+  const auto hit = test::first_logits(**warm, user(2), &cached, {50});
+  EXPECT_EQ(cached, 48);
+  auto cold_engine = Engine::create(*l.model, *l.tokenizer, config, pool);
+  ASSERT_TRUE(cold_engine.ok()) << cold_engine.error().message;
+  const auto cold = test::first_logits(**cold_engine, user(2), &cached);
+  expect_same_bits(hit, cold, "checkpoint hint");
+  for (const std::vector<int32_t>& hints : {std::vector<int32_t>{0}, {81}, {1, 2, 3, 4, 5}}) {
+    RequestSpec spec;
+    for (int32_t t : user(3)) spec.prompt.push_back(TokenId{t});
+    spec.max_tokens = 1;
+    spec.checkpoint_hints = hints;
+    EXPECT_FALSE((*warm)->add_request(spec).ok()) << hints.size() << " hints from " << hints[0];
+  }
+}
+
 // The state after the answer's tokens is checkpointed as it is decoded: the next turn (prompt, 28 of the answer's
 // tokens, a new question) resumes after block 2, which ends inside the answer, and computes the cold bits.
 TEST(ArchPrefixCacheHit, Qwen35FromAnswerCheckpointBitIdenticalToCold) {

@@ -240,6 +240,8 @@ HttpResponse handle_messages(ServerContext& context, const HttpRequest& req) {
         context,
         invalid_request("the chat template dropped or repeated a cache_control breakpoint's text", "messages"));
   }
+  // Found again in the text without the markers (a system prompt with a breakpoint: up to its first marker).
+  prompt.system_end_bytes = context.system_prompt_end(request.chat, prompt.text);
   // Each breakpoint retains the prompt's tokens up to it: the tokens of the text before it.
   int32_t breakpoint_tokens = 0;
   for (const Breakpoint& bp : request.breakpoints) {
@@ -252,7 +254,8 @@ HttpResponse handle_messages(ServerContext& context, const HttpRequest& req) {
   }
   context.tokenize_prompt(request.chat, prompt);
   const auto prompt_tokens = static_cast<int32_t>(prompt.tokens.size());
-  RequestSpec spec = context.build_spec(request.chat, std::move(prompt.tokens));
+  RequestSpec spec =
+      context.build_spec(request.chat, std::move(prompt.tokens), std::move(prompt.checkpoint_hints));
   if (spec.use_cache && !spec.prompt.empty()) context.observe_prompt(spec.prompt, spec);
   auto handle = context.loop().submit(std::move(spec));
   if (!handle) return anthropic_error_response(context, api_error(handle.error(), Endpoint::kChat));

@@ -2,6 +2,7 @@
 
 #include "server/api/server_context.h"
 
+#include <algorithm>
 #include <random>
 #include <utility>
 
@@ -106,7 +107,26 @@ ApiResult<ServerContext::BuiltPrompt> ServerContext::render_chat(const Completio
   built.add_special = bos.empty() || std::string_view(*text).substr(0, bos.size()) != bos;
   built.text = std::move(*text);
   built.parse_special = true;
+  built.system_end_bytes = system_prompt_end(request, built.text);
   return built;
+}
+
+size_t ServerContext::system_prompt_end(const CompletionRequest& request, const std::string& text) const {
+  if (loop_.info().num_state_checkpoint_slots == 0 || !request.messages.is_array()) return 0;
+  size_t k = 0;
+  while (k < request.messages.size() && request.messages[k].is_object()) {
+    const nlohmann::json& role = request.messages[k].value("role", nlohmann::json());
+    if (role != "system" && role != "developer") break;
+    ++k;
+  }
+  if (k == 0 || k == request.messages.size()) return 0;
+  // The leading system messages alone, rendered: where their text stops matching the whole chat's, the chat's
+  // first other message begins (give or take the markup both put next, which every user's prompt shares too).
+  const nlohmann::json system(request.messages.begin(), request.messages.begin() + static_cast<ptrdiff_t>(k));
+  auto alone = chat_.render(system, request.tools, request.chat_template_kwargs);
+  if (!alone) return 0;
+  const auto mismatch = std::mismatch(alone->begin(), alone->end(), text.begin(), text.end());
+  return static_cast<size_t>(mismatch.second - text.begin());
 }
 
 void ServerContext::tokenize_prompt(const CompletionRequest& request, BuiltPrompt& built) {
@@ -118,6 +138,15 @@ void ServerContext::tokenize_prompt(const CompletionRequest& request, BuiltPromp
     built.answer_tokens = spliced->answer_tokens;
   } else {
     built.tokens = tokenizer_.encode(built.text, built.add_special, built.parse_special);
+  }
+  if (built.system_end_bytes > 0) {
+    // The ids the system prompt's text has in the whole prompt: those its own tokenization agrees on.
+    const std::vector<TokenId> head =
+        tokenizer_.encode(std::string_view(built.text).substr(0, built.system_end_bytes), built.add_special,
+                          built.parse_special);
+    const auto same = std::mismatch(head.begin(), head.end(), built.tokens.begin(), built.tokens.end());
+    const auto n = static_cast<int32_t>(same.first - head.begin());
+    if (n > 0) built.checkpoint_hints = {n};
   }
 }
 
@@ -138,8 +167,10 @@ ApiResult<ServerContext::BuiltPrompt> ServerContext::build_prompt(const Completi
   return built;
 }
 
-RequestSpec ServerContext::build_spec(const CompletionRequest& request, std::vector<TokenId> prompt) const {
+RequestSpec ServerContext::build_spec(const CompletionRequest& request, std::vector<TokenId> prompt,
+                                      std::vector<int32_t> checkpoint_hints) const {
   RequestSpec spec;
+  spec.checkpoint_hints = std::move(checkpoint_hints);
   spec.max_tokens = request.max_tokens;
   // OpenAI's defaults: 16 for completions, "until the context is full" for chat.
   if (request.endpoint == Endpoint::kCompletion) spec.default_max_tokens = 16;
@@ -166,13 +197,13 @@ RequestSpec ServerContext::build_spec(const CompletionRequest& request, std::vec
   return spec;
 }
 
-ApiResult<std::vector<std::unique_ptr<RequestHandle>>> ServerContext::submit_choices(const CompletionRequest& request,
-                                                                                     std::vector<TokenId> prompt) {
+ApiResult<std::vector<std::unique_ptr<RequestHandle>>> ServerContext::submit_choices(
+    const CompletionRequest& request, std::vector<TokenId> prompt, const std::vector<int32_t>& checkpoint_hints) {
   // In order, so the scheduler admits choice 0 first and the others wait for its prompt blocks, then share them
   // (Scheduler::waits_for_shared_prefix): the prompt is computed once, not n times.
   std::vector<std::unique_ptr<RequestHandle>> handles;
   for (int32_t i = 0; i < request.n; ++i) {
-    RequestSpec spec = build_spec(request, i + 1 < request.n ? prompt : std::move(prompt));
+    RequestSpec spec = build_spec(request, i + 1 < request.n ? prompt : std::move(prompt), checkpoint_hints);
     if (request.seed) spec.sampling.seed = *request.seed + static_cast<uint64_t>(i);  // distinct, reproducible
     if (i == 0 && spec.use_cache && !spec.prompt.empty()) observe_prompt(spec.prompt, spec);
     auto handle = loop_.submit(std::move(spec));

@@ -96,6 +96,10 @@ class ServerContext {
     bool parse_special = false;  // how `text` was tokenized
     bool add_special = true;     // whether the tokenizer adds BOS (not when the template wrote it)
     int32_t answer_tokens = 0;   // ids taken from a remembered answer
+    // Hybrid models: where the chat's leading system messages end in `text` (bytes; 0: unknown), and then in the
+    // ids: RequestSpec::checkpoint_hints, so the next user's prompt after the same system prompt resumes there.
+    size_t system_end_bytes = 0;
+    std::vector<int32_t> checkpoint_hints;
   };
   // 404 only with strict model names, for a name that is neither the served model nor an alias (model_names.h).
   [[nodiscard]] std::optional<ApiError> check_model(const CompletionRequest& request) const;
@@ -105,10 +109,14 @@ class ServerContext {
   // The chat's text through the model's template (no ids yet), and the ids of a built text (answer memory first).
   [[nodiscard]] ApiResult<BuiltPrompt> render_chat(const CompletionRequest& request) const;
   void tokenize_prompt(const CompletionRequest& request, BuiltPrompt& built);
-  [[nodiscard]] RequestSpec build_spec(const CompletionRequest& request, std::vector<TokenId> prompt) const;
+  // Hybrid models (BuiltPrompt::system_end_bytes): where the leading system and developer messages end in the chat's
+  // rendered `text`; 0 for other models, a chat of system messages only or none.
+  [[nodiscard]] size_t system_prompt_end(const CompletionRequest& request, const std::string& text) const;
+  [[nodiscard]] RequestSpec build_spec(const CompletionRequest& request, std::vector<TokenId> prompt,
+                                       std::vector<int32_t> checkpoint_hints = {}) const;
   // One engine request per choice (request.n), in order; a refusal is the error of the first refused choice.
-  [[nodiscard]] ApiResult<std::vector<std::unique_ptr<RequestHandle>>> submit_choices(const CompletionRequest& request,
-                                                                                      std::vector<TokenId> prompt);
+  [[nodiscard]] ApiResult<std::vector<std::unique_ptr<RequestHandle>>> submit_choices(
+      const CompletionRequest& request, std::vector<TokenId> prompt, const std::vector<int32_t>& checkpoint_hints = {});
   // Feeds an admitted prompt to the volatile-prefix detector; logs (rate-limited) and counts what it finds.
   void observe_prompt(std::span<const TokenId> prompt, const RequestSpec& spec);
   // Remembers a finished request's answer (answer_memory.h); takes `prompt_text`.

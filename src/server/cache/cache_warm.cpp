@@ -30,7 +30,7 @@ ApiResult<nlohmann::json> warm_prefix(ServerContext& context, const nlohmann::js
   }
   auto built = context.build_prompt(request);
   if (!built) return built.error();
-  RequestSpec spec = context.build_spec(request, std::move(built->tokens));
+  RequestSpec spec = context.build_spec(request, std::move(built->tokens), std::move(built->checkpoint_hints));
   spec.max_tokens = 1;
   spec.sampling.temperature = 0;
   spec.pin_prefix = pin;

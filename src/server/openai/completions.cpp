@@ -31,7 +31,7 @@ HttpResponse handle_completion(ServerContext& context, const HttpRequest& req, E
   auto built = context.build_prompt(request);
   if (!built) return context.error_response(built.error());
   ServerContext::BuiltPrompt& prompt = *built;
-  auto handles = context.submit_choices(request, std::move(prompt.tokens));
+  auto handles = context.submit_choices(request, std::move(prompt.tokens), prompt.checkpoint_hints);
   if (!handles) return context.error_response(handles.error());
 
   const EngineInfo& info = context.loop().info();
