@@ -8,8 +8,8 @@
 // activation bytes and leaves each row's block sum in its own lane: no horizontal work at all.
 //
 // Layout of Q8_0, Q4_0 and MXFP4, per group of 8 rows (the last group padded with zero-scale rows), n_blocks =
-// n_cols / 32: blocks in pairs, [quants b][quants b + 1][scales b][scales b + 1], an odd last block alone, [quants][scales]
-// (packed_block_at, vec_dot.h), where
+// n_cols / 32: blocks in pairs, [quants b][quants b + 1][scales b][scales b + 1], an odd last block alone,
+// [quants][scales] (packed_block_at, vec_dot.h), where
 //   quants [kQuantBytes]   block b's 8 rows × 32 columns, see below
 //   scales [8] fp16        row r's scale of block b (MXFP4: bf16)
 // Each group is then one stream, read front to back, not two (quants, then scales at the group's end): decode's Q8_0
