@@ -54,6 +54,25 @@ void pack_group_q4_0(const MatrixView& w, int64_t row0, uint8_t* group) {
   }
 }
 
+// MXFP4 as Q4_0 (packed.h): the codes in Q4_0's byte order, the tile looks their values up; the scale, half the E8M0
+// one (mxfp4_scale_half), as the top 16 bits of its fp32, exact: a power of two, subnormal ones included, has no
+// mantissa bits below them. Padded rows are code 0 (value 0) at scale 0.
+void pack_group_mxfp4(const MatrixView& w, int64_t row0, uint8_t* group) {
+  const int64_t n_blocks = w.n_cols / kQK8_0;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const PackedBlockAt at = packed_block_at(n_blocks, b, kPackedMXFP4QuantBytes);
+    uint8_t* q = group + at.quants;
+    auto* scales = reinterpret_cast<uint16_t*>(group + at.scales);
+    for (int r = 0; r < kPackRows && row0 + r < w.n_rows; ++r) {
+      const BlockMXFP4& block = reinterpret_cast<const BlockMXFP4*>(w.data + (row0 + r) * w.row_stride)[b];
+      scales[r] = static_cast<uint16_t>(std::bit_cast<uint32_t>(mxfp4_scale_half(block.e)) >> 16);
+      for (int c = 0; c < kQK8_0 / 8; ++c) {
+        for (int j = 0; j < 4; ++j) q[c * 32 + r * 4 + j] = block.qs[4 * c + j];
+      }
+    }
+  }
+}
+
 namespace {
 
 // Q4_K and Q5_K super-block (packed.h): d, dmin, the unpacked scales [s][r], the mins [s/2][r][s%2], the quants,
@@ -349,6 +368,10 @@ void packed_corrections_iq4_xs(const uint8_t* x, int64_t n_cols, int32_t* out) {
     const int16_t* bsums = blocks[b].bsums;
     for (int s = 0; s < 8; ++s) out[8 * b + s] = -128 * (bsums[2 * s] + bsums[2 * s + 1]);
   }
+}
+
+void packed_corrections_mxfp4(const uint8_t* x, int64_t n_cols, int32_t* out) {
+  corrections_per_block<kPackedMXFP4Offset>(x, n_cols, out);
 }
 
 int64_t packed_correction_count(DType weight_type, int64_t n_cols) {

@@ -7,19 +7,23 @@
 // interleaves 8 rows four columns at a time, so one vpdpbusd multiplies four columns of 8 rows by the same four
 // activation bytes and leaves each row's block sum in its own lane: no horizontal work at all.
 //
-// Layout of Q8_0 and Q4_0, per group of 8 rows (the last group padded with zero-scale rows), n_blocks = n_cols / 32:
-// blocks in pairs, [quants b][quants b + 1][scales b][scales b + 1], an odd last block alone, [quants][scales]
-// (packed_block_at, vec_dot.h), where
+// Layout of Q8_0, Q4_0 and MXFP4, per group of 8 rows (the last group padded with zero-scale rows), n_blocks =
+// n_cols / 32: blocks in pairs, [quants b][quants b + 1][scales b][scales b + 1], an odd last block alone,
+// [quants][scales] (packed_block_at, vec_dot.h), where
 //   quants [kQuantBytes]   block b's 8 rows × 32 columns, see below
-//   scales [8] fp16        row r's scale of block b
+//   scales [8] fp16        row r's scale of block b (MXFP4: bf16)
 // Each group is then one stream, read front to back, not two (quants, then scales at the group's end): decode's Q8_0
 // matmuls stream faster that way (docs/performance-log.md, "Q8_0 groups as one stream").
 // Q8_0: 256 bytes per block; byte c·32 + r·4 + j is row r's column 4c + j (c < 8) plus 128, as an unsigned byte.
 // Q4_0: 128 bytes per block; byte c·32 + r·4 + j is row r's original byte 4c + j (c < 4): its low nibble is column
 //       4c + j plus 8, its high nibble column 16 + 4c + j plus 8.
-// The unsigned weights are the vpdpbusd operand that must be unsigned; the +128 / +8 offsets are taken back exactly
-// with the activation block's Σx (packed_corrections_q8_0, _q4_0 in vec_dot.h), so every block's integer sum is the
-// exact Σ w·x.
+// MXFP4: Q4_0's 128 bytes per block, each nibble the E2M1 code of the same column (not a value plus 8), and per row
+//       the half E8M0 scale (mxfp4_scale_half) as bf16, the top half of its fp32: exact for every exponent, the
+//       subnormal half-scales of e 0 and 1 included, and as small as Q4_0's fp16. The tile looks each code up
+//       (vpshufb) as its table value plus 12 (kPackedMXFP4Offset), 0 to 24.
+// The unsigned weights are the vpdpbusd operand that must be unsigned; the +128 / +8 / +12 offsets are taken back
+// exactly with the activation block's Σx (packed_corrections_q8_0, _q4_0, _mxfp4 in vec_dot.h), so every block's
+// integer sum is the exact Σ w·x.
 //
 // The K-quants keep one record per 256-column super-block b of the group, all bytes of the 8 rows together
 // (kPacked*_KSuperBytes: multiples of 32, so every 32-byte load stays aligned):
@@ -56,8 +60,8 @@
 // (packed_corrections_*, vec_dot.h).
 //
 // The mapped original stays the weight of record (the cache fingerprint hashes it, other ISA levels read it); the
-// packed copy is extra anonymous memory of about the size of the original matrix (5% more for Q3_K, 3% for Q4_K and
-// IQ4_XS, 2% for Q5_K, 1% for Q6_K).
+// packed copy is extra anonymous memory of about the size of the original matrix (6% more for MXFP4, 5% for Q3_K, 3%
+// for Q4_K and IQ4_XS, 2% for Q5_K, 1% for Q6_K).
 
 #include <cstddef>
 #include <cstdint>

@@ -99,7 +99,11 @@ extern const TileKernel kTileAvx2IQ4_XS;
 // (scales and quants) per 256-column super-block of a group.
 inline constexpr size_t kPackedQ8_0QuantBytes = 256;
 inline constexpr size_t kPackedQ4_0QuantBytes = 128;
-inline constexpr size_t kPackedScaleBytes = 16;  // a Q8_0 or Q4_0 block's 8 fp16 row scales
+inline constexpr size_t kPackedScaleBytes = 16;  // a Q8_0 or Q4_0 block's 8 fp16 row scales (MXFP4's: 8 bf16)
+// MXFP4 is packed as Q4_0 is (its 32 codes of a row in 16 bytes, its scale in 2), so it takes Q4_0's block pairs.
+inline constexpr size_t kPackedMXFP4QuantBytes = kPackedQ4_0QuantBytes;
+// The offset that makes an MXFP4 table value (kMxfp4Values, -12 to 12) an unsigned vpdpbusd operand (0 to 24).
+inline constexpr int32_t kPackedMXFP4Offset = 12;
 
 // Where block b of a packed Q8_0 or Q4_0 group (n_blocks blocks of quant_bytes) keeps its quants and its scales:
 // blocks go in pairs, [quants b][quants b + 1][scales b][scales b + 1], and an odd last block alone, [quants][scales]
@@ -130,6 +134,7 @@ void pack_group_q4_k(const MatrixView& w, int64_t row0, uint8_t* group);
 void pack_group_q5_k(const MatrixView& w, int64_t row0, uint8_t* group);
 void pack_group_q6_k(const MatrixView& w, int64_t row0, uint8_t* group);
 void pack_group_iq4_xs(const MatrixView& w, int64_t row0, uint8_t* group);
+void pack_group_mxfp4(const MatrixView& w, int64_t row0, uint8_t* group);
 
 // For one activation row x of n_cols (Q8_0 or Q8_K blocks), the int32s the packed tile reads beside it (packed.cpp):
 //   Q8_0, Q4_0: per block two: the int32 that cancels the packed weights' unsigned offset, -128·Σx for Q8_0 weights
@@ -138,13 +143,15 @@ void pack_group_iq4_xs(const MatrixView& w, int64_t row0, uint8_t* group);
 //               32-element sub-block s, the operand of the per-row Σ m[s]·bs[s];
 //   Q6_K: per super-block 16 values -32·Σx of each 16 elements, cancelling the 6-bit weights' offset of 32;
 //   Q3_K: per super-block 16 values -4·Σx of each 16 elements, cancelling the offset of 4 that makes q unsigned;
-//   IQ4_XS: per super-block 8 values -128·Σx of each 32 elements, cancelling the offset of 128 on the codebook.
+//   IQ4_XS: per super-block 8 values -128·Σx of each 32 elements, cancelling the offset of 128 on the codebook;
+//   MXFP4: as Q4_0, per block -12·Σx (kPackedMXFP4Offset on the table values) and the block's scale as fp32 bits.
 void packed_corrections_q8_0(const uint8_t* x, int64_t n_cols, int32_t* out);
 void packed_corrections_q4_0(const uint8_t* x, int64_t n_cols, int32_t* out);
 void packed_corrections_q4_k_q5_k(const uint8_t* x, int64_t n_cols, int32_t* out);
 void packed_corrections_q6_k(const uint8_t* x, int64_t n_cols, int32_t* out);
 void packed_corrections_q3_k(const uint8_t* x, int64_t n_cols, int32_t* out);
 void packed_corrections_iq4_xs(const uint8_t* x, int64_t n_cols, int32_t* out);
+void packed_corrections_mxfp4(const uint8_t* x, int64_t n_cols, int32_t* out);
 
 // How many int32s the packed corrections of this type write for one activation row of n_cols (0 without a layout).
 int64_t packed_correction_count(DType weight_type, int64_t n_cols);
@@ -159,6 +166,7 @@ extern const TileKernel kTilePackedAvx2Q4_K;
 extern const TileKernel kTilePackedAvx2Q5_K;
 extern const TileKernel kTilePackedAvx2Q6_K;
 extern const TileKernel kTilePackedAvx2IQ4_XS;
+extern const TileKernel kTilePackedAvx2MXFP4;
 // IsaLevel::kAvxVnni, the same source with vpdpbusd itself (vec_dot_avxvnni_packed.cpp):
 extern const TileKernel kTilePackedAvxVnniQ8_0;
 extern const TileKernel kTilePackedAvxVnniQ4_0;
@@ -167,6 +175,7 @@ extern const TileKernel kTilePackedAvxVnniQ4_K;
 extern const TileKernel kTilePackedAvxVnniQ5_K;
 extern const TileKernel kTilePackedAvxVnniQ6_K;
 extern const TileKernel kTilePackedAvxVnniIQ4_XS;
+extern const TileKernel kTilePackedAvxVnniMXFP4;
 // IsaLevel::kAvx512Vnni, 16 rows × up to 8 tokens on 512-bit vectors where the tile is two full groups, the 8-row
 // tiles with EVEX vpdpbusd otherwise (vec_dot_avx512vnni_packed.cpp):
 extern const TileKernel kTilePackedAvx512VnniQ8_0;
@@ -176,6 +185,7 @@ extern const TileKernel kTilePackedAvx512VnniQ4_K;
 extern const TileKernel kTilePackedAvx512VnniQ5_K;
 extern const TileKernel kTilePackedAvx512VnniQ6_K;
 extern const TileKernel kTilePackedAvx512VnniIQ4_XS;
+extern const TileKernel kTilePackedAvx512VnniMXFP4;
 
 // Converts one fp32 row to the activation type of `weight_type` (weight_types.h): the reference conversion.
 void quantize_activation_row(DType weight_type, const float* src, uint8_t* dst, int64_t n_cols);

@@ -2,7 +2,7 @@
 // AVX-VNNI. The packed layout is the same (one packing serves both levels); what differs is the product step:
 //   dpbusd: vpmaddubsw (u·s pairs to int16) then vpmaddwd by 1 (pairs to int32) then vpaddd. Exact while a pair
 //           of products fits an int16: u ≤ 128 and |s| ≤ 127 give at most 2·128·127 = 32,512. Q4_0, Q3_K to Q6_K
-//           store u ≤ 63.
+//           store u ≤ 63, MXFP4's looked-up values u ≤ 24.
 //   wide (Q8_0 and IQ4_XS, u = w + 128 up to 255): w = u ^ 0x80 back to the signed weight, then |w| (at most 128,
 //           once per weight vector) times the activation with w's sign (vpsignb, per token): Σ w·s exactly, with
 //           no offset, so those tiles start at 0 instead of the activation's −128·Σx correction.
@@ -17,6 +17,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 
@@ -84,6 +85,7 @@ constinit const TileKernel kTilePackedAvx2Q4_K = kPackedTileQ4_K;
 constinit const TileKernel kTilePackedAvx2Q5_K = kPackedTileQ5_K;
 constinit const TileKernel kTilePackedAvx2Q6_K = kPackedTileQ6_K;
 constinit const TileKernel kTilePackedAvx2IQ4_XS = kPackedTileIQ4_XS;
+constinit const TileKernel kTilePackedAvx2MXFP4 = kPackedTileMXFP4;
 
 }  // namespace hearth::kernels
 
@@ -97,6 +99,7 @@ constinit const TileKernel kTilePackedAvx2Q4_K{};
 constinit const TileKernel kTilePackedAvx2Q5_K{};
 constinit const TileKernel kTilePackedAvx2Q6_K{};
 constinit const TileKernel kTilePackedAvx2IQ4_XS{};
+constinit const TileKernel kTilePackedAvx2MXFP4{};
 }  // namespace hearth::kernels
 
 #endif

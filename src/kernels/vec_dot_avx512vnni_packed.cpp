@@ -21,6 +21,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 
@@ -83,6 +84,14 @@ HEARTH_PACKED inline __m512 load_fp16_two_groups(const uint8_t* p, size_t stride
   return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
 }
 
+// The 8 bf16 values at p (group 0) and at p + stride (group 1), as 16 fp32 lanes: each the top half of its fp32.
+HEARTH_PACKED inline __m512 load_bf16_two_groups(const uint8_t* p, size_t stride) {
+  const __m128i lo = _mm_load_si128(reinterpret_cast<const __m128i*>(p));
+  const __m128i hi = _mm_load_si128(reinterpret_cast<const __m128i*>(p + stride));
+  const __m512i bits = _mm512_cvtepu16_epi32(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(bits, 16));
+}
+
 // acc + vpdpbusd(w, the four activation bytes at p on all 16 lanes), the bytes as the instruction's embedded broadcast
 // memory operand ({1to16}). From the intrinsic with _mm512_set1_epi32, GCC 12 issues a vpbroadcastd of its own before
 // every vpdpbusd; the fused form is one instruction fewer per product, and a tile of 8 tokens spends most of its
@@ -126,6 +135,7 @@ HEARTH_PACKED inline void add_wide_chains(const __m512i (&chain)[T][K], __m512i 
 // Q8_0 and Q4_0 over two groups: the integer block sums of 16 rows for T tokens, each starting at sum[t].
 struct WideQ8_0 {
   static constexpr size_t kQuantBytes = kPackedQ8_0QuantBytes;
+  HEARTH_PACKED static __m512 row_scales(const uint8_t* p, size_t stride) { return load_fp16_two_groups(p, stride); }
   template <int T>
   HEARTH_PACKED static void block_sums(const uint8_t* q, size_t stride, const BlockQ8_0* const (&x)[T],
                                        __m512i (&sum)[T]) {
@@ -145,6 +155,7 @@ struct WideQ8_0 {
 
 struct WideQ4_0 {
   static constexpr size_t kQuantBytes = kPackedQ4_0QuantBytes;
+  HEARTH_PACKED static __m512 row_scales(const uint8_t* p, size_t stride) { return load_fp16_two_groups(p, stride); }
   template <int T>
   HEARTH_PACKED static void block_sums(const uint8_t* q, size_t stride, const BlockQ8_0* const (&x)[T],
                                        __m512i (&sum)[T]) {
@@ -156,6 +167,33 @@ struct WideQ4_0 {
       const __m512i packed = load_two_groups(q + 32 * c, stride);
       const __m512i lo = _mm512_and_si512(packed, low_mask);                        // columns 4c + j
       const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low_mask);  // columns 16 + 4c + j
+      for (int t = 0; t < T; ++t) {
+        __m512i& acc = chain[t][c % K];
+        acc = dpbusd_x4(acc, lo, x[t]->qs + 4 * c);
+        acc = dpbusd_x4(acc, hi, x[t]->qs + 16 + 4 * c);
+      }
+    }
+    add_wide_chains<T, K>(chain, sum);
+  }
+};
+
+// MXFP4 over two groups: WideQ4_0 with each code looked up as its table value plus 12 (PackedMXFP4).
+struct WideMXFP4 {
+  static constexpr size_t kQuantBytes = kPackedMXFP4QuantBytes;
+  HEARTH_PACKED static __m512 row_scales(const uint8_t* p, size_t stride) { return load_bf16_two_groups(p, stride); }
+  template <int T>
+  HEARTH_PACKED static void block_sums(const uint8_t* q, size_t stride, const BlockQ8_0* const (&x)[T],
+                                       __m512i (&sum)[T]) {
+    constexpr int K = kWideChains<T>;
+    __m512i chain[T][K];
+    start_wide_chains<T, K>(sum, chain);
+    const __m512i low_mask = _mm512_set1_epi8(0x0F);
+    const __m512i table =
+        _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kMxfp4OffsetValues.data())));
+    for (int c = 0; c < 4; ++c) {
+      const __m512i packed = load_two_groups(q + 32 * c, stride);
+      const __m512i lo = _mm512_shuffle_epi8(table, _mm512_and_si512(packed, low_mask));  // columns 4c + j
+      const __m512i hi = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(packed, 4), low_mask));
       for (int t = 0; t < T; ++t) {
         __m512i& acc = chain[t][c % K];
         acc = dpbusd_x4(acc, lo, x[t]->qs + 4 * c);
@@ -194,7 +232,7 @@ struct WideKernel {
       sum[t] = _mm512_set1_epi32(a.x_sums[t * a.x_sums_stride + 2 * b]);
     }
     Layout::template block_sums<T>(a.w + at.quants, a.w_stride, x, sum);
-    const __m512 wd = load_fp16_two_groups(a.w + at.scales, a.w_stride);
+    const __m512 wd = Layout::row_scales(a.w + at.scales, a.w_stride);
     for (int t = 0; t < T; ++t) {
       const __m512 scale = _mm512_mul_ps(wd, broadcast_f32_bits_512(a.x_sums + t * a.x_sums_stride + 2 * b + 1));
       acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(scale, _mm512_cvtepi32_ps(sum[t])));
@@ -552,6 +590,8 @@ constinit const TileKernel kTilePackedAvx512VnniQ6_K =
     WideTable<WideKQuantKernel<WideQ6_K>, PackedTable<PackedKQuantKernel<PackedQ6_K>>>::kernel();
 constinit const TileKernel kTilePackedAvx512VnniIQ4_XS =
     WideTable<WideKQuantKernel<WideIQ4_XS>, PackedTable<PackedKQuantKernel<PackedIQ4_XS>>>::kernel();
+constinit const TileKernel kTilePackedAvx512VnniMXFP4 =
+    WideTable<WideKernel<WideMXFP4>, PackedTable<PackedKernel<PackedMXFP4>>>::kernel();
 
 }  // namespace hearth::kernels
 
@@ -565,6 +605,7 @@ constinit const TileKernel kTilePackedAvx512VnniQ4_K{};
 constinit const TileKernel kTilePackedAvx512VnniQ5_K{};
 constinit const TileKernel kTilePackedAvx512VnniQ6_K{};
 constinit const TileKernel kTilePackedAvx512VnniIQ4_XS{};
+constinit const TileKernel kTilePackedAvx512VnniMXFP4{};
 }  // namespace hearth::kernels
 
 #endif

@@ -18,6 +18,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 
@@ -67,6 +68,7 @@ constinit const TileKernel kTilePackedAvxVnniQ4_K = kPackedTileQ4_K;
 constinit const TileKernel kTilePackedAvxVnniQ5_K = kPackedTileQ5_K;
 constinit const TileKernel kTilePackedAvxVnniQ6_K = kPackedTileQ6_K;
 constinit const TileKernel kTilePackedAvxVnniIQ4_XS = kPackedTileIQ4_XS;
+constinit const TileKernel kTilePackedAvxVnniMXFP4 = kPackedTileMXFP4;
 
 }  // namespace hearth::kernels
 
@@ -80,6 +82,7 @@ constinit const TileKernel kTilePackedAvxVnniQ4_K{};
 constinit const TileKernel kTilePackedAvxVnniQ5_K{};
 constinit const TileKernel kTilePackedAvxVnniQ6_K{};
 constinit const TileKernel kTilePackedAvxVnniIQ4_XS{};
+constinit const TileKernel kTilePackedAvxVnniMXFP4{};
 }  // namespace hearth::kernels
 
 #endif

@@ -118,6 +118,16 @@ constexpr PackedLayout kPackedIQ4_XS{kQK_K,
                                      &kTilePackedAvxVnniIQ4_XS,
                                      &kTilePackedAvx512VnniIQ4_XS};
 
+// MXFP4 takes Q4_0's layout, its codes looked up in the tile and its E8M0 scales as bf16 (packed.h).
+constexpr PackedLayout kPackedMXFP4{kQK8_0,
+                                    kPackedMXFP4QuantBytes + kPackedScaleBytes,
+                                    2,
+                                    pack_group_mxfp4,
+                                    packed_corrections_mxfp4,
+                                    &kTilePackedAvx2MXFP4,
+                                    &kTilePackedAvxVnniMXFP4,
+                                    &kTilePackedAvx512VnniMXFP4};
+
 constexpr Reduction kAsTwin = Reduction::kAsTwin;
 constexpr Reduction kLanes = Reduction::kLanes;
 
@@ -133,7 +143,7 @@ constexpr WeightType kRows[] = {
     {DType::Q5_0,   &kActivationQ8_0, kTwin<vec_dot_q5_0_reference>,   {&kTileAvx2Q5_0,   kAsTwin}, nullptr},
     {DType::Q5_1,   &kActivationQ8_0, kTwin<vec_dot_q5_1_reference>,   {&kTileAvx2Q5_1,   kAsTwin}, nullptr},
     {DType::IQ4_NL, &kActivationQ8_0, kTwin<vec_dot_iq4_nl_reference>, {&kTileAvx2IQ4_NL, kAsTwin}, nullptr},
-    {DType::MXFP4,  &kActivationQ8_0, kTwin<vec_dot_mxfp4_reference>,  {&kTileAvx2MXFP4,  kAsTwin}, nullptr},
+    {DType::MXFP4,  &kActivationQ8_0, kTwin<vec_dot_mxfp4_reference>,  {&kTileAvx2MXFP4,  kAsTwin}, &kPackedMXFP4},
     {DType::Q2_K,   &kActivationQ8_K, kTwin<vec_dot_q2_k_reference>,   {&kTileAvx2Q2_K,   kAsTwin}, nullptr},
     {DType::Q3_K,   &kActivationQ8_K, kTwin<vec_dot_q3_k_reference>,   {&kTileAvx2Q3_K,   kAsTwin}, &kPackedQ3_K},
     {DType::Q4_K,   &kActivationQ8_K, kTwin<vec_dot_q4_k_reference>,   {&kTileAvx2Q4_K,   kAsTwin}, &kPackedQ4_K},

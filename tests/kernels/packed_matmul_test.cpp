@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -345,6 +346,49 @@ TEST(PackedMatmul, Q8_0MinusOneTwentyEightIsExact) {
   for (IsaLevel level : packed_levels()) {
     set_isa_level(level);
     expect_packed_is_reference(w, *packed, x, 3, pool, isa_level_name(level));
+  }
+}
+
+// MXFP4's packed scale is the E8M0 half-scale as bf16, exact for every exponent: random codes under all 256 of them,
+// the subnormal half-scales (e 0 and 1, rows 0-2 wholly), and overflowing ones (e 250-255, rows 3-4 wholly), with
+// activations of 1e3, 1e-3 and 1, give subnormal and infinite outputs; every packed level, in full and partial groups
+// and every token-tile width, gives the twin's bits.
+TEST(PackedMatmul, MXFP4AcrossTheExponentRangeIsBitwiseTheTwin) {
+  if (!packing_available(DType::MXFP4) || packed_levels().empty()) GTEST_SKIP() << kNoPackedLevel;
+  LevelGuard guard;
+  const int64_t n_rows = 27;
+  const int64_t n_cols = 352;
+  const int64_t n_blocks = n_cols / kQK8_0;
+  std::mt19937 rng(71);
+  std::vector<uint8_t> bytes(static_cast<size_t>(n_rows) * row_bytes(DType::MXFP4, n_cols));
+  for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng() & 0xFF);
+  auto* blocks = reinterpret_cast<BlockMXFP4*>(bytes.data());
+  for (int64_t b = 0; b < n_rows * n_blocks; ++b) {
+    const int64_t row = b / n_blocks;
+    blocks[b].e = static_cast<uint8_t>(row < 3 ? b % 2 : row < 5 ? 250 + b % 6 : (b * 7) % 256);
+  }
+  const MatrixView w{DType::MXFP4, n_rows, n_cols, bytes.data(), row_bytes(DType::MXFP4, n_cols)};
+  const std::unique_ptr<PackedMatrix> packed = pack_matrix(w);
+  ThreadPool pool(2);
+  for (int64_t n_tokens : {1, 2, 3, 4, 7, 9, 13}) {
+    std::vector<float> x = gaussian(n_tokens * n_cols, 72 + static_cast<uint32_t>(n_tokens), 1.0f);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      constexpr float kScales[3] = {1e3f, 1e-3f, 1.0f};  // token 0 overflows, token 1 goes subnormal
+      const float scale = kScales[t % 3];
+      for (int64_t k = 0; k < n_cols; ++k) x[t * n_cols + k] *= scale;
+    }
+    std::vector<float> reference(static_cast<size_t>(n_tokens * n_rows));
+    matmul_reference(w, x.data(), n_tokens, reference.data());
+    EXPECT_TRUE(std::any_of(reference.begin(), reference.end(), [](float v) { return std::isinf(v); }));
+    if (n_tokens >= 2) {
+      EXPECT_TRUE(
+          std::any_of(reference.begin(), reference.end(), [](float v) { return std::fpclassify(v) == FP_SUBNORMAL; }));
+    }
+    for (IsaLevel level : packed_levels()) {
+      set_isa_level(level);
+      expect_packed_is_reference(w, *packed, x, n_tokens, pool,
+                                 std::string(isa_level_name(level)) + " tokens " + std::to_string(n_tokens));
+    }
   }
 }
 
