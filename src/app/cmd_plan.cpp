@@ -73,11 +73,14 @@ std::string describe_window_savings(const ModelConfig& c, const MemoryPlan& plan
       format_bytes(windowed), saved);
 }
 
-// Models whose layers differ (Gemma 4): one token's K/V by layer group, as the pool counts it: each group's layers,
-// KV heads, head size and bytes, and the layers that read another layer's K/V and store none.
+// Models whose layers differ (sliding and global, Gemma 4's head sizes and shared K/V, a hybrid's recurrent layers):
+// one token's K/V by layer group, as the pool counts it: each group's layers, KV heads, head size and bytes, the
+// layers that read another layer's K/V and store none, and the recurrent layers, which keep a state instead.
 std::string describe_layer_groups(const ModelConfig& c, const MemoryPlan& plan) {
   const KvShape& shape = plan.request.shape;
-  if (shape.uniform() && c.n_kv_shared_layers == 0) return {};
+  bool any_local = false;
+  for (int32_t il = 0; il < c.n_layers; ++il) any_local = any_local || (c.has_kv(il) && c.is_local(il));
+  if (shape.uniform() && c.n_kv_shared_layers == 0 && !any_local && !c.is_hybrid()) return {};
   const MemoryPlanRow& row = plan.requested();
   const auto cost = std::find_if(plan.request.costs.begin(), plan.request.costs.end(),
                                  [&](const KvTokenCost& k) { return k.dtype == row.dtype; });
@@ -106,6 +109,10 @@ std::string describe_layer_groups(const ModelConfig& c, const MemoryPlan& plan) 
   }
   if (c.n_kv_shared_layers > 0) {
     out += fmt::format("  {:>3} shared-KV layers read an earlier layer's K/V and store none\n", c.n_kv_shared_layers);
+  }
+  if (c.is_hybrid()) {
+    out += fmt::format("  {:>3} Gated DeltaNet layers keep a recurrent state ({} per user) and no K/V\n",
+                       c.n_recurrent_layers(), format_bytes(plan.request.state_bytes_per_user));
   }
   out += fmt::format("  total {}/token over {} of {} layers\n", format_bytes(row.bytes_per_token), shape.n_layers,
                      c.n_layers);

@@ -256,7 +256,7 @@ Result<MemoryPlan> plan_memory(const MemoryPlanRequest& r) {
 std::string render_memory_plan(const MemoryPlan& plan) {
   const MemoryPlanRequest& r = plan.request;
   std::string out = fmt::format(
-      "model: {} layers, {} KV heads × head size {}; weights {}{}\n"
+      "model: {} K/V layers, {} KV heads × head size {}; weights {}{}\n"
       "asked: {} users × {} tokens of context, KV blocks of {} tokens{}\n\n",
       r.shape.n_layers, r.shape.n_kv_heads, r.shape.head_dim, format_bytes(r.weights_bytes),
       r.other_bytes > 0 ? fmt::format(", {} beside them and the KV", format_bytes(r.other_bytes)) : std::string(),
