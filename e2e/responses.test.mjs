@@ -214,6 +214,8 @@ describe('responses', () => {
     assert.equal((await get('')).status, 404);
     assert.equal((await get('tenant-b')).status, 404);
     assert.equal((await get('tenant-a')).status, 200);
+    const items = await fetch(`${server.baseURL}/v1/responses/${r.id}/input_items?cache_salt=tenant-a`);
+    assert.equal(items.status, 404, 'input_items is not implemented');
     await assert.rejects(
       client.responses.create({ model: MODEL_ID, input: 'x', previous_response_id: r.id, cache_salt: 'tenant-b' }),
       (e) => e.status === 400 && e.param === 'previous_response_id',

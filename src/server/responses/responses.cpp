@@ -91,24 +91,31 @@ HttpResponse handle_create(ServerContext& context, const std::shared_ptr<Respons
   return res;
 }
 
-// The id in /v1/responses/{id}; empty for a deeper path (input_items and cancel are not implemented).
+// The id in /v1/responses/{id}; empty for a deeper path.
 std::string_view response_id(const HttpRequest& req) {
   std::string_view id = std::string_view(req.path).substr(kResponsesPath.size() + 1);
   return id.find('/') == std::string_view::npos ? id : std::string_view();
 }
 
+// GET /v1/responses/{id}/input_items and POST .../cancel (background responses) are not implemented.
+ApiError unknown_path(const HttpRequest& req) {
+  return ApiError{404, "unknown endpoint: " + req.method + " " + req.path, "not_found_error", {}, "unknown_url"};
+}
+
 HttpResponse handle_get(ServerContext& context, ResponseStore& store, const HttpRequest& req) {
   const std::string_view id = response_id(req);
+  if (id.empty()) return context.error_response(unknown_path(req));
   const std::string salt(req.param("cache_salt").value_or(""));
-  auto stored = id.empty() ? nullptr : store.get(salt, id);
-  if (!stored) return context.error_response(not_found(id.empty() ? req.path : id));
+  auto stored = store.get(salt, id);
+  if (!stored) return context.error_response(not_found(id));
   return ServerContext::json_response(stored->response);
 }
 
 HttpResponse handle_delete(ServerContext& context, ResponseStore& store, const HttpRequest& req) {
   const std::string_view id = response_id(req);
+  if (id.empty()) return context.error_response(unknown_path(req));
   const std::string salt(req.param("cache_salt").value_or(""));
-  if (id.empty() || !store.remove(salt, id)) return context.error_response(not_found(id.empty() ? req.path : id));
+  if (!store.remove(salt, id)) return context.error_response(not_found(id));
   return ServerContext::json_response(json{{"id", id}, {"object", "response.deleted"}, {"deleted", true}});
 }
 
