@@ -172,3 +172,35 @@ test('the Ollama routes: think (and a level) accepted, whole and streamed answer
   assert.equal(joined('content'), w.message.content);
   assert.equal(joined('thinking'), w.message.thinking ?? '');
 });
+
+test('the Responses API: reasoning.effort is the template\'s, and a follow-up continues the stored ids', async () => {
+  const chat = await client.chat.completions.create({
+    messages: [
+      { role: 'system', content: 'Be brief.' },
+      { role: 'user', content: 'Hi' },
+    ],
+    max_tokens: 8,
+    temperature: 0,
+    chat_template_kwargs: { reasoning_effort: 'high' },
+  });
+  const first = await client.responses.create({
+    instructions: 'Be brief.',
+    input: 'Hi',
+    reasoning: { effort: 'high' },
+    max_output_tokens: 8,
+    temperature: 0,
+  });
+  assert.equal(first.usage.input_tokens, chat.usage.prompt_tokens);
+  assert.deepEqual(first.reasoning, { effort: 'high', summary: null });
+  for (const item of first.output) assert.ok(['reasoning', 'message', 'function_call'].includes(item.type), item.type);
+  const second = await client.responses.create({
+    previous_response_id: first.id,
+    input: 'And then?',
+    reasoning: { effort: 'high' },
+    max_output_tokens: 8,
+    temperature: 0,
+  });
+  const turn = first.usage.input_tokens + first.usage.output_tokens;
+  assert.ok(second.usage.hearth.previous_response_tokens >= turn - 1, JSON.stringify(second.usage));
+  assert.ok(second.usage.input_tokens_details.cached_tokens >= Math.floor((turn - 1) / 16) * 16, JSON.stringify(second.usage));
+});

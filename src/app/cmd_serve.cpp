@@ -61,6 +61,16 @@ int64_t default_memory_budget() {
   return physical_ram() / 4 * 3;
 }
 
+Result<server::ResponseStore::Limits> responses_store_limits(const ServeFlags& f) {
+  auto bytes = parse_bytes(f.responses_store_bytes);
+  if (!bytes) return make_error("--responses-store-bytes: {}", bytes.error().message);
+  server::ResponseStore::Limits limits;
+  limits.max_entries = static_cast<size_t>(f.responses_store);
+  limits.max_bytes = static_cast<size_t>(*bytes);
+  limits.ttl = std::chrono::seconds(f.responses_store_ttl_s);
+  return limits;
+}
+
 Result<std::unique_ptr<DiskTier>> open_disk_tier(const ServeFlags& f) {
   // The disk tier (on unless --kv-disk off). A directory another process holds, or one that cannot be created,
   // leaves the server running without it, with a warning: it is a cache, never a reason not to serve.
@@ -175,6 +185,8 @@ int run_serve(ServeFlags f) {
   if (!kv_bytes) return std::fprintf(stderr, "error: --kv-memory: %s\n", kv_bytes.error().message.c_str()), 1;
   auto max_body = parse_bytes(f.max_body);
   if (!max_body) return std::fprintf(stderr, "error: --max-body-bytes: %s\n", max_body.error().message.c_str()), 1;
+  auto store_limits = responses_store_limits(f);
+  if (!store_limits) return std::fprintf(stderr, "error: %s\n", store_limits.error().message.c_str()), 1;
   auto kv_format = parse_kv_format(f.kv_dtype, f.kv_dtype_k, f.kv_dtype_v);
   if (!kv_format) return std::fprintf(stderr, "error: %s\n", kv_format.error().message.c_str()), 1;
   if (kv_format->k == KvDtype::kQ4_0) {
@@ -273,6 +285,7 @@ int run_serve(ServeFlags f) {
   config.api_key = f.api_key;
   config.shutdown_grace_s = f.shutdown_grace_s;
   config.answer_memory_entries = static_cast<size_t>(f.answer_memory);
+  config.responses_store = *store_limits;
   config.model_aliases = f.model_aliases;
   config.strict_model_names = f.strict_model_names;
   server::HttpServer http(config, loop, *tokenizer, *chat);
@@ -411,6 +424,18 @@ Command add_serve(CLI::App& app) {
                  "Recent answers whose generated token ids a later turn that quotes them reuses (0: off)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
+  app.add_option("--responses-store", flags->responses_store,
+                 "Stored /v1/responses kept for GET and previous_response_id, per model (0: off; store: true is "
+                 "then refused)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
+  app.add_option("--responses-store-bytes", flags->responses_store_bytes,
+                 "Most bytes the stored responses hold (token ids, text, JSON), per model, e.g. 256MiB")
+      ->capture_default_str();
+  app.add_option("--responses-store-ttl", flags->responses_store_ttl_s,
+                 "Seconds a stored response is kept (the oldest go first when the store is full)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{365} * 24 * 3600));
   return [flags, api_key, keep_alive] {
     flags->api_key_given = api_key->count() > 0;
     flags->keep_alive_given = keep_alive->count() > 0;

@@ -17,6 +17,7 @@
 #include "gguf/gguf_file.h"
 #include "kv/disk_tier.h"
 #include "server/models/model_host.h"
+#include "server/responses/response_store.h"
 #include "util/result.h"
 
 namespace hearth::app {
@@ -51,6 +52,9 @@ struct ServeFlags {
   bool strict_model_names = false;
   double shutdown_grace_s = 10.0;
   int answer_memory = 256;
+  int responses_store = 1024;  // stored /v1/responses (0: off)
+  std::string responses_store_bytes = "256MiB";
+  int64_t responses_store_ttl_s = 3600;
   int max_connections = 1024;
   double header_timeout_s = 10.0;
   std::string kv_disk;       // empty: default_disk_tier_dir(); "off": no disk tier
@@ -65,6 +69,8 @@ struct ServeFlags {
 // server runs without it). Error for a bad --kv-disk-size, and for a --kv-disk-key that cannot be used (a server
 // asked to encrypt never falls back to plain entries).
 [[nodiscard]] Result<std::unique_ptr<DiskTier>> open_disk_tier(const ServeFlags& f);
+// --responses-store, --responses-store-bytes, --responses-store-ttl; error for a bad byte size.
+[[nodiscard]] Result<server::ResponseStore::Limits> responses_store_limits(const ServeFlags& f);
 // --kv-disk-load: whether blocks the disk tier holds load by measured cost or always.
 TierLoadPolicy tier_load_policy(const ServeFlags& f);
 // min(25% of RAM, 4 GiB): each model's KV pool when --kv-memory is not given.

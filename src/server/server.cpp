@@ -12,6 +12,7 @@
 #include "server/observe/routes.h"
 #include "server/ollama/routes.h"
 #include "server/openai/routes.h"
+#include "server/responses/routes.h"
 #include "util/log.h"
 
 namespace hearth::server {
@@ -52,6 +53,7 @@ void HttpServer::install_routes() {
   add_cache_pin_routes(routes_, context_);
   add_messages_routes(routes_, context_);
   add_completion_routes(routes_, context_);
+  add_responses_routes(routes_, context_, config_.responses_store);
   add_ollama_routes(routes_, context_);
 }
 

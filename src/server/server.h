@@ -36,6 +36,7 @@
 #include "server/http/http_transport.h"
 #include "server/http/http_types.h"
 #include "server/observe/stats_history.h"
+#include "server/responses/response_store.h"
 #include "tokenizer/tokenizer.h"
 
 namespace hearth::server {
@@ -46,6 +47,7 @@ struct ServerConfig {
   double shutdown_grace_s = 10.0;  // in-flight requests may finish for this long after SIGINT/SIGTERM
   VolatilePrefixConfig volatile_prefix;    // the volatile-prefix warning (see kv/volatile_prefix.h)
   size_t answer_memory_entries = 256;      // recent answers whose ids later turns reuse (0: off; answer_memory.h)
+  ResponseStore::Limits responses_store;   // stored /v1/responses (responses/response_store.h)
   std::vector<std::string> model_aliases;  // more names for the served model (--model-alias), listed by /v1/models
   bool strict_model_names = false;         // only the model id and its aliases; other names 404 (model_names.h)
   // False: the server has no socket of its own; a front (model_router.h, several models) calls handle() after it

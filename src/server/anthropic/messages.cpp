@@ -46,6 +46,7 @@ class MessagesGeneration : public Generation, public std::enable_shared_from_thi
 
   bool parse_special = false;
   std::string prompt_text;  // for the answer memory; empty: nothing to remember
+  int32_t answer_tokens_reused = 0;  // prompt ids taken from a remembered answer
 
   void start(std::function<void()> wake) override { handle_->set_notify(std::move(wake)); }
   std::string keep_alive() override { return anthropic_event(json{{"type", "ping"}}); }
@@ -139,13 +140,7 @@ class MessagesGeneration : public Generation, public std::enable_shared_from_thi
   void record(RequestOutput& out) {
     if (out.error) return;
     if (!prompt_text.empty()) context_.remember_answer(request_.chat.cache_salt, parse_special, prompt_text, out);
-    Metrics& metrics = context_.metrics();
-    const std::string reuse_stop = out.usage.reuse.reason ? reuse_stop_name(*out.usage.reuse.reason) : "";
-    if (!reuse_stop.empty()) metrics.record_reuse_stop(reuse_stop);
-    metrics.record_tenant(request_.chat.cache_salt, out.usage.prompt_tokens, out.usage.cached_tokens,
-                          out.usage.completion_tokens, reuse_stop);
-    metrics.record_request("messages", finish_reason_text(out.finish_reason), out.usage.ttft_ms / 1000.0,
-                           out.usage.total_ms / 1000.0);
+    record_finished("messages", request_.chat.cache_salt, out, answer_tokens_reused);
   }
 
   void finish(RequestOutput& out, Chunk& chunk) {
@@ -262,6 +257,7 @@ HttpResponse handle_messages(ServerContext& context, const HttpRequest& req) {
   const bool remember = request.chat.use_cache && context.answers().max_entries() > 0;
   auto gen = std::make_shared<MessagesGeneration>(context, std::move(request), std::move(*handle), prompt_tokens,
                                                   breakpoint_tokens);
+  gen->answer_tokens_reused = prompt.answer_tokens;
   if (remember) {
     gen->parse_special = prompt.parse_special;
     gen->prompt_text = std::move(prompt.text);

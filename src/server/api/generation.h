@@ -28,6 +28,12 @@ class Generation : public ResponseSource {
   // The head of an SSE stream: text/event-stream, neither cached nor buffered by a proxy.
   [[nodiscard]] static HttpResponse sse_head();
 
+  // Counts a request that ran (not one the engine refused) in the metrics and the dashboard's history: its
+  // endpoint and finish reason, where its reuse stopped, its tenant's tokens, its TTFT, and the prompt ids it took
+  // from a remembered answer.
+  void record_finished(const std::string& endpoint, const std::string& cache_salt, const RequestOutput& out,
+                       int32_t answer_tokens_reused);
+
   ServerContext& context_;
 
  private:

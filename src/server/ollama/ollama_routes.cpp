@@ -98,15 +98,8 @@ class OllamaGeneration : public Generation, public std::enable_shared_from_this<
   void record(RequestOutput& out) {
     if (out.error) return;
     if (!prompt_text.empty()) context_.remember_answer(request_.chat.cache_salt, parse_special, prompt_text, out);
-    Metrics& metrics = context_.metrics();
-    if (answer_tokens_reused > 0) metrics.record_answer_tokens_reused(answer_tokens_reused);
-    const std::string reuse_stop = out.usage.reuse.reason ? reuse_stop_name(*out.usage.reuse.reason) : "";
-    if (!reuse_stop.empty()) metrics.record_reuse_stop(reuse_stop);
-    metrics.record_tenant(request_.chat.cache_salt, out.usage.prompt_tokens, out.usage.cached_tokens,
-                          out.usage.completion_tokens, reuse_stop);
-    context_.history().record_ttft(context_.seconds_since_start(), out.usage.ttft_ms / 1000.0);  // the dashboard's
-    metrics.record_request(request_.generate ? "ollama_generate" : "ollama_chat", finish_reason_text(out.finish_reason),
-                           out.usage.ttft_ms / 1000.0, out.usage.total_ms / 1000.0);
+    record_finished(request_.generate ? "ollama_generate" : "ollama_chat", request_.chat.cache_salt, out,
+                    answer_tokens_reused);
   }
 
   // The answer's calls and the text outside them (the whole text when it holds none).
