@@ -249,8 +249,7 @@ HttpResponse handle_messages(ServerContext& context, const HttpRequest& req) {
   }
   context.tokenize_prompt(request.chat, prompt);
   const auto prompt_tokens = static_cast<int32_t>(prompt.tokens.size());
-  RequestSpec spec =
-      context.build_spec(request.chat, std::move(prompt.tokens), std::move(prompt.checkpoint_hints));
+  RequestSpec spec = context.build_spec(request.chat, std::move(prompt.tokens), std::move(prompt.checkpoint_hints));
   if (spec.use_cache && !spec.prompt.empty()) context.observe_prompt(spec.prompt, spec);
   auto handle = context.loop().submit(std::move(spec));
   if (!handle) return anthropic_error_response(context, api_error(handle.error(), Endpoint::kChat));

@@ -141,9 +141,8 @@ void ServerContext::tokenize_prompt(const CompletionRequest& request, BuiltPromp
   }
   if (built.system_end_bytes > 0) {
     // The ids the system prompt's text has in the whole prompt: those its own tokenization agrees on.
-    const std::vector<TokenId> head =
-        tokenizer_.encode(std::string_view(built.text).substr(0, built.system_end_bytes), built.add_special,
-                          built.parse_special);
+    const std::vector<TokenId> head = tokenizer_.encode(std::string_view(built.text).substr(0, built.system_end_bytes),
+                                                        built.add_special, built.parse_special);
     const auto same = std::mismatch(head.begin(), head.end(), built.tokens.begin(), built.tokens.end());
     const auto n = static_cast<int32_t>(same.first - head.begin());
     if (n > 0) built.checkpoint_hints = {n};

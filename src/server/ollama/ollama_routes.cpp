@@ -255,8 +255,7 @@ HttpResponse handle_generation(ServerContext& context, const HttpRequest& req, b
           fit_context(request, context.loop().info().n_ctx, static_cast<int32_t>(prompt.tokens.size()), request.chat)) {
     return ollama_error_response(context, *error);
   }
-  RequestSpec spec =
-      context.build_spec(request.chat, std::move(prompt.tokens), std::move(prompt.checkpoint_hints));
+  RequestSpec spec = context.build_spec(request.chat, std::move(prompt.tokens), std::move(prompt.checkpoint_hints));
   if (spec.use_cache && !spec.prompt.empty()) context.observe_prompt(spec.prompt, spec);
   auto handle = context.loop().submit(std::move(spec));
   if (!handle) return ollama_error_response(context, api_error(handle.error(), request.chat.endpoint));
