@@ -73,7 +73,8 @@ HttpResponse handle_create(ServerContext& context, const std::shared_ptr<Respons
   }
   auto prompt = build_responses_prompt(context, request, previous.get());
   if (!prompt) return context.error_response(prompt.error());
-  RequestSpec spec = context.build_spec(request.chat, std::move(prompt->built.tokens));
+  RequestSpec spec =
+      context.build_spec(request.chat, std::move(prompt->built.tokens), std::move(prompt->built.checkpoint_hints));
   if (spec.use_cache && !spec.prompt.empty()) context.observe_prompt(spec.prompt, spec);
   auto handle = context.loop().submit(std::move(spec));
   if (!handle) return context.error_response(api_error(handle.error(), Endpoint::kChat));
