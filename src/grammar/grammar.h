@@ -1,21 +1,35 @@
 #pragma once
 // Grammar: the byte-level automaton behind constrained decoding (response_format json_object / json_schema, and a
 // forced tool call). A Grammar is an immutable graph of nodes compiled from a JSON schema (or built for any JSON
-// object, or for a tool call in a chat template's format); a GrammarState is one position in it: a small stack of
-// frames, cheap to copy, advanced one byte at a time. token_mask.h turns a state into the set of tokens whose bytes
+// object, or for a tool call in a chat template's format); a GrammarState is one position in it: up to
+// kMaxGrammarPaths small stacks of frames (one per live reading of an anyOf), cheap to copy, advanced one byte at a
+// time. token_mask.h turns a state into the set of tokens whose bytes
 // keep the output a valid prefix.
 //
 // The language is compact JSON: no whitespace outside strings (so a weak model cannot loop on spaces), strings
 // without \u escapes (raw UTF-8 instead, so no lone surrogate can be produced), integers and fractions of at most
 // 15 digits, exponents of at most 2 digits (so every number fits a double), nesting at most kMaxGrammarDepth
-// frames. Every string of the language validates against the schema it came from.
+// frames. Every string of the language validates against the schema it came from (oneOf: when its alternatives are
+// disjoint).
 //
-// JSON Schema subset (compile_json_schema; anything else is an Error naming the keyword, for a 400):
-//   type (a name or an array of names: object array string number integer boolean null), properties, required,
-//   additionalProperties (true or false; with properties present only the listed properties are produced),
-//   items, minItems, maxItems, enum, const, minLength, maxLength; annotations title, description, default,
-//   examples, format (an annotation, as JSON Schema 2020-12 says by default), $schema, $id, $comment.
-//   An object schema with no properties and additionalProperties not false takes any keys with any values.
+// JSON Schema subset (from_json_schema; anything else is an Error naming the keyword and its path, for a 400;
+// docs/serving.md has the table):
+//   type (a name or an array of names), properties, required, additionalProperties (true, false or a schema; with
+//   properties present only the listed properties are produced), propertyNames (a string schema, without
+//   properties), items, minItems, maxItems, enum, const, minLength, maxLength (code points);
+//   pattern: a regex subset compiled to a ByteDfa (byte_dfa.h), matched whole (anchors implied, a subset of the
+//   search semantics), never producing what JSON must escape;
+//   format: date, time, date-time, uuid, email, ipv4 as automata (subsets of each format; others refused);
+//   minimum, maximum, exclusiveMinimum, exclusiveMaximum: integers exact (a digit automaton for [min, max]);
+//   numbers approximated from inside: integers in range and fractions i.f (no exponent) whose interval (i, i+1)
+//   lies in range; all within +-(10^15 - 1);
+//   multipleOf: whole divisors 1..1000, exact (on a number it produces integers);
+//   anyOf, oneOf (as anyOf: valid when the alternatives are disjoint), allOf of one schema, nullable;
+//   $ref into the same document ($defs, definitions, any JSON pointer, "#"), expanded where used, a recursive one
+//   at most kMaxRefDepth times inside itself (past it the branch is not produced; a schema that needs it is an
+//   Error); annotations title, description, default, examples, deprecated, readOnly, writeOnly, $schema, $id,
+//   $comment.
+// An object schema with no properties and additionalProperties not false takes any keys with values of it.
 
 #include <nlohmann/json.hpp>
 
