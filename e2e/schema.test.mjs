@@ -17,9 +17,9 @@ import { BIN, startServer } from './helpers.mjs';
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const shared = (p) => path.join(repoRoot, '../shared', p);
 const MODELS = [
-  { id: 'e2e-schema-qwen', arch: 'qwen2', vocab: 'ggml-vocab-qwen2.gguf', template: 'Qwen-Qwen2.5-7B-Instruct.jinja' },
-  { id: 'e2e-schema-llama3', arch: 'llama', vocab: 'ggml-vocab-llama-bpe.gguf', template: 'meta-llama-Llama-3.1-8B-Instruct.jinja' },
-  { id: 'e2e-schema-gemma', arch: 'gemma3', vocab: 'ggml-vocab-gemma3.gguf', template: 'google-gemma-2-2b-it.jinja' },
+  { id: 'e2e-schema-qwen-4k', arch: 'qwen2', vocab: 'ggml-vocab-qwen2.gguf', template: 'Qwen-Qwen2.5-7B-Instruct.jinja' },
+  { id: 'e2e-schema-llama3-4k', arch: 'llama', vocab: 'ggml-vocab-llama-bpe.gguf', template: 'meta-llama-Llama-3.1-8B-Instruct.jinja' },
+  { id: 'e2e-schema-gemma-4k', arch: 'gemma3', vocab: 'ggml-vocab-gemma3.gguf', template: 'google-gemma-2-2b-it.jinja' },
 ];
 const modelPath = (m) => path.join(repoRoot, 'models', `${m.id}.gguf`);
 
@@ -72,7 +72,7 @@ before(async () => {
   mkdirSync(path.join(repoRoot, 'models'), { recursive: true });
   for (const m of MODELS) {
     if (existsSync(modelPath(m))) continue;
-    execFileSync(BIN, ['synth', '--arch', m.arch, '--preset', 'tiny', '--vocab-from', shared(`vocab/${m.vocab}`),
+    execFileSync(BIN, ['synth', '--arch', m.arch, '--preset', 'tiny', '--ctx', '4096', '--vocab-from', shared(`vocab/${m.vocab}`),
       '--chat-template', shared(`templates/${m.template}`), '-o', modelPath(m)], { stdio: 'ignore' });
   }
   server = await startServer(['-t', '2'], {}, { models: MODELS.map(modelPath) });

@@ -336,7 +336,7 @@ class RegexParser {
     auto ok = escape(&escaped, &non_ascii, &byte);
     if (!ok) return ok.error();
     if (byte >= 0) return byte;
-    if (non_ascii) return fail("\\D, \\W or \\S inside [...]");
+    if (non_ascii) return fail("\\D or \\W inside [...]");
     *set |= escaped;
     return -1;
   }
