@@ -260,7 +260,8 @@ std::string render_memory_plan(const MemoryPlan& plan) {
       "asked: {} users × {} tokens of context, KV blocks of {} tokens{}\n\n",
       r.shape.n_layers, r.shape.n_kv_heads, r.shape.head_dim, format_bytes(r.weights_bytes),
       r.other_bytes > 0 ? fmt::format(", {} beside them and the KV", format_bytes(r.other_bytes)) : std::string(),
-      format_thousands(r.users), format_thousands(r.context), r.block_size,
+      format_thousands(r.users),
+      format_thousands(r.context), r.block_size,
       r.memory_bytes > 0 ? fmt::format(", in {} of memory", format_bytes(r.memory_bytes)) : std::string());
   out += fmt::format("{:<14} {:>12} {:>10} {:>12} {:>12}", "KV dtype", "bytes/token", "of scales", "KV", "total");
   if (r.memory_bytes > 0) {

@@ -78,11 +78,10 @@ void Model::reset_states(const BatchInput& batch, KvStorage& kv) const {
   for (const BatchSequence& seq : batch.seqs) {
     float* state = kv.state_slot(seq.state_slot);
     if (seq.pos_begin == 0) std::memset(state, 0, sizeof(float) * static_cast<size_t>(kv.state_floats_per_slot()));
-    HEARTH_CHECK(
-        seq.checkpoint_slot < 0 || (seq.checkpoint_slot != seq.state_slot && seq.checkpoint_pos > seq.pos_begin &&
-                                    seq.checkpoint_pos <= seq.pos_begin + seq.n_tokens),
-        "checkpoint at {} (slot {}) outside the chunk [{}, {}) of slot {}", seq.checkpoint_pos, seq.checkpoint_slot,
-        seq.pos_begin, seq.pos_begin + seq.n_tokens, seq.state_slot);
+    HEARTH_CHECK(seq.checkpoint_slot < 0 || (seq.checkpoint_slot != seq.state_slot && seq.checkpoint_pos > seq.pos_begin &&
+                                             seq.checkpoint_pos <= seq.pos_begin + seq.n_tokens),
+                 "checkpoint at {} (slot {}) outside the chunk [{}, {}) of slot {}", seq.checkpoint_pos,
+                 seq.checkpoint_slot, seq.pos_begin, seq.pos_begin + seq.n_tokens, seq.state_slot);
   }
 }
 
