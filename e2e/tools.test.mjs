@@ -142,10 +142,10 @@ test('an unsupported schema keyword is a 400 naming it', async () => {
       messages: [{ role: 'user', content: 'x' }],
       response_format: {
         type: 'json_schema',
-        json_schema: { name: 'x', schema: { type: 'object', properties: { a: { type: 'string', pattern: '^a' } } } },
+        json_schema: { name: 'x', schema: { type: 'object', properties: { a: { type: 'string', not: { const: 'a' } } } } },
       },
     }),
-    (e) => e.status === 400 && e.param === 'response_format.json_schema.schema' && /'pattern'/.test(e.message),
+    (e) => e.status === 400 && e.param === 'response_format.json_schema.schema' && /'not'/.test(e.message),
   );
 });
 

@@ -48,12 +48,13 @@ bool first_continuation_ok(uint8_t lead, uint8_t b) {
 
 GrammarState Grammar::start() const {
   GrammarState s;
-  const bool pushed = push(s, root_);
+  s.num_paths = 1;
+  const bool pushed = push(s.paths[0], root_);
   HEARTH_CHECK(pushed, "the grammar root cannot be pushed");
   return s;
 }
 
-bool Grammar::push(GrammarState& s, int32_t node) const {
+bool Grammar::push(GrammarStack& s, int32_t node) const {
   if (s.depth == kMaxGrammarDepth) return false;
   GrammarFrame& f = s.frames[s.depth++];
   f = GrammarFrame{};
@@ -64,8 +65,30 @@ bool Grammar::push(GrammarState& s, int32_t node) const {
   return true;
 }
 
-bool Grammar::advance(GrammarState& s, uint8_t byte) const {
+bool Grammar::advance_path(GrammarState& state, int32_t i, uint8_t byte) const {
+  GrammarStack& s = state.paths[i];
   while (s.depth > 0) {
+    const GrammarFrame& f = s.frames[s.depth - 1];
+    const GrammarNode& n = nodes_[f.node];
+    if (n.kind == Kind::kUnion) {  // becomes the first alternative that takes the byte; the others fork
+      int32_t first = -1;
+      for (int32_t alt : n.alternatives) {
+        if (!starts_with_byte(alt, byte)) continue;
+        if (first < 0) {
+          first = alt;
+          continue;
+        }
+        if (state.num_paths == kMaxGrammarPaths) break;
+        GrammarStack& fork = state.paths[state.num_paths];
+        fork.copy_from(s);
+        --fork.depth;
+        if (push(fork, alt)) ++state.num_paths;
+      }
+      if (first < 0) return false;
+      --s.depth;
+      if (!push(s, first)) return false;
+      continue;
+    }
     switch (step(s, byte)) {
       case Step::kConsumed:
         return true;
@@ -78,6 +101,20 @@ bool Grammar::advance(GrammarState& s, uint8_t byte) const {
   return false;
 }
 
+bool Grammar::advance(GrammarState& s, uint8_t byte) const {
+  // Forks land at the end and take the same byte in this loop; then the survivors move down in order.
+  std::array<bool, kMaxGrammarPaths> alive{};
+  for (int32_t i = 0; i < s.num_paths; ++i) alive[i] = advance_path(s, i, byte);
+  int32_t kept = 0;
+  for (int32_t i = 0; i < s.num_paths; ++i) {
+    if (!alive[i]) continue;
+    if (kept != i) s.paths[kept].copy_from(s.paths[i]);
+    ++kept;
+  }
+  s.num_paths = kept;
+  return kept > 0;
+}
+
 bool Grammar::advance(GrammarState& s, std::string_view bytes) const {
   for (char c : bytes) {
     if (!advance(s, static_cast<uint8_t>(c))) return false;
@@ -85,9 +122,29 @@ bool Grammar::advance(GrammarState& s, std::string_view bytes) const {
   return true;
 }
 
+int32_t Grammar::dfa_shortcut(const GrammarState& state) const {
+  if (state.num_paths == 0 || state.paths[0].depth == 0) return -1;
+  const GrammarStack& p = state.paths[0];
+  const GrammarFrame& f = p.frames[p.depth - 1];
+  const GrammarNode& n = nodes_[f.node];
+  if (n.kind != Kind::kDfa) return -1;
+  const ByteDfa& d = dfas_[n.dfa];
+  if (d.accept[f.count] != 0) return -1;  // the ordinary order closes what holds it
+  int32_t best = -1;
+  for (int b = 0; b < 256; ++b) {
+    const int32_t t = d.step(f.count, static_cast<uint8_t>(b));
+    if (t >= 0 && d.dist[t] < d.dist[f.count] && (best < 0 || d.dist[t] < d.dist[d.step(f.count, best)])) best = b;
+  }
+  if (best < 0) return -1;
+  GrammarState next;
+  next.copy_from(state);
+  return advance(next, static_cast<uint8_t>(best)) ? best : -1;
+}
+
 std::optional<std::string> Grammar::quick_completion(const GrammarState& state, size_t max_bytes) const {
   // Closers first, then what separates and what is shortest to write, then the bytes keys are mostly made of;
-  // every other byte after them, so any key or literal the grammar spells out is still found.
+  // every other byte after them, so any key or literal the grammar spells out is still found. Inside an automaton
+  // (a pattern, a format) the byte that brings acceptance nearest comes first.
   static constexpr std::string_view kPreferred =
       "\"}]:,0abcdefghijklmnopqrstuvwxyz_123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ-. ";
   static const std::array<uint8_t, 256> kOrder = [] {
@@ -110,6 +167,11 @@ std::optional<std::string> Grammar::quick_completion(const GrammarState& state, 
   while (!is_terminal(s) && !can_end(s)) {
     if (out.size() == max_bytes) return std::nullopt;
     bool stepped = false;
+    if (const int32_t shortcut = dfa_shortcut(s); shortcut >= 0) {
+      if (!advance(s, static_cast<uint8_t>(shortcut))) return std::nullopt;
+      out.push_back(static_cast<char>(shortcut));
+      continue;
+    }
     for (uint8_t byte : kOrder) {
       next.copy_from(s);
       if (advance(next, byte)) {
@@ -125,11 +187,19 @@ std::optional<std::string> Grammar::quick_completion(const GrammarState& state, 
 }
 
 bool Grammar::can_end(const GrammarState& s) const {
+  for (int32_t i = 0; i < s.num_paths; ++i) {
+    if (can_end(s.paths[i])) return true;
+  }
+  return false;
+}
+
+bool Grammar::can_end(const GrammarStack& s) const {
   if (s.depth == 0) return true;
   if (s.depth > 1) return false;
   const GrammarFrame& f = s.frames[0];
   const GrammarNode& n = nodes_[f.node];
   if (n.kind == Kind::kNumber || n.kind == Kind::kInteger) return number_complete(f.phase);
+  if (n.kind == Kind::kDfa) return dfas_[n.dfa].accept[f.count] != 0;
   if (n.kind == Kind::kLiterals) {
     for (uint64_t c = f.cand; c; c &= c - 1) {
       if (n.literals[std::countr_zero(c)].size() == f.pos) return true;
@@ -138,18 +208,26 @@ bool Grammar::can_end(const GrammarState& s) const {
   return false;
 }
 
-bool Grammar::in_plain_string(const GrammarState& s, int32_t* room) const {
-  if (s.depth == 0) return false;
-  const GrammarFrame& f = s.frames[s.depth - 1];
-  const GrammarNode& n = nodes_[f.node];
-  if (n.kind != Kind::kString || f.phase != kStrBody) return false;
-  *room = n.max_len < 0 ? -1 : n.max_len - f.count;
+bool Grammar::in_plain_string(const GrammarState& state, int32_t* room) const {
+  // Every reading must be inside plain text: then a plain token is accepted by the reading with the most room.
+  if (state.num_paths == 0) return false;
+  int32_t most = 0;
+  for (int32_t i = 0; i < state.num_paths; ++i) {
+    const GrammarStack& s = state.paths[i];
+    if (s.depth == 0) return false;
+    const GrammarFrame& f = s.frames[s.depth - 1];
+    const GrammarNode& n = nodes_[f.node];
+    if (n.kind != Kind::kString || f.phase != kStrBody) return false;
+    const int32_t r = n.max_len < 0 ? -1 : n.max_len - f.count;
+    most = most < 0 || r < 0 ? -1 : std::max(most, r);
+  }
+  *room = most;
   return true;
 }
 
 // One byte against the top frame. kPopRetry: the frame changed the stack (popped a complete value, pushed a child
 // or became one of its alternatives) and the byte goes to the new top.
-Grammar::Step Grammar::step(GrammarState& s, uint8_t b) const {
+Grammar::Step Grammar::step(GrammarStack& s, uint8_t b) const {
   GrammarFrame& f = s.frames[s.depth - 1];
   const GrammarNode& n = nodes_[f.node];
   auto pop = [&] { --s.depth; };
@@ -161,7 +239,12 @@ Grammar::Step Grammar::step(GrammarState& s, uint8_t b) const {
         if (n.free_keys) {
           f.phase = kObjColon;
           if (!push(s, n.free_key)) return Step::kRejected;
-          s.frames[s.depth - 1].phase = kStrBody;  // the opening quote is this byte
+          GrammarFrame& key = s.frames[s.depth - 1];
+          if (nodes_[n.free_key].kind == Kind::kDfa) {  // propertyNames with a pattern: the quote is its first byte
+            key.count = dfas_[nodes_[n.free_key].dfa].step(0, '"');
+            return key.count >= 0 ? Step::kConsumed : Step::kRejected;
+          }
+          key.phase = kStrBody;  // the opening quote is this byte
           return Step::kConsumed;
         }
         f.cand = keys_all & ~f.seen;
@@ -272,13 +355,20 @@ Grammar::Step Grammar::step(GrammarState& s, uint8_t b) const {
       if (!longer) pop();
       return Step::kConsumed;
     }
-    case Kind::kUnion:
-      for (int32_t alt : n.alternatives) {
-        if (!starts_with_byte(alt, b)) continue;
-        pop();
-        return push_or_reject(alt);
-      }
+    case Kind::kUnion:  // advance_path resolves unions before stepping
       return Step::kRejected;
+    case Kind::kDfa: {
+      const ByteDfa& d = dfas_[n.dfa];
+      const int32_t t = d.step(f.count, b);
+      if (t < 0) {
+        if (d.accept[f.count] == 0) return Step::kRejected;
+        pop();
+        return Step::kPopRetry;
+      }
+      f.count = t;
+      if (d.final[t] != 0) pop();
+      return Step::kConsumed;
+    }
     case Kind::kBranches:
       if (f.phase == kBrPrefix) {
         uint64_t next = 0;
@@ -341,6 +431,13 @@ void Grammar::finalize() {
           if (!p.empty()) set(bits, static_cast<uint8_t>(p[0]));
         }
         break;
+      case Kind::kDfa: {
+        const ByteDfa& d = dfas_[n.dfa];
+        for (int b = 0; b < 256; ++b) {
+          if (d.step(0, static_cast<uint8_t>(b)) >= 0) set(bits, static_cast<uint8_t>(b));
+        }
+        break;
+      }
       case Kind::kUnion:
         for (int32_t alt : n.alternatives) {
           self(self, alt);
@@ -353,7 +450,7 @@ void Grammar::finalize() {
   for (int32_t i = 0; i < static_cast<int32_t>(nodes_.size()); ++i) visit(visit, i);
 }
 
-Grammar::Step Grammar::step_string(GrammarState& s, GrammarFrame& f, const GrammarNode& n, uint8_t b) const {
+Grammar::Step Grammar::step_string(GrammarStack& s, GrammarFrame& f, const GrammarNode& n, uint8_t b) const {
   const bool room = n.max_len < 0 || f.count < n.max_len;
   switch (f.phase) {
     case kStrOpen:
@@ -400,7 +497,7 @@ Grammar::Step Grammar::step_string(GrammarState& s, GrammarFrame& f, const Gramm
   }
 }
 
-Grammar::Step Grammar::step_number(GrammarState& s, GrammarFrame& f, bool integer, uint8_t b) const {
+Grammar::Step Grammar::step_number(GrammarStack& s, GrammarFrame& f, bool integer, uint8_t b) const {
   auto digit_into = [&](uint8_t phase, int32_t max_digits) {
     if (f.phase != phase) {
       f.phase = phase;

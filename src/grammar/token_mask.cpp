@@ -157,7 +157,8 @@ void compute_token_mask_reference(const Grammar& grammar, const GrammarState& st
   allowed.assign(static_cast<size_t>(vocab.vocab_size()), 0);
   for (int32_t t = 0; t < vocab.vocab_size(); ++t) {
     if (vocab.pieces_[t].empty()) continue;
-    GrammarState s = state;
+    GrammarState s;
+    s.copy_from(state);
     allowed[t] = grammar.advance(s, vocab.pieces_[t]) ? 1 : 0;
   }
   if (grammar.can_end(state)) {

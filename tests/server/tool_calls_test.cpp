@@ -176,10 +176,10 @@ TEST(ForcedToolCall, GrammarOutputParsesBackInEveryFormat) {
   GrammarState t = only_weather->start();
   EXPECT_FALSE(only_weather->advance(t, R"({"name": "get_weather", "arguments": {}})"));  // city is required
   json bad = kTools;
-  bad[1]["function"]["parameters"]["properties"]["city"]["pattern"] = "^[A-Z]";
+  bad[1]["function"]["parameters"]["properties"]["city"]["not"] = {{"const", "Paris"}};
   auto refused = forced_tool_call_grammar(ToolCallFormat::kJson, bad, "");
   ASSERT_FALSE(refused);
-  EXPECT_NE(refused.error().message.find("'pattern' (at 'tools[1].function.parameters.properties.city')"),
+  EXPECT_NE(refused.error().message.find("'not' (at 'tools[1].function.parameters.properties.city')"),
             std::string::npos)
       << refused.error().message;
 }
