@@ -143,6 +143,30 @@ TEST(Metrics, CountsWindowSlabs) {
   }
 }
 
+// Hybrid models: the recurrent-state checkpoints kept, written, resumed from and read back from the disk tier.
+TEST(Metrics, CountsStateCheckpoints) {
+  Metrics m;
+  EngineStats e;
+  e.num_state_checkpoints = 9;
+  e.num_state_checkpoints_written = 31;
+  e.num_state_resumes = 12;
+  e.num_state_tier_loads = 2;
+  KvPlan plan;
+  plan.block_size = 16;
+  plan.cost.dtype = "f16";
+  const std::string text = m.render(e, plan);
+  for (const char* line : {
+           "# TYPE hearth_state_checkpoints gauge",
+           "hearth_state_checkpoints 9",
+           "# TYPE hearth_state_checkpoints_written_total counter",
+           "hearth_state_checkpoints_written_total 31",
+           "hearth_state_resumes_total 12",
+           "hearth_state_tier_loads_total 2",
+       }) {
+    EXPECT_NE(text.find(std::string(line) + "\n"), std::string::npos) << "missing line: " << line << "\n" << text;
+  }
+}
+
 TEST(Metrics, RendersReuseStopsAndVolatilePrefixSeries) {
   Metrics m;
   m.record_reuse_stop("diverged");

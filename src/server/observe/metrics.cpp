@@ -126,6 +126,18 @@ void Metrics::render_engine(const EngineStats& e, const KvPlan& plan, std::strin
   out += fmt::format("hearth_kv_window_slabs{{state=\"idle\"}} {}\n", e.num_window_slabs_idle);
   counter(out, "hearth_kv_window_slab_evictions_total", "Idle window slabs taken for another block.",
           e.num_window_slab_evictions);
+  gauge(out, "hearth_state_checkpoints",
+        "Hybrid models: recurrent-state checkpoints kept in RAM, each the state after one cached block, so a hit can "
+        "resume there (0 for other models).",
+        e.num_state_checkpoints);
+  counter(out, "hearth_state_checkpoints_written_total", "Hybrid models: state checkpoints written by the forward.",
+          e.num_state_checkpoints_written);
+  counter(out, "hearth_state_resumes_total",
+          "Hybrid models: requests whose recurrent state was copied in from a checkpoint (a hit, or a preempted "
+          "request's resume).",
+          e.num_state_resumes);
+  counter(out, "hearth_state_tier_loads_total", "Hybrid models: state checkpoints read back from the disk tier.",
+          e.num_state_tier_loads);
 
   header(out, "hearth_kv_bytes_per_token", "gauge", "KV bytes one token costs over all layers, block scales included.");
   out += fmt::format("hearth_kv_bytes_per_token{{kv_dtype=\"{}\"}} {}\n", plan.cost.dtype, plan.bytes_per_token);
