@@ -10,6 +10,11 @@
 // 15 digits, exponents of at most 2 digits (so every number fits a double), nesting at most kMaxGrammarDepth
 // frames. Every string of the language validates against the schema it came from.
 //
+// Gemma 4's call syntax (GrammarSyntax::kGemma4, for a forced Gemma 4 tool call; server/api/gemma4_answer.h): the
+// same values with strings between <|"|> and <|"|> (no escapes; their text may hold '<' but not "<|", so the first
+// "<|" ends them; newlines and tabs are text), the listed keys of an object bare (key:value), free keys quoted like
+// strings. Its strings never take token_mask.h's plain-text fast path.
+//
 // JSON Schema subset (compile_json_schema; anything else is an Error naming the keyword, for a 400):
 //   type (a name or an array of names: object array string number integer boolean null), properties, required,
 //   additionalProperties (true or false; with properties present only the listed properties are produced),
@@ -32,6 +37,8 @@ namespace hearth {
 
 inline constexpr int32_t kMaxGrammarDepth = 32;        // frames: nesting of objects, arrays and their values
 inline constexpr size_t kMaxGrammarAlternatives = 64;  // properties of an object, values of an enum, tools
+
+enum class GrammarSyntax : uint8_t { kJson, kGemma4 };
 
 enum class GrammarNodeKind : uint8_t {
   kObject,    // {"key":value,...}: listed keys (each at most once), or free keys when free_keys
@@ -104,7 +111,8 @@ class Grammar {
     nlohmann::json parameters;
     std::string suffix;
   };
-  [[nodiscard]] static Result<Grammar> branches(const std::vector<Branch>& branches);
+  [[nodiscard]] static Result<Grammar> branches(const std::vector<Branch>& branches,
+                                                GrammarSyntax syntax = GrammarSyntax::kJson);
 
   // The state before any output.
   [[nodiscard]] GrammarState start() const;
@@ -128,11 +136,17 @@ class Grammar {
   [[nodiscard]] std::optional<std::string> quick_completion(const GrammarState& state, size_t max_bytes) const;
 
   const std::vector<GrammarNode>& nodes() const { return nodes_; }
+  GrammarSyntax syntax() const { return syntax_; }
 
  private:
   enum class Step { kConsumed, kRejected, kPopRetry };
   Step step(GrammarState& state, uint8_t byte) const;
   Step step_string(GrammarState& state, GrammarFrame& frame, const GrammarNode& node, uint8_t byte) const;
+  Step step_gemma4_string(GrammarState& state, GrammarFrame& frame, const GrammarNode& node, uint8_t byte) const;
+  Step step_utf8(GrammarFrame& frame, uint8_t byte) const;
+  // The bytes that end the Gemma 4 string on top of `state` soonest ("a" while it is short of its minLength); empty
+  // when the top is no such string, or one inside a UTF-8 character.
+  std::string_view gemma4_string_closer(const GrammarState& state) const;
   Step step_number(GrammarState& state, GrammarFrame& frame, bool integer, uint8_t byte) const;
   bool push(GrammarState& state, int32_t node) const;
   bool starts_with_byte(int32_t node, uint8_t byte) const { return (first_bytes_[node][byte >> 6] >> (byte & 63)) & 1; }
@@ -142,6 +156,7 @@ class Grammar {
   std::vector<GrammarNode> nodes_;
   std::vector<std::array<uint64_t, 4>> first_bytes_;  // per node: the bytes a value of it may start with
   int32_t root_ = 0;
+  GrammarSyntax syntax_ = GrammarSyntax::kJson;
 
   friend class GrammarCompiler;
 };

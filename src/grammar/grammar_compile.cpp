@@ -48,12 +48,41 @@ bool value_has_type(const json& v, std::string_view type) {
   return false;
 }
 
+// A value as Gemma 4's call syntax writes it (strings between <|"|>, keys bare), for enum/const literals.
+std::string gemma4_text(const json& v) {
+  if (v.is_string()) return "<|\"|>" + v.get<std::string>() + "<|\"|>";
+  if (v.is_object()) {
+    std::string out = "{";
+    for (const auto& [key, value] : v.items()) {
+      if (out.size() > 1) out += ',';
+      out += key + ":" + gemma4_text(value);
+    }
+    return out + "}";
+  }
+  if (v.is_array()) {
+    std::string out = "[";
+    for (const json& x : v) {
+      if (out.size() > 1) out += ',';
+      out += gemma4_text(x);
+    }
+    return out + "]";
+  }
+  return v.dump();
+}
+
+// A key Gemma 4's syntax can write bare and read back: no delimiter of its syntax, no space at its ends.
+bool gemma4_bare_key(std::string_view key) {
+  return !key.empty() && key.find_first_of(":{}[],<\"") == std::string_view::npos && key.front() != ' ' &&
+         key.back() != ' ' && key.find_first_of("\t\r\n") == std::string_view::npos;
+}
+
 }  // namespace
 
 // Builds a Grammar's nodes from a schema, recursively; errors name the schema path and keyword.
 class GrammarCompiler {
  public:
   Grammar g;
+  GrammarSyntax syntax = GrammarSyntax::kJson;
 
   int32_t add(GrammarNode node) {
     g.nodes_.push_back(std::move(node));
@@ -186,7 +215,7 @@ class GrammarCompiler {
                            return value_has_type(v, t) || (t == "number" && v.is_number());
                          });
       if (!typed) return true;
-      std::string text = v.dump();
+      std::string text = syntax == GrammarSyntax::kGemma4 ? gemma4_text(v) : v.dump();
       if (!seen.insert(text).second) return true;
       texts.push_back(std::move(text));
       return texts.size() <= kMaxGrammarAlternatives;
@@ -252,6 +281,15 @@ class GrammarCompiler {
         auto child = compile(sub, SchemaPath{&path, ".properties.", name});
         if (!child) return child.error();
         names.push_back(name);
+        if (syntax == GrammarSyntax::kGemma4) {
+          if (!gemma4_bare_key(name)) {
+            return make_error("'{}.properties' name {} cannot be written in Gemma 4's call syntax", path.str(),
+                              json(name).dump());
+          }
+          n.keys.push_back(name + ":");
+          n.key_nodes.push_back(*child);
+          continue;
+        }
         n.keys.push_back(json(name).dump());
         n.key_nodes.push_back(*child);
       }
@@ -319,9 +357,11 @@ Grammar Grammar::any_json_object() {
   return std::move(c.g);
 }
 
-Result<Grammar> Grammar::branches(const std::vector<Branch>& branches) {
+Result<Grammar> Grammar::branches(const std::vector<Branch>& branches, GrammarSyntax syntax) {
   HEARTH_CHECK(!branches.empty() && branches.size() <= kMaxGrammarAlternatives, "{} grammar branches", branches.size());
   GrammarCompiler c;
+  c.syntax = syntax;
+  c.g.syntax_ = syntax;
   GrammarNode n;
   n.kind = Kind::kBranches;
   for (size_t i = 0; i < branches.size(); ++i) {
