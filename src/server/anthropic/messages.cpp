@@ -36,10 +36,10 @@ class MessagesGeneration : public Generation, public std::enable_shared_from_thi
         breakpoint_tokens_(breakpoint_tokens),
         format_(context.chat().tool_call_format()) {
     // With tools, streamed text that may be a call is held back (ToolCallStream) and sent as tool_use blocks.
-    // A harmony model's answer goes through its parser instead: the final text streams, the calls come at the end.
-    if (context.uses_harmony(request_.chat)) {
-      harmony_.emplace();
-    } else if (request_.chat.stream && request_.chat.tools_active()) {
+    // A harmony or Gemma 4 model's answer goes through its channel parser instead: the content streams, the
+    // reasoning is left out, the calls come at the end.
+    harmony_ = context.channel_parser(request_.chat);
+    if (!harmony_ && request_.chat.stream && request_.chat.tools_active()) {
       tools_.emplace(format_, request_.chat.tool_call_forced());
     }
   }
@@ -154,7 +154,7 @@ class MessagesGeneration : public Generation, public std::enable_shared_from_thi
     const MessagesUsage usage = messages_usage(out.usage, breakpoint_tokens_);
     if (!request_.chat.stream) {
       const MessagesAnswer answer = harmony_
-                                        ? harmony_messages_answer(request_.chat, text_, out.finish_reason)
+                                        ? harmony_messages_answer(request_.chat, *harmony_, text_, out.finish_reason)
                                         : messages_answer(request_.chat, format_, std::move(text_), out.finish_reason);
       chunk.head =
           ServerContext::json_response(message_json(id_, model_, answer, out.finish_reason, out.stop_sequence, usage));
@@ -214,7 +214,7 @@ class MessagesGeneration : public Generation, public std::enable_shared_from_thi
   int32_t breakpoint_tokens_;
   ToolCallFormat format_;
   std::optional<ToolCallStream> tools_;  // streaming with tools: holds back what may be a call
-  std::optional<HarmonyParser> harmony_;  // a harmony model's answer (harmony.h)
+  std::unique_ptr<ChannelParser> harmony_;  // a harmony or Gemma 4 answer (channel_parser.h)
   std::string text_;
   int num_blocks_ = 0;  // content blocks started
   bool text_block_open_ = false;
