@@ -181,3 +181,42 @@ test('/v1/kv/plan reports each K/V layer as hearth plan does', async () => {
   assert.equal(route.pool.bytes_per_window_slab, 512 * route.pool.block_size);
   assert.equal(route.plan.requested.kv_bytes, cli.requested.kv_bytes);
 });
+
+test('/v1/messages: a forced call is a tool_use block', async () => {
+  const model = (await client.models.list()).data[0].id;
+  const res = await fetch(`${server.baseURL}/v1/messages`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'anthropic-version': '2023-06-01' },
+    body: JSON.stringify({
+      model,
+      max_tokens: 64,
+      messages: MESSAGES,
+      tools: TOOLS.map((t) => ({ name: t.function.name, description: t.function.description, input_schema: t.function.parameters })),
+      tool_choice: { type: 'tool', name: 'get_weather' },
+    }),
+  });
+  assert.equal(res.status, 200);
+  const body = await res.json();
+  assert.equal(body.stop_reason, 'tool_use');
+  const uses = body.content.filter((b) => b.type === 'tool_use');
+  assert.equal(uses.length, 1);
+  assert.equal(uses[0].name, 'get_weather');
+  assert.equal(typeof uses[0].input.city, 'string');
+});
+
+test('/api/chat: think is accepted on Gemma 4 and sets the template\'s enable_thinking', async () => {
+  const model = (await client.models.list()).data[0].id;
+  const ask = async (think) => {
+    const res = await fetch(`${server.baseURL}/api/chat`, {
+      method: 'POST',
+      body: JSON.stringify({ model, messages: MESSAGES, think, stream: false, options: { num_predict: 4, temperature: 0 } }),
+    });
+    assert.equal(res.status, 200);
+    const body = await res.json();
+    assert.equal(body.done, true);
+    assert.equal(typeof body.message.content, 'string');
+    return body.prompt_eval_count;
+  };
+  // Thinking adds a system turn with <|think|> and drops the empty thought the prompt otherwise ends with.
+  assert.notEqual(await ask(true), await ask(false));
+});
