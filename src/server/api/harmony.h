@@ -76,8 +76,9 @@ using HarmonyAnswer = ChannelAnswer;
 // adds it to a string (an error in Jinja for a missing one) and OpenAI's API makes it optional.
 [[nodiscard]] nlohmann::json harmony_template_tools(const nlohmann::json& tools);
 
-// The calls of a finished harmony answer a client may see: those that name one of the request's tools with object
-// arguments (with fresh ids; only the first without parallel_tool_calls). Calls to other functions, or with
+// The calls of a finished harmony answer (or Gemma 4's: its parser's calls come here too) a client may see: those
+// that name one of the request's tools with object arguments (with fresh ids; only the first without
+// parallel_tool_calls). Calls to other functions, or with
 // arguments that do not parse, are dropped: never content, never a broken tool_calls. None when the request's tools
 // are not active or the request was aborted.
 [[nodiscard]] std::vector<ToolCall> harmony_tool_calls(const CompletionRequest& request,
