@@ -41,6 +41,7 @@ int run_synth(const SynthFlags& f) {
   c.out_path = o.out_path;
   c.vocab_from = o.vocab_from;
   c.chat_template = o.chat_template;
+  c.extra_control_tokens = o.extra_control_tokens;
   c.seed = o.seed;
   c.sliding_window = o.sliding_window;
   // 30b-a3b is qwen3moe and qwen35-0.8b qwen35 unless told
@@ -155,6 +156,8 @@ Command add_synth(CLI::App& app) {
          "Jinja file written as tokenizer.chat_template, in place of the vocabulary's (e.g. "
          "tests/data/openai-gpt-oss-120b.jinja for gpt-oss)")
       ->check(CLI::ExistingFile);
+  app.add_option("--add-control-token", f->overrides.extra_control_tokens,
+                 "Append a control token to the copied vocabulary (repeatable; for tests: Gemma 4's <turn|>)");
   app.add_option("--seed", f->overrides.seed, "Weight seed")->capture_default_str();
   app.add_option("--sliding-window", f->overrides.sliding_window,
                  "phi3, gemma2, gemma3: attention.sliding_window (0: phi3 the context, gemma 4096)")

@@ -11,13 +11,14 @@ using Kind = GrammarNodeKind;
 
 constexpr int32_t kMaxDigits = 15;
 constexpr int32_t kMaxExponentDigits = 2;  // 15 digits and e99 stay far inside a double
+constexpr std::string_view kGemma4Quote = "<|\"|>";
 
 // Object phases.
 enum : uint8_t { kObjOpen, kObjFirst, kObjKey, kObjColon, kObjAfterValue, kObjKeyStart };
 // Array phases.
 enum : uint8_t { kArrOpen, kArrFirst, kArrAfterItem };
-// String phases.
-enum : uint8_t { kStrOpen, kStrBody, kStrEscape, kStrUtf8 };
+// String phases (kStrLt and kStrClose: Gemma 4's, a '<' read in the text, then the rest of the closing <|"|>).
+enum : uint8_t { kStrOpen, kStrBody, kStrEscape, kStrUtf8, kStrLt, kStrClose };
 // Number phases; kNumZero, kNumInt, kNumFrac and kNumExp are complete.
 enum : uint8_t { kNumStart, kNumMinus, kNumZero, kNumInt, kNumDot, kNumFrac, kNumE, kNumESign, kNumExp };
 // Branches phases.
@@ -147,11 +148,14 @@ std::optional<std::string> Grammar::quick_completion(const GrammarState& state, 
   // (a pattern, a format) the byte that brings acceptance nearest comes first.
   static constexpr std::string_view kPreferred =
       "\"}]:,0abcdefghijklmnopqrstuvwxyz_123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ-. ";
-  static const std::array<uint8_t, 256> kOrder = [] {
+  // Gemma 4 closes a string with <|"|>, and takes '"' as text.
+  static constexpr std::string_view kPreferredGemma4 =
+      "<|\">}]:,0abcdefghijklmnopqrstuvwxyz_123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ-. ";
+  static const auto make_order = [](std::string_view preferred) {
     std::array<uint8_t, 256> order{};
     std::array<bool, 256> used{};
     size_t n = 0;
-    for (char c : kPreferred) {
+    for (char c : preferred) {
       order[n++] = static_cast<uint8_t>(c);
       used[static_cast<uint8_t>(c)] = true;
     }
@@ -159,13 +163,23 @@ std::optional<std::string> Grammar::quick_completion(const GrammarState& state, 
       if (!used[b]) order[n++] = static_cast<uint8_t>(b);
     }
     return order;
-  }();
+  };
+  static const std::array<uint8_t, 256> kJsonOrder = make_order(kPreferred);
+  static const std::array<uint8_t, 256> kGemma4Order = make_order(kPreferredGemma4);
+  const std::array<uint8_t, 256>& kOrder = syntax_ == GrammarSyntax::kGemma4 ? kGemma4Order : kJsonOrder;
   std::string out;
   GrammarState s;
   s.copy_from(state);
   GrammarState next;
   while (!is_terminal(s) && !can_end(s)) {
     if (out.size() == max_bytes) return std::nullopt;
+    // A Gemma 4 string takes every byte of its closer as text too, so no byte order finds it: write it out.
+    if (const std::string_view closer = gemma4_string_closer(s); !closer.empty()) {
+      const bool closed = advance(s, closer[0]);
+      HEARTH_CHECK(closed, "a Gemma 4 string refused its own closer");
+      out.push_back(closer[0]);
+      continue;
+    }
     bool stepped = false;
     if (const int32_t shortcut = dfa_shortcut(s); shortcut >= 0) {
       if (!advance(s, static_cast<uint8_t>(shortcut))) return std::nullopt;
@@ -184,6 +198,27 @@ std::optional<std::string> Grammar::quick_completion(const GrammarState& state, 
     if (!stepped) return std::nullopt;
   }
   return out;
+}
+
+std::string_view Grammar::gemma4_string_closer(const GrammarState& state) const {
+  // Path 0, as dfa_shortcut: its bytes keep it path 0 (forks land at the end), so the closer is written whole.
+  if (syntax_ != GrammarSyntax::kGemma4 || state.num_paths == 0 || state.paths[0].depth == 0) return {};
+  const GrammarStack& s = state.paths[0];
+  const GrammarFrame& f = s.frames[s.depth - 1];
+  const GrammarNode& n = nodes_[f.node];
+  if (n.kind != Kind::kString) return {};
+  const bool short_of_min = f.count < n.min_len;
+  switch (f.phase) {
+    case kStrBody:
+      return short_of_min ? "a" : kGemma4Quote;
+    case kStrLt:  // short of minLength the '<' is text; "a" after it needs room for two, a second '<' for one
+      if (!short_of_min) return kGemma4Quote.substr(1);
+      return n.max_len >= 0 && f.count + 2 > n.max_len ? "<" : "a";
+    case kStrClose:
+      return kGemma4Quote.substr(f.pos);
+    default:
+      return {};
+  }
 }
 
 bool Grammar::can_end(const GrammarState& s) const {
@@ -210,7 +245,8 @@ bool Grammar::can_end(const GrammarStack& s) const {
 
 bool Grammar::in_plain_string(const GrammarState& state, int32_t* room) const {
   // Every reading must be inside plain text: then a plain token is accepted by the reading with the most room.
-  if (state.num_paths == 0) return false;
+  // Gemma 4's strings end at "<|", which a plain byte sequence may hold: never plain.
+  if (state.num_paths == 0 || syntax_ != GrammarSyntax::kJson) return false;
   int32_t most = 0;
   for (int32_t i = 0; i < state.num_paths; ++i) {
     const GrammarStack& s = state.paths[i];
@@ -235,10 +271,14 @@ Grammar::Step Grammar::step(GrammarStack& s, uint8_t b) const {
   switch (n.kind) {
     case Kind::kObject: {
       const uint64_t keys_all = all_bits(n.keys.size());
+      const bool gemma4 = syntax_ == GrammarSyntax::kGemma4;
+      // JSON: `b` is a key's opening quote. Gemma 4: `b` is a listed key's first byte, or a free key's <|"|> begins.
       auto begin_key = [&]() -> Step {
+        if (!gemma4 && b != '"') return Step::kRejected;
         if (n.free_keys) {
           f.phase = kObjColon;
           if (!push(s, n.free_key)) return Step::kRejected;
+          if (gemma4) return Step::kPopRetry;  // the key string reads its own <|"|>
           GrammarFrame& key = s.frames[s.depth - 1];
           if (nodes_[n.free_key].kind == Kind::kDfa) {  // propertyNames with a pattern: the quote is its first byte
             key.count = dfas_[nodes_[n.free_key].dfa].step(0, '"');
@@ -249,9 +289,9 @@ Grammar::Step Grammar::step(GrammarStack& s, uint8_t b) const {
         }
         f.cand = keys_all & ~f.seen;
         if (f.cand == 0) return Step::kRejected;
-        f.pos = 1;
+        f.pos = gemma4 ? 0 : 1;
         f.phase = kObjKey;
-        return Step::kConsumed;
+        return gemma4 ? Step::kPopRetry : Step::kConsumed;
       };
       switch (f.phase) {
         case kObjOpen:
@@ -265,13 +305,13 @@ Grammar::Step Grammar::step(GrammarStack& s, uint8_t b) const {
             pop();
             return Step::kConsumed;
           }
-          if (f.phase == kObjFirst) return b == '"' ? begin_key() : Step::kRejected;
+          if (f.phase == kObjFirst) return begin_key();
           if (b != ',') return Step::kRejected;
           if (!n.free_keys && (keys_all & ~f.seen) == 0) return Step::kRejected;
           f.phase = kObjKeyStart;
           return Step::kConsumed;
         case kObjKeyStart:
-          return b == '"' ? begin_key() : Step::kRejected;
+          return begin_key();
         case kObjKey: {
           uint64_t next = 0;
           for (uint64_t c = f.cand; c; c &= c - 1) {
@@ -283,10 +323,14 @@ Grammar::Step Grammar::step(GrammarStack& s, uint8_t b) const {
           ++f.pos;
           for (uint64_t c = next; c; c &= c - 1) {
             const int i = std::countr_zero(c);
-            if (n.keys[i].size() == f.pos) {  // the closing quote: keys are distinct, so this one
+            if (n.keys[i].size() == f.pos) {  // the closing quote (Gemma 4: the ':'): keys are distinct
               f.extra = static_cast<uint8_t>(i);
               f.seen |= uint64_t{1} << i;
               f.phase = kObjColon;
+              if (gemma4) {  // the key held its ':'
+                f.phase = kObjAfterValue;
+                return push(s, n.key_nodes[i]) ? Step::kConsumed : Step::kRejected;
+              }
             }
           }
           return Step::kConsumed;
@@ -416,7 +460,7 @@ void Grammar::finalize() {
         set(bits, '[');
         break;
       case Kind::kString:
-        set(bits, '"');
+        set(bits, syntax_ == GrammarSyntax::kGemma4 ? '<' : '"');
         break;
       case Kind::kNumber:
       case Kind::kInteger:
@@ -451,6 +495,7 @@ void Grammar::finalize() {
 }
 
 Grammar::Step Grammar::step_string(GrammarStack& s, GrammarFrame& f, const GrammarNode& n, uint8_t b) const {
+  if (syntax_ == GrammarSyntax::kGemma4) return step_gemma4_string(s, f, n, b);
   const bool room = n.max_len < 0 || f.count < n.max_len;
   switch (f.phase) {
     case kStrOpen:
@@ -486,12 +531,62 @@ Grammar::Step Grammar::step_string(GrammarStack& s, GrammarFrame& f, const Gramm
       f.phase = kStrBody;
       return Step::kConsumed;
     case kStrUtf8:
-      if (f.seen != 0 ? !first_continuation_ok(static_cast<uint8_t>(f.seen), b) : (b < 0x80 || b > 0xBF)) {
-        return Step::kRejected;
+      return step_utf8(f, b);
+    default:
+      return Step::kRejected;
+  }
+}
+
+Grammar::Step Grammar::step_utf8(GrammarFrame& f, uint8_t b) const {
+  if (f.seen != 0 ? !first_continuation_ok(static_cast<uint8_t>(f.seen), b) : (b < 0x80 || b > 0xBF)) {
+    return Step::kRejected;
+  }
+  f.seen = 0;
+  if (--f.extra == 0) f.phase = kStrBody;
+  return Step::kConsumed;
+}
+
+// <|"|>text<|"|>: the text is any UTF-8 without "<|" (its first "<|" closes the string) and without control
+// characters but newline and tab. A '<' counts as a code point once the byte after it shows it is text.
+Grammar::Step Grammar::step_gemma4_string(GrammarStack& s, GrammarFrame& f, const GrammarNode& n, uint8_t b) const {
+  const bool room = n.max_len < 0 || f.count < n.max_len;
+  switch (f.phase) {
+    case kStrOpen:
+    case kStrClose:
+      if (static_cast<uint8_t>(kGemma4Quote[f.pos]) != b) return Step::kRejected;
+      if (++f.pos < kGemma4Quote.size()) return Step::kConsumed;
+      if (f.phase == kStrClose) {
+        --s.depth;
+      } else {
+        f.phase = kStrBody;
       }
-      f.seen = 0;
-      if (--f.extra == 0) f.phase = kStrBody;
       return Step::kConsumed;
+    case kStrBody:
+      if (b == '<') {
+        f.phase = kStrLt;
+        return Step::kConsumed;
+      }
+      if ((b < 0x20 && b != '\n' && b != '\t') || !room) return Step::kRejected;
+      ++f.count;
+      if (b < 0x80) return Step::kConsumed;
+      if (b < 0xC2 || b > 0xF4) return Step::kRejected;
+      f.extra = b < 0xE0 ? 1 : b < 0xF0 ? 2 : 3;
+      f.seen = b;
+      f.phase = kStrUtf8;
+      return Step::kConsumed;
+    case kStrLt:
+      if (b == '|') {
+        if (f.count < n.min_len) return Step::kRejected;
+        f.phase = kStrClose;
+        f.pos = 2;
+        return Step::kConsumed;
+      }
+      if (!room) return Step::kRejected;
+      ++f.count;  // the '<' was text; `b` is read as text
+      f.phase = kStrBody;
+      return Step::kPopRetry;
+    case kStrUtf8:
+      return step_utf8(f, b);
     default:
       return Step::kRejected;
   }

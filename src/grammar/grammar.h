@@ -12,6 +12,13 @@
 // frames. Every string of the language validates against the schema it came from (oneOf: when its alternatives are
 // disjoint).
 //
+// Gemma 4's call syntax (GrammarSyntax::kGemma4, for a forced Gemma 4 tool call; server/api/gemma4_answer.h): the
+// same values with strings between <|"|> and <|"|> (no escapes; their text may hold '<' but not "<|", so the first
+// "<|" ends them; newlines and tabs are text), the listed keys of an object bare (key:value), free keys quoted like
+// strings. Each reading (GrammarStack) follows these rules on its own, so anyOf, $ref and bounds work as in JSON.
+// Its strings never take token_mask.h's plain-text fast path. pattern and format (string automata, which spell
+// JSON's '"' quotes) are refused in this syntax: an Error naming the keyword and its path, for a 400.
+//
 // JSON Schema subset (from_json_schema; anything else is an Error naming the keyword and its path, for a 400;
 // docs/serving.md has the table):
 //   type (a name or an array of names), properties, required, additionalProperties (true, false or a schema; with
@@ -49,6 +56,8 @@ inline constexpr int32_t kMaxGrammarDepth = 32;        // frames: nesting of obj
 inline constexpr size_t kMaxGrammarAlternatives = 64;  // properties of an object, values of an enum, tools
 inline constexpr int32_t kMaxGrammarPaths = 8;         // readings of the output followed at once (anyOf)
 inline constexpr int32_t kMaxRefDepth = 6;             // expansions of one $ref inside itself (recursion bound)
+
+enum class GrammarSyntax : uint8_t { kJson, kGemma4 };
 
 enum class GrammarNodeKind : uint8_t {
   kObject,    // {"key":value,...}: listed keys (each at most once), or free keys when free_keys
@@ -138,7 +147,8 @@ class Grammar {
     nlohmann::json parameters;
     std::string suffix;
   };
-  [[nodiscard]] static Result<Grammar> branches(const std::vector<Branch>& branches);
+  [[nodiscard]] static Result<Grammar> branches(const std::vector<Branch>& branches,
+                                                GrammarSyntax syntax = GrammarSyntax::kJson);
 
   // The state before any output.
   [[nodiscard]] GrammarState start() const;
@@ -168,6 +178,7 @@ class Grammar {
 
   const std::vector<GrammarNode>& nodes() const { return nodes_; }
   const std::vector<ByteDfa>& dfas() const { return dfas_; }
+  GrammarSyntax syntax() const { return syntax_; }
 
  private:
   enum class Step { kConsumed, kRejected, kPopRetry };
@@ -175,11 +186,16 @@ class Grammar {
   bool advance_path(GrammarState& state, int32_t i, uint8_t byte) const;
   Step step(GrammarStack& stack, uint8_t byte) const;
   Step step_string(GrammarStack& stack, GrammarFrame& frame, const GrammarNode& node, uint8_t byte) const;
+  Step step_gemma4_string(GrammarStack& stack, GrammarFrame& frame, const GrammarNode& node, uint8_t byte) const;
+  Step step_utf8(GrammarFrame& frame, uint8_t byte) const;
   Step step_number(GrammarStack& stack, GrammarFrame& frame, bool integer, uint8_t byte) const;
   bool can_end(const GrammarStack& stack) const;
   bool push(GrammarStack& stack, int32_t node) const;
   // The byte of the shortest way on from a kDfa top frame of path 0 that `state` accepts, or -1.
   int32_t dfa_shortcut(const GrammarState& state) const;
+  // The bytes that end the Gemma 4 string on top of path 0 of `state` soonest ("a" while it is short of its
+  // minLength); empty when that top is no such string, or one inside a UTF-8 character.
+  std::string_view gemma4_string_closer(const GrammarState& state) const;
   bool starts_with_byte(int32_t node, uint8_t byte) const { return (first_bytes_[node][byte >> 6] >> (byte & 63)) & 1; }
   // Fills first_bytes_ once the nodes are complete.
   void finalize();
@@ -188,6 +204,7 @@ class Grammar {
   std::vector<ByteDfa> dfas_;
   std::vector<std::array<uint64_t, 4>> first_bytes_;  // per node: the bytes a value of it may start with
   int32_t root_ = 0;
+  GrammarSyntax syntax_ = GrammarSyntax::kJson;
 
   friend class GrammarCompiler;
 };

@@ -75,6 +75,34 @@ std::string_view other_keyword(const json& schema, std::initializer_list<std::st
   return {};
 }
 
+// A value as Gemma 4's call syntax writes it (strings between <|"|>, keys bare), for enum/const literals.
+std::string gemma4_text(const json& v) {
+  if (v.is_string()) return "<|\"|>" + v.get<std::string>() + "<|\"|>";
+  if (v.is_object()) {
+    std::string out = "{";
+    for (const auto& [key, value] : v.items()) {
+      if (out.size() > 1) out += ',';
+      out += key + ":" + gemma4_text(value);
+    }
+    return out + "}";
+  }
+  if (v.is_array()) {
+    std::string out = "[";
+    for (const json& x : v) {
+      if (out.size() > 1) out += ',';
+      out += gemma4_text(x);
+    }
+    return out + "]";
+  }
+  return v.dump();
+}
+
+// A key Gemma 4's syntax can write bare and read back: no delimiter of its syntax, no space at its ends.
+bool gemma4_bare_key(std::string_view key) {
+  return !key.empty() && key.find_first_of(":{}[],<\"") == std::string_view::npos && key.front() != ' ' &&
+         key.back() != ' ' && key.find_first_of("\t\r\n") == std::string_view::npos;
+}
+
 }  // namespace
 
 Result<int32_t> read_count(const json& schema, const char* key, const SchemaPath& path, int32_t fallback) {
@@ -305,7 +333,7 @@ Result<int32_t> GrammarCompiler::compile_literals(const json& schema, const Sche
                          return value_has_type(v, t) || (t == "number" && v.is_number());
                        });
     if (!typed) return true;
-    std::string text = v.dump();
+    std::string text = syntax == GrammarSyntax::kGemma4 ? gemma4_text(v) : v.dump();
     if (!seen.insert(text).second) return true;
     texts.push_back(std::move(text));
     return texts.size() <= kMaxGrammarAlternatives;
@@ -328,6 +356,10 @@ Result<int32_t> GrammarCompiler::compile_type(const json& schema, const SchemaPa
   if (type == "integer") return compile_integer(schema, path);
   if (type == "boolean") return literals({"true", "false"});
   return literals({"null"});
+}
+
+std::string GrammarCompiler::key_text(const std::string& name) const {
+  return syntax == GrammarSyntax::kGemma4 ? name + ":" : json(name).dump();
 }
 
 Result<int32_t> GrammarCompiler::compile_object(const json& schema, const SchemaPath& path) {
@@ -357,7 +389,11 @@ Result<int32_t> GrammarCompiler::compile_object(const json& schema, const Schema
       names.push_back(name);
       never.push_back(*child == kNeverNode ? 1 : 0);
       if (*child == kNeverNode) continue;  // at the recursion bound: left out (refused below when required)
-      n.keys.push_back(json(name).dump());
+      if (syntax == GrammarSyntax::kGemma4 && !gemma4_bare_key(name)) {
+        return make_error("'{}.properties' name {} cannot be written in Gemma 4's call syntax", path.str(),
+                          json(name).dump());
+      }
+      n.keys.push_back(key_text(name));
       n.key_nodes.push_back(*child);
     }
   }
@@ -369,7 +405,7 @@ Result<int32_t> GrammarCompiler::compile_object(const json& schema, const Schema
         return make_error("'{}.required' names {}, which is not in properties", path.str(), name.dump());
       }
       if (never[at - names.begin()] != 0) return kNeverNode;
-      const auto index = std::find(n.keys.begin(), n.keys.end(), json(*at).dump()) - n.keys.begin();
+      const auto index = std::find(n.keys.begin(), n.keys.end(), key_text(*at)) - n.keys.begin();
       n.required |= uint64_t{1} << index;
     }
   }
@@ -448,9 +484,11 @@ Grammar Grammar::any_json_object() {
   return std::move(c.g);
 }
 
-Result<Grammar> Grammar::branches(const std::vector<Branch>& branches) {
+Result<Grammar> Grammar::branches(const std::vector<Branch>& branches, GrammarSyntax syntax) {
   HEARTH_CHECK(!branches.empty() && branches.size() <= kMaxGrammarAlternatives, "{} grammar branches", branches.size());
   GrammarCompiler c;
+  c.syntax = syntax;
+  c.g.syntax_ = syntax;
   GrammarNode n;
   n.kind = Kind::kBranches;
   for (size_t i = 0; i < branches.size(); ++i) {

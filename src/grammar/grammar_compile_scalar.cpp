@@ -108,6 +108,15 @@ Result<int32_t> GrammarCompiler::compile_string(const json& schema, const Schema
   auto hi = read_count(schema, "maxLength", path, -1);
   if (!hi) return hi.error();
   if (*hi >= 0 && *hi < *lo) return make_error("'{}': maxLength {} is below minLength {}", path.str(), *hi, *lo);
+  // A string automaton spells JSON's quotes; Gemma 4's strings are quoted with <|"|> (grammar.h).
+  for (const char* keyword : {"pattern", "format"}) {
+    if (syntax == GrammarSyntax::kGemma4 && schema.contains(keyword)) {
+      return make_error(
+          "'{}.{}' is not supported in a forced call in Gemma 4's call syntax (its strings are quoted "
+          "with <|\"|>); drop the keyword or leave tool_choice to the model",
+          path.str(), keyword);
+    }
+  }
   std::string pattern;
   std::string_view format;
   if (auto p = schema.find("pattern"); p != schema.end()) {

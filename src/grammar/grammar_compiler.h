@@ -43,6 +43,7 @@ class GrammarCompiler {
  public:
   Grammar g;
   const nlohmann::json* root = nullptr;  // the document $ref points into
+  GrammarSyntax syntax = GrammarSyntax::kJson;  // kGemma4: literals and listed keys in Gemma 4's call syntax
 
   int32_t add(GrammarNode node);
   int32_t literals(std::vector<std::string> values);
@@ -61,6 +62,8 @@ class GrammarCompiler {
   Result<int32_t> compile_type(const nlohmann::json& schema, const SchemaPath& path, const std::string& type);
   Result<int32_t> compile_object(const nlohmann::json& schema, const SchemaPath& path);
   Result<int32_t> compile_array(const nlohmann::json& schema, const SchemaPath& path);
+  // A listed key as the output spells it: "name" in JSON, name: (its ':' included) in Gemma 4's syntax.
+  std::string key_text(const std::string& name) const;
   // A union of `alternatives` without the kNeverNode ones (kNeverNode when none is left).
   int32_t union_of(std::vector<int32_t> alternatives);
   // grammar_compile_scalar.cpp

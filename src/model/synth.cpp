@@ -393,6 +393,28 @@ void add_gemma4_metadata(GgufWriter& w, const SynthConfig& c) {
   w.add(a + "final_logit_softcapping", gguf_f32(c.final_softcap));
 }
 
+// The vocabulary's token list, types and scores with `extra` appended as control tokens of score 0; other keys as
+// they are.
+GgufValue with_extra_tokens(const std::string& key, const GgufValue& value, const std::vector<std::string>& extra) {
+  const bool per_token =
+      key == "tokenizer.ggml.tokens" || key == "tokenizer.ggml.token_type" || key == "tokenizer.ggml.scores";
+  const auto* array = std::get_if<std::shared_ptr<GgufArray>>(&value.data);
+  if (extra.empty() || !per_token || array == nullptr || !*array) return value;
+  auto grown = std::make_shared<GgufArray>(**array);
+  for (const std::string& text : extra) {
+    if (key == "tokenizer.ggml.tokens") {
+      grown->items.push_back(gguf_string(text));
+    } else if (key == "tokenizer.ggml.token_type") {
+      grown->items.push_back(gguf_int(grown->elem_type, 3));  // control
+    } else {
+      grown->items.push_back(gguf_float(grown->elem_type, 0.0));
+    }
+  }
+  GgufValue out = value;
+  out.data = std::move(grown);
+  return out;
+}
+
 void add_metadata(GgufWriter& w, const SynthConfig& c, const GgufFile& vocab, int64_t n_vocab) {
   auto u32 = [](int64_t v) { return gguf_u32(static_cast<uint32_t>(v)); };
   const std::string& a = c.architecture;
@@ -464,7 +486,7 @@ void add_metadata(GgufWriter& w, const SynthConfig& c, const GgufFile& vocab, in
   }
   for (const auto& [key, value] : vocab.metadata()) {
     if (key.starts_with("tokenizer.") && (c.chat_template.empty() || key != "tokenizer.chat_template")) {
-      w.add(key, value);
+      w.add(key, with_extra_tokens(key, value, c.extra_control_tokens));
     }
   }
   if (!c.chat_template.empty()) w.add("tokenizer.chat_template", gguf_string(c.chat_template));
@@ -749,7 +771,12 @@ Result<void> write_synthetic_model(const SynthConfig& c) {
   auto tokens = vocab->get_string_array("tokenizer.ggml.tokens");
   if (!tokens) return make_error("synthetic model: vocabulary: {}", tokens.error().message);
   if (tokens->empty()) return make_error("synthetic model: {} has no tokenizer.ggml.tokens", c.vocab_from);
-  const auto n_vocab = static_cast<int64_t>(tokens->size());
+  for (const std::string& text : c.extra_control_tokens) {
+    if (text.empty() || std::find(tokens->begin(), tokens->end(), text) != tokens->end()) {
+      return make_error("synthetic model: extra token '{}' is empty or already in {}", text, c.vocab_from);
+    }
+  }
+  const auto n_vocab = static_cast<int64_t>(tokens->size() + c.extra_control_tokens.size());
 
   GgufWriter writer;
   add_metadata(writer, c, *vocab, n_vocab);

@@ -92,6 +92,9 @@ struct SynthConfig {
   // Written as tokenizer.chat_template when not empty, in place of the vocabulary's own (gpt-oss's vocabulary file
   // has none: its harmony template comes from the model card).
   std::string chat_template;
+  // Control tokens appended to the copied vocabulary (score 0), e.g. Gemma 4's <turn|>, which the Gemma 3
+  // vocabulary its test files borrow lacks; n_vocab grows by their number. Each must be new to the vocabulary.
+  std::vector<std::string> extra_control_tokens;
   std::string name = "hearth-synthetic";
   std::string architecture = "llama";  // llama, qwen2 (q/k/v biases), qwen3 (per-head q/k RMSNorm), qwen3moe, phi3, ...
   int64_t dim = 256;

@@ -150,7 +150,8 @@ void index_special_tokens(const TokenizerVocab& v, Vocab& out) {
 }
 
 // End of generation: EOS, EOT, and (as llama.cpp does, since converters rarely name them) the end-of-turn markers
-// of the common chat formats, found by their text. Harmony (gpt-oss) ends an answer with <|return|> or a tool call
+// of the common chat formats, found by their text (Gemma 4: <turn|>, and <|tool_response>, which its template writes
+// after a turn's calls). Harmony (gpt-oss) ends an answer with <|return|> or a tool call
 // with <|call|>; its <|end|> closes one message (the analysis) before the next (the final answer) starts, so a
 // vocabulary with all three keeps <|end|> out, as llama.cpp does.
 void index_eog_tokens(Vocab& out) {
@@ -162,8 +163,9 @@ void index_eog_tokens(Vocab& out) {
   add(out.eos);
   add(out.eot);
   add(out.eom);
-  for (const char* text : {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
-                           "<EOT>", "_<EOT>", "<｜end▁of▁sentence｜>", "<|return|>", "<|call|>"}) {
+  for (const char* text :
+       {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>",
+        "<｜end▁of▁sentence｜>", "<|return|>", "<|call|>", "<turn|>", "<|tool_response>"}) {
     add(out.find(text));
   }
   const int32_t end = out.find("<|end|>");

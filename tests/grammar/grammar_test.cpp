@@ -415,5 +415,72 @@ TEST(TokenMask, PlainStringFastPathEqualsTheReferenceUnderMaxLength) {
   }
 }
 
+// A Gemma 4 string short of its minLength after a '<' (text, since "<|" would close it): the quick completion
+// writes within maxLength whichever reading survives, for every length and every anyOf of two string lengths.
+TEST(Grammar, Gemma4QuickCompletionKeepsAStringWithinItsLengths) {
+  for (int len = 1; len <= 4; ++len) {
+    const json params = {{"type", "object"},
+                         {"properties",
+                          {{"s", {{"type", "string"}, {"minLength", len}, {"maxLength", len}}},
+                           {"t",
+                            {{"anyOf", json::array({{{"type", "string"}, {"maxLength", 1}},
+                                                    {{"type", "string"}, {"minLength", len + 2}}})}}}}},
+                         {"required", {"s", "t"}}};
+    auto g = Grammar::branches({{"call:f", params, "."}}, GrammarSyntax::kGemma4);
+    ASSERT_TRUE(g) << g.error().message;
+    for (const std::string& prefix : {std::string("call:f{s:<|\"|>"), std::string("call:f{s:<|\"|><"),
+                                      std::string(len > 1 ? "call:f{s:<|\"|>x<" : "call:f{s:<|\"|><"),
+                                      "call:f{s:<|\"|>" + std::string(len, 'x') + "<|\"|>,t:<|\"|><"}) {
+      GrammarState s = g->start();
+      ASSERT_TRUE(g->advance(s, prefix)) << prefix;
+      auto rest = g->quick_completion(s, 256);
+      ASSERT_TRUE(rest) << prefix;
+      ASSERT_TRUE(g->advance(s, *rest)) << prefix << *rest;
+      EXPECT_TRUE(Grammar::is_terminal(s)) << prefix << *rest;
+    }
+  }
+}
+
+// Gemma 4's call syntax (GrammarSyntax::kGemma4) on Gemma 3's vocabulary, which Gemma 4 shares: its strings take
+// the walk, never the plain-text fast path (a plain token may hold "<|", which ends the string), and the walked mask
+// equals the byte-by-byte reference inside strings, keys and values; random logits reach a whole call.
+TEST(TokenMask, Gemma4SyntaxMasksMatchTheReference) {
+  const Tokenizer& tok = test::cached_tokenizer("vocab/ggml-vocab-gemma3.gguf");
+  const VocabBytes vocab(tok);
+  const json params = json::parse(R"({"type": "object", "properties": {
+      "city": {"type": "string", "maxLength": 6}, "days": {"type": "integer"},
+      "tags": {"type": "array", "items": {"type": "string", "maxLength": 3}, "maxItems": 2}},
+    "required": ["city", "days", "tags"], "additionalProperties": false})");
+  auto g = Grammar::branches({{"<|tool_call>call:f", params, "<tool_call|>"}}, GrammarSyntax::kGemma4);
+  ASSERT_TRUE(g) << g.error().message;
+  GrammarState in_string = g->start();
+  ASSERT_TRUE(g->advance(in_string, "<|tool_call>call:f{city:<|\"|>a"));
+  int32_t room = 0;
+  EXPECT_FALSE(g->in_plain_string(in_string, &room));
+  TokenMasker masker;
+  std::vector<uint8_t> allowed, reference;
+  for (int seed = 0; seed < 2; ++seed) {
+    std::mt19937 rng(seed);
+    GrammarState state = g->start();
+    std::string out;
+    for (int step = 0; step < 120 && !Grammar::is_terminal(state); ++step) {
+      ASSERT_GT(masker.compute(*g, state, vocab, {}, allowed), 0) << "stuck after " << out;
+      if (step % 4 == 0) {
+        compute_token_mask_reference(*g, state, vocab, {}, reference);
+        ASSERT_EQ(allowed, reference) << "after " << out;
+      }
+      std::vector<int32_t> ok;
+      for (int32_t t = 0; t < vocab.vocab_size(); ++t) {
+        if (allowed[t]) ok.push_back(t);
+      }
+      const int32_t pick = ok[rng() % ok.size()];
+      ASSERT_TRUE(g->advance(state, vocab.piece(TokenId{pick})));
+      out += vocab.piece(TokenId{pick});
+    }
+    EXPECT_TRUE(Grammar::is_terminal(state)) << "seed " << seed << ": " << out;
+    EXPECT_TRUE(out.starts_with("<|tool_call>call:f{") && out.ends_with("}<tool_call|>")) << out;
+  }
+}
+
 }  // namespace
 }  // namespace hearth

@@ -199,6 +199,23 @@ TEST(ChatTokens, EndIsEogOutsideHarmony) {
   EXPECT_TRUE(tok->is_eog(TokenId(4)));
 }
 
+// Gemma 4 ends a turn with <turn|>, and a turn of calls with <|tool_response>; its <|turn> and <|tool_call> start
+// things and do not end generation. (Gemma 3's vocabulary, which Gemma 4 files here borrow, has none of them.)
+TEST(ChatTokens, Gemma4TurnEndsGeneration) {
+  TokenizerVocab v;
+  v.tokens = {"<unk>", "<bos>", "<eos>", "<|turn>", "<turn|>", "<|tool_call>", "<|tool_response>", "a"};
+  v.token_types = {2, 3, 3, 3, 3, 3, 3, 1};
+  Result<Tokenizer> tok = Tokenizer::from_vocab(v);
+  ASSERT_TRUE(tok.ok()) << tok.error().message;
+  EXPECT_TRUE(tok->is_eog(TokenId(4)));
+  EXPECT_TRUE(tok->is_eog(TokenId(6)));
+  EXPECT_FALSE(tok->is_eog(TokenId(3)));
+  EXPECT_FALSE(tok->is_eog(TokenId(5)));
+  const Tokenizer& gemma3 = test::cached_tokenizer("vocab/ggml-vocab-gemma3.gguf");
+  EXPECT_FALSE(gemma3.find_token("<turn|>"));
+  EXPECT_FALSE(gemma3.find_token("<|tool_call>"));
+}
+
 // DeepSeek's end of sentence and CodeLlama's _<EOT> are end markers by their text too, as in llama.cpp.
 TEST(ChatTokens, DeepSeekAndCodeLlamaEndMarkersByText) {
   TokenizerVocab v;

@@ -9,8 +9,9 @@ MessagesAnswer harmony_messages_answer(const CompletionRequest& chat, std::strin
   return MessagesAnswer{std::move(content), std::move(tool_calls)};
 }
 
-MessagesAnswer harmony_messages_answer(const CompletionRequest& chat, std::string_view text, FinishReason reason) {
-  HarmonyAnswer answer = parse_harmony(text);
+MessagesAnswer harmony_messages_answer(const CompletionRequest& chat, ChannelParser& parser, std::string_view text,
+                                       FinishReason reason) {
+  ChannelAnswer answer = parse_channels(parser, text);
   return harmony_messages_answer(chat, std::move(answer.content), answer.calls, reason);
 }
 

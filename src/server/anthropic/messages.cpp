@@ -36,10 +36,10 @@ class MessagesGeneration : public Generation, public std::enable_shared_from_thi
         breakpoint_tokens_(breakpoint_tokens),
         format_(context.chat().tool_call_format()) {
     // With tools, streamed text that may be a call is held back (ToolCallStream) and sent as tool_use blocks.
-    // A harmony model's answer goes through its parser instead: the final text streams, the calls come at the end.
-    if (context.uses_harmony(request_.chat)) {
-      harmony_.emplace();
-    } else if (request_.chat.stream && request_.chat.tools_active()) {
+    // A harmony or Gemma 4 model's answer goes through its channel parser instead: the content streams, the
+    // reasoning is left out, the calls come at the end.
+    channels_ = context.channel_parser(request_.chat);
+    if (!channels_ && request_.chat.stream && request_.chat.tools_active()) {
       tools_.emplace(format_, request_.chat.tool_call_forced());
     }
   }
@@ -66,8 +66,8 @@ class MessagesGeneration : public Generation, public std::enable_shared_from_thi
       }
       if (request_.chat.stream && !message_started_) start_message(*out, chunk);
       text_ += out->new_text;
-      if (request_.chat.stream && harmony_) {
-        send_text(harmony_->push(out->new_text).content, chunk);
+      if (request_.chat.stream && channels_) {
+        send_text(channels_->push(out->new_text).content, chunk);
       } else if (request_.chat.stream) {
         send_text(tools_ ? tools_->push(out->new_text) : out->new_text, chunk);
       }
@@ -98,7 +98,7 @@ class MessagesGeneration : public Generation, public std::enable_shared_from_thi
     json message = message_json(id_, model_, MessagesAnswer{}, FinishReason::kNone, "", usage);
     chunk.data += anthropic_event(json{{"type", "message_start"}, {"message", std::move(message)}});
     // Without tools the answer is one text block, opened at once; with tools it opens at the first text, if any.
-    if (!tools_ && !(harmony_ && request_.chat.tools_active())) open_text_block(chunk);
+    if (!tools_ && !(channels_ && request_.chat.tools_active())) open_text_block(chunk);
     chunk.data += anthropic_event(json{{"type", "ping"}});
   }
 
@@ -148,18 +148,18 @@ class MessagesGeneration : public Generation, public std::enable_shared_from_thi
     record(out);
     const MessagesUsage usage = messages_usage(out.usage, breakpoint_tokens_);
     if (!request_.chat.stream) {
-      const MessagesAnswer answer = harmony_
-                                        ? harmony_messages_answer(request_.chat, text_, out.finish_reason)
+      const MessagesAnswer answer = channels_
+                                        ? harmony_messages_answer(request_.chat, *channels_, text_, out.finish_reason)
                                         : messages_answer(request_.chat, format_, std::move(text_), out.finish_reason);
       chunk.head =
           ServerContext::json_response(message_json(id_, model_, answer, out.finish_reason, out.stop_sequence, usage));
       return;
     }
     bool tool_use = false;
-    if (harmony_) {
-      send_text(harmony_->finish().content, chunk);
+    if (channels_) {
+      send_text(channels_->finish().content, chunk);
       close_text_block(chunk);
-      const MessagesAnswer answer = harmony_messages_answer(request_.chat, {}, harmony_->calls(), out.finish_reason);
+      const MessagesAnswer answer = harmony_messages_answer(request_.chat, {}, channels_->calls(), out.finish_reason);
       send_tool_uses(answer.calls, chunk);
       tool_use = !answer.calls.empty();
       if (num_blocks_ == 0) open_text_block(chunk);
@@ -209,7 +209,7 @@ class MessagesGeneration : public Generation, public std::enable_shared_from_thi
   int32_t breakpoint_tokens_;
   ToolCallFormat format_;
   std::optional<ToolCallStream> tools_;  // streaming with tools: holds back what may be a call
-  std::optional<HarmonyParser> harmony_;  // a harmony model's answer (harmony.h)
+  std::unique_ptr<ChannelParser> channels_;  // a harmony or Gemma 4 answer (channel_parser.h)
   std::string text_;
   int num_blocks_ = 0;  // content blocks started
   bool text_block_open_ = false;

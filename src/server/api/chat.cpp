@@ -55,6 +55,9 @@ class TemplateFormatter final : public ChatFormatter {
   std::string describe() const override {
     if (tmpl_.is_fallback()) return "the fallback chat format (\"User: ...\\nAssistant:\")";
     if (harmony_) return "the model's chat template (harmony: channels and tool calls parsed)";
+    if (tool_format_ == ToolCallFormat::kGemma4) {
+      return "the model's chat template (gemma4: thinking and tool calls parsed)";
+    }
     return generic_tools_ ? "the model's chat template (it has no tools: Hearth's generic tool prompt, JSON calls)"
                           : "the model's chat template";
   }

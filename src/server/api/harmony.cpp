@@ -148,11 +148,7 @@ void HarmonyParser::emit(std::string_view text, HarmonyDelta& out) {
 
 HarmonyAnswer parse_harmony(std::string_view text) {
   HarmonyParser parser;
-  HarmonyDelta all = parser.push(text);
-  const HarmonyDelta rest = parser.finish();
-  all.content += rest.content;
-  all.reasoning += rest.reasoning;
-  return HarmonyAnswer{std::move(all.content), std::move(all.reasoning), parser.calls()};
+  return parse_channels(parser, text);
 }
 
 json harmony_template_messages(const json& messages) {

@@ -28,32 +28,26 @@
 #include <vector>
 
 #include "engine/engine_types.h"
+#include "server/api/channel_parser.h"
 #include "server/api/completion_request.h"
 #include "server/api/tool_calls.h"
 
 namespace hearth::server {
 
-struct HarmonyCall {
-  std::string name;       // without "functions."
-  std::string arguments;  // the body as the model wrote it
-};
+// A call's name is without "functions."; its arguments are the body as the model wrote it.
+using HarmonyCall = ChannelCall;
+using HarmonyDelta = ChannelDelta;
 
-struct HarmonyDelta {
-  std::string content;
-  std::string reasoning;
-  bool empty() const { return content.empty() && reasoning.empty(); }
-};
-
-class HarmonyParser {
+class HarmonyParser : public ChannelParser {
  public:
   static constexpr size_t kMaxHeaderBytes = 256;
 
   // Reads the next piece of the answer; returns the content and reasoning that are certain now.
-  [[nodiscard]] HarmonyDelta push(std::string_view text);
+  [[nodiscard]] HarmonyDelta push(std::string_view text) override;
   // The answer has ended: returns what was held back (a partial marker is text after all). Call once.
-  [[nodiscard]] HarmonyDelta finish();
+  [[nodiscard]] HarmonyDelta finish() override;
   // Every call so far, in order; a call's arguments are whole once the next message starts or finish() ran.
-  const std::vector<HarmonyCall>& calls() const { return calls_; }
+  const std::vector<HarmonyCall>& calls() const override { return calls_; }
 
  private:
   enum class Mode { kHeader, kBody };
@@ -69,11 +63,7 @@ class HarmonyParser {
   std::vector<HarmonyCall> calls_;
 };
 
-struct HarmonyAnswer {
-  std::string content;
-  std::string reasoning;
-  std::vector<HarmonyCall> calls;
-};
+using HarmonyAnswer = ChannelAnswer;
 
 // A whole answer at once: the same as pushing it and finishing.
 [[nodiscard]] HarmonyAnswer parse_harmony(std::string_view text);
@@ -86,8 +76,9 @@ struct HarmonyAnswer {
 // adds it to a string (an error in Jinja for a missing one) and OpenAI's API makes it optional.
 [[nodiscard]] nlohmann::json harmony_template_tools(const nlohmann::json& tools);
 
-// The calls of a finished harmony answer a client may see: those that name one of the request's tools with object
-// arguments (with fresh ids; only the first without parallel_tool_calls). Calls to other functions, or with
+// The calls of a finished harmony answer (or Gemma 4's: its parser's calls come here too) a client may see: those
+// that name one of the request's tools with object arguments (with fresh ids; only the first without
+// parallel_tool_calls). Calls to other functions, or with
 // arguments that do not parse, are dropped: never content, never a broken tool_calls. None when the request's tools
 // are not active or the request was aborted.
 [[nodiscard]] std::vector<ToolCall> harmony_tool_calls(const CompletionRequest& request,

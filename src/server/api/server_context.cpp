@@ -7,6 +7,8 @@
 #include <utility>
 
 #include "engine/explain.h"
+#include "server/api/gemma4_answer.h"
+#include "server/api/harmony.h"
 #include "util/log.h"
 
 namespace hearth::server {
@@ -192,7 +194,7 @@ RequestSpec ServerContext::build_spec(const CompletionRequest& request, std::vec
   spec.pin_prefix = request.pin_prefix;
   spec.top_logprobs = request.top_logprobs;
   spec.grammar = request.grammar;
-  spec.render_special_tokens = uses_harmony(request);
+  spec.render_special_tokens = uses_channels(request);
   return spec;
 }
 
@@ -239,8 +241,15 @@ void ServerContext::remember_answer(const std::string& cache_salt, bool parse_sp
                     std::span<const TokenId>(prompt_end, out.tokens.end()));
 }
 
-bool ServerContext::uses_harmony(const CompletionRequest& request) const {
-  return request.endpoint == Endpoint::kChat && chat_.harmony() && !request.grammar;
+bool ServerContext::uses_channels(const CompletionRequest& request) const {
+  return request.endpoint == Endpoint::kChat && !request.grammar &&
+         (chat_.harmony() || chat_.tool_call_format() == ToolCallFormat::kGemma4);
+}
+
+std::unique_ptr<ChannelParser> ServerContext::channel_parser(const CompletionRequest& request) const {
+  if (!uses_channels(request)) return nullptr;
+  if (chat_.harmony()) return std::make_unique<HarmonyParser>();
+  return std::make_unique<Gemma4Parser>(request.tools_active() ? request.tools : nlohmann::json::array());
 }
 
 }  // namespace hearth::server

@@ -29,6 +29,7 @@
 #include "engine/engine_loop.h"
 #include "kv/volatile_prefix.h"
 #include "server/api/api_error.h"
+#include "server/api/channel_parser.h"
 #include "server/api/chat.h"
 #include "server/api/completion_request.h"
 #include "server/cache/answer_memory.h"
@@ -57,9 +58,12 @@ class ServerContext {
   EngineLoop& loop() const { return loop_; }
   const Tokenizer& tokenizer() const { return tokenizer_; }
   const ChatFormatter& chat() const { return chat_; }
-  // A chat request to a harmony model (gpt-oss) whose answer's markers are rendered and parsed (api/harmony.h); not
-  // one with a grammar (a forced tool call, response_format), whose output is the grammar's plain text.
-  [[nodiscard]] bool uses_harmony(const CompletionRequest& request) const;
+  // A chat request to a model whose answers set reasoning and calls apart with markers (harmony: gpt-oss,
+  // api/harmony.h; Gemma 4, api/gemma4_answer.h): its answer's markers are rendered and parsed; not one with a
+  // grammar (a forced tool call, response_format), whose output is the grammar's plain text.
+  [[nodiscard]] bool uses_channels(const CompletionRequest& request) const;
+  // The parser of such a request's answer (its calls recognized to the request's active tools); null for others.
+  [[nodiscard]] std::unique_ptr<ChannelParser> channel_parser(const CompletionRequest& request) const;
   const ModelNames& model_names() const { return model_names_; }
   Metrics& metrics() { return metrics_; }
   StatsHistory& history() { return history_; }

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "server/api/gemma4_answer.h"
+
 #include <random>
 
 namespace hearth::server {
@@ -12,6 +14,7 @@ using nlohmann::ordered_json;
 
 constexpr std::string_view kHermesOpen = "<tool_call>";
 constexpr std::string_view kHermesClose = "</tool_call>";
+constexpr std::string_view kGemma4Open = "<|tool_call>";
 
 std::string_view trim(std::string_view s) {
   const size_t b = s.find_first_not_of(" \t\r\n");
@@ -97,6 +100,7 @@ std::optional<ParsedAnswer> parse_hermes(std::string_view text, const json& tool
 }  // namespace
 
 ToolCallFormat detect_tool_call_format(std::string_view source) {
+  if (source.find("<|tool_call>call:") != std::string_view::npos) return ToolCallFormat::kGemma4;
   if (source.find(kHermesOpen) != std::string_view::npos) return ToolCallFormat::kHermes;
   if (source.find("[TOOL_CALLS]") != std::string_view::npos) return ToolCallFormat::kMistral;
   if (source.find("<|start_header_id|>") != std::string_view::npos &&
@@ -116,12 +120,15 @@ const char* tool_call_format_name(ToolCallFormat format) {
       return "llama3";
     case ToolCallFormat::kMistral:
       return "mistral";
+    case ToolCallFormat::kGemma4:
+      return "gemma4";
   }
   return "json";
 }
 
 std::optional<ParsedAnswer> parse_tool_calls(ToolCallFormat format, std::string_view text, const json& tools) {
   if (format == ToolCallFormat::kHermes) return parse_hermes(text, tools);
+  if (format == ToolCallFormat::kGemma4) return parse_gemma4_tool_calls(text, tools);
   std::string_view body = trim(text);
   if (format == ToolCallFormat::kMistral && body.starts_with("[TOOL_CALLS]")) body = trim(body.substr(12));
   const char open = format == ToolCallFormat::kMistral ? '[' : '{';
@@ -163,6 +170,12 @@ Result<Grammar> forced_tool_call_grammar(ToolCallFormat format, const json& tool
       case ToolCallFormat::kJson:
         b = {fmt::format("{{\"name\": {}, \"arguments\": ", quoted), parameters, "}"};
         break;
+      case ToolCallFormat::kGemma4:
+        if (name.empty() || name.find_first_of(" \t\r\n<>:,\"{") != std::string::npos) {
+          return make_error("tool name {} cannot be written in Gemma 4's call syntax", quoted);
+        }
+        b = {fmt::format("<|tool_call>call:{}", name), parameters, "<tool_call|>"};
+        break;
     }
     branches.push_back(std::move(b));
     if (branches.size() > kMaxGrammarAlternatives) {
@@ -170,16 +183,17 @@ Result<Grammar> forced_tool_call_grammar(ToolCallFormat format, const json& tool
     }
   }
   if (branches.empty()) return make_error("no tool is named \"{}\"", only);
-  return Grammar::branches(branches);
+  return Grammar::branches(branches, format == ToolCallFormat::kGemma4 ? GrammarSyntax::kGemma4 : GrammarSyntax::kJson);
 }
 
 std::string ToolCallStream::push(std::string_view text) {
   if (content_) return std::string(text);
   held_ += text;
   if (holding_) return {};
-  if (format_ == ToolCallFormat::kHermes) {
-    // Content until a "<tool_call>" starts; hold its possible beginning.
-    const size_t open = held_.find(kHermesOpen);
+  if (format_ == ToolCallFormat::kHermes || format_ == ToolCallFormat::kGemma4) {
+    // Content until a call's opening marker starts; hold its possible beginning.
+    const std::string_view marker = format_ == ToolCallFormat::kHermes ? kHermesOpen : kGemma4Open;
+    const size_t open = held_.find(marker);
     if (open != std::string::npos) {
       holding_ = true;
       std::string out = held_.substr(0, open);
@@ -187,8 +201,8 @@ std::string ToolCallStream::push(std::string_view text) {
       return out;
     }
     size_t keep = 0;
-    for (size_t n = std::min(held_.size(), kHermesOpen.size() - 1); n > 0; --n) {
-      if (std::string_view(held_).substr(held_.size() - n) == kHermesOpen.substr(0, n)) {
+    for (size_t n = std::min(held_.size(), marker.size() - 1); n > 0; --n) {
+      if (std::string_view(held_).substr(held_.size() - n) == marker.substr(0, n)) {
         keep = n;
         break;
       }

@@ -9,6 +9,8 @@
 //   kLlama3   Llama 3.1/3.2/3.3: the whole answer is {"name": "f", "parameters": {...}} (<|python_tag|> is a
 //             control token: it never reaches the text)
 //   kMistral  Mistral Nemo and friends: [TOOL_CALLS] (a control token) then [{"name": "f", "arguments": {...}}, ...]
+//   kGemma4   Gemma 4: <|tool_call>call:f{key:<|"|>text<|"|>,n:3}<tool_call|>, anywhere in the answer, after any
+//             thinking (<|channel>thought\n...<channel|>); gemma4_answer.h has the syntax and the parser
 //   kJson     every other template and the fallback format: the whole answer is {"name": "f", "arguments": {...}}
 //             (or an array of them)
 // A call is recognized only when every part parses, names a function in `tools` and has object arguments;
@@ -26,7 +28,7 @@
 
 namespace hearth::server {
 
-enum class ToolCallFormat { kJson, kHermes, kLlama3, kMistral };
+enum class ToolCallFormat { kJson, kHermes, kLlama3, kMistral, kGemma4 };
 
 [[nodiscard]] ToolCallFormat detect_tool_call_format(std::string_view template_source);
 [[nodiscard]] const char* tool_call_format_name(ToolCallFormat format);

@@ -32,9 +32,8 @@ class OllamaGeneration : public Generation, public std::enable_shared_from_this<
         request_(std::move(request)),
         handle_(std::move(handle)),
         format_(context.chat().tool_call_format()) {
-    if (context.uses_harmony(request_.chat)) {
-      harmony_.emplace();
-    } else if (request_.chat.stream && request_.chat.tools_active()) {
+    channels_ = context.channel_parser(request_.chat);  // harmony or Gemma 4: content, thinking, calls
+    if (!channels_ && request_.chat.stream && request_.chat.tools_active()) {
       tools_.emplace(format_, request_.chat.tool_call_forced());
     }
   }
@@ -67,8 +66,8 @@ class OllamaGeneration : public Generation, public std::enable_shared_from_this<
       }
       text_ += out->new_text;
       if (request_.chat.stream) {
-        if (harmony_) {
-          HarmonyDelta d = harmony_->push(out->new_text);
+        if (channels_) {
+          ChannelDelta d = channels_->push(out->new_text);
           send(d.content, request_.think ? d.reasoning : std::string(), chunk);
         } else {
           send(tools_ ? tools_->push(out->new_text) : out->new_text, {}, chunk);
@@ -122,12 +121,12 @@ class OllamaGeneration : public Generation, public std::enable_shared_from_this<
     if (request_.generate) {
       for (TokenId t : out.tokens) f.context.push_back(t.value);
     }
-    if (harmony_ && request_.chat.stream) {
-      HarmonyDelta rest = harmony_->finish();
+    if (channels_ && request_.chat.stream) {
+      ChannelDelta rest = channels_->finish();
       send(rest.content, request_.think ? rest.reasoning : std::string(), chunk);
-      f.calls = harmony_tool_calls(request_.chat, harmony_->calls(), out.finish_reason);
-    } else if (harmony_) {
-      HarmonyAnswer whole = parse_harmony(text_);
+      f.calls = harmony_tool_calls(request_.chat, channels_->calls(), out.finish_reason);
+    } else if (channels_) {
+      ChannelAnswer whole = parse_channels(*channels_, text_);
       f.text = std::move(whole.content);
       if (request_.think) f.thinking = std::move(whole.reasoning);
       f.calls = harmony_tool_calls(request_.chat, whole.calls, out.finish_reason);
@@ -178,7 +177,7 @@ class OllamaGeneration : public Generation, public std::enable_shared_from_this<
   std::unique_ptr<RequestHandle> handle_;
   ToolCallFormat format_;
   std::optional<ToolCallStream> tools_;   // streaming with tools: holds back what may be a call
-  std::optional<HarmonyParser> harmony_;  // a harmony model's answer (harmony.h)
+  std::unique_ptr<ChannelParser> channels_;  // a harmony or Gemma 4 answer (channel_parser.h)
   std::string text_;
   bool head_sent_ = false;
   bool done_ = false;
@@ -244,9 +243,14 @@ HttpResponse handle_generation(ServerContext& context, const HttpRequest& req, b
     return ollama_error_response(context, *error);
   }
   if (request.load_only) return load_only_response(request);
-  if (request.think && !context.chat().harmony()) {
+  const bool gemma4 = context.chat().tool_call_format() == ToolCallFormat::kGemma4;
+  if (request.think && !context.chat().harmony() && !gemma4) {
     return ollama_error_response(
         context, invalid_request(fmt::format("\"{}\" does not support thinking", request.model), "think"));
+  }
+  if (request.think && gemma4) {  // Gemma 4's template thinks when asked to
+    if (!request.chat.chat_template_kwargs.is_object()) request.chat.chat_template_kwargs = json::object();
+    request.chat.chat_template_kwargs["enable_thinking"] = true;
   }
   auto built = build_prompt(context, request);
   if (!built) return ollama_error_response(context, built.error());

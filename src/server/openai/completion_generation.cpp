@@ -16,9 +16,8 @@ CompletionGeneration::CompletionGeneration(ServerContext& context, CompletionReq
     c.handle = std::move(handle);
     if (request_.echo) c.text = request_.prompt_text;
     c.text_offset = static_cast<int64_t>(c.text.size());
-    if (context_.uses_harmony(request_)) {
-      c.harmony.emplace();
-    } else if (request_.stream && request_.tools_active()) {
+    c.channels = context_.channel_parser(request_);
+    if (!c.channels && request_.stream && request_.tools_active()) {
       c.tools.emplace(context_.chat().tool_call_format(), request_.tool_call_forced());
     }
   }
@@ -70,7 +69,7 @@ bool CompletionGeneration::read_choice(size_t i, Chunk& chunk) {
 // The SSE events for one piece of choice i's news (with its finish chunk when it is the last).
 std::string CompletionGeneration::stream_events(size_t i, const RequestOutput& out) {
   Choice& c = choices_[i];
-  if (c.harmony) return stream_harmony(i, out);
+  if (c.channels) return stream_harmony(i, out);
   const auto index = static_cast<int32_t>(i);
   std::string events;
   if (c.first_chunk && request_.echo && !request_.prompt_text.empty()) {
@@ -142,7 +141,7 @@ void CompletionGeneration::fail(size_t i, const RequestOutput& out, Chunk& chunk
     return;
   }
   Choice& c = choices_[i];
-  const std::string text = c.harmony ? c.harmony->push(out.new_text).content : out.new_text;
+  const std::string text = c.channels ? c.channels->push(out.new_text).content : out.new_text;
   if (!text.empty()) {
     chunk.data += sse_event(
         chunk_json(request_, meta_, text, c.first_chunk, FinishReason::kNone, nullptr, static_cast<int32_t>(i)));
@@ -160,7 +159,7 @@ void CompletionGeneration::complete(Chunk& chunk) {
   }
   std::vector<ChoiceResult> results;
   for (Choice& c : choices_) {
-    if (c.harmony) {
+    if (c.channels) {
       results.push_back(harmony_result(c));
       continue;
     }

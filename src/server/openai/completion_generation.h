@@ -43,11 +43,11 @@ class CompletionGeneration : public Generation, public std::enable_shared_from_t
     std::optional<RequestUsage> usage;  // set when its final output arrived
     FinishReason finish_reason = FinishReason::kNone;
     std::optional<ToolCallStream> tools;  // streaming with tools: holds back what may be a call
-    std::optional<HarmonyParser> harmony;  // a harmony model's chat answer (generation_harmony.cpp)
+    std::unique_ptr<ChannelParser> channels;  // harmony or Gemma 4 chat answer (completion_generation_harmony.cpp)
   };
-  // Choice i's news as harmony deltas (reasoning_content, content), and at its end its tool calls.
+  // Choice i's news as channel deltas (reasoning_content, content), and at its end its tool calls.
   std::string stream_harmony(size_t i, const RequestOutput& out);
-  // Choice i's whole harmony answer.
+  // Choice i's whole answer through its channel parser.
   ChoiceResult harmony_result(Choice& c);
   // A streamed choice with tools has ended: its calls as tool_calls deltas, or what was held back as content.
   std::string stream_tool_calls(size_t i, const RequestOutput& out);

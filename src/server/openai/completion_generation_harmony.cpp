@@ -1,5 +1,6 @@
-// CompletionGeneration for a harmony model's chat answers (api/harmony.h): each choice's text goes through its
-// HarmonyParser, streamed as reasoning_content and content deltas, and its tool calls are sent at its end.
+// CompletionGeneration for the chat answers of a harmony model (api/harmony.h) or Gemma 4 (api/gemma4_answer.h):
+// each choice's text goes through its ChannelParser, streamed as reasoning_content and content deltas, and its tool
+// calls are sent at its end.
 
 #include "server/openai/completion_generation.h"
 #include "server/openai/harmony_json.h"
@@ -10,19 +11,19 @@ std::string CompletionGeneration::stream_harmony(size_t i, const RequestOutput& 
   Choice& c = choices_[i];
   const auto index = static_cast<int32_t>(i);
   std::string events;
-  const HarmonyDelta delta = c.harmony->push(out.new_text);
+  const HarmonyDelta delta = c.channels->push(out.new_text);
   if (!delta.empty() || !out.logprobs.empty() || (c.first_chunk && !out.finished)) {
     events +=
         sse_event(harmony_chunk_json(request_, meta_, delta, c.first_chunk, logprobs_json(c, out.logprobs), index));
     c.first_chunk = false;
   }
   if (!out.finished) return events;
-  const HarmonyDelta rest = c.harmony->finish();
+  const HarmonyDelta rest = c.channels->finish();
   if (!rest.empty()) {
     events += sse_event(harmony_chunk_json(request_, meta_, rest, c.first_chunk, nullptr, index));
     c.first_chunk = false;
   }
-  const ChoiceResult result = harmony_choice(request_, {}, {}, c.harmony->calls(), out.finish_reason, nullptr);
+  const ChoiceResult result = harmony_choice(request_, {}, {}, c.channels->calls(), out.finish_reason, nullptr);
   if (result.tool_calls.empty()) {
     events += sse_event(chunk_json(request_, meta_, "", c.first_chunk, out.finish_reason, nullptr, index));
     return events;
@@ -36,9 +37,9 @@ std::string CompletionGeneration::stream_harmony(size_t i, const RequestOutput& 
 }
 
 ChoiceResult CompletionGeneration::harmony_result(Choice& c) {
-  HarmonyDelta all = c.harmony->push(c.text);
-  const HarmonyDelta rest = c.harmony->finish();
-  return harmony_choice(request_, all.content + rest.content, all.reasoning + rest.reasoning, c.harmony->calls(),
+  HarmonyDelta all = c.channels->push(c.text);
+  const HarmonyDelta rest = c.channels->finish();
+  return harmony_choice(request_, all.content + rest.content, all.reasoning + rest.reasoning, c.channels->calls(),
                         c.finish_reason, logprobs_json(c, c.logprobs));
 }
 

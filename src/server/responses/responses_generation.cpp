@@ -16,11 +16,8 @@ ResponsesGeneration::ResponsesGeneration(ServerContext& context, std::shared_ptr
       prompt_(std::move(prompt)),
       handle_(std::move(handle)),
       format_(context.chat().tool_call_format()) {
-  if (context.uses_harmony(request_.chat)) {
-    harmony_.emplace();
-  } else if (request_.chat.tools_active()) {
-    tools_.emplace(format_, request_.chat.tool_call_forced());
-  }
+  channels_ = context.channel_parser(request_.chat);
+  if (!channels_ && request_.chat.tools_active()) tools_.emplace(format_, request_.chat.tool_call_forced());
 }
 
 ResponseSource::Chunk ResponsesGeneration::pull() {
@@ -47,8 +44,8 @@ ResponseSource::Chunk ResponsesGeneration::pull() {
 }
 
 void ResponsesGeneration::read(const RequestOutput& out, std::string& events) {
-  if (harmony_) {
-    const HarmonyDelta delta = harmony_->push(out.new_text);
+  if (channels_) {
+    const ChannelDelta delta = channels_->push(out.new_text);
     reasoning_ += delta.reasoning;
     text_ += delta.content;
     output_.reasoning(delta.reasoning, events);
@@ -63,13 +60,13 @@ void ResponsesGeneration::read(const RequestOutput& out, std::string& events) {
 void ResponsesGeneration::finish(const RequestOutput& out, Chunk& chunk, std::string& events) {
   done_ = true;
   record(out);
-  if (harmony_) {
-    const HarmonyDelta delta = harmony_->finish();
+  if (channels_) {
+    const ChannelDelta delta = channels_->finish();
     reasoning_ += delta.reasoning;
     text_ += delta.content;
     output_.reasoning(delta.reasoning, events);
     output_.text(delta.content, events);
-    calls_ = harmony_tool_calls(request_.chat, harmony_->calls(), out.finish_reason);
+    calls_ = harmony_tool_calls(request_.chat, channels_->calls(), out.finish_reason);
   } else if (tools_) {
     ChoiceResult held = choice_with_tool_calls(request_.chat, format_, tools_->held(), out.finish_reason, nullptr);
     text_ += held.text;

@@ -1,10 +1,10 @@
 #pragma once
 // ResponsesGeneration (responses.cpp creates it): the Generation (api/generation.h) of POST /v1/responses. One
 // engine request; its answer goes through ResponseOutput (responses_json.h) as it arrives, so a streamed response
-// (the typed events) and a whole one have the same output items. A harmony model's answer is parsed into reasoning,
-// text and calls; another model's calls (with tools) are parsed at the end, text that may be a call held back
-// meanwhile. At the end the response is kept in the ResponseStore (with "store": true), with the conversation's
-// exact ids.
+// (the typed events) and a whole one have the same output items. A harmony or Gemma 4 model's answer is parsed into
+// reasoning, text and calls (its ChannelParser); another model's calls (with tools) are parsed at the end, text that
+// may be a call held back meanwhile. At the end the response is kept in the ResponseStore (with "store": true), with
+// the conversation's exact ids.
 
 #include <memory>
 #include <optional>
@@ -47,7 +47,7 @@ class ResponsesGeneration : public Generation, public std::enable_shared_from_th
   std::unique_ptr<RequestHandle> handle_;
   ToolCallFormat format_;
   std::optional<ToolCallStream> tools_;   // with tools: holds back what may be a call
-  std::optional<HarmonyParser> harmony_;  // a harmony model's answer (harmony.h)
+  std::unique_ptr<ChannelParser> channels_;  // a harmony or Gemma 4 model's answer (ServerContext::channel_parser)
   ResponseOutput output_;
   std::string text_;       // the message text of the answer
   std::string reasoning_;  // its reasoning
