@@ -27,6 +27,7 @@
 #include "kv/kv_plan.h"
 #include "kv/tier_seal.h"
 #include "model/model.h"
+#include "server/http/cors.h"
 #include "server/http/serve_access.h"
 #include "server/server.h"
 #include "template/chat_template.h"
@@ -198,6 +199,11 @@ int run_serve(ServeFlags f) {
                                          std::getenv("HEARTH_API_KEY"));
   if (!api_key) return std::fprintf(stderr, "error: %s\n", api_key.error().message.c_str()), 1;
   f.api_key = *api_key;
+  for (std::string& origin : f.allow_origins) {
+    auto parsed = server::parse_allowed_origin(origin);
+    if (!parsed) return std::fprintf(stderr, "error: %s\n", parsed.error().message.c_str()), 1;
+    origin = *parsed;
+  }
   if (const std::string warning = server::exposure_warning(f.host, !f.api_key.empty()); !warning.empty()) {
     spdlog::warn("{}", warning);
   }
@@ -282,6 +288,7 @@ int run_serve(ServeFlags f) {
   config.http.max_connections = f.max_connections;
   config.http.header_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.header_timeout_s * 1000));
   config.http.body_idle_timeout = config.http.header_timeout;
+  config.http.cors.allowed_origins = f.allow_origins;
   config.api_key = f.api_key;
   config.shutdown_grace_s = f.shutdown_grace_s;
   config.answer_memory_entries = static_cast<size_t>(f.answer_memory);
@@ -383,6 +390,9 @@ Command add_serve(CLI::App& app) {
   app.add_option("--max-batch-tokens", flags->max_batch_tokens, "Token budget per engine step")->capture_default_str();
   CLI::Option* api_key =
       app.add_option("--api-key", flags->api_key, "Require 'Authorization: Bearer KEY' (or env HEARTH_API_KEY)");
+  app.add_option("--allow-origin", flags->allow_origins,
+                 "Let a browser app on this origin call the server (CORS), e.g. http://localhost:5173; '*' for any; "
+                 "repeatable");
   app.add_option("--max-body-bytes", flags->max_body, "Largest request body, e.g. 4MiB")->capture_default_str();
   app.add_option("--model-id", flags->model_id, "Model name for /v1/models (default: the file name)");
   app.add_option("--model-alias", flags->model_aliases,

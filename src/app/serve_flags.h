@@ -47,6 +47,7 @@ struct ServeFlags {
   std::string api_key;
   bool api_key_given = false;  // --api-key was on the command line (even as "")
   std::string max_body = "4MiB";
+  std::vector<std::string> allow_origins;  // --allow-origin, repeatable; parsed in place by run_serve
   std::string model_id;
   std::vector<std::string> model_aliases;
   bool strict_model_names = false;

@@ -288,6 +288,7 @@ int run_serve_models(ServeFlags f, int64_t kv_bytes, int64_t max_body, const sig
   config.http.max_connections = f.max_connections;
   config.http.header_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.header_timeout_s * 1000));
   config.http.body_idle_timeout = config.http.header_timeout;
+  config.http.cors.allowed_origins = f.allow_origins;
   config.shutdown_grace_s = f.shutdown_grace_s;
   config.strict_model_names = f.strict_model_names;
   server::ModelRouter router(config, *host);

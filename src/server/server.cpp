@@ -27,6 +27,7 @@ HttpServer::HttpServer(ServerConfig config, EngineLoop& loop, const Tokenizer& t
   sampler_ = std::make_unique<StatsSampler>(std::chrono::seconds(1), [this] { sample_stats(context_); });
   if (!config_.own_transport) return;
   config_.http.answer_inline = is_health_probe;  // the /health route is a constant: it never waits for a worker
+  config_.http.alias_path = v1_route_for_alias;
   transport_ = std::make_unique<HttpTransport>(
       config_.http, [this](const HttpRequest& req) { return handle(req); },
       [this](int status, const std::string& message, std::string_view path) {

@@ -12,7 +12,23 @@ bool path_matches(const std::string& route_path, const std::string& path) {
   return prefix ? path.size() > route_path.size() && path.starts_with(route_path) : path == route_path;
 }
 
+// The routes a client may reach without /v1: exact paths, and prefixes ending in '/' (an id follows).
+constexpr std::string_view kV1Aliases[] = {
+    "/chat/completions", "/completions", "/models",   "/models/",
+    "/responses",        "/responses/",  "/messages", "/messages/count_tokens",
+};
+
 }  // namespace
+
+std::optional<std::string> v1_route_for_alias(std::string_view path) {
+  for (const std::string_view alias : kV1Aliases) {
+    const bool prefix = alias.back() == '/';
+    if (prefix ? path.size() > alias.size() && path.starts_with(alias) : path == alias) {
+      return "/v1" + std::string(path);
+    }
+  }
+  return std::nullopt;
+}
 
 void Routes::add(std::string method, std::string path, Route route) {
   for (const Entry& e : entries_) {

@@ -5,7 +5,9 @@
 // A route reads an HttpRequest and returns an HttpResponse (http_types.h); it never sees the transport.
 
 #include <functional>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "server/http/http_types.h"
@@ -14,6 +16,11 @@ namespace hearth::server {
 
 // Called on a route worker of the transport, any number at once.
 using Route = std::function<HttpResponse(const HttpRequest&)>;
+
+// The /v1 route a path without /v1 stands for (/chat/completions → /v1/chat/completions), for clients whose base URL
+// lacks /v1: the one alias table, applied by the transport of either front (HttpTransportConfig::alias_path) before
+// the API key, the route lookup and the error shape see the path. nullopt: the path is no alias.
+[[nodiscard]] std::optional<std::string> v1_route_for_alias(std::string_view path);
 
 class Routes {
  public:

@@ -67,11 +67,21 @@ void split_target(std::string_view target, HttpRequest& req) {
 }
 
 // The status line and headers of `res`; `length` is the body size, or nullopt for chunked transfer.
-std::string render_head(const HttpResponse& res, std::optional<size_t> length, bool keep_alive) {
+// `cors_origin`: the Access-Control-Allow-Origin to add (empty: none), unless the response has its own.
+std::string render_head(const HttpResponse& res, std::optional<size_t> length, bool keep_alive,
+                        std::string_view cors_origin) {
   const auto reason = http::obsolete_reason(static_cast<http::status>(res.status));
   std::string out = fmt::format("HTTP/1.1 {} {}\r\nContent-Type: {}\r\n", res.status,
                                 std::string_view(reason.data(), reason.size()), res.content_type);
-  for (const auto& [name, value] : res.headers) out += fmt::format("{}: {}\r\n", name, value);
+  bool has_cors = false;
+  for (const auto& [name, value] : res.headers) {
+    out += fmt::format("{}: {}\r\n", name, value);
+    has_cors = has_cors || beast::iequals(name, "Access-Control-Allow-Origin");
+  }
+  if (!cors_origin.empty() && !has_cors) {
+    out += fmt::format("Access-Control-Allow-Origin: {}\r\n", cors_origin);
+    if (cors_origin != "*") out += "Vary: Origin\r\n";
+  }
   out += length ? fmt::format("Content-Length: {}\r\n", *length) : std::string("Transfer-Encoding: chunked\r\n");
   out += keep_alive ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
   return out;
@@ -198,9 +208,11 @@ class Session : public std::enable_shared_from_this<Session> {
   Clock::time_point last_write_ = Clock::now();
   net::steady_timer keep_alive_timer_;
   std::array<char, 512> watch_buf_{};
+  std::string cors_origin_;  // the current request's Access-Control-Allow-Origin (empty: none)
 };
 
 void Session::read_header() {
+  cors_origin_.clear();
   source_.reset();
   source_done_ = false;
   streamed_ = false;
@@ -219,7 +231,11 @@ void Session::read_header() {
 bool Session::refuse_on_read_error(beast::error_code ec) {
   if (!ec) return false;
   if (ec == http::error::body_limit) {
-    // The head was read: the route's path is known.
+    // The head was read: the route's path and the Origin are known.
+    const auto origin = parser_->get()[http::field::origin];
+    if (!origin.empty()) {
+      cors_origin_ = impl_.config.cors.allow_origin(std::string_view(origin.data(), origin.size())).value_or("");
+    }
     const auto target_view = parser_->get().target();
     const std::string_view target(target_view.data(), target_view.size());
     respond_whole(impl_.render_error(413,
@@ -274,6 +290,11 @@ void Session::dispatch() {
   }
   req.body = std::move(msg.body());
   keep_alive_ = msg.keep_alive();
+  if (impl_.config.alias_path) {
+    if (auto canonical = impl_.config.alias_path(req.path)) req.path = std::move(*canonical);
+  }
+  cors_origin_ = impl_.config.cors.allow_origin(req.header("Origin")).value_or("");
+  if (auto preflight = impl_.config.cors.preflight(req)) return respond(std::move(*preflight));
   if (impl_.config.answer_inline && impl_.config.answer_inline(req)) return respond(handle(impl_, req));
   auto& pool = req.body.size() >= impl_.config.heavy_body_bytes ? impl_.heavy_workers : impl_.workers;
   net::post(pool, [self = shared_from_this(), req = std::move(req)] {
@@ -293,7 +314,7 @@ void Session::respond(HttpResponse res) {
 
 void Session::respond_whole(const HttpResponse& res, bool keep_alive) {
   keep_alive_ = keep_alive;
-  enqueue(render_head(res, res.body.size(), keep_alive) + res.body);
+  enqueue(render_head(res, res.body.size(), keep_alive, cors_origin_) + res.body);
   source_done_ = true;
   flush();
 }
@@ -321,8 +342,8 @@ void Session::pull() {
     const bool empty = !chunk.head && chunk.data.empty();
     if (chunk.head) {
       streamed_ = chunk.head->streamed;
-      enqueue(streamed_ ? render_head(*chunk.head, std::nullopt, false)
-                        : render_head(*chunk.head, chunk.head->body.size(), false) + chunk.head->body);
+      enqueue(streamed_ ? render_head(*chunk.head, std::nullopt, false, cors_origin_)
+                        : render_head(*chunk.head, chunk.head->body.size(), false, cors_origin_) + chunk.head->body);
     }
     if (!chunk.data.empty() && streamed_) enqueue(render_chunk(chunk.data));
     if (chunk.done) {

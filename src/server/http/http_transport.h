@@ -19,9 +19,12 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "server/http/cors.h"
 #include "server/http/http_types.h"
 #include "util/result.h"
 
@@ -54,6 +57,12 @@ struct HttpTransportConfig {
   // liveness probe answers while every worker is busy. It and the handler must be cheap and never block on such a
   // request (GET /health). Empty: every request goes to the workers.
   std::function<bool(const HttpRequest&)> answer_inline;
+  // Browser origins allowed to call (--allow-origin): every response to a request from one carries
+  // Access-Control-Allow-Origin, and their preflights are answered here (cors.h). Empty: no CORS.
+  CorsPolicy cors;
+  // The path a request's path stands for (an alias such as /chat/completions for /v1/chat/completions), or nullopt
+  // to keep it; applied before anything else looks at the request. Empty: paths are kept as sent.
+  std::function<std::optional<std::string>(std::string_view path)> alias_path;
 };
 
 class HttpTransport {

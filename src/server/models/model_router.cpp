@@ -153,6 +153,7 @@ ModelRouter::ModelRouter(ModelRouterConfig config, ModelHost& host) : config_(st
     for (const std::string& a : specs[i].aliases) names_.emplace(a, i);
   }
   config_.http.answer_inline = is_health_probe;  // handle() answers it from draining_ alone
+  config_.http.alias_path = v1_route_for_alias;
   transport_ = std::make_unique<HttpTransport>(
       config_.http, [this](const HttpRequest& req) { return handle(req); },
       [](int status, const std::string& message, std::string_view path) {
