@@ -2,7 +2,7 @@
 // messages.create and messages.stream with a system prompt marked cache_control (the first call creates the cache,
 // the second reads it), a 5-turn conversation with a rolling breakpoint, stop sequences, Anthropic's error shape (also
 // for the router's and transport's errors), tools with tool_use / tool_result (forced by grammar on stories260K,
-// whole and streamed), and x-api-key with --api-key.
+// whole and streamed), messages.countTokens (the prompt tokens a real request has), and x-api-key with --api-key.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, test } from 'node:test';
@@ -163,7 +163,8 @@ test('errors use Anthropic\'s error shape', async () => {
 test('the transport\'s and the router\'s errors under /v1/messages keep Anthropic\'s shape', async () => {
   const shapes = [
     [await fetch(`${server.baseURL}/v1/messages`), 405],
-    [await fetch(`${server.baseURL}/v1/messages/count_tokens`, { method: 'POST', body: '{}' }), 404],
+    [await fetch(`${server.baseURL}/v1/messages/batches`, { method: 'POST', body: '{}' }), 404],
+    [await fetch(`${server.baseURL}/v1/messages/count_tokens`, { method: 'POST', body: '{}' }), 400],
     [await fetch(`${server.baseURL}/v1/messages`, { method: 'POST', body: 'x'.repeat(5 << 20) }), 413],
   ];
   for (const [res, status] of shapes) {
@@ -264,6 +265,48 @@ test('tool_choice none, and tools without a forced call, answer in text', async 
   });
   assert.notEqual(r.stop_reason, 'tool_use');
   assert.ok(r.content.every((b) => b.type === 'text'));
+});
+
+test('messages.countTokens: the prompt tokens messages.create would have, without running anything', async () => {
+  const system = [{ type: 'text', text: houseRules(), cache_control: { type: 'ephemeral' } }];
+  const tools = [
+    {
+      name: 'get_weather',
+      description: 'The weather in a city',
+      input_schema: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+    },
+  ];
+  for (const body of [
+    { model: 'claude-sonnet-4-5', messages: [{ role: 'user', content: 'Tell me a story.' }] },
+    { model: 'claude-sonnet-4-5', system, messages: [{ role: 'user', content: 'Hello there' }] },
+    {
+      model: 'claude-sonnet-4-5',
+      system: 'Be brief.',
+      tools,
+      messages: [
+        { role: 'user', content: 'Weather in Paris?' },
+        { role: 'assistant', content: 'It is sunny.' },
+        { role: 'user', content: [{ type: 'text', text: 'And tomorrow?' }] },
+      ],
+    },
+  ]) {
+    const counted = await client.messages.countTokens(body);
+    assert.deepEqual(Object.keys(counted), ['input_tokens']);
+    const real = await client.messages.create({ ...body, max_tokens: 1, temperature: 0 });
+    assert.equal(counted.input_tokens, total(real.usage), JSON.stringify(body));
+    assert.ok(counted.input_tokens > 5);
+  }
+  // Errors keep Anthropic's shape; max_tokens is optional here but still checked when given.
+  await assert.rejects(client.messages.countTokens({ model: 'm', messages: 'hi' }), (err) => {
+    assert.ok(err instanceof Anthropic.BadRequestError);
+    assert.equal(err.error.type, 'error');
+    assert.match(err.error.error.message, /messages/);
+    return true;
+  });
+  await assert.rejects(
+    client.messages.countTokens({ model: 'm', max_tokens: 0, messages: [{ role: 'user', content: 'x' }] }),
+    { status: 400 },
+  );
 });
 
 test('x-api-key works with --api-key; a wrong one is a 401 in Anthropic\'s shape', async () => {

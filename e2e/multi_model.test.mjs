@@ -10,6 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
+import OpenAI from 'openai';
 import { BIN, GOLDEN_64, MODEL, MODEL_ID, SANITIZED, metrics, startServer, waitFor } from './helpers.mjs';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -335,6 +336,28 @@ describe('aliases, concurrent first requests, the Messages route', () => {
     const body = await bad.json();
     assert.equal(body.type, 'error');
     assert.match(body.error.message, /claude-x/);
+  });
+
+  test('the paths without /v1 and count_tokens route by model as their /v1 routes do', async () => {
+    const bare = new OpenAI({ apiKey: 'unused', baseURL: server.baseURL, maxRetries: 0, timeout: 30000 });
+    const r = await bare.completions.create({ model: 'homework', prompt: 'Once upon a time', max_tokens: 16, temperature: 0 });
+    assert.equal(r.model, SYNTH_ID);
+    assert.equal(r.choices[0].text, await cold(SYNTH_ID, 'Once upon a time', 16));
+    assert.ok((await bare.models.list()).data.some((m) => m.id === 'homework'));
+    const count = (path, model) =>
+      fetch(server.baseURL + path, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model, messages: [{ role: 'user', content: 'Hi' }] }),
+      });
+    for (const path of ['/v1/messages/count_tokens', '/messages/count_tokens']) {
+      const res = await count(path, MODEL_ID);
+      assert.equal(res.status, 200, path);
+      assert.ok((await res.json()).input_tokens > 0);
+    }
+    const unknown = await count('/messages/count_tokens', 'claude-x');
+    assert.equal(unknown.status, 404);
+    assert.equal((await unknown.json()).type, 'error');
   });
 });
 

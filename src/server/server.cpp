@@ -80,7 +80,7 @@ std::optional<HttpResponse> HttpServer::check_auth(const HttpRequest& req) {
                        "authentication_error",
                        {},
                        "invalid_api_key"};
-  if (req.path == kMessagesPath) return anthropic_error_response(context_, error);
+  if (is_anthropic_path(req.path)) return anthropic_error_response(context_, error);
   if (is_ollama_path(req.path)) return ollama_error_response(context_, error);
   return context_.error_response(error);
 }

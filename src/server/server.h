@@ -5,7 +5,7 @@
 // deadlines and limits. The routes read an HttpRequest and return an HttpResponse (http/http_types.h):
 //
 //   POST /v1/chat/completions, /v1/completions   parse → template → tokenize → EngineLoop::submit → JSON or SSE
-//   POST /v1/messages                            the same in Anthropic's Messages dialect
+//   POST /v1/messages                            the same in Anthropic's Messages dialect (and its count_tokens)
 //   POST /api/chat, /api/generate, /api/show; GET /api/tags, /api/ps, /api/version   Ollama's dialect (NDJSON)
 //   GET  /v1/models, /v1/models/{id}, /health, /metrics;  POST /tokenize (token ids of a text, llama.cpp style)
 //   GET  /v1/kv/plan;  POST /v1/cache/explain (what the prefix cache holds of a prompt and why reuse would stop)

@@ -306,15 +306,17 @@ std::optional<ApiError> refuse_unsupported(const json& body) {
   return std::nullopt;
 }
 
-std::optional<ApiError> read_sampling(const json& body, CompletionRequest& c) {
+std::optional<ApiError> read_sampling(const json& body, MessagesBody kind, CompletionRequest& c) {
   auto mt = body.find("max_tokens");
-  if (mt == body.end() || mt->is_null()) {
+  if ((mt == body.end() || mt->is_null()) && kind == MessagesBody::kCreate) {
     return invalid_request("'max_tokens' is required", "max_tokens", "missing_required_parameter");
   }
-  if (!is_int_in(*mt, 1, std::numeric_limits<int32_t>::max())) {
-    return bad("'max_tokens' must be an integer of at least 1", "max_tokens");
+  if (mt != body.end() && !mt->is_null()) {
+    if (!is_int_in(*mt, 1, std::numeric_limits<int32_t>::max())) {
+      return bad("'max_tokens' must be an integer of at least 1", "max_tokens");
+    }
+    c.max_tokens = static_cast<int32_t>(mt->get<int64_t>());
   }
-  c.max_tokens = static_cast<int32_t>(mt->get<int64_t>());
   if (auto t = body.find("temperature"); t != body.end() && !t->is_null()) {
     if (!t->is_number() || !(t->get<double>() >= 0.0 && t->get<double>() <= 1.0)) {
       return bad("'temperature' must be a number in [0, 1]", "temperature");
@@ -397,7 +399,8 @@ size_t end_of_json_object(std::string_view text, size_t at) {
 
 }  // namespace
 
-ApiResult<MessagesRequest> parse_messages_request(std::string_view body_text, std::string_view nonce) {
+ApiResult<MessagesRequest> parse_messages_request(std::string_view body_text, std::string_view nonce,
+                                                  MessagesBody kind) {
   auto parsed = parse_json_body(body_text);
   if (!parsed) return api_error(parsed.error());
   const json& body = *parsed;
@@ -406,7 +409,7 @@ ApiResult<MessagesRequest> parse_messages_request(std::string_view body_text, st
   r.chat.endpoint = Endpoint::kChat;
   if (auto err = refuse_unsupported(body)) return *err;
   if (auto err = read_misc(body, r.chat)) return *err;
-  if (auto err = read_sampling(body, r.chat)) return *err;
+  if (auto err = read_sampling(body, kind, r.chat)) return *err;
   // Anthropic's prompt order: tools, then system, then messages (the breakpoints in that order).
   if (auto err = read_tools(body, nonce, r)) return *err;
   if (auto err = read_tool_choice(body, r)) return *err;

@@ -45,9 +45,14 @@ struct MessagesRequest {
   std::string anchor;
 };
 
+// Which route the body is for: POST /v1/messages (max_tokens required) or /v1/messages/count_tokens (the same body,
+// max_tokens optional).
+enum class MessagesBody { kCreate, kCountTokens };
+
 // Parses (parse_json_body) and validates a Messages body. `nonce` makes the breakpoint markers unique to this
 // request (a random hex string). Errors are 400s whose message names the field.
-[[nodiscard]] ApiResult<MessagesRequest> parse_messages_request(std::string_view body, std::string_view nonce);
+[[nodiscard]] ApiResult<MessagesRequest> parse_messages_request(std::string_view body, std::string_view nonce,
+                                                                MessagesBody kind = MessagesBody::kCreate);
 
 // Removes every breakpoint marker (and the `anchor`, when not empty) from the rendered `text`, setting each
 // breakpoint's text_offset. Fails when the template dropped or repeated a marker (the prefix would be unknown),

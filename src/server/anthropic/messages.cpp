@@ -218,6 +218,38 @@ class MessagesGeneration : public Generation, public std::enable_shared_from_thi
   bool done_ = false;
 };
 
+// The prompt of a parsed request as /v1/messages submits it (count_tokens counts the same ids): model check, forced
+// tool call, template, breakpoints (each retains the prompt's tokens up to it), ids (answer memory first).
+struct PreparedMessages {
+  ServerContext::BuiltPrompt prompt;
+  int32_t breakpoint_tokens = 0;  // the last breakpoint's token count (0: none)
+};
+
+ApiResult<PreparedMessages> prepare_messages(ServerContext& context, MessagesRequest& request) {
+  if (auto error = context.check_model(request.chat)) return *error;
+  if (auto error = context.force_tool_call(request.chat)) return *error;
+  auto rendered = context.render_chat(request.chat);
+  if (!rendered) return rendered.error();
+  PreparedMessages prepared{std::move(*rendered)};
+  ServerContext::BuiltPrompt& prompt = prepared.prompt;
+  if (!take_breakpoints(prompt.text, request.breakpoints, request.anchor)) {
+    return invalid_request("the chat template dropped or repeated a cache_control breakpoint's text", "messages");
+  }
+  // Found again in the text without the markers (a system prompt with a breakpoint: up to its first marker).
+  prompt.system_end_bytes = context.system_prompt_end(request.chat, prompt.text);
+  // Each breakpoint retains the prompt's tokens up to it: the tokens of the text before it.
+  for (const Breakpoint& bp : request.breakpoints) {
+    const auto n = static_cast<int32_t>(
+        context.tokenizer()
+            .encode(std::string_view(prompt.text).substr(0, bp.text_offset), prompt.add_special, true)
+            .size());
+    request.chat.retention.push_back(RetentionSpan{n, kBreakpointPriority, bp.ttl_ms});
+    prepared.breakpoint_tokens = std::max(prepared.breakpoint_tokens, n);
+  }
+  context.tokenize_prompt(request.chat, prompt);
+  return prepared;
+}
+
 HttpResponse handle_messages(ServerContext& context, const HttpRequest& req) {
   if (context.draining()) {
     return anthropic_error_response(context, ApiError{503, "the server is shutting down", "server_error", {}, {}});
@@ -225,29 +257,10 @@ HttpResponse handle_messages(ServerContext& context, const HttpRequest& req) {
   auto parsed = parse_messages_request(req.body, random_hex());
   if (!parsed) return anthropic_error_response(context, parsed.error());
   MessagesRequest& request = *parsed;
-  if (auto error = context.check_model(request.chat)) return anthropic_error_response(context, *error);
-  if (auto error = context.force_tool_call(request.chat)) return anthropic_error_response(context, *error);
-  auto rendered = context.render_chat(request.chat);
-  if (!rendered) return anthropic_error_response(context, rendered.error());
-  ServerContext::BuiltPrompt& prompt = *rendered;
-  if (!take_breakpoints(prompt.text, request.breakpoints, request.anchor)) {
-    return anthropic_error_response(
-        context,
-        invalid_request("the chat template dropped or repeated a cache_control breakpoint's text", "messages"));
-  }
-  // Found again in the text without the markers (a system prompt with a breakpoint: up to its first marker).
-  prompt.system_end_bytes = context.system_prompt_end(request.chat, prompt.text);
-  // Each breakpoint retains the prompt's tokens up to it: the tokens of the text before it.
-  int32_t breakpoint_tokens = 0;
-  for (const Breakpoint& bp : request.breakpoints) {
-    const auto n = static_cast<int32_t>(
-        context.tokenizer()
-            .encode(std::string_view(prompt.text).substr(0, bp.text_offset), prompt.add_special, true)
-            .size());
-    request.chat.retention.push_back(RetentionSpan{n, kBreakpointPriority, bp.ttl_ms});
-    breakpoint_tokens = std::max(breakpoint_tokens, n);
-  }
-  context.tokenize_prompt(request.chat, prompt);
+  auto prepared = prepare_messages(context, request);
+  if (!prepared) return anthropic_error_response(context, prepared.error());
+  ServerContext::BuiltPrompt& prompt = prepared->prompt;
+  const int32_t breakpoint_tokens = prepared->breakpoint_tokens;
   const auto prompt_tokens = static_cast<int32_t>(prompt.tokens.size());
   RequestSpec spec = context.build_spec(request.chat, std::move(prompt.tokens), std::move(prompt.checkpoint_hints));
   if (spec.use_cache && !spec.prompt.empty()) context.observe_prompt(spec.prompt, spec);
@@ -266,6 +279,15 @@ HttpResponse handle_messages(ServerContext& context, const HttpRequest& req) {
   return res;
 }
 
+// POST /v1/messages/count_tokens: the ids /v1/messages would submit for the same body, counted; nothing runs.
+HttpResponse handle_count_tokens(ServerContext& context, const HttpRequest& req) {
+  auto parsed = parse_messages_request(req.body, random_hex(), MessagesBody::kCountTokens);
+  if (!parsed) return anthropic_error_response(context, parsed.error());
+  auto prepared = prepare_messages(context, *parsed);
+  if (!prepared) return anthropic_error_response(context, prepared.error());
+  return ServerContext::json_response(json{{"input_tokens", prepared->prompt.tokens.size()}});
+}
+
 }  // namespace
 
 HttpResponse anthropic_error_response(ServerContext& context, const ApiError& error) {
@@ -279,6 +301,8 @@ HttpResponse anthropic_error_response(ServerContext& context, const ApiError& er
 void add_messages_routes(Routes& routes, ServerContext& context) {
   routes.add("POST", std::string(kMessagesPath),
              [&context](const HttpRequest& req) { return handle_messages(context, req); });
+  routes.add("POST", std::string(kMessagesPath) + "/count_tokens",
+             [&context](const HttpRequest& req) { return handle_count_tokens(context, req); });
 }
 
 }  // namespace hearth::server

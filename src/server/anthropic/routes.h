@@ -18,7 +18,7 @@ inline constexpr std::string_view kMessagesPath = "/v1/messages";
          (path.starts_with(kMessagesPath) && path.substr(kMessagesPath.size()).starts_with("/"));
 }
 
-// POST /v1/messages (messages.cpp).
+// POST /v1/messages and /v1/messages/count_tokens (messages.cpp).
 void add_messages_routes(Routes& routes, ServerContext& context);
 
 // The error in Anthropic's shape (anthropic_error_json) with its status, counted in the metrics; 429 and 503 carry

@@ -34,6 +34,7 @@ constexpr ModelRoute kModelRoutes[] = {
     {"POST", "/v1/chat/completions", RouteKind::kUse},
     {"POST", "/v1/completions", RouteKind::kUse},
     {"POST", "/v1/messages", RouteKind::kUse},
+    {"POST", "/v1/messages/count_tokens", RouteKind::kUse},
     {"POST", "/v1/responses", RouteKind::kUse},
     {"GET", "/v1/responses/", RouteKind::kRead},
     {"DELETE", "/v1/responses/", RouteKind::kRead},
