@@ -295,6 +295,7 @@ int run_serve(ServeFlags f) {
   config.responses_store = *store_limits;
   config.model_aliases = f.model_aliases;
   config.strict_model_names = f.strict_model_names;
+  config.strict_max_tokens = f.strict_max_tokens;
   server::HttpServer http(config, loop, *tokenizer, *chat);
   if (auto bound = http.bind(); !bound) {
     std::fprintf(stderr, "error: %s\n", bound.error().message.c_str());
@@ -398,6 +399,9 @@ Command add_serve(CLI::App& app) {
   app.add_option("--model-alias", flags->model_aliases,
                  "Another name for the served model, listed by /v1/models and accepted even with "
                  "--strict-model-names (repeatable); with several models ID=NAME");
+  app.add_flag("--strict-max-tokens", flags->strict_max_tokens,
+               "Refuse (400) a request whose prompt + max_tokens exceeds the context, instead of clamping max_tokens "
+               "to the room left");
   app.add_flag("--strict-model-names", flags->strict_model_names,
                "Answer 404 to a request naming a model other than the model id or an alias (default: any name is "
                "accepted and the response names the served model)");

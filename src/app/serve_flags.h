@@ -51,6 +51,7 @@ struct ServeFlags {
   std::string model_id;
   std::vector<std::string> model_aliases;
   bool strict_model_names = false;
+  bool strict_max_tokens = false;  // --strict-max-tokens: prompt + max_tokens beyond the context is a 400
   double shutdown_grace_s = 10.0;
   int answer_memory = 256;
   int responses_store = 1024;  // stored /v1/responses (0: off)

@@ -264,6 +264,7 @@ int run_serve_models(ServeFlags f, int64_t kv_bytes, int64_t max_body, const sig
 
   server::ServerConfig base;
   base.answer_memory_entries = static_cast<size_t>(f.answer_memory);
+  base.strict_max_tokens = f.strict_max_tokens;
   auto store_limits = responses_store_limits(f);
   if (!store_limits) return std::fprintf(stderr, "error: %s\n", store_limits.error().message.c_str()), 1;
   base.responses_store = *store_limits;

@@ -60,17 +60,18 @@ SubmitResult<int32_t> check_request(const RequestSpec& spec, const EngineInfo& i
     }
   }
   int32_t max_tokens = 0;
-  if (spec.max_tokens) {
-    max_tokens = *spec.max_tokens;
+  const int32_t room = info.n_ctx - n_prompt;
+  if (spec.max_tokens && (spec.strict_max_tokens || *spec.max_tokens < 1)) {
+    max_tokens = *spec.max_tokens;  // check_admission refuses what does not fit
   } else {
-    const int32_t room = info.n_ctx - n_prompt;
     if (n_prompt > 0 && room < 1) {
       return submit_error(kPromptTooLong,
                           "the prompt is {} tokens, but the model's context is {} tokens (at least one must remain "
                           "for the completion)",
                           n_prompt, info.n_ctx);
     }
-    max_tokens = spec.default_max_tokens ? std::min(*spec.default_max_tokens, room) : room;
+    const std::optional<int32_t> asked = spec.max_tokens ? spec.max_tokens : spec.default_max_tokens;
+    max_tokens = asked ? std::min(*asked, room) : room;
   }
   HEARTH_TRY(check_admission(n_prompt, max_tokens, limits, num_waiting));
   return max_tokens;
@@ -282,6 +283,7 @@ SubmitResult<RequestId> Engine::add_request(RequestSpec spec) {
   request->num_prompt_tokens = request->num_tokens();
   request->sampling = spec.sampling;
   request->max_tokens = *max_tokens;
+  request->max_tokens_clamped = spec.max_tokens && *max_tokens < *spec.max_tokens;
   if (!spec.ignore_eos) request->stop_token_ids = eog_ids_;
   request->use_cache = spec.use_cache;
   request->retention = std::move(spec.retention);

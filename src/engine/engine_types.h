@@ -60,9 +60,12 @@ struct RequestSpec {
   // Tokens to generate. Unset: default_max_tokens when set, else all the context leaves after the prompt; either
   // way clamped to what the context leaves (OpenAI: 16 for completions, the rest of the context for chat). A limit,
   // not a reservation: KV blocks are taken as tokens arrive, and the pool may stop the request first
-  // (RequestUsage::stopped_by_kv_pool).
+  // (RequestUsage::stopped_by_kv_pool). Set: clamped to what the context leaves too (Anthropic clients send a large
+  // max_tokens; RequestUsage::max_tokens_clamped_to says so), unless strict_max_tokens, where prompt + max_tokens
+  // beyond the context is kContextExceeded. A prompt that leaves no room is kPromptTooLong either way.
   std::optional<int32_t> max_tokens;
   std::optional<int32_t> default_max_tokens;
+  bool strict_max_tokens = false;
   std::vector<std::string> stop;  // stop strings: matched across token boundaries, never emitted
   bool ignore_eos = false;
   bool use_cache = true;
@@ -116,6 +119,9 @@ struct RequestUsage {
   // less its pins had no block for its next token. KV grows on demand, so max_tokens reserves nothing and a request
   // admitted beside others may meet the pool's end. False for every other finish.
   bool stopped_by_kv_pool = false;
+  // The max_tokens the request ran with when the context's room cut the one asked for (RequestSpec::max_tokens);
+  // 0: not clamped. A request that reaches it finishes with length.
+  int32_t max_tokens_clamped_to = 0;
   double ttft_ms = 0;     // arrival to first token
   double prefill_ms = 0;  // first admission to first token
   double total_ms = 0;

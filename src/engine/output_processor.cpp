@@ -140,6 +140,7 @@ RequestUsage OutputProcessor::usage_of(const Request& r) const {
   u.copied_tokens = r.num_copied_tokens;
   u.preemptions = r.num_preemptions;
   u.stopped_by_kv_pool = r.stopped_by_kv_pool;
+  u.max_tokens_clamped_to = r.max_tokens_clamped ? r.max_tokens : 0;
   u.tier = r.tier;
   u.tier.loaded_tokens = std::min(r.tier.loaded_tokens, u.cached_tokens);  // what the request reused of them
   u.ttft_ms = t.first_token ? ms_between(t.arrival, *t.first_token) : 0;

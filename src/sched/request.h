@@ -57,6 +57,7 @@ struct Request {
   int32_t num_prompt_tokens = 0;
   SamplingParams sampling;
   int32_t max_tokens = 16;              // generated tokens allowed
+  bool max_tokens_clamped = false;      // max_tokens is the context's room, less than the request asked for
   std::vector<TokenId> stop_token_ids;  // end the request without emitting the token
   BlockHash cache_namespace;
   bool use_cache = true;

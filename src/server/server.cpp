@@ -22,7 +22,7 @@ HttpServer::HttpServer(ServerConfig config, EngineLoop& loop, const Tokenizer& t
       loop_(loop),
       context_(loop, tokenizer, chat,
                {ModelNames{loop.info().model_id, config_.model_aliases, config_.strict_model_names},
-                config_.volatile_prefix, config_.answer_memory_entries, config_.on_idle}) {
+                config_.volatile_prefix, config_.answer_memory_entries, config_.strict_max_tokens, config_.on_idle}) {
   install_routes();
   sampler_ = std::make_unique<StatsSampler>(std::chrono::seconds(1), [this] { sample_stats(context_); });
   if (!config_.own_transport) return;

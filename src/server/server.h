@@ -50,6 +50,7 @@ struct ServerConfig {
   ResponseStore::Limits responses_store;   // stored /v1/responses (responses/response_store.h)
   std::vector<std::string> model_aliases;  // more names for the served model (--model-alias), listed by /v1/models
   bool strict_model_names = false;         // only the model id and its aliases; other names 404 (model_names.h)
+  bool strict_max_tokens = false;          // prompt + max_tokens beyond the context: 400, not clamped
   // False: the server has no socket of its own; a front (model_router.h, several models) calls handle() after it
   // checked the key and chose the model. listen() and bind() must not be called then.
   bool own_transport = true;

@@ -88,7 +88,9 @@ TEST(EngineLoop, SubmitErrorsComeBackAtOnce) {
   ThreadPool pool(1);
   auto engine = *Engine::create(*m.model, *m.tokenizer, small_engine_config(), pool);
   EngineLoop loop(*engine);
-  auto handle = loop.submit(greedy(*m.tokenizer, "Once upon a time", 600));
+  RequestSpec strict = greedy(*m.tokenizer, "Once upon a time", 600);
+  strict.strict_max_tokens = true;  // by default, 600 would be clamped to the room left
+  auto handle = loop.submit(std::move(strict));
   ASSERT_FALSE(handle.ok());
   EXPECT_NE(handle.error().message.find("exceeds the model context"), std::string::npos);
   EXPECT_EQ(handle.error().code, SubmitErrorCode::kContextExceeded);

@@ -242,7 +242,9 @@ TEST(Limits, ImpossibleRequestsAreRejectedWithTheNumbers) {
   ASSERT_FALSE(too_long.ok());
   EXPECT_NE(too_long.error().message.find("600"), std::string::npos) << too_long.error().message;
   EXPECT_EQ(too_long.error().code, SubmitErrorCode::kPromptTooLong);
-  auto beyond = engine->add_request(greedy(story_tokens(*m.tokenizer, 300, "Once"), 300));
+  RequestSpec strict = greedy(story_tokens(*m.tokenizer, 300, "Once"), 300);
+  strict.strict_max_tokens = true;  // without it, max_tokens is clamped (Limits.MaxTokensBeyondTheContext...)
+  auto beyond = engine->add_request(strict);
   ASSERT_FALSE(beyond.ok());
   EXPECT_NE(beyond.error().message.find("512"), std::string::npos) << beyond.error().message;
   EXPECT_EQ(beyond.error().code, SubmitErrorCode::kContextExceeded);
@@ -254,6 +256,29 @@ TEST(Limits, ImpossibleRequestsAreRejectedWithTheNumbers) {
   auto bad_token = engine->add_request(greedy({TokenId{1}, TokenId{9999}}, 1));
   ASSERT_FALSE(bad_token.ok());
   EXPECT_EQ(bad_token.error().code, SubmitErrorCode::kInvalidToken);
+}
+
+// Anthropic clients always send a large max_tokens: by default it is cut to the context's room, the request runs to
+// the context's end with length, and the usage says what it ran with. A prompt alone beyond the context stays an
+// error; a max_tokens that fits is not marked.
+TEST(Limits, MaxTokensBeyondTheContextIsClampedToTheRoomLeft) {
+  auto& m = load_model(testing::kStories);
+  ThreadPool pool(1);
+  auto engine = *Engine::create(*m.model, *m.tokenizer, small_config(), pool);
+  const auto clamped = *engine->add_request(greedy(story_tokens(*m.tokenizer, 500, "Once"), 100000));
+  const auto fits = *engine->add_request(greedy(story_tokens(*m.tokenizer, 500, "Once"), 12));
+  auto done = run_to_completion(*engine);
+  EXPECT_EQ(done[clamped.value].reason, FinishReason::kLength);
+  EXPECT_EQ(done[clamped.value].tokens.size(), 12u);  // 512 - 500
+  EXPECT_EQ(done[clamped.value].usage.max_tokens_clamped_to, 12);
+  EXPECT_EQ(done[fits.value].tokens, done[clamped.value].tokens) << "the clamp changes nothing but the limit";
+  EXPECT_EQ(done[fits.value].usage.max_tokens_clamped_to, 0);
+  auto too_long = engine->add_request(greedy(story_tokens(*m.tokenizer, 512, "Once"), 100000));
+  ASSERT_FALSE(too_long.ok());
+  EXPECT_EQ(too_long.error().code, SubmitErrorCode::kPromptTooLong);
+  EXPECT_NE(too_long.error().message.find("at least one must remain"), std::string::npos) << too_long.error().message;
+  RequestSpec zero = greedy(story_tokens(*m.tokenizer, 10, "Once"), 0);
+  EXPECT_EQ(engine->add_request(zero).error().code, SubmitErrorCode::kInvalidMaxTokens);
 }
 
 TEST(PrefixCache, SecondTurnReusesTheAnswer) {

@@ -472,14 +472,17 @@ MessagesUsage messages_usage(const RequestUsage& usage, int32_t breakpoint_token
   u.cache_creation_input_tokens = std::max(0, std::min(breakpoint_tokens, usage.prompt_tokens) - usage.cached_tokens);
   u.input_tokens = usage.prompt_tokens - u.cache_read_input_tokens - u.cache_creation_input_tokens;
   u.output_tokens = usage.completion_tokens;
+  u.max_tokens_clamped_to = usage.max_tokens_clamped_to;
   return u;
 }
 
 nlohmann::json usage_json(const MessagesUsage& u) {
-  return json{{"input_tokens", u.input_tokens},
-              {"cache_creation_input_tokens", u.cache_creation_input_tokens},
-              {"cache_read_input_tokens", u.cache_read_input_tokens},
-              {"output_tokens", u.output_tokens}};
+  json usage = {{"input_tokens", u.input_tokens},
+                {"cache_creation_input_tokens", u.cache_creation_input_tokens},
+                {"cache_read_input_tokens", u.cache_read_input_tokens},
+                {"output_tokens", u.output_tokens}};
+  if (u.max_tokens_clamped_to > 0) usage["hearth"] = {{"max_tokens_clamped_to", u.max_tokens_clamped_to}};
+  return usage;
 }
 
 nlohmann::json stop_reason_json(FinishReason reason, const std::string& stop_sequence, bool tool_use) {

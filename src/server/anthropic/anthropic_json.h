@@ -68,6 +68,7 @@ struct MessagesUsage {
   int32_t cache_creation_input_tokens = 0;
   int32_t cache_read_input_tokens = 0;
   int32_t output_tokens = 0;
+  int32_t max_tokens_clamped_to = 0;  // RequestUsage's: usage.hearth.max_tokens_clamped_to when not 0
 };
 [[nodiscard]] MessagesUsage messages_usage(const RequestUsage& usage, int32_t breakpoint_tokens);
 [[nodiscard]] nlohmann::json usage_json(const MessagesUsage& usage);

@@ -28,6 +28,7 @@ ServerContext::ServerContext(EngineLoop& loop, const Tokenizer& tokenizer, const
       chat_(chat),
       model_names_(std::move(options.model_names)),
       on_idle_(std::move(options.on_idle)),
+      strict_max_tokens_(options.strict_max_tokens),
       answers_(tokenizer, options.answer_memory_entries),
       volatile_(options.volatile_prefix) {}
 
@@ -173,6 +174,7 @@ RequestSpec ServerContext::build_spec(const CompletionRequest& request, std::vec
   RequestSpec spec;
   spec.checkpoint_hints = std::move(checkpoint_hints);
   spec.max_tokens = request.max_tokens;
+  spec.strict_max_tokens = strict_max_tokens_;
   // OpenAI's defaults: 16 for completions, "until the context is full" for chat.
   if (request.endpoint == Endpoint::kCompletion) spec.default_max_tokens = 16;
   spec.prompt = std::move(prompt);

@@ -47,6 +47,8 @@ class ServerContext {
     ModelNames model_names;
     VolatilePrefixConfig volatile_prefix;  // the volatile-prefix warning (see kv/volatile_prefix.h)
     size_t answer_memory_entries = 256;    // recent answers whose ids later turns reuse (0: off; answer_memory.h)
+    // A max_tokens beyond the context's room is a 400 (--strict-max-tokens), not clamped (RequestSpec).
+    bool strict_max_tokens = false;
     // Called (from any thread, under no lock of this context) whenever the last request in flight has ended. May
     // be empty.
     std::function<void()> on_idle;
@@ -133,6 +135,7 @@ class ServerContext {
   const ChatFormatter& chat_;
   const ModelNames model_names_;
   const std::function<void()> on_idle_;
+  const bool strict_max_tokens_;
   Metrics metrics_;
   StatsHistory history_;
   AnswerMemory answers_;

@@ -94,6 +94,7 @@ nlohmann::json usage_json(const RequestUsage& u, const CompletionRequest& reques
   }
   hearth["reuse_stop_reason"] = reuse_reason_json(u.reuse);
   if (u.reuse.reason) hearth["reuse_stop"] = reuse_stop_detail_json(u.reuse);
+  if (u.max_tokens_clamped_to > 0) hearth["max_tokens_clamped_to"] = u.max_tokens_clamped_to;
   if (request.pin_prefix) {
     hearth["pinned_tokens"] = u.pinned_tokens;
     hearth["pin_error"] = u.pin_error.empty() ? json() : json(u.pin_error);
