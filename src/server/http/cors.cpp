@@ -18,7 +18,8 @@ bool is_header_list(std::string_view s) {
 
 Result<std::string> parse_allowed_origin(std::string_view value) {
   if (value == "*") return std::string(value);
-  if (!value.empty() && value.back() == '/') value.remove_suffix(1);
+  // A trailing '/' after the host is dropped (browsers send the origin without it).
+  if (value.size() > 1 && value.back() == '/' && !value.ends_with("://")) value.remove_suffix(1);
   const auto bad = [&](std::string_view why) {
     return make_error("--allow-origin '{}': {}; give '*' or an origin such as http://localhost:5173", value, why);
   };
