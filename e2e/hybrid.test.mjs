@@ -5,11 +5,12 @@
 // prompt resumes right after it, and every answer is the one a cold run gives.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, test } from 'node:test';
-import { BIN, startServer } from './helpers.mjs';
+import { BIN, metrics, startServer, waitFor } from './helpers.mjs';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const SYNTH = path.join(repoRoot, 'models', 'e2e-qwen35-tiny.gguf');
@@ -62,4 +63,51 @@ test('the second user after the same system prompt resumes where it ends, with t
   const cold = await ask('Which rooms are dark tonight, and which rules say so? List them one by one for me.', false);
   assert.equal(cold.cached, 0);
   assert.equal(second.text, cold.text);
+});
+
+// The disk tier keeps checkpoints beside their blocks. A server killed while it writes them leaves nothing that
+// loads a wrong state: after a restart on the same directory a finished prompt resumes from its checkpoint on disk,
+// and every answer is the cold one.
+test('SIGKILL while checkpoints are written: after a restart every answer is the cold one', async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'hearth-hybrid-kill-'));
+  const chat = (q) => [{ role: 'system', content: SYSTEM }, { role: 'user', content: q }];
+  const done = 'Is the kitchen light on?';
+  const questions = ['Which rooms are dark?', 'Who turns off the garage lamp?', 'May the porch light stay on?'];
+  try {
+    const first = await startServer(['--kv-disk', dir], {}, { models: [SYNTH] });
+    const c = first.client();
+    await c.chat.completions.create({ messages: chat(done), max_tokens: 4, temperature: 0 });
+    await waitFor(async () => (await metrics(first))['hearth_kv_tier_queued_writes{tier="disk"}'] === 0, 20000, 'writes');
+    const written = (await metrics(first))['hearth_kv_tier_writes_total{tier="disk"}'];
+    assert.ok(written > 0);
+    const inflight = questions.map((q) =>
+      c.chat.completions.create({ messages: chat(q), max_tokens: 64, temperature: 0 }).catch(() => null),
+    );
+    await waitFor(
+      async () => (await metrics(first))['hearth_kv_tier_writes_total{tier="disk"}'] > written,
+      20000,
+      'more disk writes',
+    );
+    first.proc.kill('SIGKILL');
+    await first.exited;
+    await Promise.all(inflight);
+    const second = await startServer(['--kv-disk', dir, '--kv-disk-load', 'always'], {}, { models: [SYNTH] });
+    try {
+      const c2 = second.client();
+      const ask2 = (q, cache) =>
+        c2.chat.completions.create({ messages: chat(q), max_tokens: 8, temperature: 0, cache_prompt: cache });
+      const resumed = await ask2(done, true);
+      assert.ok(resumed.usage.prompt_tokens_details.cached_tokens > 0, JSON.stringify(resumed.usage));
+      assert.ok((await metrics(second))['hearth_state_tier_loads_total'] > 0);
+      assert.equal(resumed.choices[0].message.content, (await ask2(done, false)).choices[0].message.content);
+      for (const q of questions) {
+        const warm = await ask2(q, true);
+        assert.equal(warm.choices[0].message.content, (await ask2(q, false)).choices[0].message.content, q);
+      }
+    } finally {
+      assert.equal((await second.stop()).code, 0);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

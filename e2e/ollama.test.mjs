@@ -5,7 +5,7 @@
 // the API key as "Authorization: Bearer"; several models behind the router.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { mkdtempSync, rmSync, statSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
@@ -41,12 +41,23 @@ test('list, ps, show and version', async () => {
   assert.equal(list.models[0].name, `${MODEL_ID}:latest`);
   assert.equal(list.models[0].details.format, 'gguf');
   assert.ok(list.models[0].size > 0);
+  // The file's facts: its architecture, parameter count, file type, fingerprint and modification time.
+  const { details, digest, modified_at } = list.models[0];
+  assert.equal(details.family, 'llama');
+  assert.deepEqual(details.families, ['llama']);
+  assert.match(details.parameter_size, /^\d+(\.\d)?K$/);
+  assert.match(details.quantization_level, /^(F32|F16|Q\w+)$/);
+  assert.match(digest, /^[0-9a-f]{64}$/);
+  assert.equal(new Date(modified_at).getTime(), Math.floor(statSync(MODEL).mtimeMs / 1000) * 1000);
   const ps = await ollama.ps();
   assert.equal(ps.models[0].name, `${MODEL_ID}:latest`);
   assert.equal(ps.models[0].context_length, 512);
   assert.equal(ps.models[0].size_vram, 0);
   const show = await ollama.show({ model: `${MODEL_ID}:latest` });
   assert.equal(show.model_info['general.context_length'], 512);
+  assert.equal(show.model_info['general.architecture'], 'llama');
+  assert.equal(show.model_info['llama.context_length'], 512);
+  assert.equal(show.details.family, 'llama');
   assert.ok(show.capabilities.includes('completion'));
   assert.match(show.template, /fallback/);
   const version = await ollama.version();

@@ -155,6 +155,26 @@ test("--allow-origin '*' allows any origin, without Vary", async () => {
   assert.equal((await fetch(`${any.baseURL}/v1/models`)).headers.get('access-control-allow-origin'), null);
 });
 
+test('errors the transport answers before any route carry CORS too: a head too large, a body too large', async () => {
+  // 16 KiB heads at most: the Origin may be unread, which '*' still answers.
+  const big = await fetch(`${any.baseURL}/v1/models`, {
+    headers: { Origin: 'http://anything.example', 'X-Filler': 'a'.repeat(20000) },
+  });
+  assert.equal(big.status, 431);
+  assert.equal(big.headers.get('access-control-allow-origin'), '*');
+  await big.text();
+  // A body over --max-body-bytes: the head was read, so the listed origin is answered.
+  const body = await fetch(`${server.baseURL}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { ...auth, Origin: APP },
+    body: 'x'.repeat(5 << 20),
+  }).catch((e) => e);
+  if (!(body instanceof Error)) {
+    assert.equal(body.status, 413);
+    assert.equal(body.headers.get('access-control-allow-origin'), APP);
+  }
+});
+
 test('a bad --allow-origin stops the start, naming the value', async () => {
   for (const [value, why] of [
     ['localhost:5173', /no scheme/],

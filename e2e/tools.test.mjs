@@ -262,3 +262,48 @@ test('a tool-result turn renders through the template and reuses the cached prom
   assert.ok(['stop', 'length'].includes(second.choices[0].finish_reason));
   assert.equal(second.choices[0].message.tool_calls, undefined);
 });
+
+test('a forced call cut short by max_tokens is a truncated call with finish_reason length, never markup', async () => {
+  const ask = (max_tokens, extra = {}) =>
+    client.chat.completions.create({
+      messages: [{ role: 'user', content: 'Remind me.' }],
+      tools: TOOLS,
+      tool_choice: { type: 'function', function: { name: 'reminder' } },
+      max_tokens,
+      temperature: 0,
+      ...extra,
+    });
+  // Every budget: a call or nothing, never text; cut short, finish_reason length and arguments that are not whole.
+  let cutShort = null;
+  for (let k = 1; k <= 40; k++) {
+    const choice = (await ask(k)).choices[0];
+    assert.ok(!choice.message.content, `content at ${k}: ${choice.message.content}`);
+    if (choice.finish_reason === 'tool_calls') break; // from here on the call fits
+    assert.equal(choice.finish_reason, 'length');
+    const call = choice.message.tool_calls?.[0];
+    if (!call) continue; // the name is not whole yet
+    assert.equal(call.function.name, 'reminder');
+    assert.ok(!call.function.arguments.includes('"name"'), call.function.arguments);
+    assert.throws(() => JSON.parse(call.function.arguments), `arguments at ${k}: ${call.function.arguments}`);
+    cutShort = { k, arguments: call.function.arguments };
+  }
+  assert.ok(cutShort, 'some budget cuts the call short after its name');
+  // Streamed: the same call in OpenAI's delta shape, ending with length.
+  const stream = await ask(cutShort.k, { stream: true });
+  let name = '';
+  let args = '';
+  let finish = null;
+  for await (const chunk of stream) {
+    for (const c of chunk.choices) {
+      for (const t of c.delta?.tool_calls ?? []) {
+        name += t.function?.name ?? '';
+        args += t.function?.arguments ?? '';
+      }
+      assert.ok(!c.delta?.content, `content in a forced call: ${c.delta?.content}`);
+      if (c.finish_reason) finish = c.finish_reason;
+    }
+  }
+  assert.equal(name, 'reminder');
+  assert.equal(args, cutShort.arguments);
+  assert.equal(finish, 'length');
+});

@@ -276,6 +276,7 @@ int run_serve(ServeFlags f) {
   engine_config.max_running = f.max_running;
   engine_config.max_waiting = f.max_queue;
   engine_config.model_id = f.model_id.empty() ? default_model_id(f.model_path) : f.model_id;
+  engine_config.listing = model_listing(*shared_file, f.model_path);
   auto engine = Engine::create(**model, *tokenizer, engine_config, pool);
   if (!engine) return std::fprintf(stderr, "error: %s\n", engine.error().message.c_str()), 1;
   EngineLoop loop(**engine);

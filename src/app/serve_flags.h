@@ -97,6 +97,9 @@ struct ServedMemory {
 };
 [[nodiscard]] Result<ServedMemory> served_model_memory(const GgufFile& file, const ServeFlags& f);
 
+// What the file at `path` is, for model listings (architecture, parameters, file type, modification time).
+[[nodiscard]] ModelListing model_listing(const GgufFile& file, const std::string& path);
+
 [[nodiscard]] Result<server::ModelSpec> describe_model(const ServeFlags& f, const std::string& path, int64_t kv_bytes);
 // Serves several models under one memory budget (-m more than once, or --models). The stop signals are blocked.
 int run_serve_models(ServeFlags f, int64_t kv_bytes, int64_t max_body, const sigset_t& stop_signals);

@@ -18,6 +18,7 @@
 #include "app/serve_flags.h"
 #include "engine/engine.h"
 #include "engine/engine_loop.h"
+#include "gguf/describe.h"
 #include "gguf/gguf_file.h"
 #include "kv/kv_plan.h"
 #include "model/config.h"
@@ -49,6 +50,7 @@ class LoadedModel : public server::ServedModel {
     if (disk_ != nullptr) disk_->flush();
   }
   server::HttpServer& http() override { return *http_; }
+  std::string digest() override { return loop_->info().listing.digest; }
 
   static Result<std::unique_ptr<server::ServedModel>> load(const ServeFlags& f, const server::ModelSpec& spec,
                                                            int64_t kv_bytes, const server::ServerConfig& base,
@@ -83,6 +85,7 @@ class LoadedModel : public server::ServedModel {
     ec.max_running = f.max_running;
     ec.max_waiting = f.max_queue;
     ec.model_id = spec.id;
+    ec.listing = spec.listing;
     // Its own pool unless --shared-pool: the OS shares the cores between the models' threads (measured better for
     // one model's decode beside another's prefill than calls taking turns in one pool; README "Several models").
     ThreadPool* pool = shared_pool;
@@ -190,6 +193,18 @@ Result<ServedMemory> served_model_memory(const GgufFile& file, const ServeFlags&
   return ServedMemory{memory->weights_bytes, memory->scratch_bytes + memory->tokenizer_bytes + kServingBytes};
 }
 
+ModelListing model_listing(const GgufFile& file, const std::string& path) {
+  const GgufSummary summary = summarize_gguf(file);
+  ModelListing out{summary.architecture, summary.num_params, summary.file_type, 0, {}};
+  std::error_code ec;
+  const auto written = std::filesystem::last_write_time(path, ec);
+  if (!ec) {
+    const auto since_epoch = std::chrono::file_clock::to_sys(written).time_since_epoch();
+    out.modified_unix_s = std::chrono::duration_cast<std::chrono::seconds>(since_epoch).count();
+  }
+  return out;
+}
+
 Result<server::ModelSpec> describe_model(const ServeFlags& f, const std::string& path, int64_t kv_bytes) {
   auto file = GgufFile::open(path);
   if (!file) return file.error();
@@ -220,6 +235,7 @@ Result<server::ModelSpec> describe_model(const ServeFlags& f, const std::string&
   spec.cost = {memory->weights_bytes, plan->pool_bytes + state_bytes, memory->runtime_bytes};
   spec.n_ctx = config->n_ctx_train;
   spec.kv_plan = *plan;
+  spec.listing = model_listing(*file, path);
   return spec;
 }
 

@@ -154,6 +154,8 @@ Result<std::unique_ptr<Engine>> Engine::create(Model& model, const Tokenizer& to
   EngineInfo info;
   info.model_id = config.model_id;
   std::string fingerprint = timed_fingerprint(model.file());
+  info.listing = config.listing;
+  info.listing.digest = fingerprint;
   model.release_packed_originals();  // the hash read every page of the mapping
   info.system_fingerprint = fmt::format("fp_{}_{}", fingerprint.substr(0, 12), HEARTH_BUILD_ID);
   info.n_ctx = c.n_ctx_train;

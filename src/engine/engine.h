@@ -38,6 +38,7 @@ struct BatchSequence;
 
 struct EngineConfig {
   std::string model_id;  // the name EngineInfo publishes (hearth serve: --model-id or the file's stem)
+  ModelListing listing;  // published in EngineInfo, with the digest the engine computes
   int32_t block_size = 16;
   int64_t kv_memory_bytes = 256ll << 20;  // the whole KV pool, scales included; turned into a block count
   KvFormat kv_format{KvDtype::kF16, KvDtype::kF16};

@@ -177,9 +177,19 @@ struct RequestOutput {
   std::optional<RuntimeError> runtime_error;  // the engine ended it while admitted (finish_reason kAborted)
 };
 
+// What a model is, for model listings (Ollama's /api/tags details): from its file, filled by whoever opened it.
+struct ModelListing {
+  std::string architecture;     // general.architecture
+  uint64_t num_params = 0;      // elements of every tensor
+  std::string file_type;        // "Q4_K_M", "F16", ... ("" when the file does not say)
+  int64_t modified_unix_s = 0;  // the file's modification time
+  std::string digest;           // the model fingerprint (hex SHA-256), once computed (the engine sets it)
+};
+
 // The engine's fixed facts, published once; readable from any thread.
 struct EngineInfo {
   std::string model_id;  // the name requests use (EngineConfig::model_id)
+  ModelListing listing;  // EngineConfig::listing with its digest
   // OpenAI's system_fingerprint: "fp_" + the model fingerprint's first 12 hex digits + "_" + the build's git
   // commit (at configure time): a seed reproduces tokens only under the same one.
   std::string system_fingerprint;

@@ -65,17 +65,22 @@ std::string describe_tokenizer(const GgufFile& file) {
 }
 
 // llama.cpp's LLAMA_FTYPE names for `general.file_type`.
-std::string describe_file_type(const GgufFile& file) {
+const std::map<uint64_t, std::string_view>& file_type_names() {
   static const std::map<uint64_t, std::string_view> kNames = {
-      {0, "ALL_F32"},        {1, "MOSTLY_F16"},     {2, "MOSTLY_Q4_0"},    {3, "MOSTLY_Q4_1"},    {7, "MOSTLY_Q8_0"},
-      {8, "MOSTLY_Q5_0"},    {9, "MOSTLY_Q5_1"},    {10, "MOSTLY_Q2_K"},   {11, "MOSTLY_Q3_K_S"}, {12, "MOSTLY_Q3_K_M"},
-      {13, "MOSTLY_Q3_K_L"}, {14, "MOSTLY_Q4_K_S"}, {15, "MOSTLY_Q4_K_M"}, {16, "MOSTLY_Q5_K_S"}, {17, "MOSTLY_Q5_K_M"},
-      {18, "MOSTLY_Q6_K"},   {32, "MOSTLY_BF16"},
+      {0, "ALL_F32"},        {1, "MOSTLY_F16"},        {2, "MOSTLY_Q4_0"},    {3, "MOSTLY_Q4_1"},
+      {7, "MOSTLY_Q8_0"},    {8, "MOSTLY_Q5_0"},       {9, "MOSTLY_Q5_1"},    {10, "MOSTLY_Q2_K"},
+      {11, "MOSTLY_Q3_K_S"}, {12, "MOSTLY_Q3_K_M"},    {13, "MOSTLY_Q3_K_L"}, {14, "MOSTLY_Q4_K_S"},
+      {15, "MOSTLY_Q4_K_M"}, {16, "MOSTLY_Q5_K_S"},    {17, "MOSTLY_Q5_K_M"}, {18, "MOSTLY_Q6_K"},
+      {32, "MOSTLY_BF16"},   {38, "MOSTLY_MXFP4_MOE"},
   };
+  return kNames;
+}
+
+std::string describe_file_type(const GgufFile& file) {
   auto type = file.get_uint("general.file_type");
   if (!type || !type->has_value()) return value_or_dash(file, "general.file_type");
-  auto it = kNames.find(**type);
-  return it == kNames.end() ? fmt::format("{}", **type) : fmt::format("{} ({})", **type, it->second);
+  auto it = file_type_names().find(**type);
+  return it == file_type_names().end() ? fmt::format("{}", **type) : fmt::format("{} ({})", **type, it->second);
 }
 
 Rows hyperparameters(const GgufFile& file, const std::string& arch) {
@@ -100,6 +105,29 @@ std::string format_count(uint64_t count) {
   }
   if (unit == 0) return fmt::format("{}", count);
   return fmt::format("{:.{}f}{}", v, v < 10 ? 2 : v < 100 ? 1 : 0, kUnits[unit]);
+}
+
+GgufSummary summarize_gguf(const GgufFile& file) {
+  GgufSummary out;
+  if (auto arch = file.get_string("general.architecture"); arch && arch->has_value()) out.architecture = **arch;
+  for (const GgufTensor& t : file.tensors()) out.num_params += static_cast<uint64_t>(t.num_elements());
+  if (auto type = file.get_uint("general.file_type"); type && type->has_value()) {
+    if (auto it = file_type_names().find(**type); it != file_type_names().end()) {
+      std::string_view name = it->second;
+      for (std::string_view prefix : {"MOSTLY_", "ALL_"}) {
+        if (name.starts_with(prefix)) name.remove_prefix(prefix.size());
+      }
+      out.file_type = std::string(name.substr(0, name.find("_MOE")));
+    }
+  }
+  if (out.file_type.empty()) {  // the file does not say: the type most of its bytes have
+    std::map<DType, size_t> bytes;
+    for (const GgufTensor& t : file.tensors()) bytes[t.type] += t.nbytes;
+    const auto most =
+        std::max_element(bytes.begin(), bytes.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+    if (most != bytes.end()) out.file_type = std::string(dtype_name(most->first));
+  }
+  return out;
 }
 
 std::string describe_gguf(const GgufFile& file) {

@@ -5,6 +5,7 @@
 
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "server/api/tool_calls.h"
 #include "server/openai/openai_json.h"
@@ -304,6 +305,58 @@ TEST(ToolCallTemplates, TheFallbackFormatListsToolNamesAndWritesCallsAsJson) {
       parse_tool_calls(ToolCallFormat::kJson, R"({"name": "lights_on", "arguments": {"room": "hall"}})", request.tools);
   ASSERT_TRUE(parsed);
   EXPECT_EQ(parsed->calls[0].arguments, R"({"room":"hall"})");
+}
+
+}  // namespace
+}  // namespace hearth::server
+
+namespace hearth::server {
+namespace {
+
+// A forced call cut short at every byte: never content, and once its name is whole, the call so far (not whole)
+// with the arguments' text written so far; the whole text parses to the whole call.
+TEST(ToolCallParser, ForcedCallCutShortIsATruncatedCallNeverText) {
+  const std::string args = R"({"room": "hall", "level": 3})";
+  const std::tuple<ToolCallFormat, std::string, std::string> cases[] = {
+      {ToolCallFormat::kHermes, "<tool_call>\n{\"name\": \"lights_on\", \"arguments\": " + args + "}\n</tool_call>",
+       args},
+      {ToolCallFormat::kLlama3, "{\"name\": \"lights_on\", \"parameters\": " + args + "}", args},
+      {ToolCallFormat::kMistral, "[{\"name\": \"lights_on\", \"arguments\": " + args + "}]", args},
+      {ToolCallFormat::kJson, "{\"name\": \"lights_on\", \"arguments\": " + args + "}", args},
+      {ToolCallFormat::kGemma4, "<|tool_call>call:lights_on{level:3,room:<|\"|>hall<|\"|>}<tool_call|>", ""},
+  };
+  for (const auto& [format, text, raw_args] : cases) {
+    const size_t name_end = text.find("lights_on") + std::string("lights_on").size() + 1;  // its closing quote or {
+    for (size_t k = 0; k < text.size(); ++k) {
+      const std::string cut = text.substr(0, k);
+      auto parsed = parse_answer_calls(format, cut, kTools, /*forced_call_cut_short=*/true);
+      ASSERT_TRUE(parsed.has_value()) << tool_call_format_name(format) << " at " << k;
+      EXPECT_TRUE(parsed->content.empty()) << tool_call_format_name(format) << " at " << k;
+      if (k < name_end) {
+        EXPECT_TRUE(parsed->calls.empty()) << tool_call_format_name(format) << " at " << k;
+        continue;
+      }
+      ASSERT_EQ(parsed->calls.size(), 1u) << tool_call_format_name(format) << " at " << k;
+      const ToolCall& call = parsed->calls[0];
+      EXPECT_EQ(call.name, "lights_on");
+      if (call.whole) continue;  // a format whose closing markup is optional
+      EXPECT_TRUE(raw_args.starts_with(call.arguments))
+          << tool_call_format_name(format) << " at " << k << ": " << call.arguments;
+    }
+    auto whole = parse_answer_calls(format, text, kTools, true);
+    ASSERT_TRUE(whole && whole->calls.size() == 1) << tool_call_format_name(format);
+    EXPECT_TRUE(whole->calls[0].whole);
+    EXPECT_EQ(json::parse(whole->calls[0].arguments), json::parse(R"({"room": "hall", "level": 3})"));
+  }
+}
+
+// Not forced, or not cut short: what parse_tool_calls says (a broken call is text).
+TEST(ToolCallParser, OnlyAForcedCallCutShortIsKeptAsACall) {
+  const std::string cut = "{\"name\": \"lights_on\", \"arguments\": {\"room\": \"ha";
+  EXPECT_FALSE(parse_answer_calls(ToolCallFormat::kJson, cut, kTools, false).has_value());
+  auto unknown = parse_answer_calls(ToolCallFormat::kJson, "{\"name\": \"open_door\", \"arguments\": {", kTools, true);
+  ASSERT_TRUE(unknown.has_value());
+  EXPECT_TRUE(unknown->calls.empty() && unknown->content.empty());
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <limits>
 #include <random>
 #include <tuple>
@@ -200,6 +201,15 @@ std::optional<ApiError> read_messages(const json& body, std::string_view nonce, 
     auto err = role == "user" ? read_user(content, name + ".content", nonce, r)
                               : read_assistant(content, name + ".content", nonce, r);
     if (err) return err;
+  }
+  // A chat that ends with the assistant's words (a prefill) is continued from them.
+  if (it->back().value("role", json()) == "assistant") {
+    const std::string& text = messages.back()["content"].get_ref<const std::string&>();
+    if (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) {
+      return bad("final assistant content cannot end with trailing whitespace",
+                 fmt::format("messages[{}].content", it->size() - 1));
+    }
+    r.chat.continue_final_message = true;
   }
   return std::nullopt;
 }
@@ -503,7 +513,8 @@ MessagesAnswer messages_answer(const CompletionRequest& chat, ToolCallFormat for
                                FinishReason reason) {
   MessagesAnswer answer{std::move(text), {}};
   if (!chat.tools_active() || reason == FinishReason::kAborted) return answer;
-  auto parsed = parse_tool_calls(format, answer.text, chat.tools);
+  auto parsed =
+      parse_answer_calls(format, answer.text, chat.tools, chat.tool_call_forced() && reason == FinishReason::kLength);
   if (!parsed) return answer;
   if (!chat.parallel_tool_calls) parsed->calls.resize(1);
   static thread_local std::mt19937_64 rng(std::random_device{}());
@@ -537,7 +548,7 @@ nlohmann::json message_json(const std::string& id, const std::string& model, con
               {"role", "assistant"},
               {"model", model},
               {"content", std::move(content)},
-              {"stop_reason", stop_reason_json(reason, stop_sequence, !answer.calls.empty())},
+              {"stop_reason", stop_reason_json(reason, stop_sequence, !answer.calls.empty() && answer.calls[0].whole)},
               {"stop_sequence", stop_sequence.empty() ? json() : json(stop_sequence)},
               {"usage", usage_json(usage)}};
 }

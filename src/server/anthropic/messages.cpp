@@ -168,7 +168,7 @@ class MessagesGeneration : public Generation, public std::enable_shared_from_thi
       send_text(answer.text, chunk);
       close_text_block(chunk);
       send_tool_uses(answer.calls, chunk);
-      tool_use = !answer.calls.empty();
+      tool_use = !answer.calls.empty() && answer.calls[0].whole;  // a call cut short stops at max_tokens
       if (num_blocks_ == 0) open_text_block(chunk);  // an empty answer is one empty text block, as without tools
     }
     close_text_block(chunk);
@@ -260,6 +260,7 @@ HttpResponse handle_messages(ServerContext& context, const HttpRequest& req) {
   auto prepared = prepare_messages(context, request);
   if (!prepared) return anthropic_error_response(context, prepared.error());
   ServerContext::BuiltPrompt& prompt = prepared->prompt;
+  request.chat.answer_primer = std::move(prompt.answer_primer);
   const int32_t breakpoint_tokens = prepared->breakpoint_tokens;
   const auto prompt_tokens = static_cast<int32_t>(prompt.tokens.size());
   RequestSpec spec = context.build_spec(request.chat, std::move(prompt.tokens), std::move(prompt.checkpoint_hints));

@@ -1,5 +1,6 @@
 #include "server/api/chat.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -32,24 +33,10 @@ class TemplateFormatter final : public ChatFormatter {
                                                            : detect_tool_call_format(tmpl_.source())) {}
 
   Result<std::string> render(const json& messages, const json& tools, const json& extra) const override {
-    if (harmony_) {
-      return tmpl_.render(harmony_template_messages(messages), harmony_template_tools(tools),
-                          /*add_generation_prompt=*/true, bos_, eos_, extra);
-    }
-    if (!generic_tools_ || !uses_tools(messages, tools)) {
-      return tmpl_.render(messages, tools, /*add_generation_prompt=*/true, bos_, eos_, extra);
-    }
-    // The template knows no tools: the catalogue goes into the system prompt, calls and results become text.
-    const std::string prompt = tools.is_array() && !tools.empty() ? generic_tool_prompt(tools) : std::string();
-    const json adapted = without_tool_roles(messages);
-    auto rendered = tmpl_.render(with_tool_prompt(adapted, prompt, /*as_system=*/true), json(),
-                                 /*add_generation_prompt=*/true, bos_, eos_, extra);
-    // A template that refuses a system message, or drops it (Phi-3's prints only user and assistant turns): the
-    // catalogue leads the first user message instead.
-    if (prompt.empty() || (rendered && rendered->find(prompt) != std::string::npos)) return rendered;
-    return tmpl_.render(with_tool_prompt(adapted, prompt, /*as_system=*/false), json(), /*add_generation_prompt=*/true,
-                        bos_, eos_, extra);
+    return render_with(messages, tools, extra, /*generation_prompt=*/true);
   }
+
+  Result<ContinuedChat> render_continued(const json& messages, const json& tools, const json& extra) const override;
   ToolCallFormat tool_call_format() const override { return tool_format_; }
   bool harmony() const override { return harmony_; }
   std::string describe() const override {
@@ -63,6 +50,26 @@ class TemplateFormatter final : public ChatFormatter {
   }
 
  private:
+  Result<std::string> render_with(const json& messages, const json& tools, const json& extra,
+                                  bool generation_prompt) const {
+    if (harmony_) {
+      return tmpl_.render(harmony_template_messages(messages), harmony_template_tools(tools), generation_prompt, bos_,
+                          eos_, extra);
+    }
+    if (!generic_tools_ || !uses_tools(messages, tools)) {
+      return tmpl_.render(messages, tools, generation_prompt, bos_, eos_, extra);
+    }
+    // The template knows no tools: the catalogue goes into the system prompt, calls and results become text.
+    const std::string prompt = tools.is_array() && !tools.empty() ? generic_tool_prompt(tools) : std::string();
+    const json adapted = without_tool_roles(messages);
+    auto rendered = tmpl_.render(with_tool_prompt(adapted, prompt, /*as_system=*/true), json(), generation_prompt, bos_,
+                                 eos_, extra);
+    // A template that refuses a system message, or drops it (Phi-3's prints only user and assistant turns): the
+    // catalogue leads the first user message instead.
+    if (prompt.empty() || (rendered && rendered->find(prompt) != std::string::npos)) return rendered;
+    return tmpl_.render(with_tool_prompt(adapted, prompt, /*as_system=*/false), json(), generation_prompt, bos_, eos_,
+                        extra);
+  }
   static bool uses_tools(const json& messages, const json& tools) {
     if (tools.is_array() && !tools.empty()) return true;
     for (const json& m : messages) {
@@ -81,7 +88,8 @@ class TemplateFormatter final : public ChatFormatter {
       entry["name"] = f["name"];
       if (f.contains("description")) entry["description"] = f["description"];
       entry["parameters"] = f.value("parameters", json::object());
-      out += "\n" + entry.dump(-1, ' ', false, json::error_handler_t::replace);
+      out += '\n';
+      out += entry.dump(-1, ' ', false, json::error_handler_t::replace);
     }
     return out;
   }
@@ -155,6 +163,34 @@ class TemplateFormatter final : public ChatFormatter {
   bool generic_tools_;  // the template never mentions tools
   ToolCallFormat tool_format_;
 };
+
+// Appended to the final assistant message's content to find where the template printed its end: U+FFFE (a
+// noncharacter) around a name. The last occurrence is taken: a client that sends the mark itself moves nothing.
+constexpr std::string_view kContinueMark = "\xEF\xBF\xBEhearth-continue\xEF\xBF\xBE";
+
+Result<ContinuedChat> TemplateFormatter::render_continued(const json& messages, const json& tools,
+                                                          const json& extra) const {
+  json marked = messages;
+  json& last = marked.back();
+  last["content"] = last.value("content", std::string()) + std::string(kContinueMark);
+  auto text = render_with(marked, tools, extra, /*generation_prompt=*/false);
+  if (!text) return text.error();
+  const size_t end = text->rfind(kContinueMark);
+  if (end == std::string::npos) {
+    return Error{"the chat template does not print the final assistant message's text, so it cannot be continued"};
+  }
+  ContinuedChat out;
+  out.text = text->substr(0, end);
+  const json before(marked.begin(), marked.end() - 1);
+  // Where the chat before the message, with its generation prompt, stops matching: the turn's own text begins (a
+  // generation prompt that opens an empty thinking block, as Gemma 4's does, differs only after that).
+  auto head = render_with(before, tools, extra, /*generation_prompt=*/true);
+  if (head) {
+    const auto diverge = std::mismatch(head->begin(), head->end(), out.text.begin(), out.text.end()).second;
+    out.primer = std::string(diverge, out.text.end());
+  }
+  return out;
+}
 
 }  // namespace
 

@@ -18,6 +18,12 @@
 
 namespace hearth::server {
 
+// A chat whose last message, the assistant's, is continued rather than answered (render_continued).
+struct ContinuedChat {
+  std::string text;    // the prompt: the chat up to the end of the final assistant message's content
+  std::string primer;  // the answer so far as the model wrote it, for a channel parser (may be empty)
+};
+
 class ChatFormatter {
  public:
   // Renders with `chat_template` (the model's, or the fallback) and the tokenizer's BOS and EOS texts.
@@ -30,6 +36,15 @@ class ChatFormatter {
   // `extra` (null or an object) adds template variables, e.g. {"enable_thinking": false}.
   [[nodiscard]] virtual Result<std::string> render(const nlohmann::json& messages, const nlohmann::json& tools,
                                                    const nlohmann::json& extra = {}) const = 0;
+  // Continues the final assistant message (Anthropic's prefill, Ollama's, OpenAI's continue_final_message): the
+  // text stops where that message's content ends, with no end of turn, so the answer goes on from it. `primer` is
+  // the text from where the chat without that message, with its generation prompt, stops matching (e.g. harmony's
+  // "<|channel|>final<|message|>" and the content), so a channel parser reads the continuation in the right
+  // channel. The caller has checked that the last message
+  // is the assistant's, with text and no tool calls. Fails when the template does not print that text.
+  [[nodiscard]] virtual Result<ContinuedChat> render_continued(const nlohmann::json& messages,
+                                                               const nlohmann::json& tools,
+                                                               const nlohmann::json& extra = {}) const = 0;
   // The tool-call format the template speaks (tool_calls.h); kJson for the fallback format.
   [[nodiscard]] virtual ToolCallFormat tool_call_format() const = 0;
   // The model answers in harmony (gpt-oss: a template that writes <|channel|>, and a vocabulary with <|channel|>

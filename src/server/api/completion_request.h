@@ -42,6 +42,11 @@ struct CompletionRequest {
   }
   // chat: extra variables for the model's chat template (e.g. Qwen 3's enable_thinking); null when absent
   nlohmann::json chat_template_kwargs;
+  // chat: the final assistant message is continued, not answered (an Anthropic or Ollama chat that ends with the
+  // assistant's text; OpenAI's continue_final_message extension). The answer is the continuation alone.
+  bool continue_final_message = false;
+  // Set by the route from the rendered prompt (ContinuedChat::primer): what a channel parser reads before the answer.
+  std::string answer_primer;
   // completions: either text or token ids
   std::string prompt_text;
   std::vector<int32_t> prompt_tokens;

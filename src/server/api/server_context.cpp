@@ -103,7 +103,16 @@ std::optional<ApiError> ServerContext::force_tool_call(CompletionRequest& reques
 
 ApiResult<ServerContext::BuiltPrompt> ServerContext::render_chat(const CompletionRequest& request) const {
   BuiltPrompt built;
-  auto text = chat_.render(request.messages, request.tools, request.chat_template_kwargs);
+  Result<std::string> text = std::string();
+  if (request.continue_final_message) {
+    if (auto error = check_continuation(request)) return *error;
+    auto continued = chat_.render_continued(request.messages, request.tools, request.chat_template_kwargs);
+    if (!continued) return invalid_request("cannot render the chat template: " + continued.error().message, "messages");
+    built.answer_primer = std::move(continued->primer);
+    text = std::move(continued->text);
+  } else {
+    text = chat_.render(request.messages, request.tools, request.chat_template_kwargs);
+  }
   if (!text) return invalid_request("cannot render the chat template: " + text.error().message, "messages");
   // A template that writes BOS itself must not get a second one from the tokenizer.
   const std::string_view bos = tokenizer_.token_text(tokenizer_.bos());
@@ -112,6 +121,25 @@ ApiResult<ServerContext::BuiltPrompt> ServerContext::render_chat(const Completio
   built.parse_special = true;
   built.system_end_bytes = system_prompt_end(request, built.text);
   return built;
+}
+
+std::optional<ApiError> ServerContext::check_continuation(const CompletionRequest& request) {
+  const nlohmann::json& messages = request.messages;
+  const nlohmann::json* last = messages.is_array() && !messages.empty() ? &messages.back() : nullptr;
+  if (!last || !last->is_object() || last->value("role", nlohmann::json()) != "assistant") {
+    return invalid_request("only a chat whose last message is the assistant's can be continued", "messages");
+  }
+  if (last->contains("tool_calls") || !last->value("content", nlohmann::json()).is_string() ||
+      (*last)["content"].get_ref<const std::string&>().empty()) {
+    return invalid_request("the final assistant message must be text (no tool calls) to be continued", "messages");
+  }
+  if (request.grammar || request.tool_call_forced()) {
+    return invalid_request(
+        "a continued assistant message cannot be combined with a forced tool call or a response format: the "
+        "constraint would hold for the continuation only",
+        "messages");
+  }
+  return std::nullopt;
 }
 
 size_t ServerContext::system_prompt_end(const CompletionRequest& request, const std::string& text) const {
@@ -250,8 +278,15 @@ bool ServerContext::uses_channels(const CompletionRequest& request) const {
 
 std::unique_ptr<ChannelParser> ServerContext::channel_parser(const CompletionRequest& request) const {
   if (!uses_channels(request)) return nullptr;
-  if (chat_.harmony()) return std::make_unique<HarmonyParser>();
-  return std::make_unique<Gemma4Parser>(request.tools_active() ? request.tools : nlohmann::json::array());
+  std::unique_ptr<ChannelParser> parser;
+  if (chat_.harmony()) {
+    parser = std::make_unique<HarmonyParser>();
+  } else {
+    parser = std::make_unique<Gemma4Parser>(request.tools_active() ? request.tools : nlohmann::json::array());
+  }
+  // A continued message: the parser reads the answer so far (which the client has) and drops what it returns.
+  if (!request.answer_primer.empty()) (void)parser->push(request.answer_primer);
+  return parser;
 }
 
 }  // namespace hearth::server

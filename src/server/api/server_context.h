@@ -106,6 +106,7 @@ class ServerContext {
     // ids: RequestSpec::checkpoint_hints, so the next user's prompt after the same system prompt resumes there.
     size_t system_end_bytes = 0;
     std::vector<int32_t> checkpoint_hints;
+    std::string answer_primer;  // a continued chat's ContinuedChat::primer, for CompletionRequest::answer_primer
   };
   // 404 only with strict model names, for a name that is neither the served model nor an alias (model_names.h).
   [[nodiscard]] std::optional<ApiError> check_model(const CompletionRequest& request) const;
@@ -115,6 +116,8 @@ class ServerContext {
   // The chat's text through the model's template (no ids yet), and the ids of a built text (answer memory first).
   [[nodiscard]] ApiResult<BuiltPrompt> render_chat(const CompletionRequest& request) const;
   void tokenize_prompt(const CompletionRequest& request, BuiltPrompt& built);
+  // A 400 unless the chat can be continued: its last message is the assistant's text, with no constraint.
+  [[nodiscard]] static std::optional<ApiError> check_continuation(const CompletionRequest& request);
   // Hybrid models (BuiltPrompt::system_end_bytes): where the leading system and developer messages end in the chat's
   // rendered `text`; 0 for other models, a chat of system messages only or none.
   [[nodiscard]] size_t system_prompt_end(const CompletionRequest& request, const std::string& text) const;

@@ -138,6 +138,106 @@ std::optional<ParsedAnswer> parse_tool_calls(ToolCallFormat format, std::string_
   return ParsedAnswer{{}, std::move(*calls)};
 }
 
+namespace {
+
+// After `key` (a quoted JSON key) at or after `from`: the position past the ':' and the whitespace around it.
+std::optional<size_t> value_after(std::string_view text, std::string_view key, size_t from) {
+  const size_t at = text.find(key, from);
+  if (at == std::string_view::npos) return std::nullopt;
+  const size_t colon = text.find_first_not_of(" \t\r\n", at + key.size());
+  if (colon == std::string_view::npos || text[colon] != ':') return std::nullopt;
+  const size_t value = text.find_first_not_of(" \t\r\n", colon + 1);
+  if (value == std::string_view::npos) return std::nullopt;
+  return value;
+}
+
+// The JSON string at text[at], when it is whole; `end` is set past its closing quote.
+std::optional<std::string> whole_string(std::string_view text, size_t at, size_t& end) {
+  if (at >= text.size() || text[at] != '"') return std::nullopt;
+  for (size_t i = at + 1; i < text.size(); ++i) {
+    if (text[i] == '\\') {
+      ++i;
+    } else if (text[i] == '"') {
+      const json s = json::parse(text.substr(at, i + 1 - at), nullptr, false);
+      if (!s.is_string()) return std::nullopt;
+      end = i + 1;
+      return s.get<std::string>();
+    }
+  }
+  return std::nullopt;
+}
+
+// The length of the JSON object `text` starts with, when it is closed; 0 otherwise.
+size_t whole_object_size(std::string_view text) {
+  if (text.empty() || text[0] != '{') return 0;
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if ((c == '}' || c == ']') && --depth == 0) {
+      return i + 1;
+    }
+  }
+  return 0;
+}
+
+// The JSON formats (the grammar writes the name first): the name once whole, the arguments' text so far.
+std::optional<ToolCall> truncated_json_call(std::string_view text, const json& tools) {
+  const auto name_at = value_after(text, "\"name\"", 0);
+  size_t end = 0;
+  const auto name = name_at ? whole_string(text, *name_at, end) : std::nullopt;
+  if (!name || !has_tool(tools, *name)) return std::nullopt;
+  ToolCall call{{}, *name, {}, /*whole=*/false};
+  for (std::string_view key : {"\"arguments\"", "\"parameters\""}) {
+    if (auto args = value_after(text, key, end)) {
+      call.arguments = std::string(trim(text.substr(*args)));
+      break;
+    }
+  }
+  // Only the closing markup is missing: the arguments are whole, and so is the call.
+  if (const size_t n = whole_object_size(call.arguments); n > 0) {
+    const ordered_json args = parse_json(std::string_view(call.arguments).substr(0, n));
+    if (args.is_object()) return ToolCall{{}, *name, args.dump()};
+  }
+  return call;
+}
+
+// Gemma 4: the name once the '{' after it came; its arguments are not JSON, so none are kept.
+std::optional<ToolCall> truncated_gemma4_call(std::string_view text, const json& tools) {
+  constexpr std::string_view kCall = "call:";
+  const size_t open = text.find(kGemma4Open);
+  if (open == std::string_view::npos || text.substr(open + kGemma4Open.size(), kCall.size()) != kCall) {
+    return std::nullopt;
+  }
+  const size_t name_at = open + kGemma4Open.size() + kCall.size();
+  const size_t brace = text.find('{', name_at);
+  if (brace == std::string_view::npos) return std::nullopt;
+  std::string name(text.substr(name_at, brace - name_at));
+  if (!has_tool(tools, name)) return std::nullopt;
+  return ToolCall{{}, std::move(name), {}, /*whole=*/false};
+}
+
+}  // namespace
+
+std::optional<ParsedAnswer> parse_answer_calls(ToolCallFormat format, std::string_view text, const json& tools,
+                                               bool forced_call_cut_short) {
+  auto parsed = parse_tool_calls(format, text, tools);
+  if (parsed || !forced_call_cut_short) return parsed;
+  ParsedAnswer cut;  // no content: what was written is the call's beginning, never text
+  auto call = format == ToolCallFormat::kGemma4 ? truncated_gemma4_call(text, tools) : truncated_json_call(text, tools);
+  if (call) cut.calls.push_back(std::move(*call));
+  return cut;
+}
+
 std::string new_tool_call_id(ToolCallFormat format) {
   static thread_local std::mt19937_64 rng(std::random_device{}());
   constexpr std::string_view kAlnum = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";

@@ -37,6 +37,9 @@ struct ToolCall {
   std::string id;  // "call_..." (Mistral: 9 alphanumerics, as its template requires)
   std::string name;
   std::string arguments;  // compact JSON text of an object, in the model's key order
+  // false: a forced call the length limit cut short (parse_answer_calls); `arguments` is the text written so far
+  // (not valid JSON; empty for Gemma 4, whose arguments are not JSON), and the finish reason stays "length".
+  bool whole = true;
 };
 
 struct ParsedAnswer {
@@ -47,6 +50,12 @@ struct ParsedAnswer {
 // The calls in `text` (ids left empty), or nullopt when it holds none or a malformed one.
 [[nodiscard]] std::optional<ParsedAnswer> parse_tool_calls(ToolCallFormat format, std::string_view text,
                                                            const nlohmann::json& tools);
+
+// What the routes report for an answer with tools: parse_tool_calls, except that a forced call (tool_choice required
+// or a named function) cut short by the length limit (`forced_call_cut_short`) is that call as far as it got, one
+// that is not `whole`, once its name is whole, and no content either way: the markup is never sent as text.
+[[nodiscard]] std::optional<ParsedAnswer> parse_answer_calls(ToolCallFormat format, std::string_view text,
+                                                             const nlohmann::json& tools, bool forced_call_cut_short);
 
 // A fresh call id for `format`.
 [[nodiscard]] std::string new_tool_call_id(ToolCallFormat format);

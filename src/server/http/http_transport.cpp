@@ -230,12 +230,14 @@ void Session::read_header() {
 // Answers a read error that deserves a response (413, 431, 400); closes quietly on the rest. True when handled.
 bool Session::refuse_on_read_error(beast::error_code ec) {
   if (!ec) return false;
+  // A browser reads the error only with CORS headers. A body too large: the head, Origin included, was read. A
+  // head too large or malformed: its Origin may be unread, which an allowed "*" still answers (only "*" matches
+  // the empty origin).
+  const auto origin = parser_->get()[http::field::origin];
+  if (!origin.empty() || ec != http::error::body_limit) {
+    cors_origin_ = impl_.config.cors.allow_origin(std::string_view(origin.data(), origin.size())).value_or("");
+  }
   if (ec == http::error::body_limit) {
-    // The head was read: the route's path and the Origin are known.
-    const auto origin = parser_->get()[http::field::origin];
-    if (!origin.empty()) {
-      cors_origin_ = impl_.config.cors.allow_origin(std::string_view(origin.data(), origin.size())).value_or("");
-    }
     const auto target_view = parser_->get().target();
     const std::string_view target(target_view.data(), target_view.size());
     respond_whole(impl_.render_error(413,

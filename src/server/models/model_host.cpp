@@ -33,6 +33,7 @@ ModelHost::ModelHost(ModelHostConfig config, std::vector<ModelSpec> specs, Loade
   HEARTH_CHECK(!specs_.empty(), "a model host needs at least one model");
   for (const ModelSpec& s : specs_) budget_.add(s.id, s.cost);
   loaded_.resize(specs_.size());
+  digests_.resize(specs_.size());
   leases_.assign(specs_.size(), 0);
   claims_.resize(specs_.size());
   keep_alive_thread_ = std::thread([this] { keep_alive_main(); });
@@ -147,6 +148,7 @@ ApiResult<ModelLease> ModelHost::acquire(size_t i) {
                       "server_error", "model", "model_load_failed"};
     }
     loaded_[i] = std::move(*made);
+    digests_[i] = loaded_[i]->digest();
     budget_.set_state(i, ModelState::kLoaded);
     const double seconds = seconds_since(t0);
     counters_.num_loads++;
@@ -277,6 +279,7 @@ ModelHost::ModelStatus ModelHost::status(size_t i) {
   if (budget_.last_used(i) != Clock::time_point{}) s.idle_seconds = seconds_since(budget_.last_used(i));
   const Clock::duration keep_alive = budget_.keep_alive(i, default_keep_alive());
   if (keep_alive != ModelBudget::kKeepForever) s.keep_alive_seconds = std::chrono::duration<double>(keep_alive).count();
+  s.digest = digests_[i];
   return s;
 }
 

@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/engine_types.h"
 #include "kv/kv_plan.h"
 #include "server/api/api_error.h"
 #include "server/models/model_budget.h"
@@ -43,6 +44,7 @@ struct ModelSpec {
   ModelCost cost;  // weights resident, the KV pool the engine will allocate, the forward scratch (model_budget.h)
   int32_t n_ctx = 0;
   KvPlan kv_plan;
+  ModelListing listing;  // for /api/tags; its digest is known once the model has loaded (ModelHost keeps it)
 };
 
 // One loaded model: owns its weights, engine, loop and routes. Destroying it unloads the model.
@@ -52,6 +54,8 @@ class ServedModel {
   virtual HttpServer& http() = 0;
   // Generations not finished yet (HttpServer::num_in_flight); the host unloads a model only at 0.
   virtual int num_in_flight();
+  // The model's fingerprint (EngineInfo::listing.digest); empty when unknown.
+  virtual std::string digest() { return {}; }
 };
 
 struct ModelHostConfig {
@@ -135,6 +139,7 @@ class ModelHost {
     uint64_t num_loads = 0;
     double idle_seconds = -1;  // since last use; -1 when never used
     double keep_alive_seconds = -1;  // its keep-alive (set_keep_alive, else --keep-alive); -1: never for time alone
+    std::string digest;              // the model fingerprint, once it has loaded (ServedModel::digest)
   };
   ModelStatus status(size_t i);
   int64_t used_bytes();
@@ -156,6 +161,7 @@ class ModelHost {
   std::mutex mutex_;
   std::condition_variable changed_;                   // a state, a lease or a generation count changed
   ModelBudget budget_;                                // guarded by mutex_
+  std::vector<std::string> digests_;                  // [i]: its digest since its first load
   std::vector<std::unique_ptr<ServedModel>> loaded_;  // [i]: set while kLoaded (and kUnloading until destroyed)
   std::vector<int> leases_;                           // guarded by mutex_
   // [i]: the arrival numbers of requests waiting for model i's room (acquire); guarded by mutex_

@@ -285,7 +285,8 @@ std::optional<HttpResponse> ModelRouter::handle_ollama_listing(const HttpRequest
   const auto facts = [this](size_t i, const std::string& id) {
     const ModelSpec& spec = host_.specs()[i];
     const ModelHost::ModelStatus st = host_.status(i);
-    OllamaModelFacts f{id, spec.cost.weights_bytes, spec.n_ctx, st.state == ModelState::kLoaded, -1};
+    OllamaModelFacts f{id, spec.cost.weights_bytes, spec.n_ctx, st.state == ModelState::kLoaded, -1, spec.listing};
+    f.listing.digest = st.digest;
     if (st.keep_alive_seconds >= 0) {
       f.expires_in_s = std::max(0.0, st.keep_alive_seconds - std::max(0.0, st.idle_seconds));
     }

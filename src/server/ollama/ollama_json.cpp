@@ -364,6 +364,12 @@ std::optional<ApiError> read_messages(const json& body, CompletionRequest& c) {
     }
     c.messages.push_back(std::move(normalized));
   }
+  // As Ollama does: a chat that ends with the assistant's text is continued from it.
+  if (!c.messages.empty()) {
+    const json& last = c.messages.back();
+    c.continue_final_message = last["role"] == "assistant" && !last.contains("tool_calls") &&
+                               last["content"].is_string() && !last["content"].get_ref<const std::string&>().empty();
+  }
   return std::nullopt;
 }
 
@@ -550,28 +556,51 @@ json ollama_error_json(const ApiError& error) {
 
 namespace {
 
-json details_json() {
-  // The architecture and quantization are facts of the GGUF file the server layer does not read; empty here.
-  return json{{"parent_model", ""},        {"format", "gguf"},     {"family", ""},
-              {"families", json::array()}, {"parameter_size", ""}, {"quantization_level", ""}};
+// "260.8K", "20.9B": the parameter count as Ollama's parameter_size reads.
+std::string parameter_size(uint64_t n) {
+  static constexpr const char* kUnits[] = {"", "K", "M", "B", "T"};
+  double v = static_cast<double>(n);
+  size_t unit = 0;
+  while (v >= 1000.0 && unit + 1 < std::size(kUnits)) {
+    v /= 1000.0;
+    ++unit;
+  }
+  return unit == 0 ? fmt::format("{}", n) : fmt::format("{:.1f}{}", v, kUnits[unit]);
 }
 
-std::string expires_at(double in_s) {
-  if (in_s < 0) return "2318-01-01T00:00:00Z";  // never: far in the future, as Ollama writes keep_alive -1
-  const auto t = std::chrono::system_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(in_s * 1000));
-  const std::time_t secs = std::chrono::system_clock::to_time_t(t);
+json details_json(const ModelListing& m) {
+  json families = m.architecture.empty() ? json::array() : json::array({m.architecture});
+  return json{{"parent_model", ""},
+              {"format", "gguf"},
+              {"family", m.architecture},
+              {"families", std::move(families)},
+              {"parameter_size", m.num_params ? parameter_size(m.num_params) : std::string()},
+              {"quantization_level", m.file_type}};
+}
+
+std::string rfc3339(std::time_t secs) {
   std::tm tm{};
   gmtime_r(&secs, &tm);
   return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
                      tm.tm_min, tm.tm_sec);
 }
 
+std::string expires_at(double in_s) {
+  if (in_s < 0) return "2318-01-01T00:00:00Z";  // never: far in the future, as Ollama writes keep_alive -1
+  const auto t = std::chrono::system_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(in_s * 1000));
+  return rfc3339(std::chrono::system_clock::to_time_t(t));
+}
+
 }  // namespace
 
 json ollama_tag_json(const OllamaModelFacts& m) {
   const std::string name = ollama_model_name(m.id);
-  return json{{"name", name},         {"model", name}, {"modified_at", "1970-01-01T00:00:00Z"},
-              {"size", m.size_bytes}, {"digest", ""},  {"details", details_json()}};
+  return json{{"name", name},
+              {"model", name},
+              {"modified_at", rfc3339(static_cast<std::time_t>(m.listing.modified_unix_s))},
+              {"size", m.size_bytes},
+              {"digest", m.listing.digest},
+              {"details", details_json(m.listing)}};
 }
 
 json ollama_ps_json(const OllamaModelFacts& m) {
@@ -586,14 +615,22 @@ json ollama_ps_json(const OllamaModelFacts& m) {
 json ollama_show_json(const OllamaModelFacts& m, const std::string& template_description, bool tools) {
   json capabilities = json::array({"completion"});
   if (tools) capabilities.push_back("tools");
+  // Ollama's model_info keys: general.* and the architecture's own ("llama.context_length").
+  json info = {{"general.context_length", m.n_ctx},
+               {"general.parameter_count", m.listing.num_params},
+               {"hearth.model_id", m.id}};
+  if (!m.listing.architecture.empty()) {
+    info["general.architecture"] = m.listing.architecture;
+    info[m.listing.architecture + ".context_length"] = m.n_ctx;
+  }
   return json{{"modelfile", ""},
               {"parameters", fmt::format("temperature {}\ntop_k {}\ntop_p {}", kOllamaDefaultTemperature,
                                          kOllamaDefaultTopK, kOllamaDefaultTopP)},
               {"template", template_description},
-              {"details", details_json()},
-              {"model_info", {{"general.context_length", m.n_ctx}, {"hearth.model_id", m.id}}},
+              {"details", details_json(m.listing)},
+              {"model_info", std::move(info)},
               {"capabilities", std::move(capabilities)},
-              {"modified_at", "1970-01-01T00:00:00Z"}};
+              {"modified_at", rfc3339(static_cast<std::time_t>(m.listing.modified_unix_s))}};
 }
 
 }  // namespace hearth::server

@@ -122,6 +122,7 @@ struct OllamaModelFacts {
   int32_t n_ctx = 0;
   bool loaded = true;
   double expires_in_s = -1;  // /api/ps: seconds until keep-alive unloads it; < 0: never
+  ModelListing listing;      // details (family, parameter_size, quantization_level), digest and modified_at
 };
 // {"name", "model", "modified_at", "size", "digest", "details"}: one /api/tags entry.
 [[nodiscard]] nlohmann::json ollama_tag_json(const OllamaModelFacts& model);

@@ -105,7 +105,8 @@ class OllamaGeneration : public Generation, public std::enable_shared_from_this<
   void split_calls(std::string text, FinishReason reason, OllamaFinal& f) {
     f.text = std::move(text);
     if (!request_.chat.tools_active() || reason == FinishReason::kAborted) return;
-    auto parsed = parse_tool_calls(format_, f.text, request_.chat.tools);
+    auto parsed = parse_answer_calls(format_, f.text, request_.chat.tools,
+                                     request_.chat.tool_call_forced() && reason == FinishReason::kLength);
     if (!parsed) return;
     f.text = std::move(parsed->content);
     f.calls = std::move(parsed->calls);
@@ -255,6 +256,7 @@ HttpResponse handle_generation(ServerContext& context, const HttpRequest& req, b
   auto built = build_prompt(context, request);
   if (!built) return ollama_error_response(context, built.error());
   ServerContext::BuiltPrompt& prompt = *built;
+  request.chat.answer_primer = std::move(prompt.answer_primer);
   if (auto error =
           fit_context(request, context.loop().info().n_ctx, static_cast<int32_t>(prompt.tokens.size()), request.chat)) {
     return ollama_error_response(context, *error);
@@ -277,7 +279,7 @@ HttpResponse handle_generation(ServerContext& context, const HttpRequest& req, b
 
 OllamaModelFacts served_model(ServerContext& context, const std::string& id) {
   const EngineInfo& info = context.loop().info();
-  return OllamaModelFacts{id, info.weights_bytes, info.n_ctx, true, -1};
+  return OllamaModelFacts{id, info.weights_bytes, info.n_ctx, true, -1, info.listing};
 }
 
 HttpResponse handle_tags(ServerContext& context, bool ps) {

@@ -108,7 +108,7 @@ std::string CompletionGeneration::stream_tool_calls(size_t i, const RequestOutpu
     events += sse_event(chunk);
   }
   c.first_chunk = false;
-  events += sse_event(tool_calls_finish_chunk_json(request_, meta_, index));
+  events += sse_event(tool_calls_finish_chunk_json(request_, meta_, index, !result.tool_calls.front().whole));
   return events;
 }
 

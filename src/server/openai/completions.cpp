@@ -31,6 +31,7 @@ HttpResponse handle_completion(ServerContext& context, const HttpRequest& req, E
   auto built = context.build_prompt(request);
   if (!built) return context.error_response(built.error());
   ServerContext::BuiltPrompt& prompt = *built;
+  request.answer_primer = std::move(prompt.answer_primer);
   auto handles = context.submit_choices(request, std::move(prompt.tokens), prompt.checkpoint_hints);
   if (!handles) return context.error_response(handles.error());
 

@@ -173,6 +173,8 @@ std::optional<ApiError> parse_messages(const json& body, CompletionRequest& r) {
   if (auto err = parse_tools(body, r)) return err;
   if (auto err = parse_tool_choice(body, r)) return err;
   if (auto err = parse_response_format(body, r)) return err;
+  // vLLM's extension: the last message, the assistant's, is continued rather than answered.
+  if (auto err = read_bool(body, "continue_final_message", r.continue_final_message)) return err;
   return parse_chat_template_kwargs(body, r);
 }
 
@@ -407,7 +409,7 @@ json choice_json(const CompletionRequest& request, int32_t index, const ChoiceRe
                          {"content", c.text.empty() ? json() : json(c.text)},
                          {"refusal", nullptr},
                          {"tool_calls", std::move(calls)}};
-    choice["finish_reason"] = "tool_calls";
+    if (c.tool_calls.front().whole) choice["finish_reason"] = "tool_calls";  // else "length": a call cut short
   } else if (request.endpoint == Endpoint::kChat) {
     choice["message"] = {{"role", "assistant"}, {"content", c.text}, {"refusal", nullptr}};
   } else {

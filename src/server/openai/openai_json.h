@@ -91,13 +91,13 @@ struct ChoiceResult {
 // The streamed form of a choice's tool calls, as OpenAI sends them: per call one chunk with
 // delta.tool_calls [{index, id, type "function", function {name, arguments ""}}], then one with its arguments
 // ({index, function {arguments}}); the first chunk of the choice also carries role. Then
-// tool_calls_finish_chunk_json ends the choice with finish_reason "tool_calls".
+// tool_calls_finish_chunk_json ends the choice with finish_reason "tool_calls" ("length" for a call cut short).
 [[nodiscard]] std::vector<nlohmann::json> tool_call_chunks_json(const CompletionRequest& request,
                                                                 const ResponseMeta& meta,
                                                                 const std::vector<ToolCall>& calls, bool first,
                                                                 int32_t index);
 [[nodiscard]] nlohmann::json tool_calls_finish_chunk_json(const CompletionRequest& request, const ResponseMeta& meta,
-                                                          int32_t index);
+                                                          int32_t index, bool cut_short = false);
 // The final usage chunk of stream_options.include_usage: "choices": [] and the usage object.
 [[nodiscard]] nlohmann::json usage_chunk_json(const CompletionRequest& request, const ResponseMeta& meta,
                                               const RequestUsage& usage);

@@ -17,7 +17,8 @@ ChoiceResult choice_with_tool_calls(const CompletionRequest& request, ToolCallFo
                                     FinishReason reason, nlohmann::json logprobs) {
   ChoiceResult result{std::move(text), reason, std::move(logprobs), {}};
   if (!request.tools_active() || reason == FinishReason::kAborted) return result;
-  auto parsed = parse_tool_calls(format, result.text, request.tools);
+  auto parsed = parse_answer_calls(format, result.text, request.tools,
+                                   request.tool_call_forced() && reason == FinishReason::kLength);
   if (!parsed) return result;
   if (!request.parallel_tool_calls) parsed->calls.resize(1);
   for (ToolCall& call : parsed->calls) call.id = new_tool_call_id(format);
@@ -65,8 +66,9 @@ std::vector<nlohmann::json> tool_call_chunks_json(const CompletionRequest& reque
   return chunks;
 }
 
-nlohmann::json tool_calls_finish_chunk_json(const CompletionRequest& request, const ResponseMeta& meta, int32_t index) {
-  return tool_delta_chunk(request, meta, json::object(), index, "tool_calls");
+nlohmann::json tool_calls_finish_chunk_json(const CompletionRequest& request, const ResponseMeta& meta, int32_t index,
+                                            bool cut_short) {
+  return tool_delta_chunk(request, meta, json::object(), index, cut_short ? "length" : "tool_calls");
 }
 
 }  // namespace hearth::server

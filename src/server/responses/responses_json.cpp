@@ -186,7 +186,7 @@ void ResponseOutput::call(const ToolCall& call, std::string& events) {
         {"arguments", call.arguments}},
        events);
   item["arguments"] = call.arguments;
-  item["status"] = "completed";
+  item["status"] = call.whole ? "completed" : "incomplete";  // a forced call max_output_tokens cut short
   emit({{"type", "response.output_item.done"}, {"output_index", index}, {"item", item}}, events);
   items_.push_back(std::move(item));
 }
