@@ -264,7 +264,7 @@ function checkAlarm(args) {
   }
 }
 
-test('a forced call follows anyOf, $ref, bounds and oneOf in Gemma 4 syntax; pattern is a 400 naming it', async () => {
+test('a forced call follows anyOf, $ref, bounds, oneOf, pattern and format in Gemma 4 syntax', async () => {
   for (let seed = 1; seed <= 4; ++seed) {
     const r = await client.chat.completions.create({
       messages: MESSAGES,
@@ -280,14 +280,25 @@ test('a forced call follows anyOf, $ref, bounds and oneOf in Gemma 4 syntax; pat
     checkAlarm(JSON.parse(choice.message.tool_calls[0].function.arguments));
   }
   const patterned = structuredClone(ALARM);
-  patterned.function.parameters.properties.label = { type: 'string', pattern: '^[a-z]+$' };
-  await assert.rejects(
-    client.chat.completions.create({ messages: MESSAGES, tools: [patterned], tool_choice: 'required', max_tokens: 8 }),
-    (e) => e.status === 400 && /properties\.label\.pattern' is not supported in a forced call in Gemma 4/.test(e.message),
-  );
-  // Left to the model, the same tools are fine: no grammar is compiled.
-  const free = await client.chat.completions.create({ messages: MESSAGES, tools: [patterned], max_tokens: 4 });
-  assert.ok(free.choices[0].finish_reason);
+  patterned.function.parameters.properties.label = { type: 'string', pattern: '^[a-z]{2,6}-\\d{2}$' };
+  patterned.function.parameters.properties.day = { type: 'string', format: 'date' };
+  patterned.function.parameters.required.push('label', 'day');
+  for (let seed = 1; seed <= 3; ++seed) {
+    const r = await client.chat.completions.create({
+      messages: MESSAGES,
+      tools: [patterned],
+      tool_choice: 'required',
+      max_tokens: 128,
+      temperature: 1,
+      seed,
+    });
+    const choice = r.choices[0];
+    assert.equal(choice.finish_reason, 'tool_calls', JSON.stringify(choice));
+    const args = JSON.parse(choice.message.tool_calls[0].function.arguments);
+    assert.match(args.label, /^[a-z]{2,6}-\d{2}$/);
+    assert.match(args.day, /^\d{4}-\d{2}-\d{2}$/);
+    assert.ok(!Number.isNaN(Date.parse(args.day)), args.day);
+  }
 });
 
 test('/v1/responses: a forced call in Gemma 4 syntax is a function_call item', async () => {

@@ -39,7 +39,9 @@ struct ByteDfa {
 // matches whole, quotes included (anchors are implied: a string matching whole also contains a match, so this is a
 // subset of JSON Schema's search semantics). Characters JSON would have to escape (", \, control characters) are
 // never produced. Fails naming the construct it does not support, or when the automaton grows past the limits.
-[[nodiscard]] Result<ByteDfa> compile_string_pattern(std::string_view pattern);
+// `quote`: what opens and closes the string: '"' for JSON, <|"|> for Gemma 4's call syntax (whose closer can never
+// appear inside, since '"' is never produced there).
+[[nodiscard]] Result<ByteDfa> compile_string_pattern(std::string_view pattern, std::string_view quote = "\"");
 // The same regex over raw bytes with no quotes (integer ranges are built through it).
 [[nodiscard]] Result<ByteDfa> compile_raw_pattern(std::string_view pattern);
 

@@ -108,15 +108,6 @@ Result<int32_t> GrammarCompiler::compile_string(const json& schema, const Schema
   auto hi = read_count(schema, "maxLength", path, -1);
   if (!hi) return hi.error();
   if (*hi >= 0 && *hi < *lo) return make_error("'{}': maxLength {} is below minLength {}", path.str(), *hi, *lo);
-  // A string automaton spells JSON's quotes; Gemma 4's strings are quoted with <|"|> (grammar.h).
-  for (const char* keyword : {"pattern", "format"}) {
-    if (syntax == GrammarSyntax::kGemma4 && schema.contains(keyword)) {
-      return make_error(
-          "'{}.{}' is not supported in a forced call in Gemma 4's call syntax (its strings are quoted "
-          "with <|\"|>); drop the keyword or leave tool_choice to the model",
-          path.str(), keyword);
-    }
-  }
   std::string pattern;
   std::string_view format;
   if (auto p = schema.find("pattern"); p != schema.end()) {
@@ -142,7 +133,9 @@ Result<int32_t> GrammarCompiler::compile_string(const json& schema, const Schema
     return make_error("'{}': minLength/maxLength above {} beside pattern or format is not supported", path.str(),
                       kMaxLengthWithPattern);
   }
-  const std::string key = fmt::format("s{}\n{}\n{}\n{}", *lo, *hi, format, pattern);
+  // The automaton spells the string's quotes: JSON's '"', or Gemma 4's <|"|> (grammar.h).
+  const std::string_view quote = syntax == GrammarSyntax::kGemma4 ? std::string_view("<|\"|>") : "\"";
+  const std::string key = fmt::format("s{}\n{}\n{}\n{}\n{}", quote, *lo, *hi, format, pattern);
   return dfa_node(key, path, [&]() -> Result<ByteDfa> {
     std::optional<ByteDfa> dfa;
     auto meet = [&](Result<ByteDfa> next) -> Result<void> {
@@ -156,11 +149,11 @@ Result<int32_t> GrammarCompiler::compile_string(const json& schema, const Schema
       dfa = std::move(both).value();
       return {};
     };
-    if (!pattern.empty()) HEARTH_TRY(meet(compile_string_pattern(pattern)));
-    if (!format.empty()) HEARTH_TRY(meet(compile_string_pattern(format)));
+    if (!pattern.empty()) HEARTH_TRY(meet(compile_string_pattern(pattern, quote)));
+    if (!format.empty()) HEARTH_TRY(meet(compile_string_pattern(format, quote)));
     if (*lo > 0 || *hi >= 0) {
-      HEARTH_TRY(
-          meet(compile_string_pattern(*hi >= 0 ? fmt::format(".{{{},{}}}", *lo, *hi) : fmt::format(".{{{},}}", *lo))));
+      const std::string lengths = *hi >= 0 ? fmt::format(".{{{},{}}}", *lo, *hi) : fmt::format(".{{{},}}", *lo);
+      HEARTH_TRY(meet(compile_string_pattern(lengths, quote)));
     }
     return std::move(*dfa);
   });

@@ -456,22 +456,31 @@ class NfaBuilder {
   ByteNfa& nfa_;
 };
 
-Result<ByteDfa> compile_pattern(std::string_view pattern, bool quoted) {
+// Edges spelling `text` from `from`; returns the state after its last byte.
+int32_t add_text(ByteNfa& nfa, int32_t from, std::string_view text) {
+  for (char c : text) {
+    ByteSet byte;
+    byte.set(static_cast<uint8_t>(c));
+    const int32_t to = nfa.add_state();
+    nfa.add_edge(from, byte, to);
+    from = to;
+  }
+  return from;
+}
+
+// `quote` empty: the raw bytes; else the body between two quotes.
+Result<ByteDfa> compile_pattern(std::string_view pattern, std::string_view quote) {
   RegexParser parser(pattern);
   auto root = parser.parse();
   if (!root) return root.error();
   ByteNfa nfa;
   const int32_t start = nfa.add_state();
-  const int32_t end = nfa.add_state();
   int32_t body_start = start;
-  int32_t body_end = end;
-  ByteSet quote;
-  quote.set('"');
-  if (quoted) {
-    body_start = nfa.add_state();
-    body_end = nfa.add_state();
-    nfa.add_edge(start, quote, body_start);
-    nfa.add_edge(body_end, quote, end);
+  int32_t body_end = nfa.add_state();
+  int32_t end = body_end;
+  if (!quote.empty()) {
+    body_start = add_text(nfa, start, quote);
+    end = add_text(nfa, body_end, quote);
   }
   NfaBuilder builder(parser.nodes, nfa);
   auto ok = builder.build(*root, body_start, body_end);
@@ -481,12 +490,13 @@ Result<ByteDfa> compile_pattern(std::string_view pattern, bool quoted) {
 
 }  // namespace
 
-Result<ByteDfa> compile_string_pattern(std::string_view pattern) {
-  return compile_pattern(pattern, true);
+Result<ByteDfa> compile_string_pattern(std::string_view pattern, std::string_view quote) {
+  HEARTH_CHECK(!quote.empty(), "a string pattern needs its quote");
+  return compile_pattern(pattern, quote);
 }
 
 Result<ByteDfa> compile_raw_pattern(std::string_view pattern) {
-  return compile_pattern(pattern, false);
+  return compile_pattern(pattern, {});
 }
 
 }  // namespace hearth

@@ -345,7 +345,7 @@ TEST(Gemma4ForcedCall, EveryGrammarOutputParsesBack) {
 
 // The JSON-schema subset in Gemma 4's syntax: anyOf alternatives that begin alike (two objects, two strings) are
 // followed as separate readings, each with its own keys and lengths; $ref, integer bounds, multipleOf, oneOf of
-// consts. pattern and format are refused naming the keyword: their automata spell JSON's quotes.
+// consts.
 const json kSchemaTools = json::parse(R"([
   {"type": "function", "function": {"name": "set_alarm",
    "parameters": {"type": "object",
@@ -385,19 +385,26 @@ TEST(Gemma4ForcedCall, SchemaKeywordsApplyPerReading) {
   EXPECT_FALSE(accepts(*g, call + "at:{in:5},mode:" + Q + "monthly", false));     // neither const nor enum
   EXPECT_FALSE(accepts(*g, call + "at:{in:5},mode:\"once\"", false));             // a JSON string
   expect_every_output_parses_back(kSchemaTools, 100);
-  for (const char* keyword : {"pattern", "format"}) {
-    json tools = kSchemaTools;
-    json& label = tools[0]["function"]["parameters"]["properties"]["label"];
-    label = json{{"type", "string"}, {keyword, std::string_view(keyword) == "pattern" ? "^[a-z]+$" : "date"}};
-    auto refused = forced_tool_call_grammar(ToolCallFormat::kGemma4, tools, "");
-    ASSERT_FALSE(refused) << keyword;
-    EXPECT_NE(refused.error().message.find(fmt::format(".properties.label.{}' is not supported in a forced call in "
-                                                       "Gemma 4's call syntax",
-                                                       keyword)),
-              std::string::npos)
-        << refused.error().message;
-    EXPECT_TRUE(forced_tool_call_grammar(ToolCallFormat::kHermes, tools, "")) << keyword;  // JSON: supported
-  }
+}
+
+// pattern and format in Gemma 4's syntax: their automata spell its <|"|> quotes, so every walk's string matches
+// (checked by std::regex and the format checks, independent of the grammar) and parses back.
+TEST(Gemma4ForcedCall, PatternAndFormatSpellItsQuotes) {
+  json tools = kSchemaTools;
+  json& props = tools[0]["function"]["parameters"]["properties"];
+  props["label"] = json{{"type", "string"}, {"pattern", "^[a-z]{2,5}-\\d{2}$"}};
+  props["day"] = json{{"type", "string"}, {"format", "date"}};
+  props["email"] = json{{"type", "string"}, {"format", "email"}, {"maxLength", 24}};
+  tools[0]["function"]["parameters"]["required"] = json::array({"at", "mode", "label", "day", "email"});
+  auto g = forced_tool_call_grammar(ToolCallFormat::kGemma4, tools, "");
+  ASSERT_TRUE(g) << g.error().message;
+  const std::string call = "<|tool_call>call:set_alarm{at:{in:5},mode:" + Q + "once" + Q + ",label:" + Q;
+  EXPECT_TRUE(accepts(
+      *g, call + "ab-12" + Q + ",day:" + Q + "2026-12-07" + Q + ",email:" + Q + "a@b.io" + Q + "}<tool_call|>", true));
+  EXPECT_FALSE(accepts(*g, call + "ab-1" + Q, false));                                // two digits
+  EXPECT_FALSE(accepts(*g, call + "\"ab-12\"", false));                               // a JSON string
+  EXPECT_FALSE(accepts(*g, call + "ab-12" + Q + ",day:" + Q + "2026-02-30", false));  // no such day
+  expect_every_output_parses_back(tools, 60);
 }
 
 }  // namespace
