@@ -5,7 +5,6 @@
 #include <cstring>
 
 #include "kernels/ops.h"
-#include "tensor/quant.h"
 #include "util/result.h"
 
 namespace hearth {
@@ -263,21 +262,14 @@ void MoeFfn::forward(const MoeLayerWeights& w, const MoeRouting& r, const float*
 void shared_expert_reference(const MoeLayerWeights& w, const float* x, float* out) {
   const int64_t dim = w.shared_gate.n_cols;
   const int64_t ff = w.shared_gate.n_rows;
-  std::vector<float> row(static_cast<size_t>(std::max(dim, ff)));
-  std::vector<float> hidden(static_cast<size_t>(ff));
-  for (int64_t i = 0; i < ff; ++i) {
-    dequantize_row(w.shared_gate.type, w.shared_gate.data + i * w.shared_gate.row_stride, row.data(), dim);
-    const float g = dot_f32_reference(row.data(), x, dim);
-    dequantize_row(w.shared_up.type, w.shared_up.data + i * w.shared_up.row_stride, row.data(), dim);
-    const float u = dot_f32_reference(row.data(), x, dim);
-    hidden[i] = g / (1.0f + std::exp(-g)) * u;
-  }
+  std::vector<float> gate(static_cast<size_t>(ff)), up(static_cast<size_t>(ff)), down(static_cast<size_t>(dim));
+  matmul_reference(w.shared_gate, x, 1, gate.data());
+  matmul_reference(w.shared_up, x, 1, up.data());
+  for (int64_t i = 0; i < ff; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+  matmul_reference(w.shared_down, gate.data(), 1, down.data());
   const float logit = dot_f32_reference(w.shared_gate_inp.data(), x, dim);
-  const float gate = 1.0f / (1.0f + std::exp(-logit));
-  for (int64_t d = 0; d < dim; ++d) {
-    dequantize_row(w.shared_down.type, w.shared_down.data + d * w.shared_down.row_stride, row.data(), ff);
-    out[d] += dot_f32_reference(row.data(), hidden.data(), ff) * gate;
-  }
+  const float sigmoid = 1.0f / (1.0f + std::exp(-logit));
+  for (int64_t d = 0; d < dim; ++d) out[d] += down[d] * sigmoid;
 }
 
 template <class... V>

@@ -55,8 +55,8 @@ struct MoeLayerWeights {
   MatrixView shared_down;              // [dim, shared_ffn]  (ffn_down_shexp)
 };
 
-// The shared expert's contribution to one token, as a plain scalar twin of MoeFfn's batched version (tests check
-// the engine against it): out[d] += sigmoid(shared_gate_inp · x) · (shared_down · (silu(shared_gate · x) ⊙
+// The shared expert's contribution to one token, the scalar twin of MoeFfn's batched version (matmul_reference,
+// std::exp; tests check the engine against it): out[d] += sigmoid(shared_gate_inp · x) · (shared_down · (silu(shared_gate · x) ⊙
 // (shared_up · x)))[d].                                x: [dim]; out: [dim]
 void shared_expert_reference(const MoeLayerWeights& weights, const float* x, float* out);
 
