@@ -18,11 +18,11 @@
 #include <optional>
 
 #include "../engine/first_logits.h"
+#include "arch_support.h"
 #include "engine/engine.h"
 #include "kv/kv_plan.h"
 #include "model/model.h"
 #include "model/synth.h"
-#include "arch_support.h"
 #include "reference_forward.h"
 #include "tokenizer/tokenizer.h"
 
