@@ -56,8 +56,9 @@ struct MoeLayerWeights {
 };
 
 // The shared expert's contribution to one token, the scalar twin of MoeFfn's batched version (matmul_reference,
-// std::exp; tests check the engine against it): out[d] += sigmoid(shared_gate_inp · x) · (shared_down ·
-// (silu(shared_gate · x) ⊙ (shared_up · x)))[d].                                x: [dim]; out: [dim]
+// std::exp; tests check the engine against it):
+//   out[d] += sigmoid(shared_gate_inp · x) · (shared_down · (silu(shared_gate · x) ⊙ (shared_up · x)))[d]
+//                                                                                     x: [dim]; out: [dim]
 void shared_expert_reference(const MoeLayerWeights& weights, const float* x, float* out);
 
 // One routed expert of a token.
