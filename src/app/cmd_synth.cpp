@@ -108,6 +108,7 @@ int run_synth(const SynthFlags& f) {
     std::printf(", %lld experts of %lld (%lld used)", static_cast<long long>(c.n_expert),
                 static_cast<long long>(c.expert_ffn_dim), static_cast<long long>(c.n_expert_used));
   }
+  if (c.architecture == "qwen35moe") std::printf(", a shared expert of %lld", static_cast<long long>(c.ffn_dim));
   std::printf("\n");
   return 0;
 }
