@@ -33,7 +33,10 @@ const std::map<std::string, DType> kWeightTypes = {
 int run_synth(const SynthFlags& f) {
   auto preset = synth_preset(f.preset);
   if (!preset) {
-    std::fprintf(stderr, "error: unknown preset '%s' (tiny, 110m, 1b, 3b, 8b, 30b-a3b, gpt-oss-20b, qwen35-0.8b)\n", f.preset.c_str());
+    std::fprintf(stderr,
+                 "error: unknown preset '%s' (tiny, 110m, 1b, 3b, 8b, 30b-a3b, gpt-oss-20b, qwen35-0.8b, "
+                 "qwen35-35b-a3b)\n",
+                 f.preset.c_str());
     return 1;
   }
   SynthConfig c = *preset;
@@ -44,7 +47,7 @@ int run_synth(const SynthFlags& f) {
   c.extra_control_tokens = o.extra_control_tokens;
   c.seed = o.seed;
   c.sliding_window = o.sliding_window;
-  // 30b-a3b is qwen3moe and qwen35-0.8b qwen35 unless told
+  // 30b-a3b is qwen3moe, qwen35-0.8b qwen35 and qwen35-35b-a3b qwen35moe unless told
   if (f.has_arch || (c.n_expert == 0 && c.architecture != "qwen35")) c.architecture = o.architecture;
   if (f.ssm_state) c.ssm_d_state = *f.ssm_state;
   if (f.ssm_k_heads) c.ssm_n_k_heads = *f.ssm_k_heads;
@@ -81,6 +84,11 @@ int run_synth(const SynthFlags& f) {
     c.n_expert_used = f.has_experts_used ? o.n_expert_used : 8;
     c.expert_ffn_dim = f.has_expert_ffn ? o.expert_ffn_dim : c.ffn_dim / 8;
   }
+  if (c.architecture == "qwen35moe" && c.n_expert == 0) {  // a dense preset as qwen35moe: Qwen3.5-35B-A3B's routing
+    c.n_expert = f.has_experts ? o.n_expert : 256;
+    c.n_expert_used = f.has_experts_used ? o.n_expert_used : 8;
+    c.expert_ffn_dim = f.has_expert_ffn ? o.expert_ffn_dim : c.ffn_dim / 8;
+  }
   if (c.architecture == "gpt-oss" && c.n_expert == 0) {  // a dense preset as gpt-oss: gpt-oss-20b's routing
     c.n_expert = f.has_experts ? o.n_expert : 32;
     c.n_expert_used = f.has_experts_used ? o.n_expert_used : 4;
@@ -100,6 +108,7 @@ int run_synth(const SynthFlags& f) {
     std::printf(", %lld experts of %lld (%lld used)", static_cast<long long>(c.n_expert),
                 static_cast<long long>(c.expert_ffn_dim), static_cast<long long>(c.n_expert_used));
   }
+  if (c.architecture == "qwen35moe") std::printf(", a shared expert of %lld", static_cast<long long>(c.ffn_dim));
   std::printf("\n");
   return 0;
 }
@@ -119,9 +128,10 @@ Command add_synth(CLI::App& app) {
          "norm, partial RoPE on global layers, shared-KV layers, per-layer embeddings: see --shared-kv-layers, "
          "--per-layer-dim), gpt-oss (biases, attention sinks, YaRN, every other layer local, biased experts with a "
          "clamped SwiGLU), qwen35 (Qwen3.5 dense: three of four layers Gated DeltaNet, the fourth gated full "
-         "attention with partial RoPE)")
-      ->check(CLI::IsMember(
-          {"llama", "qwen2", "qwen3", "qwen3moe", "phi3", "gemma2", "gemma3", "gemma4", "gpt-oss", "qwen35"}));
+         "attention with partial RoPE), qwen35moe (Qwen3.5-MoE: qwen35's layers with qwen3moe's experts and a "
+         "sigmoid-gated shared expert of width --ffn)")
+      ->check(CLI::IsMember({"llama", "qwen2", "qwen3", "qwen3moe", "phi3", "gemma2", "gemma3", "gemma4", "gpt-oss",
+                             "qwen35", "qwen35moe"}));
   app.add_option("--head-dim-swa", f->overrides.head_dim_swa, "gemma4: sliding layers' head size (0: head dim / 2)");
   app.add_option("--kv-heads-global", f->overrides.n_kv_heads_global,
                  "gemma4: global layers' KV heads (0: --kv-heads)");
@@ -136,10 +146,12 @@ Command add_synth(CLI::App& app) {
                  "phi3: LongRoPE for this original context (rope_factors_long/short.weight, long factors up to 8, "
                  "rope.scaling.attn_factor and original_context_length; the long ones rotate when --ctx exceeds it)");
   app.add_option("--rope-base", f->rope_base, "RoPE frequency base (default 10000, 500000 with --rope-freqs)");
-  app.add_option("--preset", f->preset, "Shape: tiny, 110m, 1b, 3b, 8b, 30b-a3b (Qwen3-30B-A3B, qwen3moe), gpt-oss-20b (gpt-oss), qwen35-0.8b (qwen35)")
+  app.add_option("--preset", f->preset,
+                 "Shape: tiny, 110m, 1b, 3b, 8b, 30b-a3b (Qwen3-30B-A3B, qwen3moe), gpt-oss-20b (gpt-oss), qwen35-0.8b "
+                 "(qwen35), qwen35-35b-a3b (qwen35moe)")
       ->capture_default_str();
   app.add_option("--type", f->type,
-                 "Weight type (mxfp4: qwen3moe and gpt-oss, MXFP4 experts and Q8_0 for the other matrices)")
+                 "Weight type (mxfp4: qwen3moe, qwen35moe and gpt-oss, MXFP4 experts and Q8_0 for the other matrices)")
       ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q4_k_m", "q6_k", "mxfp4"}))
       ->capture_default_str();
   app.add_option("--vocab-from", f->overrides.vocab_from, "GGUF whose tokenizer is copied")
@@ -179,26 +191,31 @@ Command add_synth(CLI::App& app) {
       "qwen3, qwen3moe, gemma, gpt-oss: head size (attention.key_length; default dim / heads)");
   app.add_option_function<int64_t>(
       "--experts", [f](int64_t v) { f->overrides.n_expert = v, f->has_experts = true; },
-      "qwen3moe, gpt-oss: experts per layer (default 128, gpt-oss 32)");
+      "qwen3moe, qwen35moe, gpt-oss: experts per layer (default 128, qwen35moe 256, gpt-oss 32)");
   app.add_option_function<int64_t>(
       "--experts-used", [f](int64_t v) { f->overrides.n_expert_used = v, f->has_experts_used = true; },
-      "qwen3moe, gpt-oss: experts each token uses (default 8, gpt-oss 4)");
+      "qwen3moe, qwen35moe, gpt-oss: experts each token uses (default 8, gpt-oss 4)");
   app.add_option_function<int64_t>(
       "--expert-ffn", [f](int64_t v) { f->overrides.expert_ffn_dim = v, f->has_expert_ffn = true; },
-      "qwen3moe, gpt-oss: each expert's hidden width (default ffn / 8, gpt-oss ffn)");
+      "qwen3moe, qwen35moe, gpt-oss: each expert's hidden width (default ffn / 8, gpt-oss ffn)");
   app.add_option_function<int64_t>(
-      "--ssm-state", [f](int64_t v) { f->ssm_state = v; }, "qwen35: DeltaNet head size (ssm.state_size; default the head size)");
+      "--ssm-state", [f](int64_t v) { f->ssm_state = v; },
+      "qwen35, qwen35moe: DeltaNet head size (ssm.state_size; default the head size)");
   app.add_option_function<int64_t>(
-      "--ssm-k-heads", [f](int64_t v) { f->ssm_k_heads = v; }, "qwen35: DeltaNet key heads (ssm.group_count; default KV heads)");
+      "--ssm-k-heads", [f](int64_t v) { f->ssm_k_heads = v; },
+      "qwen35, qwen35moe: DeltaNet key heads (ssm.group_count; default KV heads)");
   app.add_option_function<int64_t>(
-      "--ssm-v-heads", [f](int64_t v) { f->ssm_v_heads = v; }, "qwen35: DeltaNet value heads (ssm.time_step_rank; default heads)");
+      "--ssm-v-heads", [f](int64_t v) { f->ssm_v_heads = v; },
+      "qwen35, qwen35moe: DeltaNet value heads (ssm.time_step_rank; default heads)");
   app.add_option_function<int64_t>(
-      "--ssm-conv", [f](int64_t v) { f->ssm_conv = v; }, "qwen35: convolution taps (ssm.conv_kernel; default 4)");
+      "--ssm-conv", [f](int64_t v) { f->ssm_conv = v; },
+      "qwen35, qwen35moe: convolution taps (ssm.conv_kernel; default 4)");
   app.add_option_function<int64_t>(
       "--full-attention-interval", [f](int64_t v) { f->full_attention_interval = v; },
-      "qwen35: every Nth layer is full attention (default 4)");
+      "qwen35, qwen35moe: every Nth layer is full attention (default 4)");
   app.add_option_function<int64_t>(
-      "--rope-dim", [f](int64_t v) { f->rope_dim = v; }, "qwen35: rotated dims per head (default head size / 4)");
+      "--rope-dim", [f](int64_t v) { f->rope_dim = v; },
+      "qwen35, qwen35moe: rotated dims per head (default head size / 4)");
   return [f] { return run_synth(*f); };
 }
 

@@ -8,9 +8,9 @@
 namespace hearth {
 namespace {
 
-constexpr std::array<std::string_view, 12> kSupportedArchitectures = {"gemma2", "gemma3",  "gemma4",   "gpt-oss",
-                                                                      "llama",  "mistral", "phi3",     "qwen2",
-                                                                      "qwen3",  "qwen35",  "qwen3moe", "smollm"};
+constexpr std::array<std::string_view, 13> kSupportedArchitectures = {
+    "gemma2", "gemma3", "gemma4", "gpt-oss",   "llama",    "mistral", "phi3",
+    "qwen2",  "qwen3",  "qwen35", "qwen35moe", "qwen3moe", "smollm"};
 
 // llama.cpp's LLAMA_MAX_EXPERTS: a file with more experts is one the peer refuses too.
 constexpr int32_t kMaxExperts = 512;
@@ -56,6 +56,7 @@ Result<void> check_shape_limits(const GgufFile& file, const ModelConfig& c) {
       {"attention.key_length", c.head_dim, int64_t{1} << 14},
       {"feed_forward_length", c.ffn_dim, int64_t{1} << 22},
       {"expert_feed_forward_length", c.moe.ffn_dim, int64_t{1} << 22},
+      {"expert_shared_feed_forward_length", c.moe.shared_ffn_dim, int64_t{1} << 22},
       {"expert_count × expert_feed_forward_length", int64_t{c.moe.n_expert} * c.moe.ffn_dim, int64_t{1} << 26},
       {"attention.head_count × key_length", int64_t{c.n_heads} * c.head_dim, int64_t{1} << 20},
   };
@@ -325,10 +326,12 @@ Result<void> read_gemma4(const GgufFile& file, const std::string& p, ModelConfig
 
 // qwen3moe's experts, as llama.cpp's qwen3moe loader reads them: expert_count and expert_used_count required,
 // expert_feed_forward_length or else feed_forward_length / expert_used_count. `ffn` is feed_forward_length, 0
-// when absent (a MoE file needs it only for that fallback).
+// when absent (a MoE file needs it only for the fallbacks). qwen35moe adds its shared expert's width,
+// expert_shared_feed_forward_length or else feed_forward_length, as llama.cpp's qwen35moe loader.
 Result<void> read_moe(const GgufFile& file, const std::string& p, int32_t ffn, ModelConfig& c) {
   const bool gpt_oss = c.architecture == "gpt-oss";
-  if (c.architecture != "qwen3moe" && !gpt_oss) return {};
+  const bool qwen35moe = c.architecture == "qwen35moe";
+  if (c.architecture != "qwen3moe" && !qwen35moe && !gpt_oss) return {};
   auto n_expert = read_positive(file, p + "expert_count", std::nullopt);
   if (!n_expert) return n_expert.error();
   auto n_used = read_positive(file, p + "expert_used_count", std::nullopt);
@@ -347,6 +350,11 @@ Result<void> read_moe(const GgufFile& file, const std::string& p, int32_t ffn, M
     return {};
   }
   c.moe = MoeRouting{*n_expert, *n_used, *expert_ffn, ExpertGating::kSoftmax, /*norm_weights=*/true};
+  if (!qwen35moe) return {};
+  auto shared_ffn = read_positive(file, p + "expert_shared_feed_forward_length",
+                                  ffn > 0 ? std::optional<int32_t>(ffn) : std::nullopt);
+  if (!shared_ffn) return shared_ffn.error();
+  c.moe.shared_ffn_dim = *shared_ffn;
   return {};
 }
 
@@ -378,10 +386,11 @@ Result<void> check_rope_sections(const GgufFile& file, const std::string& p, con
   return {};
 }
 
-// qwen35: the Gated DeltaNet layers' ssm.* keys (all required, as llama.cpp's loader requires them) and
-// full_attention_interval (default 4). attention.recurrent_layers (an explicit per-layer list) is refused by name.
+// qwen35 and qwen35moe: the Gated DeltaNet layers' ssm.* keys (all required, as llama.cpp's loader requires them)
+// and full_attention_interval (default 4). attention.recurrent_layers (an explicit per-layer list) is refused by
+// name.
 Result<void> read_delta_net(const GgufFile& file, const std::string& p, ModelConfig& c) {
-  if (c.architecture != "qwen35") return {};
+  if (c.architecture != "qwen35" && c.architecture != "qwen35moe") return {};
   DeltaNetConfig& d = c.delta_net;
   auto conv = read_positive(file, p + "ssm.conv_kernel", std::nullopt);
   auto state = read_positive(file, p + "ssm.state_size", std::nullopt);
@@ -486,7 +495,7 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
   auto layers = read_positive(file, p + "block_count", std::nullopt);
   auto heads = read_positive(file, p + "attention.head_count", std::nullopt);
   // A MoE file's feed_forward_length is only the fallback for its experts' width (read_moe).
-  const bool moe = c.architecture == "qwen3moe" || c.architecture == "gpt-oss";
+  const bool moe = c.architecture == "qwen3moe" || c.architecture == "qwen35moe" || c.architecture == "gpt-oss";
   c.gemma4 = c.architecture == "gemma4";
   auto ffn = c.gemma4 ? Result<int32_t>(0)
                       : read_positive(file, p + "feed_forward_length", moe ? std::optional<int32_t>(0) : std::nullopt);
@@ -538,7 +547,7 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
   c.rms_eps = *eps;
   const std::string& a = c.architecture;
   c.gemma = a == "gemma2" || a == "gemma3" || c.gemma4;
-  const bool qwen3 = a == "qwen3" || a == "qwen3moe" || a == "qwen35";
+  const bool qwen3 = a == "qwen3" || a == "qwen3moe" || a == "qwen35" || a == "qwen35moe";
   const bool gpt_oss = a == "gpt-oss";
   const bool neox = a == "qwen2" || qwen3 || a == "phi3" || c.gemma || gpt_oss;
   c.attn_sinks = gpt_oss;

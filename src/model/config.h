@@ -52,13 +52,19 @@
 //   qwen35                  Qwen3.5 (dense), a hybrid: layer il is gated full attention when
 //                           (il + 1) % full_attention_interval == 0 (default 4), else a Gated DeltaNet layer
 //                           (DeltaNetConfig below, the layer in model/delta_net.h). Both keep blk.N.attn_norm as their
-//                           input norm and name the FFN's input norm blk.N.post_attention_norm; the FFN is dense SwiGLU.
-//                           The attention layers: attn_q.weight is [dim, 2 q_dim], each head's q rows followed by its
-//                           output gate's rows; q/k per-head RMSNorm, then neox RoPE over the leading
+//                           input norm and name the FFN's input norm blk.N.post_attention_norm; the FFN is dense
+//                           SwiGLU. The attention layers: attn_q.weight is [dim, 2 q_dim], each head's q rows followed
+//                           by its output gate's rows; q/k per-head RMSNorm, then neox RoPE over the leading
 //                           rope.dimension_count dims (partial rotary); the output × sigmoid(gate) before attn_output.
 //                           rope.dimension_sections are llama.cpp's interleaved M-RoPE sections: text positions are
 //                           the same in the first three, so a file whose sections cover every rotated pair rotates
 //                           as plain neox RoPE; any other is refused naming the key.
+//   qwen35moe               Qwen3.5/3.6-MoE (35B-A3B): qwen35's hybrid layers, every FFN qwen3moe's mixture of
+//                           experts (softmax router, top-k renormalised: llama.cpp's qwen35moe always normalises)
+//                           plus a shared expert, as llama.cpp's qwen35moe graph: ffn = experts(x) +
+//                           sigmoid(ffn_gate_inp_shexp · x) × ffn_down_shexp(silu(ffn_gate_shexp · x) ⊙
+//                           ffn_up_shexp · x), of width expert_shared_feed_forward_length (absent:
+//                           feed_forward_length).
 //
 // RoPE scaling: a rope_freqs.weight tensor (Llama 3.1/3.2, llama family) divides each pair's frequency
 // (weights.h); rope.scaling.type linear (or absent) with rope.scaling.factor F multiplies every angle by 1/F;
@@ -109,6 +115,7 @@ struct MoeRouting {
   bool norm_weights = false;
   ExpertActivation activation = ExpertActivation::kSilu;
   bool biases = false;  // gpt-oss: the router and every expert matrix add a bias
+  int32_t shared_ffn_dim = 0;  // qwen35moe: the sigmoid-gated shared expert's hidden width; 0: no shared expert
 };
 
 // A Gated DeltaNet layer's shape (qwen35's ssm.* keys as llama.cpp reads them): n_v_heads value heads
@@ -162,7 +169,7 @@ struct ModelConfig {
   float final_softcap = 0.0f;         // gemma2: logits → cap × tanh(logit / cap); 0: none
   int32_t swa_period = 0;             // 0: no local layers; 1: all local (phi3); N > 1: global when (il + 1) % N == 0
   float rope_freq_base_local = 0.0f;  // gemma3: local layers' RoPE base, unscaled; 0: every layer uses the global
-  MoeRouting moe;                     // qwen3moe: every layer's FFN is a mixture of experts; else n_expert 0
+  MoeRouting moe;                     // qwen3moe, qwen35moe, gpt-oss: every layer's FFN is a mixture of experts
   // YaRN RoPE scaling (gpt-oss): the angle of pair i blends the interpolated (× rope_freq_scale) and the original
   // angle by a ramp over the pairs between the correction dims, and cos and sin are × rope_attn_factor ×
   // (1 + 0.1 ln(1 / rope_freq_scale)), as ggml's rope_yarn with ext_factor 1.
@@ -171,8 +178,8 @@ struct ModelConfig {
   float yarn_beta_slow = 1.0f;
   bool attn_sinks = false;   // gpt-oss: blk.N.attn_sinks.weight, one logit per query head
   bool attn_out_bias = false;  // gpt-oss: blk.N.attn_output.bias
-  bool attn_output_gate = false;  // qwen35: attn_q holds q and a gate per head; output × sigmoid(gate)
-  DeltaNetConfig delta_net;       // qwen35: the recurrent layers' shape; full_attention_interval 0 elsewhere
+  bool attn_output_gate = false;  // qwen35, qwen35moe: attn_q holds q and a gate per head; output × sigmoid(gate)
+  DeltaNetConfig delta_net;       // qwen35, qwen35moe: the recurrent layers' shape; full_attention_interval 0 elsewhere
 
   // gemma4 (config.h's header): per-layer shapes. Empty vectors and zeros mean every layer is alike.
   bool gemma4 = false;

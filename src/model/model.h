@@ -1,8 +1,9 @@
 #pragma once
-// Model: a llama-family transformer on the CPU (llama, mistral, smollm, phi3, qwen2, qwen3, gemma2, gemma3, gemma4, and
-// qwen3moe with a mixture-of-experts FFN (moe.h): see config.h). It owns the
-// mapped GGUF, the weight views and the forward scratch. K/V memory is passed in (KvStorage) and addressed through each
-// sequence's block table, so the same forward pass serves one sequence or a batch of many, cold or from a prefix cache.
+// Model: a llama-family transformer on the CPU (llama, mistral, smollm, phi3, qwen2, qwen3, gemma2, gemma3, gemma4,
+// qwen3moe and gpt-oss with a mixture-of-experts FFN (moe.h), and the hybrids qwen35 and qwen35moe: see config.h).
+// It owns the mapped GGUF, the weight views and the forward scratch. K/V memory is passed in (KvStorage) and addressed
+// through each sequence's block table, so the same forward pass serves one sequence or a batch of many, cold or from a
+// prefix cache.
 
 #include <memory>
 #include <span>

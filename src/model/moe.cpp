@@ -219,15 +219,57 @@ void MoeFfn::combine(const MoeRouting& r, int64_t n, int64_t dim, float* out, Th
   });
 }
 
+// The shared expert runs every row as one batch: matmul's rows are batch-invariant, and the gate and the add read
+// only the row's own values, so a token's bits do not depend on the batch.
+void MoeFfn::add_shared_expert(const MoeLayerWeights& w, const MoeRouting& r, const float* x, int64_t n, float* out,
+                               ThreadPool& pool, MatmulScratch& matmul_scratch) {
+  const int64_t dim = w.router.n_cols;
+  const int64_t ff = r.shared_ffn_dim;
+  grow(shared_gate_rows_, static_cast<size_t>(n * ff));
+  grow(shared_up_rows_, static_cast<size_t>(n * ff));
+  grow(shared_out_, static_cast<size_t>(n * dim));
+  const MatmulOutput gate_up[] = {{&w.shared_gate, shared_gate_rows_.data()}, {&w.shared_up, shared_up_rows_.data()}};
+  matmul_group(gate_up, x, n, pool, matmul_scratch);
+  for_rows(pool, n, [&](int64_t t) {
+    float* g = shared_gate_rows_.data() + t * ff;
+    silu_mul(g, shared_up_rows_.data() + t * ff, g, ff);
+  });
+  matmul(w.shared_down, shared_gate_rows_.data(), n, shared_out_.data(), pool, matmul_scratch);
+  for_rows(pool, n, [&](int64_t t) {
+    const float logit = dot_f32(w.shared_gate_inp.data(), x + t * dim, dim);
+    const float gate = 1.0f / (1.0f + std::exp(-logit));
+    const float* s = shared_out_.data() + t * dim;
+    float* y = out + t * dim;
+    for (int64_t d = 0; d < dim; ++d) y[d] += s[d] * gate;
+  });
+}
+
 void MoeFfn::forward(const MoeLayerWeights& w, const MoeRouting& r, const float* x, int64_t n, float* out,
                      ThreadPool& pool, MatmulScratch& matmul_scratch, const float* router_x) {
   if (n == 0) return;
   HEARTH_CHECK(static_cast<int32_t>(w.gate.size()) == r.n_expert && w.router.n_rows == r.n_expert,
                "MoeFfn: {} experts bound, {} in the routing", w.gate.size(), r.n_expert);
+  HEARTH_CHECK(r.shared_ffn_dim == 0 || (w.shared_down.n_cols == r.shared_ffn_dim &&
+                                         static_cast<int64_t>(w.shared_gate_inp.size()) == w.router.n_cols),
+               "MoeFfn: shared expert of width {} bound, {} in the routing", w.shared_down.n_cols, r.shared_ffn_dim);
   route(w, r, router_x != nullptr ? router_x : x, n, pool, matmul_scratch);
   group_by_expert(r, n);
   run_experts(w, r, x, pool, matmul_scratch);
   combine(r, n, w.router.n_cols, out, pool);
+  if (r.shared_ffn_dim > 0) add_shared_expert(w, r, x, n, out, pool, matmul_scratch);
+}
+
+void shared_expert_reference(const MoeLayerWeights& w, const float* x, float* out) {
+  const int64_t dim = w.shared_gate.n_cols;
+  const int64_t ff = w.shared_gate.n_rows;
+  std::vector<float> gate(static_cast<size_t>(ff)), up(static_cast<size_t>(ff)), down(static_cast<size_t>(dim));
+  matmul_reference(w.shared_gate, x, 1, gate.data());
+  matmul_reference(w.shared_up, x, 1, up.data());
+  for (int64_t i = 0; i < ff; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+  matmul_reference(w.shared_down, gate.data(), 1, down.data());
+  const float logit = dot_f32_reference(w.shared_gate_inp.data(), x, dim);
+  const float sigmoid = 1.0f / (1.0f + std::exp(-logit));
+  for (int64_t d = 0; d < dim; ++d) out[d] += down[d] * sigmoid;
 }
 
 template <class... V>
@@ -237,12 +279,14 @@ int64_t capacity_bytes(const V&... v) {
 
 int64_t MoeFfn::scratch_bytes() const {
   return capacity_bytes(logits_, probs_, choices_, expert_begin_, next_row_, row_of_choice_, token_of_row_, x_rows_,
-                        gate_rows_, up_rows_, down_rows_);
+                        gate_rows_, up_rows_, down_rows_, shared_gate_rows_, shared_up_rows_, shared_out_);
 }
 
 int64_t MoeFfn::scratch_bytes_for(const MoeRouting& r, int64_t dim, int64_t n_tokens) {
   const int64_t choices = n_tokens * r.n_used;
-  return static_cast<int64_t>(sizeof(float)) * (n_tokens * r.n_expert + r.n_expert + choices * (2 * dim + 2 * r.ffn_dim)) +
+  const int64_t shared = r.shared_ffn_dim > 0 ? n_tokens * (2 * int64_t{r.shared_ffn_dim} + dim) : 0;
+  return static_cast<int64_t>(sizeof(float)) *
+             (n_tokens * r.n_expert + r.n_expert + choices * (2 * dim + 2 * r.ffn_dim) + shared) +
          static_cast<int64_t>(sizeof(ExpertChoice)) * choices +
          static_cast<int64_t>(sizeof(int32_t)) * (2 * (r.n_expert + 1) + 2 * choices);
 }

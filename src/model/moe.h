@@ -1,6 +1,6 @@
 #pragma once
-// The mixture-of-experts FFN, one implementation for every MoE family (qwen3moe today; gpt-oss and Gemma 4 add
-// their gating, biases and shared experts here). For each token x (already normed):
+// The mixture-of-experts FFN, one implementation for every MoE family (qwen3moe, qwen35moe, gpt-oss, Gemma 4's
+// experts). For each token x (already normed):
 //
 //   logits = router · x (+ router bias)                   [n_expert]
 //   p      = softmax(logits)                              (MoeRouting::gating kSoftmax; kSoftmaxWeight: p = logits)
@@ -11,6 +11,10 @@
 //            any; act: silu(g) ⊙ u, gpt-oss's clamped SwiGLU or gemma4's gelu(g) ⊙ u: MoeRouting::activation; s_e:
 //            gemma4's per-expert scale of the down product, else 1)
 // The router may read another input than the experts (gemma4: a scaled RMSNorm of the residual).
+// qwen35moe adds a shared expert that every token runs, gated by a sigmoid of its own logit (MoeRouting::
+// shared_ffn_dim > 0), as llama.cpp's qwen35moe graph:
+//
+//   out   += sigmoid(shared_gate_inp · x) · shared_down(silu(shared_gate · x) ⊙ shared_up · x)
 //
 // as llama.cpp's build_moe_ffn computes it. A 3-D expert tensor [n_cols, n_rows, n_expert] is n_expert stacked
 // matrices, each multiplied with the ordinary matmul kernels.
@@ -44,7 +48,18 @@ struct MoeLayerWeights {
   std::vector<float> down_bias;    // [n_expert, dim]
   // gemma4: each expert's down product × down_scale[e] (ffn_down_exps.scale); empty otherwise.
   std::vector<float> down_scale;  // [n_expert]
+  // qwen35moe's shared expert (MoeRouting::shared_ffn_dim > 0); empty views and vector otherwise.
+  std::vector<float> shared_gate_inp;  // [dim]  (ffn_gate_inp_shexp): the shared expert's gate logit
+  MatrixView shared_gate;              // [shared_ffn, dim]  (ffn_gate_shexp)
+  MatrixView shared_up;                // [shared_ffn, dim]  (ffn_up_shexp)
+  MatrixView shared_down;              // [dim, shared_ffn]  (ffn_down_shexp)
 };
+
+// The shared expert's contribution to one token, the scalar twin of MoeFfn's batched version (matmul_reference,
+// std::exp; tests check the engine against it):
+//   out[d] += sigmoid(shared_gate_inp · x) · (shared_down · (silu(shared_gate · x) ⊙ (shared_up · x)))[d]
+//                                                                                     x: [dim]; out: [dim]
+void shared_expert_reference(const MoeLayerWeights& weights, const float* x, float* out);
 
 // One routed expert of a token.
 struct ExpertChoice {
@@ -79,6 +94,9 @@ class MoeFfn {
   void run_experts(const MoeLayerWeights& weights, const MoeRouting& routing, const float* x, ThreadPool& pool,
                    MatmulScratch& matmul_scratch);
   void combine(const MoeRouting& routing, int64_t n_tokens, int64_t dim, float* out, ThreadPool& pool) const;
+  // out += the gated shared expert of each row of x (qwen35moe).
+  void add_shared_expert(const MoeLayerWeights& weights, const MoeRouting& routing, const float* x, int64_t n_tokens,
+                         float* out, ThreadPool& pool, MatmulScratch& matmul_scratch);
 
   std::vector<float> logits_;               // [n_tokens, n_expert]
   std::vector<float> probs_;                // [n_expert]
@@ -90,6 +108,8 @@ class MoeFfn {
   std::vector<float> x_rows_;               // [n_tokens × n_used, dim]: x gathered by expert
   std::vector<float> gate_rows_, up_rows_;  // [n_tokens × n_used, expert_ffn]
   std::vector<float> down_rows_;            // [n_tokens × n_used, dim]
+  std::vector<float> shared_gate_rows_, shared_up_rows_;  // [n_tokens, shared_ffn]
+  std::vector<float> shared_out_;                         // [n_tokens, dim]
 };
 
 }  // namespace hearth

@@ -74,6 +74,11 @@ struct TensorPlan {
   std::vector<float> values = {};  // when set: exactly these values (one row), instead of mean + noise
 };
 
+// qwen35 and qwen35moe: the hybrid layers (Gated DeltaNet beside gated attention).
+bool qwen35_family(const std::string& a) {
+  return a == "qwen35" || a == "qwen35moe";
+}
+
 // llama-quantize's choice of the layers that get more bits in the _M mixes.
 bool use_more_bits(int64_t i, int64_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
 
@@ -126,7 +131,18 @@ std::vector<TensorPlan> plan_gpt_oss_layer(const SynthConfig& c, int64_t i, bool
   return plan;
 }
 
-// qwen35's layer (synth.h): gated attention or a Gated DeltaNet layer, then the dense FFN.
+// qwen35moe's shared expert (synth.h): its gate logit's weights in F32 (a vector: llama-quantize leaves it), its
+// matrices in the dense type.
+void plan_shared_expert(const SynthConfig& c, const std::string& blk, std::vector<TensorPlan>& plan) {
+  const DType w = dense_type(c);
+  plan.push_back({blk + "ffn_gate_inp_shexp.weight", {c.dim}, DType::F32, 0.0f, c.weight_sd});
+  plan.push_back({blk + "ffn_gate_shexp.weight", {c.dim, c.ffn_dim}, w, 0.0f, c.weight_sd});
+  plan.push_back({blk + "ffn_up_shexp.weight", {c.dim, c.ffn_dim}, w, 0.0f, c.weight_sd});
+  plan.push_back({blk + "ffn_down_shexp.weight", {c.ffn_dim, c.dim}, w, 0.0f, c.weight_sd});
+}
+
+// qwen35's layer (synth.h): gated attention or a Gated DeltaNet layer, then the dense FFN (qwen35moe: the experts
+// and the shared expert).
 std::vector<TensorPlan> plan_qwen35_layer(const SynthConfig& c, int64_t i) {
   const int64_t head_dim = synth_head_dim(c);
   const int64_t q_dim = c.n_heads * head_dim;
@@ -159,6 +175,11 @@ std::vector<TensorPlan> plan_qwen35_layer(const SynthConfig& c, int64_t i) {
     plan.push_back({blk + "ssm_beta.weight", {c.dim, d.n_v_heads}, w, 0.0f, sd});
     plan.push_back({blk + "ssm_norm.weight", {d.d_state}, DType::F32, 1.0f, c.qk_norm_sd});
     plan.push_back({blk + "ssm_out.weight", {value_dim, c.dim}, w, 0.0f, sd});
+  }
+  if (c.architecture == "qwen35moe") {
+    plan_experts(c, blk, false, plan);
+    plan_shared_expert(c, blk, plan);
+    return plan;
   }
   plan.push_back({blk + "ffn_gate.weight", {c.dim, c.ffn_dim}, w, 0.0f, sd});
   plan.push_back({blk + "ffn_up.weight", {c.dim, c.ffn_dim}, w, 0.0f, sd});
@@ -249,7 +270,7 @@ std::vector<TensorPlan> plan_layer(const SynthConfig& c, int64_t i) {
   const DType w_more = more_bits ? DType::Q6_K : w;  // attn_v, ffn_down
   const float sd = c.weight_sd;
   if (c.architecture == "gpt-oss") return plan_gpt_oss_layer(c, i, more_bits);
-  if (c.architecture == "qwen35") return plan_qwen35_layer(c, i);
+  if (qwen35_family(c.architecture)) return plan_qwen35_layer(c, i);
   const std::string blk = "blk." + std::to_string(i) + ".";
   const bool phi3 = c.architecture == "phi3";
   const bool gemma = c.architecture == "gemma2" || c.architecture == "gemma3";
@@ -439,8 +460,8 @@ void add_metadata(GgufWriter& w, const SynthConfig& c, const GgufFile& vocab, in
   }
   w.add(a + ".attention.layer_norm_rms_epsilon", gguf_f32(c.rms_eps));
   w.add(a + ".rope.freq_base", gguf_f32(c.rope_freq_base));
-  w.add(a + ".rope.dimension_count", u32(a == "qwen35" ? synth_delta_net(c).rope_dim : synth_head_dim(c)));
-  if (a == "qwen35") {
+  w.add(a + ".rope.dimension_count", u32(qwen35_family(a) ? synth_delta_net(c).rope_dim : synth_head_dim(c)));
+  if (qwen35_family(a)) {
     const SynthDeltaNet d = synth_delta_net(c);
     w.add(a + ".ssm.conv_kernel", u32(d.d_conv));
     w.add(a + ".ssm.state_size", u32(d.d_state));
@@ -469,7 +490,7 @@ void add_metadata(GgufWriter& w, const SynthConfig& c, const GgufFile& vocab, in
     w.add(a + ".attn_logit_softcapping", gguf_f32(c.attn_softcap));
     w.add(a + ".final_logit_softcapping", gguf_f32(c.final_softcap));
   }
-  if (a == "qwen3" || a == "qwen3moe" || gemma || a == "gpt-oss" || a == "qwen35") {
+  if (a == "qwen3" || a == "qwen3moe" || gemma || a == "gpt-oss" || qwen35_family(a)) {
     w.add(a + ".attention.key_length", u32(synth_head_dim(c)));
     w.add(a + ".attention.value_length", u32(synth_head_dim(c)));
   }
@@ -479,11 +500,12 @@ void add_metadata(GgufWriter& w, const SynthConfig& c, const GgufFile& vocab, in
     w.add(a + ".rope.scaling.factor", gguf_f32(c.rope_factor));
     w.add(a + ".rope.scaling.original_context_length", u32(c.rope_original_context));
   }
-  if (a == "qwen3moe" || a == "gpt-oss" || (a == "gemma4" && c.n_expert > 0)) {
+  if (a == "qwen3moe" || a == "qwen35moe" || a == "gpt-oss" || (a == "gemma4" && c.n_expert > 0)) {
     w.add(a + ".expert_count", u32(c.n_expert));
     w.add(a + ".expert_used_count", u32(c.n_expert_used));
     w.add(a + ".expert_feed_forward_length", u32(c.expert_ffn_dim));
   }
+  if (a == "qwen35moe") w.add(a + ".expert_shared_feed_forward_length", u32(c.ffn_dim));
   for (const auto& [key, value] : vocab.metadata()) {
     if (key.starts_with("tokenizer.") && (c.chat_template.empty() || key != "tokenizer.chat_template")) {
       w.add(key, with_extra_tokens(key, value, c.extra_control_tokens));
@@ -540,97 +562,16 @@ float phi3_rope_attn_factor(const SynthConfig& c) {
   return static_cast<float>(std::sqrt(1.0 + std::log(scale) / std::log(static_cast<double>(c.rope_original_context))));
 }
 
-std::optional<SynthConfig> synth_preset(std::string_view name) {
-  struct Preset {
-    std::string_view name;
-    int64_t dim, n_layers, n_heads, n_kv_heads, ffn_dim, context_length;
-  };
-  static constexpr Preset kPresets[] = {
-      {"tiny", 256, 2, 4, 2, 768, 1024},   {"110m", 768, 12, 12, 12, 2048, 4096}, {"1b", 2048, 16, 32, 8, 8192, 4096},
-      {"3b", 3072, 28, 24, 8, 8192, 4096}, {"8b", 4096, 32, 32, 8, 14336, 8192},
-  };
-  if (name == "gpt-oss-20b") {  // gpt-oss-20b's config.json, context cut to 4096
-    SynthConfig c;
-    c.name = "hearth-synthetic-gpt-oss-20b";
-    c.architecture = "gpt-oss";
-    c.dim = 2880;
-    c.n_layers = 24;
-    c.n_heads = 64;
-    c.n_kv_heads = 8;
-    c.head_dim = 64;
-    c.ffn_dim = 2880;
-    c.n_expert = 32;
-    c.n_expert_used = 4;
-    c.expert_ffn_dim = 2880;
-    c.context_length = 4096;
-    c.sliding_window = 128;
-    c.rope_freq_base = 150000.0f;
-    c.rope_factor = 32.0f;
-    c.rope_original_context = 4096;
-    return c;
-  }
-  if (name == "qwen35-0.8b") {  // Qwen3.5-0.8B's config.json (text), context cut to 4096
-    SynthConfig c;
-    c.name = "hearth-synthetic-qwen35-0.8b";
-    c.architecture = "qwen35";
-    c.dim = 1024;
-    c.n_layers = 24;
-    c.n_heads = 8;
-    c.n_kv_heads = 2;
-    c.head_dim = 256;
-    c.ffn_dim = 3584;
-    c.ssm_d_state = 128;
-    c.ssm_n_k_heads = 16;
-    c.ssm_n_v_heads = 16;
-    c.rope_dim = 64;
-    c.context_length = 4096;
-    c.rope_freq_base = 10000000.0f;
-    c.rms_eps = 1e-6f;
-    return c;
-  }
-  if (name == "30b-a3b") {  // Qwen3-30B-A3B's config.json, context cut to 4096
-    SynthConfig c;
-    c.name = "hearth-synthetic-30b-a3b";
-    c.architecture = "qwen3moe";
-    c.dim = 2048;
-    c.n_layers = 48;
-    c.n_heads = 32;
-    c.n_kv_heads = 4;
-    c.head_dim = 128;
-    c.ffn_dim = 6144;
-    c.n_expert = 128;
-    c.n_expert_used = 8;
-    c.expert_ffn_dim = 768;
-    c.context_length = 4096;
-    c.rope_freq_base = 1000000.0f;
-    c.rms_eps = 1e-6f;
-    return c;
-  }
-  for (const Preset& p : kPresets) {
-    if (p.name != name) continue;
-    SynthConfig c;
-    c.name = fmt::format("hearth-synthetic-{}", p.name);
-    c.dim = p.dim;
-    c.n_layers = p.n_layers;
-    c.n_heads = p.n_heads;
-    c.n_kv_heads = p.n_kv_heads;
-    c.ffn_dim = p.ffn_dim;
-    c.context_length = p.context_length;
-    return c;
-  }
-  return std::nullopt;
-}
-
 namespace {
 
 // qwen3moe needs 1 <= n_expert_used <= n_expert <= 512 (llama.cpp's LLAMA_MAX_EXPERTS) and an expert width; every
 // other architecture is dense and must leave them 0.
 Result<void> validate_experts(const SynthConfig& c) {
-  const bool moe = c.architecture == "qwen3moe" || c.architecture == "gpt-oss" ||
+  const bool moe = c.architecture == "qwen3moe" || c.architecture == "qwen35moe" || c.architecture == "gpt-oss" ||
                    (c.architecture == "gemma4" && c.n_expert > 0);  // gemma4: dense, or 26B-A4B's experts
   if (!moe) {
     if (c.n_expert != 0 || c.n_expert_used != 0 || c.expert_ffn_dim != 0) {
-      return make_error("synthetic model: experts are for architectures qwen3moe, gpt-oss and gemma4 only");
+      return make_error("synthetic model: experts are for architectures qwen3moe, qwen35moe, gpt-oss and gemma4 only");
     }
     return {};
   }
@@ -686,14 +627,14 @@ Result<void> validate_synth_config(const SynthConfig& c) {
   if (c.vocab_from.empty()) return bad("no vocabulary file to copy the tokenizer from");
   const std::string& a = c.architecture;
   if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "qwen3moe" && a != "phi3" && a != "gemma2" &&
-      a != "gemma3" && a != "gemma4" && a != "gpt-oss" && a != "qwen35") {
+      a != "gemma3" && a != "gemma4" && a != "gpt-oss" && !qwen35_family(a)) {
     return bad(fmt::format(
         "architecture '{}' is not one the generator writes (llama, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3, "
-        "gemma4, gpt-oss, qwen35)",
+        "gemma4, gpt-oss, qwen35, qwen35moe)",
         a));
   }
   HEARTH_TRY(validate_gemma4(c));
-  if (a == "qwen35") {
+  if (qwen35_family(a)) {
     const SynthDeltaNet d = synth_delta_net(c);
     if (c.full_attention_interval < 1 || d.d_conv < 2 || d.d_conv > 64 || d.d_state < 1 || d.d_state > 1024 ||
         d.n_k_heads < 1 || d.n_v_heads % d.n_k_heads != 0 || d.rope_dim % 2 != 0 || d.rope_dim > synth_head_dim(c)) {
@@ -729,7 +670,7 @@ Result<void> validate_synth_config(const SynthConfig& c) {
     if (v <= 0 || v > kMax) return bad(fmt::format("{} is {}, expected 1 to {}", name, v, kMax));
   }
   const bool writes_key_length = a == "qwen3" || a == "qwen3moe" || a == "gemma2" || a == "gemma3" || a == "gemma4" ||
-                                 a == "gpt-oss" || a == "qwen35";
+                                 a == "gpt-oss" || qwen35_family(a);
   if (c.head_dim < 0 || (c.head_dim > 0 && !writes_key_length)) {
     return bad(fmt::format("head_dim {} is for qwen3, qwen3moe, gemma and gpt-oss only (0: dim / n_heads)", c.head_dim));
   }
@@ -745,17 +686,22 @@ Result<void> validate_synth_config(const SynthConfig& c) {
     return bad(fmt::format("weight type {} has no quantizer (use F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K or MXFP4)",
                            dtype_name(c.weight_type)));
   }
-  if (c.weight_type == DType::MXFP4 && a != "qwen3moe" && a != "gpt-oss") {
-    return bad(fmt::format("the MXFP4 mix quantizes the experts, and {} has none (use qwen3moe or gpt-oss)", a));
+  if (c.weight_type == DType::MXFP4 && a != "qwen3moe" && a != "qwen35moe" && a != "gpt-oss") {
+    return bad(
+        fmt::format("the MXFP4 mix quantizes the experts, and {} has none (use qwen3moe, qwen35moe or gpt-oss)", a));
   }
   if (c.q4_k_m && c.weight_type != DType::Q4_K) return bad("the Q4_K_M mix needs weight type Q4_K");
   const int64_t block = dtype_info(c.weight_type).block_size;
   const bool moe = a == "qwen3moe" || a == "gpt-oss";
-  const int64_t ffn = moe ? c.expert_ffn_dim : c.ffn_dim;
+  const int64_t ffn = moe ? c.expert_ffn_dim : c.ffn_dim;  // qwen35moe: ffn_dim is the shared expert's
   if (c.dim % block != 0 || ffn % block != 0 || (c.n_heads * head_dim) % block != 0) {
     return bad(fmt::format("{} rows need multiples of {} elements, but dim is {}, {} {} and n_heads × head_dim {}",
                            dtype_name(c.weight_type), block, c.dim, moe ? "expert_ffn_dim" : "ffn_dim", ffn,
                            c.n_heads * head_dim));
+  }
+  if (a == "qwen35moe" && c.expert_ffn_dim % block != 0) {
+    return bad(fmt::format("{} rows need multiples of {} elements, but expert_ffn_dim is {}", dtype_name(c.weight_type),
+                           block, c.expert_ffn_dim));
   }
   if (!(c.weight_sd > 0) || !(c.rms_eps > 0) || !(c.rope_freq_base > 0)) {
     return bad("weight_sd, rms_eps and rope_freq_base must be positive");

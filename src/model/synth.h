@@ -1,5 +1,6 @@
 #pragma once
-// Synthetic llama-family models (architecture llama, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3, gemma4): a real
+// Synthetic llama-family models (architecture llama, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3, gemma4, gpt-oss,
+// qwen35, qwen35moe): a real
 // vocabulary (copied from an existing GGUF) with random Gaussian weights at any shape and weight type. Speed does not
 // depend on the weight values, so these stand in for real 1B-8B models in benchmarks and tests (vLLM's "dummy" load
 // format exists for the same reason).
@@ -56,6 +57,10 @@
 //   blk.N.ssm_alpha.weight, ssm_beta.weight [dim, n_v_heads]
 //   blk.N.ssm_norm.weight    [d_state]            F32, 1 + N(0, qk_norm_sd^2)
 //   blk.N.ssm_out.weight     [value_dim, dim]
+// qwen35moe (Qwen3.5/3.6-MoE, a hybrid) is qwen35's layers with qwen3moe's router and experts instead of the dense
+// FFN, plus a shared expert of width ffn_dim (written as expert_shared_feed_forward_length beside the expert_* keys):
+//   blk.N.ffn_gate_inp_shexp.weight [dim]         F32, N(0, weight_sd^2): the shared expert's sigmoid gate
+//   blk.N.ffn_gate_shexp.weight, ffn_up_shexp.weight [dim, ffn_dim]; blk.N.ffn_down_shexp.weight [ffn_dim, dim]
 // gemma4 is gemma3's layer as llama.cpp's gemma4 loader reads it: attention.sliding_window_pattern (every
 // swa_period-th layer global), sliding layers with heads of head_dim_swa (attention.key_length_swa), global ones
 // of head_dim with n_kv_heads_global KV heads (attention.head_count_kv then one count per layer), the last
@@ -171,8 +176,10 @@ SynthDeltaNet synth_delta_net(const SynthConfig& config);
 // Named shapes: "tiny" (the shape of the shared synth-tiny models), "110m" (dim 768, 12 layers, 12 heads, ffn
 // 2048), "1b" (dim 2048, 16 layers, 32 heads, 8 KV
 // heads, ffn 8192), "3b", "8b", and "30b-a3b" (Qwen3-30B-A3B, architecture qwen3moe: dim 2048, 48 layers, 32 heads
-// of 128, 4 KV heads, ffn 6144, 128 experts of 768, 8 used). nullopt for an unknown name. Paths, type and seed keep
-// their defaults.
+// of 128, 4 KV heads, ffn 6144, 128 experts of 768, 8 used), "gpt-oss-20b", "qwen35-0.8b" (qwen35) and
+// "qwen35-35b-a3b" (Qwen3.5-35B-A3B, qwen35moe: dim 2048, 40 layers, 16 heads of 256, 2 KV heads, 256 experts of 512,
+// 8 used, a shared expert of 512, DeltaNet 16 key and 32 value heads of 128). nullopt for an unknown name. Paths, type
+// and seed keep their defaults.
 std::optional<SynthConfig> synth_preset(std::string_view name);
 
 // The head size: head_dim, or dim / n_heads when it is 0.

@@ -222,6 +222,25 @@ Result<void> bind_gate_up(Binder& b, const ModelConfig& c, const std::string& p,
   return {};
 }
 
+// qwen35moe's shared expert, with llama.cpp's names and shapes (GGML order): ffn_gate_inp_shexp [dim] (or [dim, 1]),
+// ffn_gate_shexp and ffn_up_shexp [dim, shared_ffn], ffn_down_shexp [shared_ffn, dim].
+Result<void> bind_shared_expert(Binder& b, const ModelConfig& c, const std::string& p, MoeLayerWeights& moe) {
+  const int32_t ff = c.moe.shared_ffn_dim;
+  auto gate_inp = b.vector(p + "ffn_gate_inp_shexp.weight", c.dim);
+  if (!gate_inp) return gate_inp.error();
+  auto gate = b.matrix(p + "ffn_gate_shexp.weight", c.dim, ff);
+  if (!gate) return gate.error();
+  auto up = b.matrix(p + "ffn_up_shexp.weight", c.dim, ff);
+  if (!up) return up.error();
+  auto down = b.matrix(p + "ffn_down_shexp.weight", ff, c.dim);
+  if (!down) return down.error();
+  moe.shared_gate_inp = std::move(*gate_inp);
+  moe.shared_gate = *gate;
+  moe.shared_up = *up;
+  moe.shared_down = *down;
+  return {};
+}
+
 // A MoE layer's router and experts, with llama.cpp's qwen3moe names and shapes (GGML order):
 // ffn_gate_inp [dim, n_expert], ffn_gate_exps and ffn_up_exps [dim, expert_ffn, n_expert], ffn_down_exps
 // [expert_ffn, dim, n_expert].
@@ -236,6 +255,7 @@ Result<void> bind_moe(Binder& b, const ModelConfig& c, const std::string& p, Lay
   auto down = b.experts(p + "ffn_down_exps.weight", r.ffn_dim, c.dim, r.n_expert);
   if (!down) return down.error();
   l.moe = MoeLayerWeights{*router, std::move(*gate), std::move(*up), std::move(*down)};
+  if (r.shared_ffn_dim > 0) HEARTH_TRY(bind_shared_expert(b, c, p, l.moe));
   if (!r.biases) return {};
   // gpt-oss: ffn_gate_inp.bias [n_expert]; ffn_gate_exps.bias and ffn_up_exps.bias [expert_ffn, n_expert];
   // ffn_down_exps.bias [dim, n_expert].
@@ -376,15 +396,16 @@ Result<LayerWeights> bind_layer(Binder& b, const ModelConfig& c, int il) {
   LayerWeights l;
   auto attn_norm = b.vector(p + "attn_norm.weight", c.dim);
   if (!attn_norm) return attn_norm.error();
-  // gpt-oss and qwen35 name the FFN's input norm post_attention_norm (it follows the attention's residual add).
-  const bool post_attention_ffn_norm = c.architecture == "gpt-oss" || c.architecture == "qwen35";
+  // gpt-oss and qwen35(moe) name the FFN's input norm post_attention_norm (it follows the attention's residual add).
+  const bool post_attention_ffn_norm =
+      c.architecture == "gpt-oss" || c.architecture == "qwen35" || c.architecture == "qwen35moe";
   auto ffn_norm = b.vector(p + (post_attention_ffn_norm ? "post_attention_norm.weight" : "ffn_norm.weight"), c.dim);
   if (!ffn_norm) return ffn_norm.error();
   l.attn_norm = std::move(*attn_norm);
   l.ffn_norm = std::move(*ffn_norm);
   if (c.is_recurrent(il)) {
     HEARTH_TRY(bind_delta_net(b, c, p, l));
-    HEARTH_TRY(bind_dense_ffn(b, c, p, il, l));
+    HEARTH_TRY(c.is_moe() ? bind_moe(b, c, p, l) : bind_dense_ffn(b, c, p, il, l));  // qwen35moe: experts
     return l;
   }
   HEARTH_TRY(bind_attention(b, c, p, il, l));

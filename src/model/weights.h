@@ -37,7 +37,8 @@ struct LayerWeights {
   MatrixView w_gate;                  // [ffn_dim, dim]
   MatrixView w_up;                    // [ffn_dim, dim]
   MatrixView w_down;                  // [dim, ffn_dim]
-  MoeLayerWeights moe;                // MoE (config.is_moe()): router and experts instead of w_gate/w_up/w_down
+  MoeLayerWeights moe;                // MoE (config.is_moe()): router, experts (and qwen35moe's shared expert)
+                                      // instead of w_gate/w_up/w_down
   // A recurrent (Gated DeltaNet) layer of a hybrid model (config.is_recurrent(il); model/delta_net.h), instead of
   // wq/wk/wv/wo; llama.cpp's qwen35 names in comments.
   MatrixView ssm_qkv;              // [conv_channels, dim]  attn_qkv.weight: rows q, k, v before the convolution
@@ -77,7 +78,8 @@ struct LayerWeights {
   template <class Self, class F>
   static void visit_matrices(Self& l, F& fn) {
     for (auto* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.moe.router, &l.ple_gate, &l.ple_proj,
-                    &l.ssm_qkv, &l.ssm_z, &l.ssm_beta, &l.ssm_alpha, &l.ssm_out}) {
+                    &l.ssm_qkv, &l.ssm_z, &l.ssm_beta, &l.ssm_alpha, &l.ssm_out, &l.moe.shared_gate, &l.moe.shared_up,
+                    &l.moe.shared_down}) {
       fn(*m);
     }
     for (auto* experts : {&l.moe.gate, &l.moe.up, &l.moe.down}) {

@@ -45,8 +45,8 @@ const GgufFile& small_model(const std::string& arch) {
   c.weight_sd = 0.1f;
   c.bias_sd = 0.5f;
   c.num_threads = 1;
-  if (arch == "qwen35") c.full_attention_interval = 2;  // layer 0 Gated DeltaNet, layer 1 gated attention
-  if (arch == "qwen3moe") {  // 4 experts of 32, 2 used
+  if (arch == "qwen35" || arch == "qwen35moe") c.full_attention_interval = 2;  // layer 0 Gated DeltaNet, 1 attention
+  if (arch == "qwen3moe" || arch == "qwen35moe") {  // 4 experts of 32, 2 used (qwen35moe: a shared expert of 128)
     c.n_expert = 4;
     c.n_expert_used = 2;
     c.expert_ffn_dim = 32;
@@ -122,10 +122,11 @@ TEST(ModelLoadErrors, UnknownArchitectureListsTheSupportedOnes) {
   EXPECT_TRUE(contains(message, "edited.gguf: architecture 'gemma' is not supported")) << message;
   EXPECT_TRUE(contains(message,
                        "(supported: gemma2, gemma3, gemma4, gpt-oss, llama, mistral, phi3, qwen2, qwen3, qwen35, "
-                       "qwen3moe, smollm)"))
+                       "qwen35moe, qwen3moe, smollm)"))
       << message;
   EXPECT_EQ(ModelConfig::supported_architectures(),
-            "gemma2, gemma3, gemma4, gpt-oss, llama, mistral, phi3, qwen2, qwen3, qwen35, qwen3moe, smollm");
+            "gemma2, gemma3, gemma4, gpt-oss, llama, mistral, phi3, qwen2, qwen3, qwen35, qwen35moe, qwen3moe, "
+            "smollm");
 }
 
 // qwen35's DeltaNet keys are required (as llama.cpp requires them); an inner size that is not heads × state size,
@@ -148,9 +149,27 @@ TEST(ModelLoadErrors, Qwen35HybridKeysAreChecked) {
   EXPECT_TRUE(contains(mtp, "nextn_predict_layers")) << mtp;
 }
 
-// The hybrid families beside qwen35 (its MoE variant, Qwen3-Next) are refused by name, not run as something else.
+// qwen35moe's shared expert is required, tensor by tensor, on recurrent and attention layers alike, and its width is
+// expert_shared_feed_forward_length: a file whose key disagrees with the tensors is refused naming the tensor.
+TEST(ModelLoadErrors, Qwen35MoeSharedExpertIsRequired) {
+  auto model = Model::load(edited(small_model("qwen35moe"), {.arch = "qwen35moe"})->file);
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  EXPECT_EQ((*model)->config().moe.shared_ffn_dim, 128);
+  for (const char* name : {"blk.0.ffn_gate_inp_shexp.weight", "blk.1.ffn_down_shexp.weight"}) {
+    const std::string n = name;
+    const std::string missing =
+        load_error({.arch = "qwen35moe", .keep = [n](const std::string& t) { return t != n; }}, "qwen35moe");
+    EXPECT_TRUE(contains(missing, "missing tensor '" + n + "'")) << missing;
+  }
+  const std::string width = load_error(
+      {.arch = "qwen35moe", .metadata = {{"qwen35moe.expert_shared_feed_forward_length", gguf_u32(64)}}}, "qwen35moe");
+  EXPECT_TRUE(contains(width, "tensor 'blk.0.ffn_gate_shexp.weight' has shape [64, 128, 1, 1], expected [64, 64]"))
+      << width;
+}
+
+// The other hybrid family (Qwen3-Next) is refused by name, not run as something else.
 TEST(ModelLoadErrors, OtherHybridArchitecturesAreRefusedByName) {
-  for (const char* arch : {"qwen35moe", "qwen3next"}) {
+  for (const char* arch : {"qwen3next"}) {
     const std::string message = load_error({.arch = arch}, "llama");
     EXPECT_TRUE(contains(message, std::string("architecture '") + arch + "' is not supported")) << message;
   }

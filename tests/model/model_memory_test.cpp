@@ -34,11 +34,12 @@ std::shared_ptr<const GgufFile> synthetic(const std::string& arch, DType type) {
   c.context_length = 256;
   c.weight_type = type;
   c.num_threads = 1;
-  if (arch == "qwen3moe") {
+  if (arch == "qwen3moe" || arch == "qwen35moe") {
     c.n_expert = 8;
     c.n_expert_used = 2;
     c.expert_ffn_dim = 256;
   }
+  if (arch == "qwen35moe") c.full_attention_interval = 2;  // layer 0 Gated DeltaNet, layer 1 attention
   auto written = write_synthetic_model(c);
   EXPECT_TRUE(written.ok()) << (written.ok() ? "" : written.error().message);
   auto file = GgufFile::open(c.out_path);
@@ -51,7 +52,8 @@ std::shared_ptr<const GgufFile> synthetic(const std::string& arch, DType type) {
 // Runs steps of the given shapes (rows per sequence) through the model, each sequence wanting logits.
 void run_steps(Model& model, const std::vector<std::vector<int32_t>>& steps) {
   const ModelConfig& c = model.config();
-  KvStorage kv(c.n_layers, c.n_kv_heads, c.head_dim, 16, 64);
+  KvStorage kv(c.kv_shape(), 16, 64);
+  if (c.is_hybrid()) kv.reserve_state_slots(4, c.recurrent_state_floats());
   ThreadPool pool(2);
   for (const auto& rows : steps) {
     std::vector<TokenId> tokens;
@@ -62,7 +64,7 @@ void run_steps(Model& model, const std::vector<std::vector<int32_t>>& steps) {
       for (int32_t i = 0; i < rows[s]; ++i) tokens.push_back(TokenId{(first + i * 7) % c.n_vocab});
       // Sequence s owns blocks [16 s, 16 s + 16): 256 positions each.
       for (int32_t b = 0; b < 16; ++b) tables[s].push_back(BlockId{static_cast<int32_t>(16 * s) + b});
-      seqs.push_back(BatchSequence{first, rows[s], 0, tables[s], true});
+      seqs.push_back(BatchSequence{first, rows[s], 0, tables[s], true, {}, static_cast<int32_t>(s)});
     }
     model.forward({tokens, seqs}, kv, pool);
   }
@@ -98,6 +100,10 @@ void check(const std::string& arch, DType type) {
 TEST(ModelMemory, EstimateBoundsALlamaModelQ8) { check("llama", DType::Q8_0); }
 TEST(ModelMemory, EstimateBoundsALlamaModelF32) { check("llama", DType::F32); }
 TEST(ModelMemory, EstimateBoundsAQwen3MoeModelQ4K) { check("qwen3moe", DType::Q4_K); }
+// The hybrid with experts and a shared expert (its rows are MoeFfn scratch too).
+TEST(ModelMemory, EstimateBoundsAQwen35MoeModelQ8) {
+  check("qwen35moe", DType::Q8_0);
+}
 
 }  // namespace
 }  // namespace hearth

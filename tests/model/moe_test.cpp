@@ -1,8 +1,10 @@
-// The mixture-of-experts FFN (model/moe.h): the router's choices and weights on hand-computed cases, and the FFN's
-// rows against a plain per-token, per-expert loop, alone and in batches.
+// The mixture-of-experts FFN (model/moe.h): the router's choices and weights on hand-computed cases, the FFN's
+// rows against a plain per-token, per-expert loop, alone and in batches, and qwen35moe's gated shared expert
+// against its scalar twin (shared_expert_reference), itself checked on a case computed by hand.
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -150,6 +152,82 @@ TEST(MoeFfn, RowsSameBitsAloneOrInBatchesAndAgreeWithThePerTokenLoop) {
     }
     EXPECT_EQ(std::memcmp(out.data(), alone.data(), out.size() * sizeof(float)), 0) << "batches of " << batch;
   }
+}
+
+// The scalar twin on a case by hand: dim 2, one hidden unit; x = (1, 2), gate row (1, 0), up row (0, 1): hidden
+// h = silu(1) · 2; down rows (2) and (-1); a gate logit of 0 (sigmoid 1/2) adds (h, -h / 2) to out.
+TEST(MoeSharedExpert, ScalarTwinOnAHandComputedCase) {
+  const std::vector<float> gate = {1.0f, 0.0f}, up = {0.0f, 1.0f}, down = {2.0f, -1.0f};
+  auto view = [](const std::vector<float>& v, int64_t rows, int64_t cols) {
+    return MatrixView{DType::F32, rows, cols, reinterpret_cast<const uint8_t*>(v.data()), cols * sizeof(float)};
+  };
+  MoeLayerWeights w;
+  w.shared_gate_inp = {0.0f, 0.0f};
+  w.shared_gate = view(gate, 1, 2);
+  w.shared_up = view(up, 1, 2);
+  w.shared_down = view(down, 2, 1);
+  const float x[2] = {1.0f, 2.0f};
+  float out[2] = {10.0f, 20.0f};
+  shared_expert_reference(w, x, out);
+  const float h = 1.0f / (1.0f + std::exp(-1.0f)) * 2.0f;
+  EXPECT_FLOAT_EQ(out[0], 10.0f + h);
+  EXPECT_FLOAT_EQ(out[1], 20.0f - h / 2.0f);
+  w.shared_gate_inp = {0.0f, 1.0f};  // logit 2: the gate is sigmoid(2)
+  float gated[2] = {0.0f, 0.0f};
+  shared_expert_reference(w, x, gated);
+  EXPECT_FLOAT_EQ(gated[0], 2.0f * h / (1.0f + std::exp(-2.0f)));
+}
+
+// TinyMoe with qwen35moe's shared expert of 64 (Q8_0) and its gate logit's F32 weights.
+struct SharedMoe : TinyMoe {
+  static constexpr int64_t kSharedFf = 64;
+  std::vector<uint8_t> shared_gate_q, shared_up_q, shared_down_q;
+  SharedMoe() {
+    routing.shared_ffn_dim = kSharedFf;
+    shared_gate_q = quantized(kSharedFf, kDim, 4000);
+    shared_up_q = quantized(kSharedFf, kDim, 5000);
+    shared_down_q = quantized(kDim, kSharedFf, 6000);
+    for (int64_t i = 0; i < kDim; ++i) w.shared_gate_inp.push_back(value(static_cast<uint32_t>(i + 7000), 0.5f));
+    const size_t in_stride = row_bytes(DType::Q8_0, kDim), ff_stride = row_bytes(DType::Q8_0, kSharedFf);
+    w.shared_gate = {DType::Q8_0, kSharedFf, kDim, shared_gate_q.data(), in_stride};
+    w.shared_up = {DType::Q8_0, kSharedFf, kDim, shared_up_q.data(), in_stride};
+    w.shared_down = {DType::Q8_0, kDim, kSharedFf, shared_down_q.data(), ff_stride};
+  }
+};
+
+// The FFN with a shared expert is the routed experts (the per-token loop) plus the shared expert's scalar twin, to
+// rounding, and each row has the same bits alone or in batches of 5 and 40; the gate moves the rows (its logits
+// here are spread, so a gate of 1/2 or none would be far off).
+TEST(MoeSharedExpert, RowsAreTheExpertsPlusTheScalarTwinAndSameBitsInBatches) {
+  const SharedMoe m;
+  const int64_t dim = TinyMoe::kDim;
+  std::vector<float> x(40 * dim);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = TinyMoe::value(static_cast<uint32_t>(i + 9999), 1.0f);
+  ThreadPool pool(2);
+  MatmulScratch scratch;
+  MoeFfn ffn;
+  std::vector<float> alone(x.size());
+  double shared_size = 0.0;
+  for (int64_t t = 0; t < 40; ++t) {
+    ffn.forward(m.w, m.routing, x.data() + t * dim, 1, alone.data() + t * dim, pool, scratch);
+    std::vector<float> expected = by_hand(m, x.data() + t * dim);
+    const std::vector<float> routed = expected;
+    shared_expert_reference(m.w, x.data() + t * dim, expected.data());
+    for (int64_t i = 0; i < dim; ++i) {
+      EXPECT_NEAR(alone[t * dim + i], expected[i], 2e-3) << t << " " << i;
+      shared_size = std::max(shared_size, std::abs(static_cast<double>(expected[i]) - routed[i]));
+    }
+  }
+  EXPECT_GT(shared_size, 0.05);  // the shared expert's share is far above the tolerance
+  for (int64_t batch : {5, 40}) {
+    std::vector<float> out(x.size());
+    for (int64_t t0 = 0; t0 < 40; t0 += batch) {
+      ffn.forward(m.w, m.routing, x.data() + t0 * dim, batch, out.data() + t0 * dim, pool, scratch);
+    }
+    EXPECT_EQ(std::memcmp(out.data(), alone.data(), out.size() * sizeof(float)), 0) << "batches of " << batch;
+  }
+  EXPECT_GE(ffn.scratch_bytes(), 0);
+  EXPECT_LE(ffn.scratch_bytes(), MoeFfn::scratch_bytes_for(m.routing, dim, 40));
 }
 
 }  // namespace

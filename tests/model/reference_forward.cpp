@@ -78,7 +78,7 @@ Hparams read_hparams(const GgufFile& f) {
   h.gpt_oss = h.arch == "gpt-oss";
   auto type = f.get_string(p + "rope.scaling.type");
   h.yarn = type.ok() && type->has_value() && **type == "yarn";
-  h.qwen35 = h.arch == "qwen35";
+  h.qwen35 = h.arch == "qwen35" || h.arch == "qwen35moe";
   h.d_conv = meta_int(f, p + "ssm.conv_kernel", 0);
   h.d_state = meta_int(f, p + "ssm.state_size", 0);
   h.n_k_heads = meta_int(f, p + "ssm.group_count", 0);
@@ -305,6 +305,18 @@ Vec dense_ffn(const Hparams& hp, Weights& w, const std::string& p, const Vec& xn
   return matvec(w[p + "ffn_down.weight"], {}, gate);
 }
 
+// qwen35moe's shared expert of the normed x: sigmoid(ffn_gate_inp_shexp · x) × its SwiGLU (reference_forward.h).
+Vec shared_expert_ffn(Weights& w, const std::string& p, const ReferenceOptions& options, const Vec& xn) {
+  Vec gate = matvec(w[p + "ffn_gate_shexp.weight"], {}, xn);
+  const Vec up = matvec(w[p + "ffn_up_shexp.weight"], {}, xn);
+  for (size_t i = 0; i < gate.size(); ++i) gate[i] = silu(gate[i]) * up[i];
+  Vec out = matvec(w[p + "ffn_down_shexp.weight"], {}, gate);
+  const double logit = matvec(w[p + "ffn_gate_inp_shexp.weight"], {}, xn)[0];
+  const double scale = options.skip_shared_gate ? 1.0 : 1.0 / (1.0 + std::exp(-logit));
+  for (double& o : out) o *= scale;
+  return out;
+}
+
 // One transformer block at position `pos`, updating x and the layer's K/V.
 void layer_forward(const Hparams& hp, Weights& w, int64_t l, size_t pos, const ReferenceOptions& options,
                    const std::vector<float>& freqs, Vec& x, LayerCache& cache) {
@@ -482,7 +494,11 @@ void qwen35_layer_forward(const Hparams& hp, Weights& w, int64_t l, size_t pos, 
   for (int64_t i = 0; i < hp.dim; ++i) x[i] += mixed[i];
   xn = x;
   rms_norm_in_place(xn, 0, hp.dim, w[p + "post_attention_norm.weight"], hp.eps);
-  const Vec down = dense_ffn(hp, w, p, xn);
+  Vec down = hp.n_expert > 0 ? moe_ffn(hp, w, p, options, xn) : dense_ffn(hp, w, p, xn);
+  if (hp.n_expert > 0 && !options.skip_shared_expert) {  // qwen35moe
+    const Vec shared = shared_expert_ffn(w, p, options, xn);
+    for (int64_t i = 0; i < hp.dim; ++i) down[i] += shared[i];
+  }
   for (int64_t i = 0; i < hp.dim; ++i) x[i] += down[i];
 }
 

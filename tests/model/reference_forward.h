@@ -37,6 +37,9 @@
 // head h % group_count): S ← exp(softplus(alpha + dt_bias) · ssm_a) S; S += k (beta (v − Sᵀk))ᵀ with beta =
 // sigmoid(ssm_beta · x); out = Sᵀq / sqrt(state_size); then RMSNorm(out) · ssm_norm · silu(attn_gate · x) and
 // ssm_out. Both use post_attention_norm as the FFN's input norm.
+// qwen35moe (llama.cpp's qwen35moe graph, HF's Qwen3_5Moe sparse block): qwen35's layers; the FFN is qwen3moe's
+// mixture of experts plus a shared expert, sigmoid(ffn_gate_inp_shexp · x) × ffn_down_shexp(silu(ffn_gate_shexp · x)
+// * ffn_up_shexp · x).
 #include <cstdint>
 #include <vector>
 
@@ -64,6 +67,8 @@ struct ReferenceOptions {
   bool full_rope = false;                    // qwen35: rotate every head dim, not rope.dimension_count
   bool interleaved_key_heads = false;        // qwen35: value head h reads key head h / (v heads / k heads)
   bool skip_conv = false;                    // qwen35: no convolution (the tap on the current token only)
+  bool skip_shared_expert = false;           // qwen35moe: the routed experts only
+  bool skip_shared_gate = false;             // qwen35moe: the shared expert not × sigmoid(its gate logit)
   bool skip_per_layer_embd = false;          // gemma4: no per-layer embedding branch
   bool skip_value_norm = false;              // gemma4: v not RMS-normed
   bool shared_kv_from_first = false;         // gemma4: shared sliding layers read layer 0's K/V instead

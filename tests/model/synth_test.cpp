@@ -248,6 +248,44 @@ TEST(Synth, Qwen3MoeWritesLlamaCppsExpertTensors) {
   fs::remove(c.out_path);
 }
 
+// qwen35moe: qwen35's hybrid layers (layers 0 and 2 Gated DeltaNet, 1 and 3 gated attention), each with qwen3moe's
+// router and experts and the shared expert llama.cpp's qwen35moe loader reads (ffn_gate_inp_shexp [dim] in F32,
+// ffn_{gate,up}_shexp [dim, ffn], ffn_down_shexp [ffn, dim]), its width as expert_shared_feed_forward_length.
+TEST(Synth, Qwen35MoeWritesLlamaCppsSharedExpertTensors) {
+  SynthConfig c = small_config(DType::Q8_0, "qwen35moe.gguf");
+  c.architecture = "qwen35moe";
+  c.n_layers = 4;
+  c.full_attention_interval = 2;
+  c.head_dim = 32;
+  c.n_expert = 8;
+  c.n_expert_used = 2;
+  c.expert_ffn_dim = 96;
+  ASSERT_TRUE(write_synthetic_model(c));
+  auto f = GgufFile::open(c.out_path);
+  ASSERT_TRUE(f) << f.error().message;
+  EXPECT_EQ(*f->get_string("general.architecture").value(), "qwen35moe");
+  EXPECT_EQ(*f->get_uint("qwen35moe.expert_count").value(), 8u);
+  EXPECT_EQ(*f->get_uint("qwen35moe.expert_used_count").value(), 2u);
+  EXPECT_EQ(*f->get_uint("qwen35moe.expert_feed_forward_length").value(), 96u);
+  EXPECT_EQ(*f->get_uint("qwen35moe.expert_shared_feed_forward_length").value(), 128u);
+  EXPECT_EQ(*f->get_uint("qwen35moe.full_attention_interval").value(), 2u);
+  EXPECT_EQ(*f->get_uint("qwen35moe.ssm.state_size").value(), 32u);
+  for (int64_t i = 0; i < c.n_layers; ++i) {
+    const std::string b = "blk." + std::to_string(i) + ".";
+    expect_shape(*f, b + "post_attention_norm.weight", DType::F32, {64});
+    expect_shape(*f, b + "ffn_gate_inp.weight", DType::F32, {64, 8});
+    expect_shape(*f, b + "ffn_gate_exps.weight", DType::Q8_0, {64, 96, 8});
+    expect_shape(*f, b + "ffn_down_exps.weight", DType::Q8_0, {96, 64, 8});
+    expect_shape(*f, b + "ffn_gate_inp_shexp.weight", DType::F32, {64});
+    expect_shape(*f, b + "ffn_gate_shexp.weight", DType::Q8_0, {64, 128});
+    expect_shape(*f, b + "ffn_up_shexp.weight", DType::Q8_0, {64, 128});
+    expect_shape(*f, b + "ffn_down_shexp.weight", DType::Q8_0, {128, 64});
+    EXPECT_EQ(f->find_tensor(b + "ffn_gate.weight"), nullptr);
+    EXPECT_EQ(f->find_tensor(b + (i % 2 == 0 ? "attn_q.weight" : "attn_qkv.weight")), nullptr) << i;
+  }
+  fs::remove(c.out_path);
+}
+
 // The MXFP4 mix, as llama-quantize's MXFP4_MOE writes it and as the published gpt-oss files hold their experts: the
 // three 3-D expert tensors in MXFP4, every other matrix in Q8_0, the router, biases, sinks and norms in F32, and
 // general.file_type 38 (MOSTLY_MXFP4_MOE).
@@ -409,7 +447,7 @@ TEST(Synth, Q4KMMixPicksLlamaQuantizesLayers) {
 }
 
 TEST(Synth, PresetsAreValid) {
-  for (const char* name : {"tiny", "1b", "3b", "8b", "30b-a3b"}) {
+  for (const char* name : {"tiny", "1b", "3b", "8b", "30b-a3b", "qwen35-35b-a3b"}) {
     std::optional<SynthConfig> c = synth_preset(name);
     ASSERT_TRUE(c.has_value()) << name;
     c->out_path = "x.gguf";
@@ -440,7 +478,7 @@ TEST(Synth, BadConfigsAreExplained) {
        "Q8_0 rows need multiples of 32 elements, but dim is 64, ffn_dim 48 and n_heads × head_dim 64"},
       {[](SynthConfig& c) { c.weight_type = DType::Q5_K; }, "weight type Q5_K has no quantizer"},
       {[](SynthConfig& c) { c.weight_type = DType::MXFP4; },
-       "the MXFP4 mix quantizes the experts, and llama has none (use qwen3moe or gpt-oss)"},
+       "the MXFP4 mix quantizes the experts, and llama has none (use qwen3moe, qwen35moe or gpt-oss)"},
       {[](SynthConfig& c) { c.vocab_from = "/nonexistent/vocab.gguf"; }, "vocabulary: /nonexistent/vocab.gguf"},
       {[](SynthConfig& c) { c.out_path = "/nonexistent-dir/m.gguf"; }, "cannot create"},
       {[](SynthConfig& c) { c.architecture = "gemma"; }, "architecture 'gemma' is not one the generator writes"},
@@ -449,7 +487,11 @@ TEST(Synth, BadConfigsAreExplained) {
       {[](SynthConfig& c) { c.architecture = "qwen2", c.llama3_rope_freqs = true; }, "for architecture llama only"},
       {[](SynthConfig& c) { c.llama3_rope_freqs = true, c.rope_high_freq_factor = 1; }, "Llama 3 RoPE scaling needs"},
       {[](SynthConfig& c) { c.head_dim = 32; }, "head_dim 32 is for qwen3, qwen3moe, gemma and gpt-oss only"},
-      {[](SynthConfig& c) { c.n_expert = 8; }, "experts are for architectures qwen3moe, gpt-oss and gemma4 only"},
+      {[](SynthConfig& c) { c.n_expert = 8; },
+       "experts are for architectures qwen3moe, qwen35moe, gpt-oss and gemma4 only"},
+      {[](SynthConfig& c) { c.architecture = "qwen35moe"; }, "qwen35moe needs 1 <= experts used (0) <= experts (0)"},
+      {[](SynthConfig& c) { c.architecture = "qwen35moe", c.n_expert = 4, c.n_expert_used = 2, c.expert_ffn_dim = 48; },
+       "Q8_0 rows need multiples of 32 elements, but expert_ffn_dim is 48"},
       {[](SynthConfig& c) { c.architecture = "qwen3moe"; }, "qwen3moe needs 1 <= experts used (0) <= experts (0)"},
       {[](SynthConfig& c) { c.architecture = "qwen3moe", c.n_expert = 4, c.n_expert_used = 5; },
        "qwen3moe needs 1 <= experts used (5) <= experts (4) <= 512"},
