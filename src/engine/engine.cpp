@@ -298,7 +298,9 @@ SubmitResult<RequestId> Engine::add_request(RequestSpec spec) {
   request->cache_namespace = cache_namespace(spec.cache_salt);
   request->other_namespaces = other_namespaces(request->cache_namespace);
   const RequestId id = request->id;
-  if (states_) states_->load_from_tier(*request, *storage_);  // a checkpoint on disk, before its KV is planned
+  if (states_)
+    states_->load_from_tier(*request, *storage_,
+                            config_.retention_clock());  // a checkpoint on disk, before its KV is planned
   tiers_->plan_load(*request);
   HEARTH_TRY(scheduler_->add_request(std::move(request)));
   outputs_.add(id, spec);
@@ -417,7 +419,8 @@ std::span<const float> Engine::run_batch(const SchedulerOutput& plan) {
   if (states_) {  // after every restore above, so no checkpoint a hit resumes from is evicted first
     for (size_t i = 0; i < plan.chunks.size(); ++i) {
       const ScheduledChunk& chunk = plan.chunks[i];
-      batch_seqs_[i].checkpoints = states_->plan_checkpoints(*chunk.request, chunk.pos_begin, chunk.num_tokens);
+      batch_seqs_[i].checkpoints =
+          states_->plan_checkpoints(*chunk.request, chunk.pos_begin, chunk.num_tokens, config_.retention_clock());
     }
   }
   checkpoint_requests_.clear();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <optional>
+#include <tuple>
 
 #include "kv/disk_tier.h"
 #include "model/kv_storage.h"
@@ -39,23 +40,44 @@ const BlockHash& RecurrentStates::block_key(Running& run, const Request& r, int3
   return run.keys[index];
 }
 
-int32_t RecurrentStates::take_checkpoint_slot() {
+int32_t RecurrentStates::take_checkpoint_slot(int64_t now_ms) {
   if (!free_checkpoints_.empty()) {
     const int32_t slot = free_checkpoints_.back();
     free_checkpoints_.pop_back();
     return slot;
   }
-  auto oldest = checkpoints_.end();
+  const auto worth = [now_ms](const Checkpoint& c) {
+    const uint8_t priority = c.expires_at <= now_ms ? 0 : c.priority;
+    return std::tuple(priority, c.kind, c.last_used);
+  };
+  auto victim = checkpoints_.end();
   for (auto it = checkpoints_.begin(); it != checkpoints_.end(); ++it) {
     if (std::find(planned_slots_.begin(), planned_slots_.end(), it->second.slot) != planned_slots_.end()) continue;
-    if (it->second.pins == 0 && (oldest == checkpoints_.end() || it->second.last_used < oldest->second.last_used)) {
-      oldest = it;
+    if (it->second.pins == 0 && (victim == checkpoints_.end() || worth(it->second) < worth(victim->second))) {
+      victim = it;
     }
   }
-  if (oldest == checkpoints_.end()) return -1;  // none, or every one pinned
-  const int32_t slot = oldest->second.slot;
-  checkpoints_.erase(oldest);
+  if (victim == checkpoints_.end()) return -1;  // none, or every one pinned or planned
+  const int32_t slot = victim->second.slot;
+  checkpoints_.erase(victim);
   return slot;
+}
+
+std::pair<uint8_t, int64_t> RecurrentStates::retention_at(const Request& r, int32_t boundary, int32_t block_size,
+                                                          int64_t now_ms) {
+  uint8_t priority = kDefaultRetentionPriority;
+  int64_t expires_at = kNoExpiry;
+  bool covered = false;
+  for (const RetentionSpan& span : r.retention) {
+    if (span.num_tokens <= boundary - block_size) continue;  // the block holds none of its tokens
+    const int64_t until = span.ttl_ms > 0 ? now_ms + span.ttl_ms : kNoExpiry;
+    if (!covered || span.priority > priority) {
+      priority = span.priority;
+      expires_at = until;
+    }
+    covered = true;
+  }
+  return {priority, expires_at};
 }
 
 int32_t RecurrentStates::acquire(const Request& r, int32_t pos_begin, int32_t n_tokens, KvStorage& kv) {
@@ -85,13 +107,14 @@ int32_t RecurrentStates::acquire(const Request& r, int32_t pos_begin, int32_t n_
 }
 
 RecurrentStates::CheckpointPlans RecurrentStates::plan_checkpoints(const Request& r, int32_t pos_begin,
-                                                                   int32_t n_tokens) {
+                                                                   int32_t n_tokens, int64_t now_ms) {
   CheckpointPlans plans;
   auto it = running_.find(r.id);
   if (!r.use_cache || n_checkpoints_ == 0 || it == running_.end()) return plans;
   // The chunk's last block boundary, the branch point, then the hints, latest first; each once, inside the chunk.
   const int32_t end = (pos_begin + n_tokens) / block_size_ * block_size_;
-  std::vector<int32_t> boundaries{end, r.num_branch_tokens / block_size_ * block_size_};
+  const int32_t branch = r.num_branch_tokens / block_size_ * block_size_;
+  std::vector<int32_t> boundaries{end, branch};
   std::vector<int32_t> hints;
   for (const int32_t hint : r.checkpoint_hints) hints.push_back(hint / block_size_ * block_size_);
   std::sort(hints.rbegin(), hints.rend());
@@ -108,9 +131,13 @@ RecurrentStates::CheckpointPlans RecurrentStates::plan_checkpoints(const Request
       found->second.last_used = ++clock_;  // the same tokens' state, already kept
       continue;
     }
-    const int32_t slot = take_checkpoint_slot();
+    const int32_t slot = take_checkpoint_slot(now_ms);
     if (slot < 0) continue;
-    checkpoints_[key] = Checkpoint{slot, ++clock_};
+    Kind kind = Kind::kPassing;
+    if (boundary == r.num_prompt_tokens / block_size_ * block_size_) kind = Kind::kPromptEnd;
+    if (boundary == branch || std::find(hints.begin(), hints.end(), boundary) != hints.end()) kind = Kind::kBranch;
+    const auto [priority, expires_at] = retention_at(r, boundary, block_size_, now_ms);
+    checkpoints_[key] = Checkpoint{slot, ++clock_, 0, priority, kind, expires_at};
     num_checkpoints_written_++;
     planned_slots_.push_back(slot);
     plans[n++] = {boundary, slot};
@@ -155,7 +182,7 @@ void RecurrentStates::persist(const Request& r, const CheckpointPlan& plan, cons
   (void)disk_->write(std::move(header), std::move(payload));  // a full queue drops it: that state recomputes
 }
 
-int32_t RecurrentStates::load_from_tier(const Request& r, KvStorage& kv) {
+int32_t RecurrentStates::load_from_tier(const Request& r, KvStorage& kv, int64_t now_ms) {
   if (disk_ == nullptr || !r.use_cache || n_checkpoints_ == 0) return 0;
   const int32_t n_blocks = (r.num_prompt_tokens - 1) / block_size_;
   if (n_blocks == 0) return 0;
@@ -178,10 +205,10 @@ int32_t RecurrentStates::load_from_tier(const Request& r, KvStorage& kv) {
     }
     const size_t bytes = sizeof(float) * static_cast<size_t>(kv.state_floats_per_slot());
     if (done.empty() || done[0].blocks.size() != 1 || done[0].blocks[0].payload.size() != bytes) return 0;
-    const int32_t slot = take_checkpoint_slot();
+    const int32_t slot = take_checkpoint_slot(now_ms);
     if (slot < 0) return 0;
     std::memcpy(kv.state_slot(slot), done[0].blocks[0].payload.data(), bytes);
-    checkpoints_[keys[i]] = Checkpoint{slot, ++clock_};
+    checkpoints_[keys[i]] = Checkpoint{slot, ++clock_, 0, kDefaultRetentionPriority, Kind::kPromptEnd, kNoExpiry};
     num_tier_loads_++;
     return (i + 1) * block_size_;
   }

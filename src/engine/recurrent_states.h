@@ -16,9 +16,15 @@
 // end of the last full block its prompt shares with the KV the pool holds, when its hit had to be cut back to an
 // earlier checkpoint (Request::num_branch_tokens). The first request that branches from a cached prompt where no
 // checkpoint is (several users' prompts after one shared system prompt) so leaves one there, and the next request
-// that branches there resumes at it. The forward writes each at its token. Checkpoints are
-// evicted least recently used first when a new one needs a slot; a block whose checkpoint is gone is still a valid
-// KV block, but a hit can no longer end there.
+// that branches there resumes at it. The forward writes each at its token.
+//
+// When a new checkpoint needs a slot, the one taken is the least worth keeping, compared in this order:
+//   1. retention priority: the highest of the request's retention spans (cache_control, cache_retention) covering
+//      its block, default 50; 0 once the span's TTL has passed (the KV blocks beside it follow the same rule);
+//   2. kind: a point where other requests branch (the branch point, a hint: a system prompt's end) over the end of
+//      a prompt's last full block, over a passing boundary (a 512-token chunk's end inside a prompt, an answer's);
+//   3. least recently used.
+// A block whose checkpoint is gone is still a valid KV block, but a hit can no longer end there.
 //
 // With a disk tier, every checkpoint is also written through to it as a tier entry (kv/tier_entry.h: self-describing,
 // checksummed, verified before use) in the request's state namespace (state_namespace: derived from the cache
@@ -33,6 +39,7 @@
 
 #include <cstdint>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <chrono>
@@ -40,6 +47,7 @@
 #include <string>
 
 #include "kv/block_hash.h"
+#include "kv/retention_queue.h"
 #include "model/model.h"
 #include "util/ids.h"
 
@@ -80,7 +88,8 @@ class RecurrentStates {
   // state already kept). Requires acquire for r first.
   using CheckpointPlan = BatchSequence::StateCheckpoint;
   using CheckpointPlans = std::array<CheckpointPlan, BatchSequence::kMaxCheckpoints>;
-  CheckpointPlans plan_checkpoints(const Request& r, int32_t pos_begin, int32_t n_tokens);
+  // `now_ms`: the retention clock (TTL expiries are compared with it).
+  CheckpointPlans plan_checkpoints(const Request& r, int32_t pos_begin, int32_t n_tokens, int64_t now_ms = 0);
 
   uint64_t num_resumes() const { return num_resumes_; }
   uint64_t num_checkpoints_written() const { return num_checkpoints_written_; }
@@ -93,8 +102,8 @@ class RecurrentStates {
   void persist(const Request& r, const CheckpointPlan& plan, const KvStorage& kv);
   // With a disk tier: when none of the blocks of r's prompt before its last token has a checkpoint in RAM, reads the
   // deepest one the tier holds (verified) into a checkpoint slot, so r's admission can resume there. Returns the
-  // tokens it covers (0: none).
-  int32_t load_from_tier(const Request& r, KvStorage& kv);
+  // tokens it covers (0: none). `now_ms`: the retention clock, for the slot it takes.
+  int32_t load_from_tier(const Request& r, KvStorage& kv, int64_t now_ms = 0);
   uint64_t num_tier_loads() const { return num_tier_loads_; }
 
   // A pinned prefix (KvCacheManager::pin_prefix, named by `pin_key`) keeps the deepest checkpoint among the full
@@ -112,15 +121,24 @@ class RecurrentStates {
   };
   // Keys of r's first n_blocks blocks in its cache namespace (ns) or its state namespace (state_ns).
   static std::vector<BlockHash> chain_keys(const Request& r, const BlockHash& ns, int32_t n_blocks, int32_t block_size);
+  // Why a checkpoint was kept, in the order eviction spares them (kinds of the comment above).
+  enum class Kind : uint8_t { kPassing, kPromptEnd, kBranch };
   struct Checkpoint {
     int32_t slot = 0;
     uint64_t last_used = 0;
     int32_t pins = 0;  // pinned prefixes keeping it (never evicted while > 0)
+    uint8_t priority = kDefaultRetentionPriority;
+    Kind kind = Kind::kPassing;
+    int64_t expires_at = kNoExpiry;  // the priority counts as 0 from then on
   };
+  // The retention of the block ending at `boundary` (priority, expiry) from r's spans.
+  static std::pair<uint8_t, int64_t> retention_at(const Request& r, int32_t boundary, int32_t block_size,
+                                                  int64_t now_ms);
   // Key of block `index` of r's tokens (its tokens up to that block's end must exist).
   const BlockHash& block_key(Running& run, const Request& r, int32_t index);
-  // A checkpoint slot: a free one, else the least recently used checkpoint's (forgotten). −1 with no slots.
-  int32_t take_checkpoint_slot();
+  // A checkpoint slot: a free one, else the one of the checkpoint least worth keeping (forgotten; the order of the
+  // comment above), never a pinned or planned one. −1 with no slots.
+  int32_t take_checkpoint_slot(int64_t now_ms);
 
   int32_t n_running_;
   int32_t n_checkpoints_;

@@ -449,7 +449,8 @@ TEST(ArchPrefixCacheHit, Qwen35PinnedPrefixKeepsItsCheckpoint) {
   expect_same_bits(hit, test::first_logits(**cold_engine, next, &cached), "pinned checkpoint");
 
   EXPECT_TRUE((*engine)->unpin(pin->key));
-  for (int32_t seed : {4, 5, 6}) test::first_logits(**engine, sample_tokens(48, 20 + seed), &cached);
+  // Each later prompt's end evicts the least recently used prompt end (its passing checkpoints go first).
+  for (int32_t seed : {4, 5, 6, 7, 8, 9}) test::first_logits(**engine, sample_tokens(48, 20 + seed), &cached);
   next.back() = 7;
   test::first_logits(**engine, next, &cached);
   EXPECT_LT(cached, 48);  // its checkpoint went the way of the others
