@@ -96,7 +96,6 @@ void Engine::embed_forward(std::span<const std::vector<TokenId>> inputs, std::ve
       kv_->release(a.id);
     }
   }
-  counters_.num_embedding_tokens += static_cast<uint64_t>(rows);
   std::erase_if(active,
                 [&](const EmbedSequence& a) { return a.num_done == static_cast<int32_t>(inputs[a.input].size()); });
 }

@@ -97,7 +97,6 @@ struct EngineCounters {
   uint64_t num_prefill_tokens = 0;  // prompt tokens computed (not reused)
   uint64_t num_decode_tokens = 0;
   uint64_t num_finished = 0;
-  uint64_t num_embedding_tokens = 0;  // input tokens of embeddings (Engine::embed)
 };
 
 class Engine {
