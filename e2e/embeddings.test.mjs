@@ -82,6 +82,7 @@ test('ollama embed and the legacy /api/embeddings give the same vectors', async 
   assert.deepEqual(single.embeddings[0], openai.data[2].embedding);
   const legacy = await ollama.embeddings({ model: 'qwen3-embedding', prompt: TEXTS[2] });
   assert.deepEqual(legacy.embedding, openai.data[2].embedding);
+  assert.ok((await ollama.show({ model: 'qwen3-embedding' })).capabilities.includes('embedding'));
 });
 
 async function post(route, body) {

@@ -34,7 +34,8 @@ const std::map<std::string, DType> kWeightTypes = {
 int run_synth(const SynthFlags& f) {
   auto preset = synth_preset(f.preset);
   if (!preset) {
-    std::fprintf(stderr, "error: unknown preset '%s' (tiny, 110m, 1b, 3b, 8b, 30b-a3b, gpt-oss-20b, qwen35-0.8b)\n", f.preset.c_str());
+    std::fprintf(stderr, "error: unknown preset '%s' (tiny, 110m, 1b, 3b, 8b, 30b-a3b, gpt-oss-20b, qwen35-0.8b)\n",
+                 f.preset.c_str());
     return 1;
   }
   SynthConfig c = *preset;
@@ -139,7 +140,9 @@ Command add_synth(CLI::App& app) {
                  "phi3: LongRoPE for this original context (rope_factors_long/short.weight, long factors up to 8, "
                  "rope.scaling.attn_factor and original_context_length; the long ones rotate when --ctx exceeds it)");
   app.add_option("--rope-base", f->rope_base, "RoPE frequency base (default 10000, 500000 with --rope-freqs)");
-  app.add_option("--preset", f->preset, "Shape: tiny, 110m, 1b, 3b, 8b, 30b-a3b (Qwen3-30B-A3B, qwen3moe), gpt-oss-20b (gpt-oss), qwen35-0.8b (qwen35)")
+  app.add_option("--preset", f->preset,
+                 "Shape: tiny, 110m, 1b, 3b, 8b, 30b-a3b (Qwen3-30B-A3B, qwen3moe), gpt-oss-20b (gpt-oss), qwen35-0.8b "
+                 "(qwen35)")
       ->capture_default_str();
   app.add_option("--type", f->type,
                  "Weight type (mxfp4: qwen3moe and gpt-oss, MXFP4 experts and Q8_0 for the other matrices)")
@@ -198,11 +201,14 @@ Command add_synth(CLI::App& app) {
       "--expert-ffn", [f](int64_t v) { f->overrides.expert_ffn_dim = v, f->has_expert_ffn = true; },
       "qwen3moe, gpt-oss: each expert's hidden width (default ffn / 8, gpt-oss ffn)");
   app.add_option_function<int64_t>(
-      "--ssm-state", [f](int64_t v) { f->ssm_state = v; }, "qwen35: DeltaNet head size (ssm.state_size; default the head size)");
+      "--ssm-state", [f](int64_t v) { f->ssm_state = v; },
+      "qwen35: DeltaNet head size (ssm.state_size; default the head size)");
   app.add_option_function<int64_t>(
-      "--ssm-k-heads", [f](int64_t v) { f->ssm_k_heads = v; }, "qwen35: DeltaNet key heads (ssm.group_count; default KV heads)");
+      "--ssm-k-heads", [f](int64_t v) { f->ssm_k_heads = v; },
+      "qwen35: DeltaNet key heads (ssm.group_count; default KV heads)");
   app.add_option_function<int64_t>(
-      "--ssm-v-heads", [f](int64_t v) { f->ssm_v_heads = v; }, "qwen35: DeltaNet value heads (ssm.time_step_rank; default heads)");
+      "--ssm-v-heads", [f](int64_t v) { f->ssm_v_heads = v; },
+      "qwen35: DeltaNet value heads (ssm.time_step_rank; default heads)");
   app.add_option_function<int64_t>(
       "--ssm-conv", [f](int64_t v) { f->ssm_conv = v; }, "qwen35: convolution taps (ssm.conv_kernel; default 4)");
   app.add_option_function<int64_t>(

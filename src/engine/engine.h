@@ -123,9 +123,11 @@ class Engine {
   // One embedding per input, in order (EngineInfo::embedding_pooling; model/pooling.h), computed at once between
   // steps with blocks borrowed from the pool and given back before it returns. Nothing is cached or reused: a
   // prefix hit would not give the hidden states mean pooling reads. Inputs are packed into forwards of at most
-  // max_batch_tokens rows; a longer one spans several. Fails, changing nothing, with kEmptyPrompt, kInvalidToken,
-  // kPromptTooLong (an input beyond the context) or kExceedsKvPool (one that needs more blocks than the pool less
-  // its pins), and with kOverloaded when the running requests hold the blocks an input needs now.
+  // max_batch_tokens rows; a longer one spans several. The borrowed blocks are allocated like any request's, so
+  // they may evict unreferenced cached blocks (least valuable first, as retention orders them). Fails, before any
+  // forward, with kEmptyPrompt, kInvalidToken, kPromptTooLong (an input beyond the context) or kExceedsKvPool (one
+  // that needs more blocks than the pool less its pins), and with kOverloaded when the running requests hold the
+  // blocks an input needs now; it holds no block afterwards either way.
   // Requires: EngineInfo::embedding_refusal empty.
   [[nodiscard]] SubmitResult<Embeddings> embed(std::span<const std::vector<TokenId>> inputs);
 

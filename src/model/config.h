@@ -52,9 +52,9 @@
 //   qwen35                  Qwen3.5 (dense), a hybrid: layer il is gated full attention when
 //                           (il + 1) % full_attention_interval == 0 (default 4), else a Gated DeltaNet layer
 //                           (DeltaNetConfig below, the layer in model/delta_net.h). Both keep blk.N.attn_norm as their
-//                           input norm and name the FFN's input norm blk.N.post_attention_norm; the FFN is dense SwiGLU.
-//                           The attention layers: attn_q.weight is [dim, 2 q_dim], each head's q rows followed by its
-//                           output gate's rows; q/k per-head RMSNorm, then neox RoPE over the leading
+//                           input norm and name the FFN's input norm blk.N.post_attention_norm; the FFN is dense
+//                           SwiGLU. The attention layers: attn_q.weight is [dim, 2 q_dim], each head's q rows followed
+//                           by its output gate's rows; q/k per-head RMSNorm, then neox RoPE over the leading
 //                           rope.dimension_count dims (partial rotary); the output × sigmoid(gate) before attn_output.
 //                           rope.dimension_sections are llama.cpp's interleaved M-RoPE sections: text positions are
 //                           the same in the first three, so a file whose sections cover every rotated pair rotates

@@ -242,7 +242,8 @@ int64_t MoeFfn::scratch_bytes() const {
 
 int64_t MoeFfn::scratch_bytes_for(const MoeRouting& r, int64_t dim, int64_t n_tokens) {
   const int64_t choices = n_tokens * r.n_used;
-  return static_cast<int64_t>(sizeof(float)) * (n_tokens * r.n_expert + r.n_expert + choices * (2 * dim + 2 * r.ffn_dim)) +
+  return static_cast<int64_t>(sizeof(float)) *
+             (n_tokens * r.n_expert + r.n_expert + choices * (2 * dim + 2 * r.ffn_dim)) +
          static_cast<int64_t>(sizeof(ExpertChoice)) * choices +
          static_cast<int64_t>(sizeof(int32_t)) * (2 * (r.n_expert + 1) + 2 * choices);
 }

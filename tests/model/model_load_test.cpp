@@ -46,7 +46,7 @@ const GgufFile& small_model(const std::string& arch) {
   c.bias_sd = 0.5f;
   c.num_threads = 1;
   if (arch == "qwen35") c.full_attention_interval = 2;  // layer 0 Gated DeltaNet, layer 1 gated attention
-  if (arch == "qwen3moe") {  // 4 experts of 32, 2 used
+  if (arch == "qwen3moe") {                             // 4 experts of 32, 2 used
     c.n_expert = 4;
     c.n_expert_used = 2;
     c.expert_ffn_dim = 32;

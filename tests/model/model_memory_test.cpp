@@ -97,7 +97,9 @@ void check(const std::string& arch, DType type) {
 
 TEST(ModelMemory, EstimateBoundsALlamaModelQ8) { check("llama", DType::Q8_0); }
 TEST(ModelMemory, EstimateBoundsALlamaModelF32) { check("llama", DType::F32); }
-TEST(ModelMemory, EstimateBoundsAQwen3MoeModelQ4K) { check("qwen3moe", DType::Q4_K); }
+TEST(ModelMemory, EstimateBoundsAQwen3MoeModelQ4K) {
+  check("qwen3moe", DType::Q4_K);
+}
 
 }  // namespace
 }  // namespace hearth

@@ -586,6 +586,7 @@ json ollama_ps_json(const OllamaModelFacts& m) {
 json ollama_show_json(const OllamaModelFacts& m, const std::string& template_description, bool tools) {
   json capabilities = json::array({"completion"});
   if (tools) capabilities.push_back("tools");
+  if (m.embedding) capabilities.push_back("embedding");
   return json{{"modelfile", ""},
               {"parameters", fmt::format("temperature {}\ntop_k {}\ntop_p {}", kOllamaDefaultTemperature,
                                          kOllamaDefaultTopK, kOllamaDefaultTopP)},

@@ -277,7 +277,7 @@ HttpResponse handle_generation(ServerContext& context, const HttpRequest& req, b
 
 OllamaModelFacts served_model(ServerContext& context, const std::string& id) {
   const EngineInfo& info = context.loop().info();
-  return OllamaModelFacts{id, info.weights_bytes, info.n_ctx, true, -1};
+  return OllamaModelFacts{id, info.weights_bytes, info.n_ctx, true, -1, info.embedding_refusal.empty()};
 }
 
 HttpResponse handle_tags(ServerContext& context, bool ps) {
