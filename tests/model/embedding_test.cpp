@@ -294,6 +294,34 @@ TEST(Embedding, BadInputsFailNamingTheInput) {
   EXPECT_EQ((*engine)->kv().pool().num_blocks_in_use(), 0);
 }
 
+// A running request holds most of a 4-block pool: an input that needs 2 blocks is a kOverloaded to retry, nothing is
+// left held, and once the request is done the same input runs.
+TEST(Embedding, BusyPoolIsOverloadedAndHoldsNothing) {
+  Loaded l = load(embedding_model(3));
+  ThreadPool pool(2);
+  EngineConfig config = engine_config(512);
+  config.kv_memory_bytes = 4 * 16 * 512;  // 4 blocks of 16 tokens at 512 B/token (f32, 2 layers, 2 KV heads of 16)
+  auto engine = Engine::create(*l.model, *l.tokenizer, config, pool);
+  ASSERT_TRUE(engine.ok()) << engine.error().message;
+  ASSERT_EQ((*engine)->kv().pool().num_blocks_total(), 4);
+  RequestSpec spec;
+  spec.prompt = std::vector<TokenId>(40, TokenId{100});
+  spec.max_tokens = 2;
+  spec.ignore_eos = true;
+  ASSERT_TRUE((*engine)->add_request(spec).ok());
+  (*engine)->step();
+  ASSERT_GE((*engine)->kv().pool().num_blocks_in_use(), 3);
+  const std::vector<std::vector<TokenId>> input = {std::vector<TokenId>(20, TokenId{7})};
+  auto busy = (*engine)->embed(input);
+  ASSERT_FALSE(busy.ok());
+  EXPECT_EQ(busy.error().code, SubmitErrorCode::kOverloaded) << busy.error().message;
+  while ((*engine)->has_unfinished()) (*engine)->step();
+  EXPECT_EQ((*engine)->kv().pool().num_blocks_in_use(), 0);
+  auto after = (*engine)->embed(input);
+  ASSERT_TRUE(after.ok()) << after.error().message;
+  (*engine)->check_invariants();
+}
+
 // ---- (c) against the peer ----
 
 std::string run_command(const std::string& command) {
