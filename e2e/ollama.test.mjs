@@ -1,8 +1,9 @@
 // The Ollama API with the official `ollama` JavaScript client against a real `hearth serve` on stories260K: list,
 // show, ps, version; generate and chat whole and streamed, with greedy output equal to the OpenAI routes' for the
 // same prompt; format "json" and a JSON schema; a second request reusing the prefix (prompt_eval_count shows it);
-// num_ctx; tools in the messages; bad bodies as Ollama's {"error"} with a 400 naming the field; /api/embed 501;
-// the API key as "Authorization: Bearer"; several models behind the router.
+// num_ctx; tools in the messages; bad bodies as Ollama's {"error"} with a 400 naming the field; /api/embed on a chat
+// model a 400 (e2e/embeddings.test.mjs serves an embedding model); the API key as "Authorization: Bearer"; several
+// models behind the router.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync, statSync, symlinkSync } from 'node:fs';
@@ -351,11 +352,11 @@ test('bad bodies are 400s in Ollama\'s shape, naming the field', async () => {
   assert.deepEqual(Object.keys(huge.body), ['error']);
 });
 
-test('/api/embed is a 501 naming embeddings, not a 404', async () => {
+test('/api/embed on a chat model is a 400 saying it is not an embedding model and how to pool it', async () => {
   const r = await post('/api/embed', { model: MODEL_ID, input: 'hi' });
-  assert.equal(r.status, 501);
-  assert.match(r.body.error, /embeddings/);
-  await assert.rejects(ollama.embed({ model: MODEL_ID, input: 'hi' }), (e) => e.status_code === 501);
+  assert.equal(r.status, 400);
+  assert.match(r.body.error, /not an embedding model.*--pooling/);
+  await assert.rejects(ollama.embed({ model: MODEL_ID, input: 'hi' }), (e) => e.status_code === 400);
 });
 
 test('the context of a generate continues the exchange', async () => {
@@ -405,7 +406,7 @@ test('several models: the router lists them, routes chat by "name:latest", and a
     const bad = await fetch(`${several.baseURL}/api/chat`, { method: 'POST', body: '{"model": ' });
     assert.equal(bad.status, 400);
     assert.ok(typeof (await bad.json()).error === 'string');
-    await assert.rejects(client.embed({ model: 'a-stories', input: 'x' }), (e) => e.status_code === 501);
+    await assert.rejects(client.embed({ model: 'a-stories', input: 'x' }), (e) => e.status_code === 400 && /not an embedding model/.test(e.message));
 
     // keep_alive sets the model's keep-alive under the budget: -1 keeps it, 0 unloads it once idle.
     await client.chat({ model: 'a-stories', messages: [{ role: 'user', content: 'Hi' }], stream: false, keep_alive: -1, options: { num_predict: 2 } });

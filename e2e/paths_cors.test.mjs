@@ -62,7 +62,7 @@ test('/messages answers as /v1/messages, errors in Anthropic shape; other paths 
   const unauthorized = await fetch(`${server.baseURL}/messages`, { method: 'POST', body: '{}' });
   assert.equal(unauthorized.status, 401);
   assert.equal((await unauthorized.json()).type, 'error');
-  for (const path of ['/embeddings', '/v2/chat/completions', '/chat', '/stats']) {
+  for (const path of ['/embeddings/x', '/v2/chat/completions', '/chat', '/stats']) {
     const res = await fetch(server.baseURL + path, { headers: auth });
     assert.equal(res.status, 404, path);
   }

@@ -27,6 +27,7 @@
 #include "kv/kv_plan.h"
 #include "kv/tier_seal.h"
 #include "model/model.h"
+#include "model/pooling.h"
 #include "server/http/cors.h"
 #include "server/http/serve_access.h"
 #include "server/server.h"
@@ -271,6 +272,7 @@ int run_serve(ServeFlags f) {
   engine_config.kv_format = *kv_format;
   engine_config.max_batch_tokens = f.max_batch_tokens;
   engine_config.kv_window_slabs = !f.kv_full_window;
+  engine_config.pooling = pooling_from_name(f.pooling);
   engine_config.kv_prefault = f.kv_prefault == "on";
   engine_config.kv_window_plan_context = f.kv_window_context;
   engine_config.max_running = f.max_running;
@@ -374,6 +376,10 @@ Command add_serve(CLI::App& app) {
   app.add_option("--kv-dtype-k", flags->kv_dtype_k, "KV dtype of keys (overrides --kv-dtype)");
   app.add_option("--kv-dtype-v", flags->kv_dtype_v, "KV dtype of values (overrides --kv-dtype)");
   app.add_option("--block-size", flags->block_size, "Tokens per KV block")->capture_default_str();
+  app.add_option("--pooling", flags->pooling,
+                 "Serve /v1/embeddings and /api/embed from this model with this pooling of its last hidden states, in "
+                 "place of the GGUF's pooling_type (a chat model has none and serves no embeddings without it)")
+      ->check(CLI::IsMember({"mean", "cls", "last"}));
   app.add_flag("--kv-full-window", flags->kv_full_window,
                "Sliding-window models: keep every layer's full KV (the window only masks) instead of window slabs");
   app.add_option("--kv-prefault", flags->kv_prefault,

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "app/commands.h"
+#include "model/pooling.h"
 #include "model/synth.h"
 
 namespace hearth::app {
@@ -47,6 +48,8 @@ int run_synth(const SynthFlags& f) {
   c.extra_control_tokens = o.extra_control_tokens;
   c.seed = o.seed;
   c.sliding_window = o.sliding_window;
+  c.pooling_type = o.pooling_type;
+  c.add_eos = o.add_eos;
   // 30b-a3b is qwen3moe, qwen35-0.8b qwen35 and qwen35-35b-a3b qwen35moe unless told
   if (f.has_arch || (c.n_expert == 0 && c.architecture != "qwen35")) c.architecture = o.architecture;
   if (f.ssm_state) c.ssm_d_state = *f.ssm_state;
@@ -171,6 +174,14 @@ Command add_synth(CLI::App& app) {
   app.add_option("--add-control-token", f->overrides.extra_control_tokens,
                  "Append a control token to the copied vocabulary (repeatable; for tests: Gemma 4's <turn|>)");
   app.add_option("--seed", f->overrides.seed, "Weight seed")->capture_default_str();
+  app.add_option_function<std::string>(
+         "--pooling",
+         [f](const std::string& name) { f->overrides.pooling_type = static_cast<int32_t>(*pooling_from_name(name)); },
+         "An embedding model: <arch>.pooling_type (last: Qwen3-Embedding; mean, cls)")
+      ->check(CLI::IsMember({"mean", "cls", "last"}));
+  app.add_flag_function(
+      "--add-eos", [f](int64_t) { f->overrides.add_eos = true; },
+      "Write tokenizer.ggml.add_eos_token true: inputs end with the end-of-text token (Qwen3-Embedding)");
   app.add_option("--sliding-window", f->overrides.sliding_window,
                  "phi3, gemma2, gemma3: attention.sliding_window (0: phi3 the context, gemma 4096)")
       ->capture_default_str();

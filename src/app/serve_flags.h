@@ -39,6 +39,7 @@ struct ServeFlags {
   std::string kv_dtype_v;
   int32_t block_size = 16;
   bool kv_full_window = false;        // sliding-window models: keep every layer's full KV
+  std::string pooling;  // embeddings: mean, cls or last in place of the file's pooling_type; empty: the file's
   int64_t kv_window_context = 1024;  // the context per user the window slabs are planned for
   int threads = 0;
   int32_t max_queue = 256;

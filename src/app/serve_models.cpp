@@ -24,6 +24,7 @@
 #include "model/config.h"
 #include "model/model.h"
 #include "model/model_memory.h"
+#include "model/pooling.h"
 #include "server/models/model_router.h"
 #include "server/server.h"
 #include "template/chat_template.h"
@@ -80,6 +81,7 @@ class LoadedModel : public server::ServedModel {
     ec.kv_format = *kv_format;
     ec.max_batch_tokens = f.max_batch_tokens;
     ec.kv_window_slabs = !f.kv_full_window;
+    ec.pooling = pooling_from_name(f.pooling);
     ec.kv_prefault = f.kv_prefault == "on";
     ec.kv_window_plan_context = f.kv_window_context;
     ec.max_running = f.max_running;

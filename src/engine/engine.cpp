@@ -168,6 +168,12 @@ Result<std::unique_ptr<Engine>> Engine::create(Model& model, const Tokenizer& to
   info.state_bytes_per_sequence = states->state_bytes;
   info.num_state_running_slots = states->running_slots;
   info.num_state_checkpoint_slots = states->checkpoint_slots;
+  const PoolingType pooling = config.pooling.value_or(c.pooling);
+  info.embedding_refusal = embedding_refusal(c, pooling, info.kv_plan, model.file().name());
+  if (info.embedding_refusal.empty()) {
+    info.embedding_pooling = pooling_name(pooling);
+    info.embedding_dim = c.dim;
+  }
   if (c.is_hybrid()) {
     (*storage)->reserve_state_slots(states->running_slots + states->checkpoint_slots, c.recurrent_state_floats());
   }
@@ -217,6 +223,10 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineConfig& con
       .window_tokens = info_.kv_plan.window.window_tokens,
       .num_window_slabs = static_cast<int32_t>(info_.kv_plan.num_window_slabs),
       .resumable_after = std::move(resumable_after)});
+  if (info_.embedding_refusal.empty()) {
+    spdlog::info("embeddings: {} pooling, {} dimensions (/v1/embeddings, /api/embed)", info_.embedding_pooling,
+                 info_.embedding_dim);
+  }
   spdlog::info("{} ({} blocks of {}; the model's full context is {} tokens)", describe_kv_plan(info_.kv_plan),
                num_blocks, config.block_size, info_.n_ctx);
   scheduler_ = std::make_unique<Scheduler>(

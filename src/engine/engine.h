@@ -23,6 +23,7 @@
 #include "engine/recurrent_states.h"
 #include "kv/kv_cache_manager.h"
 #include "kv/kv_plan.h"
+#include "model/pooling.h"
 #include "sched/scheduler.h"
 #include "tensor/kv_dtype.h"
 
@@ -68,6 +69,9 @@ struct EngineConfig {
   // state_bytes_per_sequence of the budget; -1: as many as a quarter of kv_memory_bytes holds. 0 turns prefix
   // caching off for the model (every request recomputes its prompt; the log says so).
   int32_t state_checkpoints = -1;
+  // How embeddings pool the hidden states: unset, the file's <arch>.pooling_type (none for chat models: they serve
+  // no embeddings); set, this one whatever the file says (hearth serve --pooling).
+  std::optional<PoolingType> pooling;
 };
 
 // How a hybrid model's budget is split (EngineInfo's state fields): running slots (at most max_running, at most half
@@ -83,6 +87,11 @@ struct StateSplit {
 // How a model's KV pool is split under `config` (kv/kv_plan.h): its sliding-window layers when they are kept in
 // window slabs, with the slabs one request's window and batch need at least; n_window_layers 0 otherwise.
 KvWindowSplit kv_window_split(const ModelConfig& model, const EngineConfig& config);
+
+// Why `model` serves no embeddings with `pooling` under `plan` (a sentence naming `file_name` and the way out), or
+// empty when it does: a pooling that embeds (mean, cls, last), no recurrent layers, no sliding-window slabs.
+std::string embedding_refusal(const ModelConfig& model, PoolingType pooling, const KvPlan& plan,
+                              const std::string& file_name);
 
 struct EngineCounters {
   uint64_t num_steps = 0;
@@ -111,6 +120,17 @@ class Engine {
 
   // Runs one step and returns every request's news. Empty when there is nothing to do.
   std::vector<RequestOutput> step();
+
+  // One embedding per input, in order (EngineInfo::embedding_pooling; model/pooling.h), computed at once between
+  // steps with blocks borrowed from the pool and given back before it returns. Nothing is cached or reused: a
+  // prefix hit would not give the hidden states mean pooling reads. Inputs are packed into forwards of at most
+  // max_batch_tokens rows; a longer one spans several. The borrowed blocks are allocated like any request's, so
+  // they may evict unreferenced cached blocks (least valuable first, as retention orders them). Fails, before any
+  // forward, with kEmptyPrompt, kInvalidToken, kPromptTooLong (an input beyond the context) or kExceedsKvPool (one
+  // that needs more blocks than the pool less its pins), and with kOverloaded when the running requests hold the
+  // blocks an input needs now; it holds no block afterwards either way.
+  // Requires: EngineInfo::embedding_refusal empty.
+  [[nodiscard]] SubmitResult<Embeddings> embed(std::span<const std::vector<TokenId>> inputs);
 
   // Pins the cached full blocks of `prompt` (in the namespace of `cache_salt`) so they are never evicted.
   // Fails when nothing of it is cached or the pin cap (max_pinned_fraction of the pool) would be exceeded.
@@ -164,6 +184,15 @@ class Engine {
   // abort), and returns its final output with `news` (this step's tokens and text) in front and `runtime_error`.
   RequestOutput finish_request(RequestId id, FinishReason reason, RequestOutput news = {},
                                std::optional<RuntimeError> runtime_error = std::nullopt);
+
+  // Engine::embed's phases (embed.cpp): the checks, then one forward over admitted inputs.
+  SubmitResult<void> check_embedding_inputs(std::span<const std::vector<TokenId>> inputs) const;
+  struct EmbedSequence {
+    size_t input = 0;
+    RequestId id;
+    int32_t num_done = 0;
+  };
+  void embed_forward(std::span<const std::vector<TokenId>> inputs, std::vector<EmbedSequence>& active, Embeddings& out);
 
   BlockHash cache_namespace(const std::string& cache_salt) const;
   // The disk tier's chains of query.cache_salt's namespace (cached_prefixes.cpp).

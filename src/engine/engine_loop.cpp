@@ -146,6 +146,12 @@ std::optional<CachedPrefixes> EngineLoop::cached_prefixes(const CachedPrefixQuer
   return out;
 }
 
+std::optional<SubmitResult<Embeddings>> EngineLoop::embed(std::span<const std::vector<TokenId>> inputs) {
+  std::optional<SubmitResult<Embeddings>> out;
+  run_on_loop([&](Engine& engine) { out = engine.embed(inputs); });
+  return out;
+}
+
 std::optional<Result<PinInfo>> EngineLoop::pin_prefix(std::span<const TokenId> prompt, const std::string& cache_salt) {
   std::optional<Result<PinInfo>> out;
   run_on_loop([&](Engine& engine) { out = engine.pin_prefix(prompt, cache_salt); });

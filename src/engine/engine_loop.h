@@ -95,6 +95,9 @@ class EngineLoop {
   // its key (Engine::unpin: false when no pin has it). nullopt once the loop has stopped.
   std::optional<Result<PinInfo>> pin_prefix(std::span<const TokenId> prompt, const std::string& cache_salt);
   std::optional<bool> unpin(const std::string& key_hex);
+  // Embeddings of `inputs` (Engine::embed), computed on the loop thread between steps, so running requests wait one
+  // such turn; nullopt once the loop has stopped. Requires: info().embedding_refusal empty.
+  std::optional<SubmitResult<Embeddings>> embed(std::span<const std::vector<TokenId>> inputs);
   // Runs `fn` on the loop thread between steps and waits for it (tests, admin calls). False, without running it,
   // once the loop has stopped.
   bool run_on_loop(const std::function<void(Engine&)>& fn);

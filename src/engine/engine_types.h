@@ -207,7 +207,15 @@ struct EngineInfo {
   int64_t state_bytes_per_sequence = 0;
   int32_t num_state_running_slots = 0;
   int32_t num_state_checkpoint_slots = 0;
+  // Embeddings (Engine::embed): the pooling ("mean", "cls", "last") and the vector's width when the model serves
+  // them; else why not, in words a client can act on (embedding_refusal non-empty, embedding_pooling empty).
+  std::string embedding_pooling;
+  int32_t embedding_dim = 0;
+  std::string embedding_refusal;
 };
+
+// One L2-normalised vector per input, in input order (Engine::embed).
+using Embeddings = std::vector<std::vector<float>>;
 
 // The tier link's own counters (the tier's are DiskTierStats).
 struct TierLinkCounters {

@@ -475,6 +475,22 @@ std::string ModelConfig::supported_architectures() {
   return list;
 }
 
+namespace {
+
+// <arch>.pooling_type, llama.cpp's numbers (pooling.h); absent: none.
+Result<void> read_pooling(const GgufFile& file, const std::string& p, ModelConfig& c) {
+  auto value = file.get_uint(p + "pooling_type");
+  if (!value) return value.error();
+  if (!value->has_value()) return {};
+  if (**value > static_cast<uint64_t>(PoolingType::kRank)) {
+    return make_error("{}: {}pooling_type {} is not one of 0 (none) to 4 (rank)", file.name(), p, **value);
+  }
+  c.pooling = static_cast<PoolingType>(**value);
+  return {};
+}
+
+}  // namespace
+
 Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
   ModelConfig c;
   auto arch = file.get_string("general.architecture");
@@ -563,6 +579,7 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
   HEARTH_TRY(read_sliding_window(file, p, c));
   HEARTH_TRY(read_gemma(file, p, c));
   HEARTH_TRY(read_delta_net(file, p, c));
+  HEARTH_TRY(read_pooling(file, p, c));
 
   const GgufTensor* embd = file.find_tensor("token_embd.weight");
   if (embd == nullptr) return make_error("{}: missing tensor 'token_embd.weight'", file.name());

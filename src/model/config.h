@@ -81,6 +81,7 @@
 #include <vector>
 
 #include "gguf/gguf_file.h"
+#include "model/pooling.h"
 #include "util/kv_shape.h"
 #include "util/result.h"
 
@@ -180,6 +181,8 @@ struct ModelConfig {
   bool attn_out_bias = false;  // gpt-oss: blk.N.attn_output.bias
   bool attn_output_gate = false;  // qwen35, qwen35moe: attn_q holds q and a gate per head; output × sigmoid(gate)
   DeltaNetConfig delta_net;       // qwen35, qwen35moe: the recurrent layers' shape; full_attention_interval 0 elsewhere
+  // <arch>.pooling_type (pooling.h): how an embedding model pools its hidden states; kNone when absent (chat models).
+  PoolingType pooling = PoolingType::kNone;
 
   // gemma4 (config.h's header): per-layer shapes. Empty vectors and zeros mean every layer is alike.
   bool gemma4 = false;

@@ -535,6 +535,23 @@ std::span<const float> Model::output_logits(const BatchInput& batch, ThreadPool&
 
 std::span<const float> Model::forward(const BatchInput& batch, KvStorage& kv, ThreadPool& pool) {
   if (batch.tokens.empty()) return {};
+  run_layers(batch, kv, pool);
+  return output_logits(batch, pool);
+}
+
+std::span<const float> Model::forward_hidden(const BatchInput& batch, KvStorage& kv, ThreadPool& pool) {
+  if (batch.tokens.empty()) return {};
+  run_layers(batch, kv, pool);
+  const int64_t n = static_cast<int64_t>(batch.tokens.size());
+  const int32_t dim = config_.dim;
+  for_rows(pool, n, [&](int64_t row) {
+    float* x = s_.x.data() + row * dim;
+    rms_norm(x, weights_.output_norm.data(), x, dim, config_.rms_eps);
+  });
+  return {s_.x.data(), static_cast<size_t>(n * dim)};
+}
+
+void Model::run_layers(const BatchInput& batch, KvStorage& kv, ThreadPool& pool) {
   const KvShape want = config_.kv_shape();
   bool same = kv.shape().n_layers == want.n_layers;
   for (int32_t il = 0; same && il < want.n_layers; ++il) {
@@ -557,7 +574,6 @@ std::span<const float> Model::forward(const BatchInput& batch, KvStorage& kv, Th
     ffn_block(layer, n, pool);
     if (config_.gemma4) per_layer_branch(layer, n, pool);
   }
-  return output_logits(batch, pool);
 }
 
 namespace {

@@ -96,6 +96,11 @@ class Model {
   // resuming from a copy of a slot taken after token t gives the bits of a cold run.
   std::span<const float> forward(const BatchInput& batch, KvStorage& kv, ThreadPool& pool);
 
+  // Runs the batch as forward() does (K/V written, recurrent states advanced) but returns, instead of logits, every
+  // row's final hidden state after the output norm, before the LM head: [n_tokens, dim], in batch row order, what
+  // embedding pooling (pooling.h) reads. want_logits is ignored. Valid until the next call.
+  std::span<const float> forward_hidden(const BatchInput& batch, KvStorage& kv, ThreadPool& pool);
+
  private:
   Model(std::shared_ptr<const GgufFile> file, ModelConfig config, ModelWeights weights);
 
@@ -132,6 +137,8 @@ class Model {
     MoeFfn moe;  // the MoE FFN's routing and grouped rows
   };
   void prepare_scratch(const BatchInput& batch, int n_threads);
+  // Everything before the output head: embeddings, then every layer; leaves the residual stream in s_.x.
+  void run_layers(const BatchInput& batch, KvStorage& kv, ThreadPool& pool);
   void embed(const BatchInput& batch, ThreadPool& pool);
   void per_layer_inputs(const BatchInput& batch, ThreadPool& pool);
   void per_layer_branch(int layer, int64_t n_rows, ThreadPool& pool);

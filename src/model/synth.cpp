@@ -506,7 +506,10 @@ void add_metadata(GgufWriter& w, const SynthConfig& c, const GgufFile& vocab, in
     w.add(a + ".expert_feed_forward_length", u32(c.expert_ffn_dim));
   }
   if (a == "qwen35moe") w.add(a + ".expert_shared_feed_forward_length", u32(c.ffn_dim));
+  if (c.pooling_type >= 0) w.add(a + ".pooling_type", u32(c.pooling_type));
+  if (c.add_eos) w.add("tokenizer.ggml.add_eos_token", gguf_bool(*c.add_eos));
   for (const auto& [key, value] : vocab.metadata()) {
+    if (c.add_eos && key == "tokenizer.ggml.add_eos_token") continue;
     if (key.starts_with("tokenizer.") && (c.chat_template.empty() || key != "tokenizer.chat_template")) {
       w.add(key, with_extra_tokens(key, value, c.extra_control_tokens));
     }
@@ -661,6 +664,7 @@ Result<void> validate_synth_config(const SynthConfig& c) {
     return bad("LongRoPE needs factor >= 1 and an original context > 1");
   }
   if (c.sliding_window < 0) return bad("sliding_window must not be negative");
+  if (c.pooling_type > 4) return bad(fmt::format("pooling_type {} is not one of 0 to 4", c.pooling_type));
   for (auto [name, v] : {std::pair{"dim", c.dim},
                          {"n_layers", c.n_layers},
                          {"n_heads", c.n_heads},

@@ -165,6 +165,12 @@ struct SynthConfig {
   int64_t full_attention_interval = 4;
   int64_t rope_dim = 0;
   float ssm_conv_sd = 0.5f;
+  // Embedding models: written as <arch>.pooling_type when >= 0 (llama.cpp's numbers, model/pooling.h: 1 mean, 2 cls,
+  // 3 last; Qwen3-Embedding's files say 3).
+  int32_t pooling_type = -1;
+  // Written as tokenizer.ggml.add_eos_token in place of the vocabulary's own when set (an embedding model that
+  // ends every input with the end-of-text token).
+  std::optional<bool> add_eos;
 };
 
 // qwen35's Gated DeltaNet shape with the 0 defaults above resolved.

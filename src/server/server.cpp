@@ -54,6 +54,7 @@ void HttpServer::install_routes() {
   add_cache_pin_routes(routes_, context_);
   add_messages_routes(routes_, context_);
   add_completion_routes(routes_, context_);
+  add_embedding_routes(routes_, context_);
   add_responses_routes(routes_, context_, config_.responses_store);
   add_ollama_routes(routes_, context_);
 }

@@ -14,8 +14,8 @@ bool path_matches(const std::string& route_path, const std::string& path) {
 
 // The routes a client may reach without /v1: exact paths, and prefixes ending in '/' (an id follows).
 constexpr std::string_view kV1Aliases[] = {
-    "/chat/completions", "/completions", "/models",   "/models/",
-    "/responses",        "/responses/",  "/messages", "/messages/count_tokens",
+    "/chat/completions", "/completions",           "/models",     "/models/", "/responses", "/responses/",
+    "/messages",         "/messages/count_tokens", "/embeddings",
 };
 
 }  // namespace

@@ -40,6 +40,9 @@ constexpr ModelRoute kModelRoutes[] = {
     {"DELETE", "/v1/responses/", RouteKind::kRead},
     {"POST", "/api/chat", RouteKind::kUse},
     {"POST", "/api/generate", RouteKind::kUse},
+    {"POST", "/v1/embeddings", RouteKind::kUse},
+    {"POST", "/api/embed", RouteKind::kUse},
+    {"POST", "/api/embeddings", RouteKind::kUse},
     {"POST", "/tokenize", RouteKind::kUse},
     {"POST", "/v1/cache/explain", RouteKind::kUse},
     {"POST", "/v1/cache/warm", RouteKind::kUse},
@@ -321,13 +324,6 @@ std::optional<HttpResponse> ModelRouter::handle_ollama_listing(const HttpRequest
     HttpResponse res;
     res.body = dump(json{{"version", std::string(kOllamaApiVersion)}});
     return res;
-  }
-  if (req.path == "/api/embed" || req.path == "/api/embeddings") {
-    return error_response(req, ApiError{501,
-                                        "embeddings are not implemented: no served model is an embedding model",
-                                        "invalid_request_error",
-                                        {},
-                                        "not_implemented"});
   }
   if (req.path != "/api/show") return std::nullopt;
   if (req.method != "POST") return not_allowed();

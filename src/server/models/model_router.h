@@ -78,7 +78,7 @@ class ModelRouter {
   HttpResponse handle_read(const HttpRequest& req);  // loaded models only
   HttpResponse handle_dashboard_page(const HttpRequest& req);
   HttpResponse handle_models(const HttpRequest& req);
-  // GET /api/tags, /api/ps, /api/version, POST /api/show (every model, loaded or not) and /api/embed (501): Ollama's
+  // GET /api/tags, /api/ps, /api/version, POST /api/show (every model, loaded or not): Ollama's
   // listing routes, answered by the router; nullopt for any other path.
   std::optional<HttpResponse> handle_ollama_listing(const HttpRequest& req);
   HttpResponse handle_metrics();

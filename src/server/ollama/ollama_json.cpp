@@ -623,6 +623,7 @@ json ollama_show_json(const OllamaModelFacts& m, const std::string& template_des
     info["general.architecture"] = m.listing.architecture;
     info[m.listing.architecture + ".context_length"] = m.n_ctx;
   }
+  if (m.embedding) capabilities.push_back("embedding");
   return json{{"modelfile", ""},
               {"parameters", fmt::format("temperature {}\ntop_k {}\ntop_p {}", kOllamaDefaultTemperature,
                                          kOllamaDefaultTopK, kOllamaDefaultTopP)},

@@ -123,6 +123,7 @@ struct OllamaModelFacts {
   bool loaded = true;
   double expires_in_s = -1;  // /api/ps: seconds until keep-alive unloads it; < 0: never
   ModelListing listing;      // details (family, parameter_size, quantization_level), digest and modified_at
+  bool embedding = false;    // it serves /api/embed (an embedding model): /api/show's capabilities say "embedding"
 };
 // {"name", "model", "modified_at", "size", "digest", "details"}: one /api/tags entry.
 [[nodiscard]] nlohmann::json ollama_tag_json(const OllamaModelFacts& model);

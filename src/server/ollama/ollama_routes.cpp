@@ -6,7 +6,7 @@
 //   GET  /api/tags, /api/ps         the served model (and its aliases) as Ollama lists models
 //   POST /api/show                  its details, context length, template description and capabilities
 //   GET  /api/version               the Ollama API version these routes follow
-//   POST /api/embed, /api/embeddings  501: the engine has no embedding models yet
+//   POST /api/embed, /api/embeddings  embeddings (ollama_embed.cpp)
 //
 // num_ctx: a request's context is min(options.num_ctx, the model's) (Ollama clamps a larger num_ctx too); a prompt
 // that does not fit it is a 400 naming options.num_ctx, and the answer stops when the context is full
@@ -279,7 +279,9 @@ HttpResponse handle_generation(ServerContext& context, const HttpRequest& req, b
 
 OllamaModelFacts served_model(ServerContext& context, const std::string& id) {
   const EngineInfo& info = context.loop().info();
-  return OllamaModelFacts{id, info.weights_bytes, info.n_ctx, true, -1, info.listing};
+  OllamaModelFacts facts{id, info.weights_bytes, info.n_ctx, true, -1, info.listing};
+  facts.embedding = info.embedding_refusal.empty();
+  return facts;
 }
 
 HttpResponse handle_tags(ServerContext& context, bool ps) {
@@ -308,15 +310,6 @@ HttpResponse handle_show(ServerContext& context, const HttpRequest& req) {
       ollama_show_json(served_model(context, shown), context.chat().describe(), /*tools=*/true));
 }
 
-HttpResponse handle_embed(ServerContext& context) {
-  return ollama_error_response(
-      context, ApiError{501,
-                        "embeddings are not implemented: this server has no embedding model loaded (/api/embed)",
-                        "invalid_request_error",
-                        {},
-                        "not_implemented"});
-}
-
 }  // namespace
 
 HttpResponse ollama_error_response(ServerContext& context, const ApiError& error) {
@@ -338,8 +331,7 @@ void add_ollama_routes(Routes& routes, ServerContext& context) {
   routes.add("GET", "/api/version", [](const HttpRequest&) {
     return ServerContext::json_response(json{{"version", std::string(kOllamaApiVersion)}});
   });
-  routes.add("POST", "/api/embed", [&context](const HttpRequest&) { return handle_embed(context); });
-  routes.add("POST", "/api/embeddings", [&context](const HttpRequest&) { return handle_embed(context); });
+  add_ollama_embed_routes(routes, context);
 }
 
 }  // namespace hearth::server

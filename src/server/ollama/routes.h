@@ -16,9 +16,10 @@ namespace hearth::server {
   return path.starts_with("/api/");
 }
 
-// POST /api/chat, /api/generate, /api/show; GET /api/tags, /api/ps, /api/version; /api/embed and /api/embeddings
-// answer 501 naming what is missing (ollama_routes.cpp).
+// POST /api/chat, /api/generate, /api/show; GET /api/tags, /api/ps, /api/version (ollama_routes.cpp), and POST
+// /api/embed and the legacy /api/embeddings (ollama_embed.cpp).
 void add_ollama_routes(Routes& routes, ServerContext& context);
+void add_ollama_embed_routes(Routes& routes, ServerContext& context);
 
 // The error in Ollama's shape with its status, counted in the metrics; 429 and 503 carry Retry-After.
 [[nodiscard]] HttpResponse ollama_error_response(ServerContext& context, const ApiError& error);

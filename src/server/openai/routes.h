@@ -8,5 +8,7 @@ namespace hearth::server {
 
 // POST /v1/chat/completions and /v1/completions (completions.cpp).
 void add_completion_routes(Routes& routes, ServerContext& context);
+// POST /v1/embeddings (embeddings.cpp).
+void add_embedding_routes(Routes& routes, ServerContext& context);
 
 }  // namespace hearth::server
