@@ -45,8 +45,8 @@ const GgufFile& small_model(const std::string& arch) {
   c.weight_sd = 0.1f;
   c.bias_sd = 0.5f;
   c.num_threads = 1;
-  if (arch == "qwen35" || arch == "qwen35moe") c.full_attention_interval = 2;  // layer 0 Gated DeltaNet, 1 attention
-  if (arch == "qwen3moe" || arch == "qwen35moe") {  // 4 experts of 32, 2 used (qwen35moe: a shared expert of 128)
+  if (arch == "qwen35" || arch == "qwen35moe" || arch == "qwen3next") c.full_attention_interval = 2;  // layer 0 Gated DeltaNet, 1 attention
+  if (arch == "qwen3moe" || arch == "qwen35moe" || arch == "qwen3next") {  // 4 experts of 32, 2 used (qwen35moe, qwen3next: a shared expert of 128)
     c.n_expert = 4;
     c.n_expert_used = 2;
     c.expert_ffn_dim = 32;
@@ -167,11 +167,17 @@ TEST(ModelLoadErrors, Qwen35MoeSharedExpertIsRequired) {
       << width;
 }
 
-// The other hybrid family (Qwen3-Next) is refused by name, not run as something else.
-TEST(ModelLoadErrors, OtherHybridArchitecturesAreRefusedByName) {
-  for (const char* arch : {"qwen3next"}) {
-    const std::string message = load_error({.arch = arch}, "llama");
-    EXPECT_TRUE(contains(message, std::string("architecture '") + arch + "' is not supported")) << message;
+// qwen3next loads with its fused DeltaNet projections (ssm_in, ssm_ba), each required by name, and its shared expert.
+TEST(ModelLoadErrors, Qwen3NextFusedProjectionsAreRequired) {
+  auto model = Model::load(edited(small_model("qwen3next"), {.arch = "qwen3next"})->file);
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  EXPECT_TRUE((*model)->config().delta_net.grouped_heads);
+  EXPECT_EQ((*model)->config().moe.shared_ffn_dim, 128);
+  for (const char* name : {"blk.0.ssm_in.weight", "blk.0.ssm_ba.weight", "blk.1.ffn_up_shexp.weight"}) {
+    const std::string n = name;
+    const std::string missing =
+        load_error({.arch = "qwen3next", .keep = [n](const std::string& t) { return t != n; }}, "qwen3next");
+    EXPECT_TRUE(contains(missing, "missing tensor '" + n + "'")) << missing;
   }
 }
 
