@@ -154,7 +154,7 @@ Command add_synth(CLI::App& app) {
                  "(qwen35), qwen35-35b-a3b (qwen35moe), qwen3next-80b-a3b (qwen3next)")
       ->capture_default_str();
   app.add_option("--type", f->type,
-                 "Weight type (mxfp4: qwen3moe, qwen35moe and gpt-oss, MXFP4 experts and Q8_0 for the other matrices)")
+                 "Weight type (mxfp4: qwen3moe, qwen35moe, qwen3next and gpt-oss, MXFP4 experts and Q8_0 for the other matrices)")
       ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q4_k_m", "q6_k", "mxfp4"}))
       ->capture_default_str();
   app.add_option("--vocab-from", f->overrides.vocab_from, "GGUF whose tokenizer is copied")

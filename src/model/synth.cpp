@@ -694,7 +694,7 @@ Result<void> validate_synth_config(const SynthConfig& c) {
   }
   if (c.weight_type == DType::MXFP4 && a != "qwen3moe" && a != "qwen35moe" && a != "qwen3next" && a != "gpt-oss") {
     return bad(
-        fmt::format("the MXFP4 mix quantizes the experts, and {} has none (use qwen3moe, qwen35moe or gpt-oss)", a));
+        fmt::format("the MXFP4 mix quantizes the experts, and {} has none (use qwen3moe, qwen35moe, qwen3next or gpt-oss)", a));
   }
   if (c.q4_k_m && c.weight_type != DType::Q4_K) return bad("the Q4_K_M mix needs weight type Q4_K");
   const int64_t block = dtype_info(c.weight_type).block_size;
