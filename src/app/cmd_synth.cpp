@@ -110,7 +110,8 @@ int run_synth(const SynthFlags& f) {
     std::printf(", %lld experts of %lld (%lld used)", static_cast<long long>(c.n_expert),
                 static_cast<long long>(c.expert_ffn_dim), static_cast<long long>(c.n_expert_used));
   }
-  if (c.architecture == "qwen35moe" || qwen3next) std::printf(", a shared expert of %lld", static_cast<long long>(c.ffn_dim));
+  if (c.architecture == "qwen35moe" || qwen3next)
+    std::printf(", a shared expert of %lld", static_cast<long long>(c.ffn_dim));
   std::printf("\n");
   return 0;
 }
@@ -131,8 +132,8 @@ Command add_synth(CLI::App& app) {
          "--per-layer-dim), gpt-oss (biases, attention sinks, YaRN, every other layer local, biased experts with a "
          "clamped SwiGLU), qwen35 (Qwen3.5 dense: three of four layers Gated DeltaNet, the fourth gated full "
          "attention with partial RoPE), qwen35moe (Qwen3.5-MoE: qwen35's layers with qwen3moe's experts and a "
-         "sigmoid-gated shared expert of width --ffn), qwen3next (Qwen3-Next: qwen35moe with llama.cpp's fused ssm_in and "
-         "ssm_ba DeltaNet projections, key heads grouped, plain neox RoPE)")
+         "sigmoid-gated shared expert of width --ffn), qwen3next (Qwen3-Next: qwen35moe with llama.cpp's fused "
+         "ssm_in and ssm_ba DeltaNet projections, key heads grouped, plain neox RoPE)")
       ->check(CLI::IsMember({"llama", "qwen2", "qwen3", "qwen3moe", "phi3", "gemma2", "gemma3", "gemma4", "gpt-oss",
                              "qwen35", "qwen35moe", "qwen3next"}));
   app.add_option("--head-dim-swa", f->overrides.head_dim_swa, "gemma4: sliding layers' head size (0: head dim / 2)");
@@ -154,7 +155,8 @@ Command add_synth(CLI::App& app) {
                  "(qwen35), qwen35-35b-a3b (qwen35moe), qwen3next-80b-a3b (qwen3next)")
       ->capture_default_str();
   app.add_option("--type", f->type,
-                 "Weight type (mxfp4: qwen3moe, qwen35moe, qwen3next and gpt-oss, MXFP4 experts and Q8_0 for the other matrices)")
+                 "Weight type (mxfp4: qwen3moe, qwen35moe, qwen3next and gpt-oss, MXFP4 experts and Q8_0 for the other "
+                 "matrices)")
       ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q4_k_m", "q6_k", "mxfp4"}))
       ->capture_default_str();
   app.add_option("--vocab-from", f->overrides.vocab_from, "GGUF whose tokenizer is copied")

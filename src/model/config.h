@@ -123,13 +123,13 @@ struct MoeRouting {
   bool norm_weights = false;
   ExpertActivation activation = ExpertActivation::kSilu;
   bool biases = false;  // gpt-oss: the router and every expert matrix add a bias
-  int32_t shared_ffn_dim = 0;  // qwen35moe, qwen3next: the sigmoid-gated shared expert's hidden width; 0: no shared expert
+  int32_t shared_ffn_dim = 0;  // qwen35moe, qwen3next: the sigmoid-gated shared expert's width; 0: none
 };
 
 // A Gated DeltaNet layer's shape (qwen35's ssm.* keys as llama.cpp reads them): n_v_heads value heads
 // (ssm.time_step_rank) of d_state (ssm.state_size) each, n_k_heads query/key heads (ssm.group_count) of d_state, value
-// head h reading key head key_head_of(h) (qwen35: llama.cpp's tiling, h % n_k_heads), a causal convolution of d_conv taps (ssm.conv_kernel)
-// over the q|k|v channels. ssm.inner_size must be n_v_heads × d_state.
+// head h reading key head key_head_of(h) (qwen35: llama.cpp's tiling, h % n_k_heads), a causal convolution of d_conv
+// taps (ssm.conv_kernel) over the q|k|v channels. ssm.inner_size must be n_v_heads × d_state.
 struct DeltaNetConfig {
   int32_t d_conv = 0;
   int32_t d_state = 0;

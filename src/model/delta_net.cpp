@@ -1,4 +1,5 @@
-// The Gated DeltaNet layer of hybrid models (qwen35, qwen35moe, qwen3next), as llama.cpp's qwen35 graph and delta-net code define it:
+// The Gated DeltaNet layer of hybrid models (qwen35, qwen35moe, qwen3next), as llama.cpp's qwen35 graph and delta-net
+// code define it:
 //
 //   x ─ attn_norm ─┬─ attn_qkv ─ causal conv (d_conv taps, window kept in the state) ─ silu ─┬ q ─ L2 norm ┐
 //                  │                                                                         ├ k ─ L2 norm ┤
@@ -9,8 +10,9 @@
 //                  └─ attn_gate ─ z ──────── RMSNorm(out_h) · ssm_norm · silu(z_h) ─ ssm_out ─ + x
 //
 // Value head h reads query/key head h % n_k_heads (ggml's repeat tiles the key heads); qwen3next's reads
-// h / (n_v_heads / n_k_heads), and its fused ssm_in and ssm_ba are gathered into this layout (delta_net_project). The L2 norm is
-// x / sqrt(Σx² + eps) (llama.cpp: rms_norm with eps / n, × 1/sqrt(n)); the rule's output is scaled by 1/sqrt(d_state).
+// h / (n_v_heads / n_k_heads), and its fused ssm_in and ssm_ba are gathered into this layout (delta_net_project). The
+// L2 norm is x / sqrt(Σx² + eps) (llama.cpp: rms_norm with eps / n, × 1/sqrt(n)); the rule's output is scaled by
+// 1/sqrt(d_state).
 //
 // Recurrent state of one sequence, per recurrent layer in layer order (ModelConfig::recurrent_state_floats):
 //   [conv window: conv_channels][d_conv − 1] oldest first, then [n_v_heads][d_state (value)][d_state (key)]
@@ -143,9 +145,9 @@ void Model::delta_net_project(int layer, int64_t n, ThreadPool& pool) {
         {&w.ssm_qkv, s_.dn_qkv.data()}, {&w.ssm_z, s_.dn_z.data()}, {&w.ssm_ba, s_.dn_ba.data()}};
     matmul_group(outs, s_.xn.data(), n, pool, s_.matmul);
   }
-  const int32_t r = d.n_v_heads / d.n_k_heads;        // value heads per key head
-  const size_t qk = sizeof(float) * d.d_state;        // one key head's q (or k)
-  const size_t vz = sizeof(float) * r * d.d_state;    // its value heads' v (or z)
+  const int32_t r = d.n_v_heads / d.n_k_heads;             // value heads per key head
+  const size_t qk = sizeof(float) * d.d_state;             // one key head's q (or k)
+  const size_t vz = sizeof(float) * r * d.d_state;         // its value heads' v (or z)
   const int64_t group = 2 * int64_t{d.d_state} * (1 + r);  // one key head's span of an ssm_in row
   for_each_row(pool, n, [&](int64_t row) {
     const float* ba = s_.dn_ba.data() + row * 2 * d.n_v_heads;

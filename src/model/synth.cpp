@@ -573,11 +573,13 @@ namespace {
 // qwen3moe needs 1 <= n_expert_used <= n_expert <= 512 (llama.cpp's LLAMA_MAX_EXPERTS) and an expert width; every
 // other architecture is dense and must leave them 0.
 Result<void> validate_experts(const SynthConfig& c) {
+  // gemma4: dense, or 26B-A4B's experts
   const bool moe = c.architecture == "qwen3moe" || c.architecture == "qwen35moe" || c.architecture == "qwen3next" ||
-                   c.architecture == "gpt-oss" || (c.architecture == "gemma4" && c.n_expert > 0);  // gemma4: dense, or 26B-A4B's experts
+                   c.architecture == "gpt-oss" || (c.architecture == "gemma4" && c.n_expert > 0);
   if (!moe) {
     if (c.n_expert != 0 || c.n_expert_used != 0 || c.expert_ffn_dim != 0) {
-      return make_error("synthetic model: experts are for architectures qwen3moe, qwen35moe, qwen3next, gpt-oss and gemma4 only");
+      return make_error(
+          "synthetic model: experts are for architectures qwen3moe, qwen35moe, qwen3next, gpt-oss and gemma4 only");
     }
     return {};
   }
@@ -693,8 +695,8 @@ Result<void> validate_synth_config(const SynthConfig& c) {
                            dtype_name(c.weight_type)));
   }
   if (c.weight_type == DType::MXFP4 && a != "qwen3moe" && a != "qwen35moe" && a != "qwen3next" && a != "gpt-oss") {
-    return bad(
-        fmt::format("the MXFP4 mix quantizes the experts, and {} has none (use qwen3moe, qwen35moe, qwen3next or gpt-oss)", a));
+    return bad(fmt::format(
+        "the MXFP4 mix quantizes the experts, and {} has none (use qwen3moe, qwen35moe, qwen3next or gpt-oss)", a));
   }
   if (c.q4_k_m && c.weight_type != DType::Q4_K) return bad("the Q4_K_M mix needs weight type Q4_K");
   const int64_t block = dtype_info(c.weight_type).block_size;

@@ -82,7 +82,10 @@ struct LayerWeights {
   static void visit_matrices(Self& l, F& fn) {
     for (auto* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.moe.router, &l.ple_gate, &l.ple_proj,
                     &l.ssm_qkv, &l.ssm_z, &l.ssm_beta, &l.ssm_alpha, &l.ssm_out, &l.moe.shared_gate, &l.moe.shared_up,
-                    &l.moe.shared_down, &l.ssm_in, &l.ssm_ba}) {
+                    &l.moe.shared_down}) {
+      fn(*m);
+    }
+    for (auto* m : {&l.ssm_in, &l.ssm_ba}) {
       fn(*m);
     }
     for (auto* experts : {&l.moe.gate, &l.moe.up, &l.moe.down}) {

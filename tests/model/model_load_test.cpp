@@ -45,8 +45,11 @@ const GgufFile& small_model(const std::string& arch) {
   c.weight_sd = 0.1f;
   c.bias_sd = 0.5f;
   c.num_threads = 1;
-  if (arch == "qwen35" || arch == "qwen35moe" || arch == "qwen3next") c.full_attention_interval = 2;  // layer 0 Gated DeltaNet, 1 attention
-  if (arch == "qwen3moe" || arch == "qwen35moe" || arch == "qwen3next") {  // 4 experts of 32, 2 used (qwen35moe, qwen3next: a shared expert of 128)
+  // Hybrids: layer 0 Gated DeltaNet, 1 attention. MoE: 4 experts of 32, 2 used (qwen35moe, qwen3next: a shared
+  // expert of 128).
+  const bool hybrid = arch == "qwen35" || arch == "qwen35moe" || arch == "qwen3next";
+  if (hybrid) c.full_attention_interval = 2;
+  if (arch == "qwen3moe" || arch == "qwen35moe" || arch == "qwen3next") {
     c.n_expert = 4;
     c.n_expert_used = 2;
     c.expert_ffn_dim = 32;
