@@ -36,7 +36,7 @@ int run_synth(const SynthFlags& f) {
   if (!preset) {
     std::fprintf(stderr,
                  "error: unknown preset '%s' (tiny, 110m, 1b, 3b, 8b, 30b-a3b, gpt-oss-20b, qwen35-0.8b, "
-                 "qwen35-35b-a3b)\n",
+                 "qwen35-35b-a3b, qwen3next-80b-a3b)\n",
                  f.preset.c_str());
     return 1;
   }
@@ -87,9 +87,11 @@ int run_synth(const SynthFlags& f) {
     c.n_expert_used = f.has_experts_used ? o.n_expert_used : 8;
     c.expert_ffn_dim = f.has_expert_ffn ? o.expert_ffn_dim : c.ffn_dim / 8;
   }
-  if (c.architecture == "qwen35moe" && c.n_expert == 0) {  // a dense preset as qwen35moe: Qwen3.5-35B-A3B's routing
-    c.n_expert = f.has_experts ? o.n_expert : 256;
-    c.n_expert_used = f.has_experts_used ? o.n_expert_used : 8;
+  const bool qwen3next = c.architecture == "qwen3next";
+  if ((c.architecture == "qwen35moe" || qwen3next) && c.n_expert == 0) {  // a dense preset: Qwen3.5-35B-A3B's or
+                                                                          // Qwen3-Next-80B-A3B's routing
+    c.n_expert = f.has_experts ? o.n_expert : (qwen3next ? 512 : 256);
+    c.n_expert_used = f.has_experts_used ? o.n_expert_used : (qwen3next ? 10 : 8);
     c.expert_ffn_dim = f.has_expert_ffn ? o.expert_ffn_dim : c.ffn_dim / 8;
   }
   if (c.architecture == "gpt-oss" && c.n_expert == 0) {  // a dense preset as gpt-oss: gpt-oss-20b's routing
@@ -111,7 +113,8 @@ int run_synth(const SynthFlags& f) {
     std::printf(", %lld experts of %lld (%lld used)", static_cast<long long>(c.n_expert),
                 static_cast<long long>(c.expert_ffn_dim), static_cast<long long>(c.n_expert_used));
   }
-  if (c.architecture == "qwen35moe") std::printf(", a shared expert of %lld", static_cast<long long>(c.ffn_dim));
+  if (c.architecture == "qwen35moe" || qwen3next)
+    std::printf(", a shared expert of %lld", static_cast<long long>(c.ffn_dim));
   std::printf("\n");
   return 0;
 }
@@ -132,9 +135,10 @@ Command add_synth(CLI::App& app) {
          "--per-layer-dim), gpt-oss (biases, attention sinks, YaRN, every other layer local, biased experts with a "
          "clamped SwiGLU), qwen35 (Qwen3.5 dense: three of four layers Gated DeltaNet, the fourth gated full "
          "attention with partial RoPE), qwen35moe (Qwen3.5-MoE: qwen35's layers with qwen3moe's experts and a "
-         "sigmoid-gated shared expert of width --ffn)")
+         "sigmoid-gated shared expert of width --ffn), qwen3next (Qwen3-Next: qwen35moe with llama.cpp's fused "
+         "ssm_in and ssm_ba DeltaNet projections, key heads grouped, plain neox RoPE)")
       ->check(CLI::IsMember({"llama", "qwen2", "qwen3", "qwen3moe", "phi3", "gemma2", "gemma3", "gemma4", "gpt-oss",
-                             "qwen35", "qwen35moe"}));
+                             "qwen35", "qwen35moe", "qwen3next"}));
   app.add_option("--head-dim-swa", f->overrides.head_dim_swa, "gemma4: sliding layers' head size (0: head dim / 2)");
   app.add_option("--kv-heads-global", f->overrides.n_kv_heads_global,
                  "gemma4: global layers' KV heads (0: --kv-heads)");
@@ -151,10 +155,11 @@ Command add_synth(CLI::App& app) {
   app.add_option("--rope-base", f->rope_base, "RoPE frequency base (default 10000, 500000 with --rope-freqs)");
   app.add_option("--preset", f->preset,
                  "Shape: tiny, 110m, 1b, 3b, 8b, 30b-a3b (Qwen3-30B-A3B, qwen3moe), gpt-oss-20b (gpt-oss), qwen35-0.8b "
-                 "(qwen35), qwen35-35b-a3b (qwen35moe)")
+                 "(qwen35), qwen35-35b-a3b (qwen35moe), qwen3next-80b-a3b (qwen3next)")
       ->capture_default_str();
   app.add_option("--type", f->type,
-                 "Weight type (mxfp4: qwen3moe, qwen35moe and gpt-oss, MXFP4 experts and Q8_0 for the other matrices)")
+                 "Weight type (mxfp4: qwen3moe, qwen35moe, qwen3next and gpt-oss, MXFP4 experts and Q8_0 for the other "
+                 "matrices)")
       ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q4_k_m", "q6_k", "mxfp4"}))
       ->capture_default_str();
   app.add_option("--vocab-from", f->overrides.vocab_from, "GGUF whose tokenizer is copied")

@@ -8,9 +8,9 @@
 namespace hearth {
 namespace {
 
-constexpr std::array<std::string_view, 13> kSupportedArchitectures = {
-    "gemma2", "gemma3", "gemma4", "gpt-oss",   "llama",    "mistral", "phi3",
-    "qwen2",  "qwen3",  "qwen35", "qwen35moe", "qwen3moe", "smollm"};
+constexpr std::array<std::string_view, 14> kSupportedArchitectures = {
+    "gemma2", "gemma3", "gemma4", "gpt-oss",   "llama",    "mistral",   "phi3",
+    "qwen2",  "qwen3",  "qwen35", "qwen35moe", "qwen3moe", "qwen3next", "smollm"};
 
 // llama.cpp's LLAMA_MAX_EXPERTS: a file with more experts is one the peer refuses too.
 constexpr int32_t kMaxExperts = 512;
@@ -327,10 +327,10 @@ Result<void> read_gemma4(const GgufFile& file, const std::string& p, ModelConfig
 // qwen3moe's experts, as llama.cpp's qwen3moe loader reads them: expert_count and expert_used_count required,
 // expert_feed_forward_length or else feed_forward_length / expert_used_count. `ffn` is feed_forward_length, 0
 // when absent (a MoE file needs it only for the fallbacks). qwen35moe adds its shared expert's width,
-// expert_shared_feed_forward_length or else feed_forward_length, as llama.cpp's qwen35moe loader.
+// expert_shared_feed_forward_length or else feed_forward_length, as llama.cpp's qwen35moe loader (qwen3next too).
 Result<void> read_moe(const GgufFile& file, const std::string& p, int32_t ffn, ModelConfig& c) {
   const bool gpt_oss = c.architecture == "gpt-oss";
-  const bool qwen35moe = c.architecture == "qwen35moe";
+  const bool qwen35moe = c.architecture == "qwen35moe" || c.architecture == "qwen3next";
   if (c.architecture != "qwen3moe" && !qwen35moe && !gpt_oss) return {};
   auto n_expert = read_positive(file, p + "expert_count", std::nullopt);
   if (!n_expert) return n_expert.error();
@@ -386,11 +386,12 @@ Result<void> check_rope_sections(const GgufFile& file, const std::string& p, con
   return {};
 }
 
-// qwen35 and qwen35moe: the Gated DeltaNet layers' ssm.* keys (all required, as llama.cpp's loader requires them)
-// and full_attention_interval (default 4). attention.recurrent_layers (an explicit per-layer list) is refused by
-// name.
+// qwen35, qwen35moe and qwen3next: the Gated DeltaNet layers' ssm.* keys (all required, as llama.cpp's loader
+// requires them) and full_attention_interval (default 4). attention.recurrent_layers (an explicit per-layer list) is
+// refused by name.
 Result<void> read_delta_net(const GgufFile& file, const std::string& p, ModelConfig& c) {
-  if (c.architecture != "qwen35" && c.architecture != "qwen35moe") return {};
+  const bool qwen3next = c.architecture == "qwen3next";
+  if (c.architecture != "qwen35" && c.architecture != "qwen35moe" && !qwen3next) return {};
   DeltaNetConfig& d = c.delta_net;
   auto conv = read_positive(file, p + "ssm.conv_kernel", std::nullopt);
   auto state = read_positive(file, p + "ssm.state_size", std::nullopt);
@@ -423,7 +424,7 @@ Result<void> read_delta_net(const GgufFile& file, const std::string& p, ModelCon
     return make_error("{}: metadata '{}nextn_predict_layers' = {}: multi-token-prediction layers are not supported",
                       file.name(), p, **nextn);
   }
-  d = DeltaNetConfig{*conv, *state, *groups, *rank, *interval};
+  d = DeltaNetConfig{*conv, *state, *groups, *rank, *interval, /*grouped_heads=*/qwen3next};
   c.attn_output_gate = true;
   if (c.n_kv_layers() == 0) {
     return make_error("{}: {}full_attention_interval {} leaves none of the {} layers attending, which Hearth does not "
@@ -511,7 +512,8 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
   auto layers = read_positive(file, p + "block_count", std::nullopt);
   auto heads = read_positive(file, p + "attention.head_count", std::nullopt);
   // A MoE file's feed_forward_length is only the fallback for its experts' width (read_moe).
-  const bool moe = c.architecture == "qwen3moe" || c.architecture == "qwen35moe" || c.architecture == "gpt-oss";
+  const bool moe = c.architecture == "qwen3moe" || c.architecture == "qwen35moe" || c.architecture == "qwen3next" ||
+                   c.architecture == "gpt-oss";
   c.gemma4 = c.architecture == "gemma4";
   auto ffn = c.gemma4 ? Result<int32_t>(0)
                       : read_positive(file, p + "feed_forward_length", moe ? std::optional<int32_t>(0) : std::nullopt);
@@ -563,7 +565,7 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
   c.rms_eps = *eps;
   const std::string& a = c.architecture;
   c.gemma = a == "gemma2" || a == "gemma3" || c.gemma4;
-  const bool qwen3 = a == "qwen3" || a == "qwen3moe" || a == "qwen35" || a == "qwen35moe";
+  const bool qwen3 = a == "qwen3" || a == "qwen3moe" || a == "qwen35" || a == "qwen35moe" || a == "qwen3next";
   const bool gpt_oss = a == "gpt-oss";
   const bool neox = a == "qwen2" || qwen3 || a == "phi3" || c.gemma || gpt_oss;
   c.attn_sinks = gpt_oss;

@@ -65,6 +65,14 @@
 //                           sigmoid(ffn_gate_inp_shexp · x) × ffn_down_shexp(silu(ffn_gate_shexp · x) ⊙
 //                           ffn_up_shexp · x), of width expert_shared_feed_forward_length (absent:
 //                           feed_forward_length).
+//   qwen3next               Qwen3-Next (80B-A3B): qwen35moe's layers and FFN (shared expert required) with
+//                           llama.cpp's older DeltaNet tensors, grouped by key head (DeltaNetConfig::grouped_heads):
+//                           ssm_in.weight [dim, 2 key_dim + 2 value_dim] holds, for each key head g in turn, g's q
+//                           rows, its k rows, then the v rows and the z (gate) rows of its n_v / n_k value heads;
+//                           ssm_ba.weight [dim, 2 n_v_heads] holds, per key head, its value heads' beta rows then
+//                           their alpha rows; value head h reads key head h / (n_v / n_k) (llama.cpp's repeat-
+//                           interleave). Plain neox RoPE (no rope.dimension_sections). A file with attn_qkv and
+//                           attn_gate instead of ssm_in (llama.cpp's newer converter) reads them as qwen35 does.
 //
 // RoPE scaling: a rope_freqs.weight tensor (Llama 3.1/3.2, llama family) divides each pair's frequency
 // (weights.h); rope.scaling.type linear (or absent) with rope.scaling.factor F multiplies every angle by 1/F;
@@ -116,19 +124,23 @@ struct MoeRouting {
   bool norm_weights = false;
   ExpertActivation activation = ExpertActivation::kSilu;
   bool biases = false;  // gpt-oss: the router and every expert matrix add a bias
-  int32_t shared_ffn_dim = 0;  // qwen35moe: the sigmoid-gated shared expert's hidden width; 0: no shared expert
+  int32_t shared_ffn_dim = 0;  // qwen35moe, qwen3next: the sigmoid-gated shared expert's width; 0: none
 };
 
 // A Gated DeltaNet layer's shape (qwen35's ssm.* keys as llama.cpp reads them): n_v_heads value heads
 // (ssm.time_step_rank) of d_state (ssm.state_size) each, n_k_heads query/key heads (ssm.group_count) of d_state, value
-// head h reading key head h % n_k_heads (llama.cpp's tiling), a causal convolution of d_conv taps (ssm.conv_kernel)
-// over the q|k|v channels. ssm.inner_size must be n_v_heads × d_state.
+// head h reading key head key_head_of(h) (qwen35: llama.cpp's tiling, h % n_k_heads), a causal convolution of d_conv
+// taps (ssm.conv_kernel) over the q|k|v channels. ssm.inner_size must be n_v_heads × d_state.
 struct DeltaNetConfig {
   int32_t d_conv = 0;
   int32_t d_state = 0;
   int32_t n_k_heads = 0;
   int32_t n_v_heads = 0;
   int32_t full_attention_interval = 0;  // 0: not a hybrid model
+  bool grouped_heads = false;           // qwen3next: value head h reads key head h / (n_v / n_k), not h % n_k
+
+  // The query/key head that value head h reads.
+  int32_t key_head_of(int32_t h) const { return grouped_heads ? h / (n_v_heads / n_k_heads) : h % n_k_heads; }
 
   int32_t key_dim() const { return n_k_heads * d_state; }
   int32_t value_dim() const { return n_v_heads * d_state; }

@@ -1,4 +1,5 @@
-// The Gated DeltaNet layer of hybrid models (qwen35), as llama.cpp's qwen35 graph and delta-net code define it:
+// The Gated DeltaNet layer of hybrid models (qwen35, qwen35moe, qwen3next), as llama.cpp's qwen35 graph and delta-net
+// code define it:
 //
 //   x ─ attn_norm ─┬─ attn_qkv ─ causal conv (d_conv taps, window kept in the state) ─ silu ─┬ q ─ L2 norm ┐
 //                  │                                                                         ├ k ─ L2 norm ┤
@@ -8,8 +9,10 @@
 //                  │                                   gated delta rule per value head (kernels/delta_net.h) ┘
 //                  └─ attn_gate ─ z ──────── RMSNorm(out_h) · ssm_norm · silu(z_h) ─ ssm_out ─ + x
 //
-// Value head h reads query/key head h % n_k_heads (ggml's repeat tiles the key heads). The L2 norm is
-// x / sqrt(Σx² + eps) (llama.cpp: rms_norm with eps / n, × 1/sqrt(n)); the rule's output is scaled by 1/sqrt(d_state).
+// Value head h reads query/key head h % n_k_heads (ggml's repeat tiles the key heads); qwen3next's reads
+// h / (n_v_heads / n_k_heads), and its fused ssm_in and ssm_ba are gathered into this layout (delta_net_project). The
+// L2 norm is x / sqrt(Σx² + eps) (llama.cpp: rms_norm with eps / n, × 1/sqrt(n)); the rule's output is scaled by
+// 1/sqrt(d_state).
 //
 // Recurrent state of one sequence, per recurrent layer in layer order (ModelConfig::recurrent_state_floats):
 //   [conv window: conv_channels][d_conv − 1] oldest first, then [n_v_heads][d_state (value)][d_state (key)]
@@ -95,11 +98,7 @@ void Model::delta_net_block(int layer, const BatchInput& batch, KvStorage& kv, T
   for_each_row(pool, n, [&](int64_t row) {
     rms_norm(s_.x.data() + row * c.dim, w.attn_norm.data(), s_.xn.data() + row * c.dim, c.dim, c.rms_eps);
   });
-  const MatmulOutput outs[] = {{&w.ssm_qkv, s_.dn_qkv.data()},
-                               {&w.ssm_z, s_.dn_z.data()},
-                               {&w.ssm_beta, s_.dn_beta.data()},
-                               {&w.ssm_alpha, s_.dn_decay.data()}};
-  matmul_group(outs, s_.xn.data(), n, pool, s_.matmul);
+  delta_net_project(layer, n, pool);
   for_each_row(pool, n, [&](int64_t row) {
     float* decay = s_.dn_decay.data() + row * d.n_v_heads;
     float* beta = s_.dn_beta.data() + row * d.n_v_heads;
@@ -121,6 +120,57 @@ void Model::delta_net_block(int layer, const BatchInput& batch, KvStorage& kv, T
   });
   matmul(w.ssm_out, s_.dn_out.data(), n, s_.proj.data(), pool, s_.matmul);
   for_each_row(pool, n, [&](int64_t row) { add_inplace(s_.x.data() + row * c.dim, s_.proj.data() + row * c.dim, c.dim); });
+}
+
+// The input projections into dn_qkv (q|k|v), dn_z, dn_beta and dn_decay (alpha, before the decay's formula).
+// qwen3next's fused ssm_in and ssm_ba (config.h) go to dn_in and dn_ba, then each row is gathered key head by key
+// head into the same layout: copies only, so a token's bits still depend on nothing but its own row.
+void Model::delta_net_project(int layer, int64_t n, ThreadPool& pool) {
+  const DeltaNetConfig& d = config_.delta_net;
+  const LayerWeights& w = weights_.layers[layer];
+  if (!d.grouped_heads) {
+    const MatmulOutput outs[] = {{&w.ssm_qkv, s_.dn_qkv.data()},
+                                 {&w.ssm_z, s_.dn_z.data()},
+                                 {&w.ssm_beta, s_.dn_beta.data()},
+                                 {&w.ssm_alpha, s_.dn_decay.data()}};
+    matmul_group(outs, s_.xn.data(), n, pool, s_.matmul);
+    return;
+  }
+  const bool fused_in = w.ssm_in.data != nullptr;  // else the newer attn_qkv and attn_gate, as qwen35's
+  if (fused_in) {
+    const MatmulOutput outs[] = {{&w.ssm_in, s_.dn_in.data()}, {&w.ssm_ba, s_.dn_ba.data()}};
+    matmul_group(outs, s_.xn.data(), n, pool, s_.matmul);
+  } else {
+    const MatmulOutput outs[] = {
+        {&w.ssm_qkv, s_.dn_qkv.data()}, {&w.ssm_z, s_.dn_z.data()}, {&w.ssm_ba, s_.dn_ba.data()}};
+    matmul_group(outs, s_.xn.data(), n, pool, s_.matmul);
+  }
+  const int32_t r = d.n_v_heads / d.n_k_heads;             // value heads per key head
+  const size_t qk = sizeof(float) * d.d_state;             // one key head's q (or k)
+  const size_t vz = sizeof(float) * r * d.d_state;         // its value heads' v (or z)
+  const int64_t group = 2 * int64_t{d.d_state} * (1 + r);  // one key head's span of an ssm_in row
+  for_each_row(pool, n, [&](int64_t row) {
+    const float* ba = s_.dn_ba.data() + row * 2 * d.n_v_heads;
+    float* beta = s_.dn_beta.data() + row * d.n_v_heads;
+    float* alpha = s_.dn_decay.data() + row * d.n_v_heads;
+    for (int32_t g = 0; g < d.n_k_heads; ++g) {
+      std::memcpy(beta + g * r, ba + 2 * g * r, sizeof(float) * r);
+      std::memcpy(alpha + g * r, ba + 2 * g * r + r, sizeof(float) * r);
+    }
+    if (!fused_in) return;
+    const float* in = s_.dn_in.data() + row * group * d.n_k_heads;
+    float* qkv = s_.dn_qkv.data() + row * d.conv_channels();
+    float* z = s_.dn_z.data() + row * d.value_dim();
+    for (int32_t g = 0; g < d.n_k_heads; ++g) {
+      const float* src = in + g * group;
+      const int64_t kg = int64_t{g} * d.d_state;
+      const int64_t vg = kg * r;
+      std::memcpy(qkv + kg, src, qk);
+      std::memcpy(qkv + d.key_dim() + kg, src + d.d_state, qk);
+      std::memcpy(qkv + 2 * d.key_dim() + vg, src + 2 * d.d_state, vz);
+      std::memcpy(z + vg, src + 2 * d.d_state + int64_t{r} * d.d_state, vz);
+    }
+  });
 }
 
 // The convolution (one item per sequence: its tokens in order through the window), the L2 norms, then the rule (one
@@ -154,7 +204,7 @@ void Model::delta_net_recurrence(int layer, const BatchInput& batch, KvStorage& 
   for_each_item(pool, n_seqs * d.n_v_heads, [&](int64_t item, int ith) {
     const BatchSequence& seq = batch.seqs[item / d.n_v_heads];
     const int32_t h = static_cast<int32_t>(item % d.n_v_heads);
-    const int32_t hk = h % d.n_k_heads;
+    const int32_t hk = d.key_head_of(h);
     float* state = kv.state_slot(seq.state_slot) + offset + window_floats + h * matrix;
     float* delta = s_.dn_delta.data() + static_cast<int64_t>(ith) * d.d_state;
     for (int32_t t = 0; t < seq.n_tokens; ++t) {

@@ -197,6 +197,10 @@ void Model::prepare_scratch(const BatchInput& batch, int n_threads) {
     grow(s_.dn_beta, t * d.n_v_heads);
     grow(s_.dn_out, t * d.value_dim());
     grow(s_.dn_delta, static_cast<size_t>(n_threads) * d.d_state);
+    if (d.grouped_heads) {
+      grow(s_.dn_in, t * (d.conv_channels() + d.value_dim()));
+      grow(s_.dn_ba, t * 2 * d.n_v_heads);
+    }
   }
   grow(s_.cos_sin, t * c.rope_dim);
   if (c.rope_freq_base_local > 0.0f) grow(s_.cos_sin_local, t * local_rope_dim(c));
@@ -626,11 +630,12 @@ ModelMemory Model::memory() const {
   m.weights_bytes = resident_weight_bytes(*file_, weights_, [](const MatrixView& v) { return v.packed != nullptr; });
   int64_t item_bytes = 0;
   for (const AttnItemSet& set : s_.attn_sets) item_bytes += capacity_bytes(set.items);
-  m.scratch_bytes = capacity_bytes(s_.x, s_.xn, s_.q, s_.k, s_.v, s_.attn, s_.proj, s_.gate, s_.up, s_.cos_sin,
-                                   s_.cos_sin_local, s_.ple, s_.ple_gate, s_.moe_in, s_.moe_out, s_.row_pos, s_.row_seq,
-                                   s_.logit_rows, s_.attn_scratch, s_.logits_in, s_.logits, s_.q_gate, s_.attn_gate,
-                                   s_.dn_qkv, s_.dn_conv, s_.dn_z, s_.dn_decay, s_.dn_beta, s_.dn_out, s_.dn_delta) +
-                    item_bytes + static_cast<int64_t>(s_.matmul.capacity()) + s_.moe.scratch_bytes();
+  m.scratch_bytes =
+      capacity_bytes(s_.x, s_.xn, s_.q, s_.k, s_.v, s_.attn, s_.proj, s_.gate, s_.up, s_.cos_sin, s_.cos_sin_local,
+                     s_.ple, s_.ple_gate, s_.moe_in, s_.moe_out, s_.row_pos, s_.row_seq, s_.logit_rows, s_.attn_scratch,
+                     s_.logits_in, s_.logits, s_.q_gate, s_.attn_gate, s_.dn_qkv, s_.dn_conv, s_.dn_z, s_.dn_decay,
+                     s_.dn_beta, s_.dn_out, s_.dn_delta, s_.dn_in, s_.dn_ba) +
+      item_bytes + static_cast<int64_t>(s_.matmul.capacity()) + s_.moe.scratch_bytes();
   return m;
 }
 

@@ -121,6 +121,7 @@ class Model {
     std::vector<float> q_gate, attn_gate;                     // qwen35 attention: [n_tokens, 2 q_dim | q_dim]
     // Gated DeltaNet rows: projections, convolved q|k|v, the output gate, per-head decay and beta, the rule's output.
     std::vector<float> dn_qkv, dn_conv, dn_z, dn_decay, dn_beta, dn_out;
+    std::vector<float> dn_in, dn_ba;  // qwen3next's fused projections: [n_tokens, 2 key_dim + 2 value_dim | 2 n_v]
     std::vector<float> dn_delta;                              // [n_threads, d_state]
     std::vector<float> cos_sin;                               // [n_tokens, rope_dim]
     std::vector<float> cos_sin_local;                         // [n_tokens, rope_dim]; gemma3's local layers
@@ -151,6 +152,7 @@ class Model {
   void ffn_block(int layer, int64_t n_rows, ThreadPool& pool);
   // A Gated DeltaNet layer (delta_net.cpp): reads and advances each sequence's recurrent state in kv.
   void delta_net_block(int layer, const BatchInput& batch, KvStorage& kv, ThreadPool& pool);
+  void delta_net_project(int layer, int64_t n_tokens, ThreadPool& pool);
   void delta_net_recurrence(int layer, const BatchInput& batch, KvStorage& kv, ThreadPool& pool);
   // Clears the state slot of every sequence that starts at position 0 (hybrid models).
   void reset_states(const BatchInput& batch, KvStorage& kv) const;

@@ -74,9 +74,9 @@ struct TensorPlan {
   std::vector<float> values = {};  // when set: exactly these values (one row), instead of mean + noise
 };
 
-// qwen35 and qwen35moe: the hybrid layers (Gated DeltaNet beside gated attention).
+// qwen35, qwen35moe and qwen3next: the hybrid layers (Gated DeltaNet beside gated attention).
 bool qwen35_family(const std::string& a) {
-  return a == "qwen35" || a == "qwen35moe";
+  return a == "qwen35" || a == "qwen35moe" || a == "qwen3next";
 }
 
 // llama-quantize's choice of the layers that get more bits in the _M mixes.
@@ -166,17 +166,20 @@ std::vector<TensorPlan> plan_qwen35_layer(const SynthConfig& c, int64_t i) {
     const int64_t value_dim = d.n_v_heads * d.d_state;
     std::vector<float> a;
     for (int64_t h = 0; h < d.n_v_heads; ++h) a.push_back(-(0.5f + static_cast<float>(h) / d.n_v_heads));
-    plan.push_back({blk + "attn_qkv.weight", {c.dim, 2 * key_dim + value_dim}, w, 0.0f, sd});
-    plan.push_back({blk + "attn_gate.weight", {c.dim, value_dim}, w, 0.0f, sd});
+    const bool fused = c.architecture == "qwen3next";  // ssm_in: q, k, v, z per key head; ssm_ba: beta, alpha
+    if (fused) plan.push_back({blk + "ssm_in.weight", {c.dim, 2 * key_dim + 2 * value_dim}, w, 0.0f, sd});
+    if (!fused) plan.push_back({blk + "attn_qkv.weight", {c.dim, 2 * key_dim + value_dim}, w, 0.0f, sd});
+    if (!fused) plan.push_back({blk + "attn_gate.weight", {c.dim, value_dim}, w, 0.0f, sd});
     plan.push_back({blk + "ssm_conv1d.weight", {d.d_conv, 2 * key_dim + value_dim}, DType::F32, 0.0f, c.ssm_conv_sd});
     plan.push_back({blk + "ssm_dt.bias", {d.n_v_heads}, DType::F32, 0.0f, c.bias_sd});
     plan.push_back({blk + "ssm_a", {d.n_v_heads}, DType::F32, 0.0f, 0.0f, a});
-    plan.push_back({blk + "ssm_alpha.weight", {c.dim, d.n_v_heads}, w, 0.0f, sd});
-    plan.push_back({blk + "ssm_beta.weight", {c.dim, d.n_v_heads}, w, 0.0f, sd});
+    if (fused) plan.push_back({blk + "ssm_ba.weight", {c.dim, 2 * d.n_v_heads}, w, 0.0f, sd});
+    if (!fused) plan.push_back({blk + "ssm_alpha.weight", {c.dim, d.n_v_heads}, w, 0.0f, sd});
+    if (!fused) plan.push_back({blk + "ssm_beta.weight", {c.dim, d.n_v_heads}, w, 0.0f, sd});
     plan.push_back({blk + "ssm_norm.weight", {d.d_state}, DType::F32, 1.0f, c.qk_norm_sd});
     plan.push_back({blk + "ssm_out.weight", {value_dim, c.dim}, w, 0.0f, sd});
   }
-  if (c.architecture == "qwen35moe") {
+  if (c.architecture == "qwen35moe" || c.architecture == "qwen3next") {
     plan_experts(c, blk, false, plan);
     plan_shared_expert(c, blk, plan);
     return plan;
@@ -469,6 +472,9 @@ void add_metadata(GgufWriter& w, const SynthConfig& c, const GgufFile& vocab, in
     w.add(a + ".ssm.time_step_rank", u32(d.n_v_heads));
     w.add(a + ".ssm.inner_size", u32(d.n_v_heads * d.d_state));
     w.add(a + ".full_attention_interval", u32(c.full_attention_interval));
+  }
+  if (qwen35_family(a) && a != "qwen3next") {  // qwen3next rotates plain neox RoPE
+    const SynthDeltaNet d = synth_delta_net(c);
     // Qwen3.5's interleaved M-RoPE sections ([11, 11, 10, 0] for its 32 rotated pairs), scaled to these pairs.
     const int64_t pairs = d.rope_dim / 2;
     std::vector<GgufValue> sections;
@@ -500,12 +506,12 @@ void add_metadata(GgufWriter& w, const SynthConfig& c, const GgufFile& vocab, in
     w.add(a + ".rope.scaling.factor", gguf_f32(c.rope_factor));
     w.add(a + ".rope.scaling.original_context_length", u32(c.rope_original_context));
   }
-  if (a == "qwen3moe" || a == "qwen35moe" || a == "gpt-oss" || (a == "gemma4" && c.n_expert > 0)) {
+  if (a == "qwen3moe" || a == "qwen35moe" || a == "qwen3next" || a == "gpt-oss" || (a == "gemma4" && c.n_expert > 0)) {
     w.add(a + ".expert_count", u32(c.n_expert));
     w.add(a + ".expert_used_count", u32(c.n_expert_used));
     w.add(a + ".expert_feed_forward_length", u32(c.expert_ffn_dim));
   }
-  if (a == "qwen35moe") w.add(a + ".expert_shared_feed_forward_length", u32(c.ffn_dim));
+  if (a == "qwen35moe" || a == "qwen3next") w.add(a + ".expert_shared_feed_forward_length", u32(c.ffn_dim));
   if (c.pooling_type >= 0) w.add(a + ".pooling_type", u32(c.pooling_type));
   if (c.add_eos) w.add("tokenizer.ggml.add_eos_token", gguf_bool(*c.add_eos));
   for (const auto& [key, value] : vocab.metadata()) {
@@ -570,11 +576,13 @@ namespace {
 // qwen3moe needs 1 <= n_expert_used <= n_expert <= 512 (llama.cpp's LLAMA_MAX_EXPERTS) and an expert width; every
 // other architecture is dense and must leave them 0.
 Result<void> validate_experts(const SynthConfig& c) {
-  const bool moe = c.architecture == "qwen3moe" || c.architecture == "qwen35moe" || c.architecture == "gpt-oss" ||
-                   (c.architecture == "gemma4" && c.n_expert > 0);  // gemma4: dense, or 26B-A4B's experts
+  // gemma4: dense, or 26B-A4B's experts
+  const bool moe = c.architecture == "qwen3moe" || c.architecture == "qwen35moe" || c.architecture == "qwen3next" ||
+                   c.architecture == "gpt-oss" || (c.architecture == "gemma4" && c.n_expert > 0);
   if (!moe) {
     if (c.n_expert != 0 || c.n_expert_used != 0 || c.expert_ffn_dim != 0) {
-      return make_error("synthetic model: experts are for architectures qwen3moe, qwen35moe, gpt-oss and gemma4 only");
+      return make_error(
+          "synthetic model: experts are for architectures qwen3moe, qwen35moe, qwen3next, gpt-oss and gemma4 only");
     }
     return {};
   }
@@ -633,7 +641,7 @@ Result<void> validate_synth_config(const SynthConfig& c) {
       a != "gemma3" && a != "gemma4" && a != "gpt-oss" && !qwen35_family(a)) {
     return bad(fmt::format(
         "architecture '{}' is not one the generator writes (llama, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3, "
-        "gemma4, gpt-oss, qwen35, qwen35moe)",
+        "gemma4, gpt-oss, qwen35, qwen35moe, qwen3next)",
         a));
   }
   HEARTH_TRY(validate_gemma4(c));
@@ -690,9 +698,9 @@ Result<void> validate_synth_config(const SynthConfig& c) {
     return bad(fmt::format("weight type {} has no quantizer (use F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K or MXFP4)",
                            dtype_name(c.weight_type)));
   }
-  if (c.weight_type == DType::MXFP4 && a != "qwen3moe" && a != "qwen35moe" && a != "gpt-oss") {
-    return bad(
-        fmt::format("the MXFP4 mix quantizes the experts, and {} has none (use qwen3moe, qwen35moe or gpt-oss)", a));
+  if (c.weight_type == DType::MXFP4 && a != "qwen3moe" && a != "qwen35moe" && a != "qwen3next" && a != "gpt-oss") {
+    return bad(fmt::format(
+        "the MXFP4 mix quantizes the experts, and {} has none (use qwen3moe, qwen35moe, qwen3next or gpt-oss)", a));
   }
   if (c.q4_k_m && c.weight_type != DType::Q4_K) return bad("the Q4_K_M mix needs weight type Q4_K");
   const int64_t block = dtype_info(c.weight_type).block_size;
@@ -703,7 +711,7 @@ Result<void> validate_synth_config(const SynthConfig& c) {
                            dtype_name(c.weight_type), block, c.dim, moe ? "expert_ffn_dim" : "ffn_dim", ffn,
                            c.n_heads * head_dim));
   }
-  if (a == "qwen35moe" && c.expert_ffn_dim % block != 0) {
+  if ((a == "qwen35moe" || a == "qwen3next") && c.expert_ffn_dim % block != 0) {
     return bad(fmt::format("{} rows need multiples of {} elements, but expert_ffn_dim is {}", dtype_name(c.weight_type),
                            block, c.expert_ffn_dim));
   }

@@ -61,6 +61,10 @@
 // FFN, plus a shared expert of width ffn_dim (written as expert_shared_feed_forward_length beside the expert_* keys):
 //   blk.N.ffn_gate_inp_shexp.weight [dim]         F32, N(0, weight_sd^2): the shared expert's sigmoid gate
 //   blk.N.ffn_gate_shexp.weight, ffn_up_shexp.weight [dim, ffn_dim]; blk.N.ffn_down_shexp.weight [ffn_dim, dim]
+// qwen3next (Qwen3-Next) is qwen35moe with llama.cpp's older DeltaNet tensors (model/config.h) and no
+// rope.dimension_sections: instead of attn_qkv, attn_gate, ssm_alpha and ssm_beta,
+//   blk.N.ssm_in.weight      [dim, 2 key_dim + 2 value_dim]  per key head: q, k, its value heads' v, their z
+//   blk.N.ssm_ba.weight      [dim, 2 n_v_heads]              per key head: its value heads' beta, then alpha
 // gemma4 is gemma3's layer as llama.cpp's gemma4 loader reads it: attention.sliding_window_pattern (every
 // swa_period-th layer global), sliding layers with heads of head_dim_swa (attention.key_length_swa), global ones
 // of head_dim with n_kv_heads_global KV heads (attention.head_count_kv then one count per layer), the last
@@ -184,7 +188,8 @@ SynthDeltaNet synth_delta_net(const SynthConfig& config);
 // heads, ffn 8192), "3b", "8b", and "30b-a3b" (Qwen3-30B-A3B, architecture qwen3moe: dim 2048, 48 layers, 32 heads
 // of 128, 4 KV heads, ffn 6144, 128 experts of 768, 8 used), "gpt-oss-20b", "qwen35-0.8b" (qwen35) and
 // "qwen35-35b-a3b" (Qwen3.5-35B-A3B, qwen35moe: dim 2048, 40 layers, 16 heads of 256, 2 KV heads, 256 experts of 512,
-// 8 used, a shared expert of 512, DeltaNet 16 key and 32 value heads of 128). nullopt for an unknown name. Paths, type
+// 8 used, a shared expert of 512, DeltaNet 16 key and 32 value heads of 128), "qwen3next-80b-a3b" (its shape with 48
+// layers and 512 experts, 10 used, architecture qwen3next). nullopt for an unknown name. Paths, type
 // and seed keep their defaults.
 std::optional<SynthConfig> synth_preset(std::string_view name);
 

@@ -77,6 +77,15 @@ std::optional<SynthConfig> synth_preset(std::string_view name) {
     c.rms_eps = 1e-6f;
     return c;
   }
+  if (name == "qwen3next-80b-a3b") {  // Qwen3-Next-80B-A3B's config.json, context cut to 4096
+    auto c = synth_preset("qwen35-35b-a3b");
+    c->name = "hearth-synthetic-qwen3next-80b-a3b";
+    c->architecture = "qwen3next";
+    c->n_layers = 48;
+    c->n_expert = 512;
+    c->n_expert_used = 10;
+    return c;
+  }
   if (name == "30b-a3b") {  // Qwen3-30B-A3B's config.json, context cut to 4096
     SynthConfig c;
     c.name = "hearth-synthetic-30b-a3b";

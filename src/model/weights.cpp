@@ -328,15 +328,32 @@ Result<void> bind_dense_ffn(Binder& b, const ModelConfig& c, const std::string& 
   return {};
 }
 
+// qwen3next's fused DeltaNet projections (config.h): ssm_ba [dim, 2 n_v_heads] always, and ssm_in [dim, 2 key_dim +
+// 2 value_dim] unless the file has the newer attn_qkv (then bind_delta_net binds attn_qkv and attn_gate).
+Result<void> bind_delta_net_grouped(Binder& b, const ModelConfig& c, const std::string& p, LayerWeights& l) {
+  const DeltaNetConfig& d = c.delta_net;
+  auto ba = b.matrix(p + "ssm_ba.weight", c.dim, 2 * int64_t{d.n_v_heads});
+  if (!ba) return ba.error();
+  l.ssm_ba = *ba;
+  if (b.has(p + "attn_qkv.weight")) return {};
+  auto in = b.matrix(p + "ssm_in.weight", c.dim, int64_t{d.conv_channels()} + d.value_dim());
+  if (!in) return in.error();
+  l.ssm_in = *in;
+  return {};
+}
+
 // A Gated DeltaNet layer's tensors, with llama.cpp's qwen35 names and shapes (GGML order): attn_qkv [dim,
 // conv_channels], attn_gate [dim, value_dim], ssm_conv1d [d_conv, conv_channels], ssm_dt.bias and ssm_a [n_v_heads],
 // ssm_beta and ssm_alpha [dim, n_v_heads], ssm_norm [d_state], ssm_out [value_dim, dim].
 Result<void> bind_delta_net(Binder& b, const ModelConfig& c, const std::string& p, LayerWeights& l) {
   const DeltaNetConfig& d = c.delta_net;
-  auto qkv = b.matrix(p + "attn_qkv.weight", c.dim, d.conv_channels());
-  auto z = b.matrix(p + "attn_gate.weight", c.dim, d.value_dim());
-  auto beta = b.matrix(p + "ssm_beta.weight", c.dim, d.n_v_heads);
-  auto alpha = b.matrix(p + "ssm_alpha.weight", c.dim, d.n_v_heads);
+  if (d.grouped_heads) HEARTH_TRY(bind_delta_net_grouped(b, c, p, l));
+  const bool fused_in = l.ssm_in.data != nullptr;
+  auto qkv = fused_in ? Result<MatrixView>(MatrixView{}) : b.matrix(p + "attn_qkv.weight", c.dim, d.conv_channels());
+  auto z = fused_in ? Result<MatrixView>(MatrixView{}) : b.matrix(p + "attn_gate.weight", c.dim, d.value_dim());
+  auto beta = d.grouped_heads ? Result<MatrixView>(MatrixView{}) : b.matrix(p + "ssm_beta.weight", c.dim, d.n_v_heads);
+  auto alpha =
+      d.grouped_heads ? Result<MatrixView>(MatrixView{}) : b.matrix(p + "ssm_alpha.weight", c.dim, d.n_v_heads);
   auto out = b.matrix(p + "ssm_out.weight", d.value_dim(), c.dim);
   for (const auto* m : {&qkv, &z, &beta, &alpha, &out}) {
     if (!*m) return m->error();
@@ -397,8 +414,8 @@ Result<LayerWeights> bind_layer(Binder& b, const ModelConfig& c, int il) {
   auto attn_norm = b.vector(p + "attn_norm.weight", c.dim);
   if (!attn_norm) return attn_norm.error();
   // gpt-oss and qwen35(moe) name the FFN's input norm post_attention_norm (it follows the attention's residual add).
-  const bool post_attention_ffn_norm =
-      c.architecture == "gpt-oss" || c.architecture == "qwen35" || c.architecture == "qwen35moe";
+  const bool post_attention_ffn_norm = c.architecture == "gpt-oss" || c.architecture == "qwen35" ||
+                                       c.architecture == "qwen35moe" || c.architecture == "qwen3next";
   auto ffn_norm = b.vector(p + (post_attention_ffn_norm ? "post_attention_norm.weight" : "ffn_norm.weight"), c.dim);
   if (!ffn_norm) return ffn_norm.error();
   l.attn_norm = std::move(*attn_norm);

@@ -46,6 +46,9 @@ struct LayerWeights {
   MatrixView ssm_beta;             // [n_v_heads, dim]      ssm_beta.weight
   MatrixView ssm_alpha;            // [n_v_heads, dim]      ssm_alpha.weight
   MatrixView ssm_out;              // [dim, value_dim]      ssm_out.weight
+  // qwen3next's fused projections (config.h), instead of ssm_qkv/ssm_z and ssm_beta/ssm_alpha; empty otherwise.
+  MatrixView ssm_in;               // [2 key_dim + 2 value_dim, dim]  ssm_in.weight: q, k, v, z per key head
+  MatrixView ssm_ba;               // [2 n_v_heads, dim]              ssm_ba.weight: beta, alpha per key head
   std::vector<float> ssm_conv;     // [conv_channels, d_conv]  ssm_conv1d.weight, each channel's taps oldest first
   std::vector<float> ssm_dt_bias;  // [n_v_heads]  ssm_dt.bias
   std::vector<float> ssm_a;        // [n_v_heads]  ssm_a: −exp(A_log), as the converter stores it
@@ -80,6 +83,9 @@ struct LayerWeights {
     for (auto* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.moe.router, &l.ple_gate, &l.ple_proj,
                     &l.ssm_qkv, &l.ssm_z, &l.ssm_beta, &l.ssm_alpha, &l.ssm_out, &l.moe.shared_gate, &l.moe.shared_up,
                     &l.moe.shared_down}) {
+      fn(*m);
+    }
+    for (auto* m : {&l.ssm_in, &l.ssm_ba}) {
       fn(*m);
     }
     for (auto* experts : {&l.moe.gate, &l.moe.up, &l.moe.down}) {

@@ -45,8 +45,11 @@ const GgufFile& small_model(const std::string& arch) {
   c.weight_sd = 0.1f;
   c.bias_sd = 0.5f;
   c.num_threads = 1;
-  if (arch == "qwen35" || arch == "qwen35moe") c.full_attention_interval = 2;  // layer 0 Gated DeltaNet, 1 attention
-  if (arch == "qwen3moe" || arch == "qwen35moe") {  // 4 experts of 32, 2 used (qwen35moe: a shared expert of 128)
+  // Hybrids: layer 0 Gated DeltaNet, 1 attention. MoE: 4 experts of 32, 2 used (qwen35moe, qwen3next: a shared
+  // expert of 128).
+  const bool hybrid = arch == "qwen35" || arch == "qwen35moe" || arch == "qwen3next";
+  if (hybrid) c.full_attention_interval = 2;
+  if (arch == "qwen3moe" || arch == "qwen35moe" || arch == "qwen3next") {
     c.n_expert = 4;
     c.n_expert_used = 2;
     c.expert_ffn_dim = 32;
@@ -122,11 +125,11 @@ TEST(ModelLoadErrors, UnknownArchitectureListsTheSupportedOnes) {
   EXPECT_TRUE(contains(message, "edited.gguf: architecture 'gemma' is not supported")) << message;
   EXPECT_TRUE(contains(message,
                        "(supported: gemma2, gemma3, gemma4, gpt-oss, llama, mistral, phi3, qwen2, qwen3, qwen35, "
-                       "qwen35moe, qwen3moe, smollm)"))
+                       "qwen35moe, qwen3moe, qwen3next, smollm)"))
       << message;
   EXPECT_EQ(ModelConfig::supported_architectures(),
             "gemma2, gemma3, gemma4, gpt-oss, llama, mistral, phi3, qwen2, qwen3, qwen35, qwen35moe, qwen3moe, "
-            "smollm");
+            "qwen3next, smollm");
 }
 
 // qwen35's DeltaNet keys are required (as llama.cpp requires them); an inner size that is not heads × state size,
@@ -167,11 +170,17 @@ TEST(ModelLoadErrors, Qwen35MoeSharedExpertIsRequired) {
       << width;
 }
 
-// The other hybrid family (Qwen3-Next) is refused by name, not run as something else.
-TEST(ModelLoadErrors, OtherHybridArchitecturesAreRefusedByName) {
-  for (const char* arch : {"qwen3next"}) {
-    const std::string message = load_error({.arch = arch}, "llama");
-    EXPECT_TRUE(contains(message, std::string("architecture '") + arch + "' is not supported")) << message;
+// qwen3next loads with its fused DeltaNet projections (ssm_in, ssm_ba), each required by name, and its shared expert.
+TEST(ModelLoadErrors, Qwen3NextFusedProjectionsAreRequired) {
+  auto model = Model::load(edited(small_model("qwen3next"), {.arch = "qwen3next"})->file);
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  EXPECT_TRUE((*model)->config().delta_net.grouped_heads);
+  EXPECT_EQ((*model)->config().moe.shared_ffn_dim, 128);
+  for (const char* name : {"blk.0.ssm_in.weight", "blk.0.ssm_ba.weight", "blk.1.ffn_up_shexp.weight"}) {
+    const std::string n = name;
+    const std::string missing =
+        load_error({.arch = "qwen3next", .keep = [n](const std::string& t) { return t != n; }}, "qwen3next");
+    EXPECT_TRUE(contains(missing, "missing tensor '" + n + "'")) << missing;
   }
 }
 

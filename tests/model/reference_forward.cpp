@@ -27,6 +27,7 @@ struct Hparams {
   bool yarn = false;  // gpt-oss: rope.scaling.type yarn
   // qwen35: the DeltaNet shape, which layers attend, the rotated dims.
   bool qwen35 = false;
+  bool qwen3next = false;  // qwen35's layers with fused ssm_in / ssm_ba and key heads grouped (model/config.h)
   int64_t d_conv = 0, d_state = 0, n_k_heads = 0, n_v_heads = 0, full_attention_interval = 0, rope_dim = 0;
 };
 
@@ -78,7 +79,8 @@ Hparams read_hparams(const GgufFile& f) {
   h.gpt_oss = h.arch == "gpt-oss";
   auto type = f.get_string(p + "rope.scaling.type");
   h.yarn = type.ok() && type->has_value() && **type == "yarn";
-  h.qwen35 = h.arch == "qwen35" || h.arch == "qwen35moe";
+  h.qwen35 = h.arch == "qwen35" || h.arch == "qwen35moe" || h.arch == "qwen3next";
+  h.qwen3next = h.arch == "qwen3next";
   h.d_conv = meta_int(f, p + "ssm.conv_kernel", 0);
   h.d_state = meta_int(f, p + "ssm.state_size", 0);
   h.n_k_heads = meta_int(f, p + "ssm.group_count", 0);
@@ -388,15 +390,47 @@ void l2_norm_in_place(Vec& x, size_t offset, size_t n, double eps) {
   for (size_t i = 0; i < n; ++i) x[offset + i] *= scale;
 }
 
+struct DeltaProjections {
+  Vec qkv, z, beta, alpha;
+};
+
+// The DeltaNet input projections of the normed x. qwen3next's fused ssm_in and ssm_ba are split as llama.cpp's
+// qwen3next graph views them: per key head g, ssm_in holds q_g, k_g, then its value heads' v, then their z; ssm_ba
+// their beta, then their alpha.
+DeltaProjections delta_net_projections(const Hparams& hp, Weights& w, const std::string& p,
+                                       const ReferenceOptions& options, const Vec& xn) {
+  if (!hp.qwen3next) {
+    return {matvec(w[p + "attn_qkv.weight"], {}, xn), matvec(w[p + "attn_gate.weight"], {}, xn),
+            matvec(w[p + "ssm_beta.weight"], {}, xn), matvec(w[p + "ssm_alpha.weight"], {}, xn)};
+  }
+  const int64_t d = hp.d_state, r = hp.n_v_heads / hp.n_k_heads, key_dim = hp.n_k_heads * d, vd = r * d;
+  const Vec in = matvec(w[p + "ssm_in.weight"], {}, xn);
+  const Vec ba = matvec(w[p + "ssm_ba.weight"], {}, xn);
+  if (options.ungrouped_fused) {  // as if ssm_in were rows q, k, v, z and ssm_ba beta, alpha, each whole
+    const int64_t value_dim = hp.n_v_heads * d, qkv = 2 * key_dim + value_dim;
+    return {Vec(in.begin(), in.begin() + qkv), Vec(in.begin() + qkv, in.end()),
+            Vec(ba.begin(), ba.begin() + hp.n_v_heads), Vec(ba.begin() + hp.n_v_heads, ba.end())};
+  }
+  DeltaProjections out{Vec(2 * key_dim + hp.n_v_heads * d), Vec(hp.n_v_heads * d), Vec(hp.n_v_heads),
+                       Vec(hp.n_v_heads)};
+  for (int64_t g = 0; g < hp.n_k_heads; ++g) {
+    const auto src = in.begin() + g * (2 * d + 2 * vd);
+    std::copy_n(src, d, out.qkv.begin() + g * d);
+    std::copy_n(src + d, d, out.qkv.begin() + key_dim + g * d);
+    std::copy_n(src + 2 * d, vd, out.qkv.begin() + 2 * key_dim + g * vd);
+    std::copy_n(src + 2 * d + vd, vd, out.z.begin() + g * vd);
+    std::copy_n(ba.begin() + 2 * g * r, r, out.beta.begin() + g * r);
+    std::copy_n(ba.begin() + 2 * g * r + r, r, out.alpha.begin() + g * r);
+  }
+  return out;
+}
+
 // qwen35's Gated DeltaNet mixer of the normed x (reference_forward.h); advances `st`.
 Vec delta_net_mixer(const Hparams& hp, Weights& w, const std::string& p, const ReferenceOptions& options,
                     const Vec& xn, DeltaState& st) {
   const int64_t d = hp.d_state, key_dim = hp.n_k_heads * d, value_dim = hp.n_v_heads * d;
   const int64_t channels = 2 * key_dim + value_dim, taps = hp.d_conv;
-  const Vec qkv = matvec(w[p + "attn_qkv.weight"], {}, xn);
-  const Vec z = matvec(w[p + "attn_gate.weight"], {}, xn);
-  const Vec beta = matvec(w[p + "ssm_beta.weight"], {}, xn);
-  const Vec alpha = matvec(w[p + "ssm_alpha.weight"], {}, xn);
+  const auto [qkv, z, beta, alpha] = delta_net_projections(hp, w, p, options, xn);
   const auto& conv_w = w[p + "ssm_conv1d.weight"];
   if (st.window.empty()) {
     st.window.assign(channels, Vec(taps - 1, 0.0));
@@ -415,7 +449,8 @@ Vec delta_net_mixer(const Hparams& hp, Weights& w, const std::string& p, const R
   for (int64_t h = 0; h < 2 * hp.n_k_heads; ++h) l2_norm_in_place(conv, h * d, d, hp.eps);
   Vec out(value_dim, 0.0);
   for (int64_t h = 0; h < hp.n_v_heads; ++h) {
-    const int64_t hk = options.interleaved_key_heads ? h / (hp.n_v_heads / hp.n_k_heads) : h % hp.n_k_heads;
+    const bool grouped = options.interleaved_key_heads || (hp.qwen3next && !options.tiled_key_heads);
+    const int64_t hk = grouped ? h / (hp.n_v_heads / hp.n_k_heads) : h % hp.n_k_heads;
     const double* q = conv.data() + hk * d;
     const double* k = conv.data() + key_dim + hk * d;
     const double* v = conv.data() + 2 * key_dim + h * d;

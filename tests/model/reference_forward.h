@@ -66,6 +66,8 @@ struct ReferenceOptions {
   bool skip_attn_gate = false;               // qwen35: attention output not × sigmoid(gate)
   bool full_rope = false;                    // qwen35: rotate every head dim, not rope.dimension_count
   bool interleaved_key_heads = false;        // qwen35: value head h reads key head h / (v heads / k heads)
+  bool tiled_key_heads = false;              // qwen3next: value head h reads key head h % k heads (qwen35's)
+  bool ungrouped_fused = false;              // qwen3next: ssm_in split as whole q, k, v, z; ssm_ba as beta, alpha
   bool skip_conv = false;                    // qwen35: no convolution (the tap on the current token only)
   bool skip_shared_expert = false;           // qwen35moe: the routed experts only
   bool skip_shared_gate = false;             // qwen35moe: the shared expert not × sigmoid(its gate logit)

@@ -286,6 +286,35 @@ TEST(Synth, Qwen35MoeWritesLlamaCppsSharedExpertTensors) {
   fs::remove(c.out_path);
 }
 
+// qwen3next: qwen35moe's layers with llama.cpp's older DeltaNet tensors, ssm_in [dim, 2 key_dim + 2 value_dim] and
+// ssm_ba [dim, 2 n_v_heads] in place of attn_qkv, attn_gate, ssm_alpha and ssm_beta, and no rope sections.
+TEST(Synth, Qwen3NextWritesFusedDeltaNetTensors) {
+  SynthConfig c = small_config(DType::Q8_0, "qwen3next.gguf");
+  c.architecture = "qwen3next";
+  c.n_layers = 4;
+  c.full_attention_interval = 2;
+  c.head_dim = 32;
+  c.n_expert = 8;
+  c.n_expert_used = 2;
+  c.expert_ffn_dim = 96;
+  ASSERT_TRUE(write_synthetic_model(c));
+  auto f = GgufFile::open(c.out_path);
+  ASSERT_TRUE(f) << f.error().message;
+  EXPECT_EQ(*f->get_string("general.architecture").value(), "qwen3next");
+  EXPECT_EQ(*f->get_uint("qwen3next.expert_shared_feed_forward_length").value(), 128u);
+  EXPECT_EQ(*f->get_uint("qwen3next.ssm.group_count").value(), 2u);
+  EXPECT_EQ(*f->get_uint("qwen3next.ssm.time_step_rank").value(), 4u);
+  EXPECT_TRUE(f->get_int_array("qwen3next.rope.dimension_sections").value().empty());
+  // 2 key heads and 4 value heads of 32: ssm_in 2·64 + 2·128 rows, ssm_ba 2·4.
+  expect_shape(*f, "blk.0.ssm_in.weight", DType::Q8_0, {64, 384});
+  expect_shape(*f, "blk.0.ssm_ba.weight", DType::Q8_0, {64, 8});
+  expect_shape(*f, "blk.0.ffn_gate_inp_shexp.weight", DType::F32, {64});
+  for (const char* gone : {"blk.0.attn_qkv.weight", "blk.0.attn_gate.weight", "blk.0.ssm_beta.weight"}) {
+    EXPECT_EQ(f->find_tensor(gone), nullptr) << gone;
+  }
+  fs::remove(c.out_path);
+}
+
 // The MXFP4 mix, as llama-quantize's MXFP4_MOE writes it and as the published gpt-oss files hold their experts: the
 // three 3-D expert tensors in MXFP4, every other matrix in Q8_0, the router, biases, sinks and norms in F32, and
 // general.file_type 38 (MOSTLY_MXFP4_MOE).
@@ -447,7 +476,7 @@ TEST(Synth, Q4KMMixPicksLlamaQuantizesLayers) {
 }
 
 TEST(Synth, PresetsAreValid) {
-  for (const char* name : {"tiny", "1b", "3b", "8b", "30b-a3b", "qwen35-35b-a3b"}) {
+  for (const char* name : {"tiny", "1b", "3b", "8b", "30b-a3b", "qwen35-35b-a3b", "qwen3next-80b-a3b"}) {
     std::optional<SynthConfig> c = synth_preset(name);
     ASSERT_TRUE(c.has_value()) << name;
     c->out_path = "x.gguf";
@@ -478,7 +507,7 @@ TEST(Synth, BadConfigsAreExplained) {
        "Q8_0 rows need multiples of 32 elements, but dim is 64, ffn_dim 48 and n_heads × head_dim 64"},
       {[](SynthConfig& c) { c.weight_type = DType::Q5_K; }, "weight type Q5_K has no quantizer"},
       {[](SynthConfig& c) { c.weight_type = DType::MXFP4; },
-       "the MXFP4 mix quantizes the experts, and llama has none (use qwen3moe, qwen35moe or gpt-oss)"},
+       "the MXFP4 mix quantizes the experts, and llama has none (use qwen3moe, qwen35moe, qwen3next or gpt-oss)"},
       {[](SynthConfig& c) { c.vocab_from = "/nonexistent/vocab.gguf"; }, "vocabulary: /nonexistent/vocab.gguf"},
       {[](SynthConfig& c) { c.out_path = "/nonexistent-dir/m.gguf"; }, "cannot create"},
       {[](SynthConfig& c) { c.architecture = "gemma"; }, "architecture 'gemma' is not one the generator writes"},
@@ -488,7 +517,7 @@ TEST(Synth, BadConfigsAreExplained) {
       {[](SynthConfig& c) { c.llama3_rope_freqs = true, c.rope_high_freq_factor = 1; }, "Llama 3 RoPE scaling needs"},
       {[](SynthConfig& c) { c.head_dim = 32; }, "head_dim 32 is for qwen3, qwen3moe, gemma and gpt-oss only"},
       {[](SynthConfig& c) { c.n_expert = 8; },
-       "experts are for architectures qwen3moe, qwen35moe, gpt-oss and gemma4 only"},
+       "experts are for architectures qwen3moe, qwen35moe, qwen3next, gpt-oss and gemma4 only"},
       {[](SynthConfig& c) { c.architecture = "qwen35moe"; }, "qwen35moe needs 1 <= experts used (0) <= experts (0)"},
       {[](SynthConfig& c) { c.architecture = "qwen35moe", c.n_expert = 4, c.n_expert_used = 2, c.expert_ffn_dim = 48; },
        "Q8_0 rows need multiples of 32 elements, but expert_ffn_dim is 48"},
