@@ -61,10 +61,16 @@ std::optional<std::string> parse_limit(std::string_view field, TenantLimits& lim
   return std::nullopt;
 }
 
-// Gives one slot of a tenant back when destroyed.
-struct SlotRelease {
-  std::function<void()> release;
-  ~SlotRelease() { release(); }
+// Gives one slot of a tenant back when destroyed (made in place: a copy would give it back twice).
+class SlotRelease {
+ public:
+  explicit SlotRelease(std::function<void()> release) : release_(std::move(release)) {}
+  SlotRelease(const SlotRelease&) = delete;
+  SlotRelease& operator=(const SlotRelease&) = delete;
+  ~SlotRelease() { release_(); }
+
+ private:
+  std::function<void()> release_;
 };
 
 // A response source that keeps a tenant's slot until the transport drops it (the response has been sent, or the
@@ -186,7 +192,7 @@ std::optional<std::shared_ptr<void>> TenantKeys::try_acquire(const std::string& 
     std::lock_guard guard(mutex_);
     if (auto it = in_flight_.find(tenant); it != in_flight_.end() && --it->second <= 0) in_flight_.erase(it);
   };
-  return std::static_pointer_cast<void>(std::make_shared<SlotRelease>(SlotRelease{std::move(release)}));
+  return std::static_pointer_cast<void>(std::make_shared<SlotRelease>(std::move(release)));
 }
 
 std::optional<std::string> authenticate(const HttpRequest& req, std::string_view api_key, const TenantKeys* tenants) {
