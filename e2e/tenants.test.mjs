@@ -181,6 +181,42 @@ test('SIGHUP re-reads the file: a new key works; a broken file keeps the old key
   }
 });
 
+test('the disk tier keeps tenants apart across a restart', async () => {
+  const disk = path.join(dir, 'kv');
+  const prompt = 'The family recipe book: flour, eggs, sugar and a pinch of salt, stirred slowly by grandmother. '.repeat(3);
+  const run = async (fn) => {
+    const s = await startServer(['--api-keys', keysFile, '--kv-disk', disk, '--kv-disk-load', 'always']);
+    try {
+      return await fn(s);
+    } finally {
+      assert.equal((await s.stop()).code, 0);
+    }
+  };
+  const send = (s, key, extra = {}) =>
+    s.client(key).completions.create({ prompt, max_tokens: 2, temperature: 0, cache_salt: 'household', ...extra });
+  writeFileSync(keysFile, KEYS);
+  await run(async (s) => {
+    assert.equal(cached(await send(s, ALICE)), 0);
+    await waitFor(async () => (await metrics(s, auth(ALICE)))['hearth_kv_tier_queued_writes{tier="disk"}'] === 0 &&
+      (await metrics(s, auth(ALICE)))['hearth_kv_tier_writes_total{tier="disk"}'] > 0, 10000, 'the disk writes');
+  });
+  await run(async (s) => {
+    const list = async (key) => (await (await fetch(`${s.baseURL}/v1/cache?cache_salt=household`, { headers: auth(key) })).json());
+    assert.ok((await list(ALICE)).disk_prefixes.some((p) => p.text.includes('recipe')), 'alice sees her entries on disk');
+    assert.deepEqual((await list(BOB)).disk_prefixes, [], 'bob sees none of them');
+    assert.equal(cached(await send(s, BOB)), 0, 'bob does not load alice\'s blocks');
+    const mine = await send(s, ALICE_2);
+    assert.ok(cached(mine) >= 32, `alice loads hers from disk (${cached(mine)})`);
+  });
+  const open = await startServer(['--kv-disk', disk, '--kv-disk-load', 'always']);
+  try {
+    const r = await open.client().completions.create({ prompt, max_tokens: 2, temperature: 0, cache_salt: 'household' });
+    assert.equal(cached(r), 0, 'a server without --api-keys cannot read a tenant\'s entries');
+  } finally {
+    assert.equal((await open.stop()).code, 0);
+  }
+});
+
 test('a bad keys file, and --api-key beside --api-keys, are refused at start', () => {
   const run = (args, env = {}) =>
     spawnSync(BIN, ['serve', '-m', MODEL, '--port', '0', '--kv-disk', 'off', ...args], {
