@@ -5,7 +5,7 @@
 // beside --api-keys are refused at start.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
@@ -214,6 +214,30 @@ test('the disk tier keeps tenants apart across a restart', async () => {
     assert.equal(cached(r), 0, 'a server without --api-keys cannot read a tenant\'s entries');
   } finally {
     assert.equal((await open.stop()).code, 0);
+  }
+});
+
+test('several models: the front checks the key and each model keeps tenants apart', async () => {
+  const other = path.join(dir, 'stories-b.gguf');
+  symlinkSync(MODEL, other);
+  writeFileSync(keysFile, KEYS);
+  const s = await startServer(['--api-keys', keysFile], {}, { models: [MODEL, other] });
+  try {
+    const send = (key, model) =>
+      s.client(key).completions.create({ model, prompt: STORY, max_tokens: 2, temperature: 0 });
+    for (const model of ['stories260K', 'stories-b']) {
+      assert.equal(cached(await send(ALICE, model)), 0);
+      assert.ok(cached(await send(ALICE_2, model)) >= 32, model);
+      assert.equal(cached(await send(BOB, model)), 0, model);
+    }
+    await assert.rejects(send('sk-nobody-0123456789', 'stories-b'), { status: 401 });
+    const am = await metrics(s, auth(ALICE));
+    assert.ok(am['hearth_tenant_requests_total{model="stories-b",tenant="alice"}'] >= 2, JSON.stringify(am));
+    assert.ok(!Object.keys(am).some((k) => k.includes('tenant="bob"')));
+    const list = await (await fetch(`${s.baseURL}/v1/cache?model=stories-b`, { headers: auth(BOB) })).json();
+    assert.ok(list.prefixes.length > 0 && list.prefixes.every((p) => !p.pinned));
+  } finally {
+    assert.equal((await s.stop()).code, 0);
   }
 });
 
