@@ -248,8 +248,7 @@ int run_serve(ServeFlags f) {
     if (!parsed) return std::fprintf(stderr, "error: %s\n", parsed.error().message.c_str()), 1;
     origin = *parsed;
   }
-  if (const std::string warning = server::exposure_warning(f.host, !f.api_key.empty() || f.tenants);
-      !warning.empty()) {
+  if (const std::string warning = server::exposure_warning(f.host, !f.api_key.empty() || f.tenants); !warning.empty()) {
     spdlog::warn("{}", warning);
   }
 
@@ -380,8 +379,7 @@ int run_serve(ServeFlags f) {
 
   // Tests and scripts read the port from this line (--port 0 picks a free one).
   std::printf("hearth: serving %s (model id '%s') on http://%s:%d%s\n", f.model_path.c_str(),
-              engine_config.model_id.c_str(), f.host.c_str(), http.bound_port(),
-              f.tenants ? " (API keys per tenant)" : f.api_key.empty() ? "" : " (API key set)");
+              engine_config.model_id.c_str(), f.host.c_str(), http.bound_port(), auth_note(f));
   for (int port : http.bound_extra_ports()) {
     std::printf("hearth: the same routes (Ollama's) on http://%s:%d\n", f.host.c_str(), port);
   }

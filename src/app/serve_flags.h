@@ -89,6 +89,11 @@ int64_t default_memory_budget();
 void watch_stop_signals(const sigset_t& stop_signals, const std::atomic<bool>& done,
                         const std::function<void()>& on_stop, const std::function<void()>& cut_grace,
                         const std::function<void()>& on_reload = {});
+// How the start line describes authentication: " (API keys per tenant)", " (API key set)" or "".
+[[nodiscard]] inline const char* auth_note(const ServeFlags& f) {
+  if (f.tenants) return " (API keys per tenant)";
+  return f.api_key.empty() ? "" : " (API key set)";
+}
 // The SIGHUP action of --api-keys: re-read the file, swap the table, or keep the old one and log why. Empty without
 // --api-keys.
 [[nodiscard]] std::function<void()> tenant_keys_reloader(const ServeFlags& f);

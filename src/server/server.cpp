@@ -67,12 +67,12 @@ HttpResponse HttpServer::error_response(std::string_view path, const ApiError& e
 
 HttpResponse HttpServer::unauthorized(const HttpRequest& req) {
   const bool sent = req.header("Authorization") || req.header("x-api-key");
-  const ApiError error{401,
-                       sent ? "incorrect API key provided"
-                            : "missing API key: send 'Authorization: Bearer KEY' or 'x-api-key: KEY'",
-                       "authentication_error",
-                       {},
-                       "invalid_api_key"};
+  const ApiError error{
+      401,
+      sent ? "incorrect API key provided" : "missing API key: send 'Authorization: Bearer KEY' or 'x-api-key: KEY'",
+      "authentication_error",
+      {},
+      "invalid_api_key"};
   if (is_anthropic_path(req.path)) return anthropic_error_response(context_, error);
   if (is_ollama_path(req.path)) return ollama_error_response(context_, error);
   return context_.error_response(error);
@@ -88,8 +88,11 @@ HttpResponse HttpServer::handle(const HttpRequest& req) {
   if (tenant->empty()) return route(req);  // no tenants here (a front may have set req.tenant already)
   auto slot = config_.tenants->try_acquire(*tenant);
   if (!slot) {
-    return error_response(req.path, ApiError{429, "too many requests in flight for this API key's tenant",
-                                             "rate_limit_error", {}, "tenant_max_concurrent"});
+    return error_response(req.path, ApiError{429,
+                                             "too many requests in flight for this API key's tenant",
+                                             "rate_limit_error",
+                                             {},
+                                             "tenant_max_concurrent"});
   }
   HttpRequest scoped = req;
   scoped.tenant = *tenant;

@@ -8,11 +8,11 @@
 
 #include <random>
 
-#include "server/http/tenant_keys.h"
 #include "server/anthropic/anthropic_json.h"
 #include "server/anthropic/harmony_messages.h"
 #include "server/anthropic/routes.h"
 #include "server/api/generation.h"
+#include "server/http/tenant_keys.h"
 
 namespace hearth::server {
 namespace {

@@ -2,9 +2,9 @@
 // ServerContext::observe_prompt).
 
 #include "engine/explain.h"
-#include "server/http/tenant_keys.h"
 #include "server/cache/routes.h"
 #include "server/http/json_body.h"
+#include "server/http/tenant_keys.h"
 #include "server/openai/openai_json.h"
 
 namespace hearth::server {

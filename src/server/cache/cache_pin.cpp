@@ -2,9 +2,9 @@
 // prompt (built exactly as a request would build it: chat template, answer memory, cache_salt) so they are never
 // evicted, within the pin cap (half the pool); the same mechanism as a request's "pin_prefix": true.
 
-#include "server/http/tenant_keys.h"
 #include "server/cache/routes.h"
 #include "server/http/json_body.h"
+#include "server/http/tenant_keys.h"
 #include "server/openai/openai_json.h"
 
 namespace hearth::server {

@@ -5,9 +5,9 @@
 #include <atomic>
 #include <memory>
 
-#include "server/http/tenant_keys.h"
 #include "server/cache/routes.h"
 #include "server/http/json_body.h"
+#include "server/http/tenant_keys.h"
 #include "server/openai/openai_json.h"
 
 namespace hearth::server {

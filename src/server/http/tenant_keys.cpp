@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <charconv>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "server/http/serve_access.h"

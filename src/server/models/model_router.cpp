@@ -238,8 +238,11 @@ HttpResponse ModelRouter::handle(const HttpRequest& req) {
   if (tenant->empty()) return route(req);
   auto slot = config_.tenants->try_acquire(*tenant);
   if (!slot) {
-    return error_response(req, ApiError{429, "too many requests in flight for this API key's tenant",
-                                        "rate_limit_error", {}, "tenant_max_concurrent"});
+    return error_response(req, ApiError{429,
+                                        "too many requests in flight for this API key's tenant",
+                                        "rate_limit_error",
+                                        {},
+                                        "tenant_max_concurrent"});
   }
   HttpRequest scoped = req;
   scoped.tenant = *tenant;

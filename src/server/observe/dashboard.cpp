@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "server/http/tenant_keys.h"
 #include "server/cache/kv_plan_json.h"
+#include "server/http/tenant_keys.h"
 #include "server/observe/dashboard_page.h"
 #include "server/observe/routes.h"
 

@@ -114,7 +114,8 @@ void Metrics::render_keyed_tenants(std::string_view tenant, std::string& out) co
   };
   for (const Family& f : kFamilies) {
     header(out, f.name, "counter", f.help);
-    for (const auto& [name, counts] : shown) out += fmt::format("{}{{tenant=\"{}\"}} {}\n", f.name, name, f.value(counts));
+    for (const auto& [name, counts] : shown)
+      out += fmt::format("{}{{tenant=\"{}\"}} {}\n", f.name, name, f.value(counts));
   }
 }
 

@@ -15,9 +15,9 @@
 #include <algorithm>
 #include <limits>
 
-#include "server/http/tenant_keys.h"
 #include "server/api/generation.h"
 #include "server/api/harmony.h"
+#include "server/http/tenant_keys.h"
 #include "server/ollama/ollama_json.h"
 #include "server/ollama/routes.h"
 
