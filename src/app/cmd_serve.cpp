@@ -122,12 +122,17 @@ TierLoadPolicy tier_load_policy(const ServeFlags& f) {
 }
 
 void watch_stop_signals(const sigset_t& stop_signals, const std::atomic<bool>& done,
-                        const std::function<void()>& on_stop, const std::function<void()>& cut_grace) {
+                        const std::function<void()>& on_stop, const std::function<void()>& cut_grace,
+                        const std::function<void()>& on_reload) {
   const timespec poll{0, 200 * 1000 * 1000};
   std::thread stopping;
   while (!done.load()) {
     int sig = sigtimedwait(&stop_signals, nullptr, &poll);
-    if (sig != SIGINT && sig != SIGTERM) sig = g_stop_signal.exchange(0);
+    if (sig != SIGINT && sig != SIGTERM && sig != SIGHUP) sig = g_stop_signal.exchange(0);
+    if (sig == SIGHUP) {
+      if (on_reload) on_reload();
+      continue;
+    }
     if (sig != SIGINT && sig != SIGTERM) continue;
     const char* name = sig == SIGINT ? "SIGINT" : "SIGTERM";
     if (!stopping.joinable()) {
@@ -139,6 +144,19 @@ void watch_stop_signals(const sigset_t& stop_signals, const std::atomic<bool>& d
     }
   }
   if (stopping.joinable()) stopping.join();
+}
+
+std::function<void()> tenant_keys_reloader(const ServeFlags& f) {
+  if (!f.tenants) return {};
+  return [tenants = f.tenants] {
+    if (auto reloaded = tenants->reload(); !reloaded) {
+      spdlog::error("SIGHUP: --api-keys not reloaded, the old keys stay: {}", reloaded.error().message);
+      return;
+    }
+    const auto table = tenants->table();
+    spdlog::info("SIGHUP: --api-keys reloaded from {}: {} keys of {} tenants", tenants->path(), table->num_keys(),
+                 table->tenants().size());
+  };
 }
 
 Result<std::vector<nlohmann::json>> read_warm_file(const std::string& path) {
@@ -163,6 +181,29 @@ namespace {
 
 std::string default_model_id(const std::string& path) {
   return std::filesystem::path(path).stem().string();
+}
+
+// --api-keys: loads the file into f.tenants. Refused beside --api-key / HEARTH_API_KEY (which key would be whose
+// tenant?) and beside --warm (a warm-up has no tenant, so no tenant could use what it pins).
+Result<void> load_tenant_keys(ServeFlags& f) {
+  if (f.api_keys_file.empty()) return {};
+  if (!f.api_key.empty()) {
+    return make_error(
+        "--api-keys and --api-key (or HEARTH_API_KEY) together: give every key a tenant in the --api-keys file "
+        "instead");
+  }
+  if (!f.warm_file.empty()) {
+    return make_error(
+        "--warm with --api-keys: a warm-up has no tenant, so no tenant could reuse it; warm with POST "
+        "/v1/cache/warm and the tenant's key instead");
+  }
+  auto tenants = server::TenantKeys::open(f.api_keys_file);
+  if (!tenants) return tenants.error();
+  f.tenants = std::move(*tenants);
+  const auto table = f.tenants->table();
+  spdlog::info("API keys: {} keys of {} tenants from {} (SIGHUP re-reads it)", table->num_keys(),
+               table->tenants().size(), f.api_keys_file);
+  return {};
 }
 
 int run_serve(ServeFlags f) {
@@ -200,12 +241,15 @@ int run_serve(ServeFlags f) {
                                          std::getenv("HEARTH_API_KEY"));
   if (!api_key) return std::fprintf(stderr, "error: %s\n", api_key.error().message.c_str()), 1;
   f.api_key = *api_key;
+  if (auto loaded = load_tenant_keys(f); !loaded) {
+    return std::fprintf(stderr, "error: %s\n", loaded.error().message.c_str()), 1;
+  }
   for (std::string& origin : f.allow_origins) {
     auto parsed = server::parse_allowed_origin(origin);
     if (!parsed) return std::fprintf(stderr, "error: %s\n", parsed.error().message.c_str()), 1;
     origin = *parsed;
   }
-  if (const std::string warning = server::exposure_warning(f.host, !f.api_key.empty()); !warning.empty()) {
+  if (const std::string warning = server::exposure_warning(f.host, !f.api_key.empty() || f.tenants); !warning.empty()) {
     spdlog::warn("{}", warning);
   }
 
@@ -218,10 +262,12 @@ int run_serve(ServeFlags f) {
   sigemptyset(&on_stop.sa_mask);
   sigaction(SIGINT, &on_stop, nullptr);
   sigaction(SIGTERM, &on_stop, nullptr);
+  if (f.tenants) sigaction(SIGHUP, &on_stop, nullptr);  // --api-keys: SIGHUP re-reads the file
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
+  if (f.tenants) sigaddset(&stop_signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
   if (several) return run_serve_models(std::move(f), *kv_bytes, *max_body, stop_signals);
@@ -293,6 +339,7 @@ int run_serve(ServeFlags f) {
   config.http.body_idle_timeout = config.http.header_timeout;
   config.http.cors.allowed_origins = f.allow_origins;
   config.api_key = f.api_key;
+  config.tenants = f.tenants;
   config.shutdown_grace_s = f.shutdown_grace_s;
   config.answer_memory_entries = static_cast<size_t>(f.answer_memory);
   config.responses_store = *store_limits;
@@ -327,13 +374,14 @@ int run_serve(ServeFlags f) {
   });
 
   std::atomic<bool> done{false};
-  std::thread signal_thread([&] { watch_stop_signals(stop_signals, done, [&] { http.shutdown(); }, [&] { http.cut_grace(); });
+  std::thread signal_thread([&] {
+    watch_stop_signals(
+        stop_signals, done, [&] { http.shutdown(); }, [&] { http.cut_grace(); }, tenant_keys_reloader(f));
   });
 
   // Tests and scripts read the port from this line (--port 0 picks a free one).
   std::printf("hearth: serving %s (model id '%s') on http://%s:%d%s\n", f.model_path.c_str(),
-              engine_config.model_id.c_str(), f.host.c_str(), http.bound_port(),
-              f.api_key.empty() ? "" : " (API key set)");
+              engine_config.model_id.c_str(), f.host.c_str(), http.bound_port(), auth_note(f));
   for (int port : http.bound_extra_ports()) {
     std::printf("hearth: the same routes (Ollama's) on http://%s:%d\n", f.host.c_str(), port);
   }
@@ -398,6 +446,11 @@ Command add_serve(CLI::App& app) {
   app.add_option("--max-batch-tokens", flags->max_batch_tokens, "Token budget per engine step")->capture_default_str();
   CLI::Option* api_key =
       app.add_option("--api-key", flags->api_key, "Require 'Authorization: Bearer KEY' (or env HEARTH_API_KEY)");
+  app.add_option("--api-keys", flags->api_keys_file,
+                 "Tenants by key: one 'KEY TENANT [max_concurrent=N]' per line; each tenant has its own cache "
+                 "namespace, answers, responses and pins (docs/tenants.md); SIGHUP re-reads the file")
+      ->type_name("FILE")
+      ->check(CLI::ExistingFile);
   app.add_option("--allow-origin", flags->allow_origins,
                  "Let a browser app on this origin call the server (CORS), e.g. http://localhost:5173; '*' for any; "
                  "repeatable");

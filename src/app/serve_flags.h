@@ -16,6 +16,7 @@
 #include "engine/kv_tiers.h"
 #include "gguf/gguf_file.h"
 #include "kv/disk_tier.h"
+#include "server/http/tenant_keys.h"
 #include "server/models/model_host.h"
 #include "server/responses/response_store.h"
 #include "util/result.h"
@@ -47,6 +48,8 @@ struct ServeFlags {
   int32_t max_batch_tokens = 512;
   std::string api_key;
   bool api_key_given = false;  // --api-key was on the command line (even as "")
+  std::string api_keys_file;   // --api-keys FILE: a key per tenant (docs/tenants.md)
+  std::shared_ptr<server::TenantKeys> tenants;  // --api-keys as loaded by run_serve; null without
   std::string max_body = "4MiB";
   std::vector<std::string> allow_origins;  // --allow-origin, repeatable; parsed in place by run_serve
   std::string model_id;
@@ -82,9 +85,19 @@ int64_t default_kv_memory();
 int64_t default_memory_budget();
 // Waits (on the calling thread, which has them blocked) for SIGINT or SIGTERM: the first starts on_stop (a graceful
 // shutdown, on a thread of its own), a second calls cut_grace (the operator asks for a prompt exit: what is still in
-// flight is aborted now). Returns when `done` is set, after on_stop has returned.
+// flight is aborted now). SIGHUP (in the set only with --api-keys) calls on_reload. Returns when `done` is set,
+// after on_stop has returned.
 void watch_stop_signals(const sigset_t& stop_signals, const std::atomic<bool>& done,
-                        const std::function<void()>& on_stop, const std::function<void()>& cut_grace);
+                        const std::function<void()>& on_stop, const std::function<void()>& cut_grace,
+                        const std::function<void()>& on_reload = {});
+// How the start line describes authentication: " (API keys per tenant)", " (API key set)" or "".
+[[nodiscard]] inline const char* auth_note(const ServeFlags& f) {
+  if (f.tenants) return " (API keys per tenant)";
+  return f.api_key.empty() ? "" : " (API key set)";
+}
+// The SIGHUP action of --api-keys: re-read the file, swap the table, or keep the old one and log why. Empty without
+// --api-keys.
+[[nodiscard]] std::function<void()> tenant_keys_reloader(const ServeFlags& f);
 // The --warm file: one warm-up per non-empty line, a JSON object (a POST /v1/cache/warm body) or plain prompt text.
 [[nodiscard]] Result<std::vector<nlohmann::json>> read_warm_file(const std::string& path);
 // What serving the model at `path` costs, from its GGUF header alone (serve_models.cpp): id (the file's stem),

@@ -300,6 +300,7 @@ int run_serve_models(ServeFlags f, int64_t kv_bytes, int64_t max_body, const sig
 
   server::ModelRouterConfig config;
   config.api_key = f.api_key;
+  config.tenants = f.tenants;
   config.http.host = f.host;
   config.http.port = f.port;
   if (f.ollama_port >= 0) config.http.extra_ports = {f.ollama_port};
@@ -333,15 +334,16 @@ int run_serve_models(ServeFlags f, int64_t kv_bytes, int64_t max_body, const sig
     }
   });
   std::atomic<bool> done{false};
-  std::thread signal_thread([&] { watch_stop_signals(stop_signals, done, [&] { router.shutdown(); }, [&] { router.cut_grace(); });
+  std::thread signal_thread([&] {
+    watch_stop_signals(
+        stop_signals, done, [&] { router.shutdown(); }, [&] { router.cut_grace(); }, tenant_keys_reloader(f));
   });
 
   std::string ids;
   for (const auto& s : host->specs()) ids += (ids.empty() ? "" : ", ") + s.id;
   // Tests and scripts read the port from this line (--port 0 picks a free one).
   std::printf("hearth: serving %zu models (%s) in %s on http://%s:%d%s\n", host->specs().size(), ids.c_str(),
-              format_bytes(*budget).c_str(), f.host.c_str(), router.bound_port(),
-              f.api_key.empty() ? "" : " (API key set)");
+              format_bytes(*budget).c_str(), f.host.c_str(), router.bound_port(), auth_note(f));
   for (int port : router.bound_extra_ports()) {
     std::printf("hearth: the same routes (Ollama's) on http://%s:%d\n", f.host.c_str(), port);
   }

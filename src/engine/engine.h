@@ -149,6 +149,8 @@ class Engine {
   void expire_retention() { kv_->expire_retention(); }
   // Every pin now, in no particular order.
   [[nodiscard]] std::vector<PinInfo> pins() const { return kv_->pins(); }
+  // The namespace digest of `cache_salt` under this engine's model, KV format and block size.
+  [[nodiscard]] BlockHash cache_namespace(const std::string& cache_salt) const;
 
   const EngineInfo& info() const { return info_; }
   EngineStats stats() const;
@@ -194,7 +196,6 @@ class Engine {
   };
   void embed_forward(std::span<const std::vector<TokenId>> inputs, std::vector<EmbedSequence>& active, Embeddings& out);
 
-  BlockHash cache_namespace(const std::string& cache_salt) const;
   // The disk tier's chains of query.cache_salt's namespace (cached_prefixes.cpp).
   std::vector<DiskPrefixEntry> disk_prefixes(const CachedPrefixQuery& query) const;
   // Records when the block pool's logical clock had which value (once per 0.25 s at most, the last 20 minutes), so

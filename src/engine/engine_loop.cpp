@@ -158,12 +158,14 @@ std::optional<Result<PinInfo>> EngineLoop::pin_prefix(std::span<const TokenId> p
   return out;
 }
 
-std::optional<bool> EngineLoop::unpin(const std::string& key_hex) {
+std::optional<bool> EngineLoop::unpin(const std::string& key_hex, const std::optional<std::string>& cache_salt) {
   std::optional<bool> out;
   run_on_loop([&](Engine& engine) {
     out = false;
+    const std::optional<BlockHash> ns =
+        cache_salt ? std::optional<BlockHash>(engine.cache_namespace(*cache_salt)) : std::nullopt;
     for (const PinInfo& pin : engine.pins()) {
-      if (pin.key.hex() == key_hex) out = engine.unpin(pin.key);
+      if (pin.key.hex() == key_hex && (!ns || pin.ns == *ns)) out = engine.unpin(pin.key);
     }
   });
   return out;

@@ -92,9 +92,10 @@ class EngineLoop {
   std::optional<CachedPrefixes> cached_prefixes(const CachedPrefixQuery& query);
 
   // Pins the cached full blocks of `prompt` under `cache_salt` (Engine::pin_prefix), or removes a pin by the hex of
-  // its key (Engine::unpin: false when no pin has it). nullopt once the loop has stopped.
+  // its key (Engine::unpin: false when no pin has it; with `cache_salt`, also when the pin is of another
+  // namespace, so one tenant cannot remove another's). nullopt once the loop has stopped.
   std::optional<Result<PinInfo>> pin_prefix(std::span<const TokenId> prompt, const std::string& cache_salt);
-  std::optional<bool> unpin(const std::string& key_hex);
+  std::optional<bool> unpin(const std::string& key_hex, const std::optional<std::string>& cache_salt = std::nullopt);
   // Embeddings of `inputs` (Engine::embed), computed on the loop thread between steps, so running requests wait one
   // such turn; nullopt once the loop has stopped. Requires: info().embedding_refusal empty.
   std::optional<SubmitResult<Embeddings>> embed(std::span<const std::vector<TokenId>> inputs);

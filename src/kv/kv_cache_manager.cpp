@@ -441,7 +441,9 @@ bool KvCacheManager::unpin(const BlockHash& key) {
 
 std::vector<PinInfo> KvCacheManager::pins() const {
   std::vector<PinInfo> out;
-  for (const auto& [key, pin] : pins_) out.push_back({key, static_cast<int32_t>(pin.blocks.size()) * block_size()});
+  for (const auto& [key, pin] : pins_) {
+    out.push_back({key, static_cast<int32_t>(pin.blocks.size()) * block_size(), pin.ns});
+  }
   return out;
 }
 

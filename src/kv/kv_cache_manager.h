@@ -83,6 +83,7 @@ struct AdmitResult {
 struct PinInfo {
   BlockHash key;  // key of the prefix's last pinned block; names the pin
   int32_t num_tokens = 0;
+  BlockHash ns;  // the namespace it was pinned in (set by pins())
 };
 
 // A full block cache_full_blocks registered: what a lower tier may keep a copy of (the engine copies its K/V out).

@@ -66,28 +66,41 @@ HttpResponse HttpServer::error_response(std::string_view path, const ApiError& e
   return is_anthropic_path(path) ? anthropic_error_response(context_, error) : context_.error_response(error);
 }
 
-std::optional<HttpResponse> HttpServer::check_auth(const HttpRequest& req) {
-  // The dashboard page itself holds no data: it asks for the key and sends it with every request it makes.
-  const bool open = req.path == "/health" || (req.method == "GET" && (req.path == "/" || req.path == "/dashboard"));
-  if (open || config_.api_key.empty()) return std::nullopt;
-  // "Authorization: Bearer KEY" (OpenAI clients) or "x-api-key: KEY" (Anthropic clients), on every route.
-  const auto header = req.header("Authorization");
-  const auto x_api_key = req.header("x-api-key");
-  if (header && bearer_matches(*header, config_.api_key)) return std::nullopt;
-  if (x_api_key && api_key_matches(*x_api_key, config_.api_key)) return std::nullopt;
-  const ApiError error{401,
-                       header || x_api_key ? "incorrect API key provided"
-                                           : "missing API key: send 'Authorization: Bearer KEY' or 'x-api-key: KEY'",
-                       "authentication_error",
-                       {},
-                       "invalid_api_key"};
+HttpResponse HttpServer::unauthorized(const HttpRequest& req) {
+  const bool sent = req.header("Authorization") || req.header("x-api-key");
+  const ApiError error{
+      401,
+      sent ? "incorrect API key provided" : "missing API key: send 'Authorization: Bearer KEY' or 'x-api-key: KEY'",
+      "authentication_error",
+      {},
+      "invalid_api_key"};
   if (is_anthropic_path(req.path)) return anthropic_error_response(context_, error);
   if (is_ollama_path(req.path)) return ollama_error_response(context_, error);
   return context_.error_response(error);
 }
 
 HttpResponse HttpServer::handle(const HttpRequest& req) {
-  if (auto refused = check_auth(req)) return *refused;
+  // The dashboard page itself holds no data: it asks for the key and sends it with every request it makes.
+  // "Authorization: Bearer KEY" (OpenAI clients) or "x-api-key: KEY" (Anthropic clients), on every other route.
+  const bool open = req.path == "/health" || (req.method == "GET" && (req.path == "/" || req.path == "/dashboard"));
+  if (open) return route(req);
+  const std::optional<std::string> tenant = authenticate(req, config_.api_key, config_.tenants.get());
+  if (!tenant) return unauthorized(req);
+  if (tenant->empty()) return route(req);  // no tenants here (a front may have set req.tenant already)
+  auto slot = config_.tenants->try_acquire(*tenant);
+  if (!slot) {
+    return error_response(req.path, ApiError{429,
+                                             "too many requests in flight for this API key's tenant",
+                                             "rate_limit_error",
+                                             {},
+                                             "tenant_max_concurrent"});
+  }
+  HttpRequest scoped = req;
+  scoped.tenant = *tenant;
+  return hold_until_sent(route(scoped), std::move(*slot));
+}
+
+HttpResponse HttpServer::route(const HttpRequest& req) {
   const Routes::Match match = routes_.find(req);
   if (match.route != nullptr) return (*match.route)(req);
   if (match.path_known) {
@@ -104,8 +117,8 @@ ApiResult<nlohmann::json> HttpServer::warm(const nlohmann::json& body) {
   return warm_prefix(context_, body);
 }
 
-std::string HttpServer::metrics_text() {
-  return server::metrics_text(context_);
+std::string HttpServer::metrics_text(std::string_view tenant) {
+  return server::metrics_text(context_, tenant);
 }
 
 int HttpServer::num_in_flight() {

@@ -15,7 +15,8 @@
 // Every error leaves as an OpenAI error object with its status (Anthropic's shape under /v1/messages, Ollama's
 // {"error": "..."} under /api/); a route that
 // throws becomes a 500 (the transport's worker catches it). With an API key, every endpoint except /health and the
-// dashboard page (/, /dashboard) needs "Authorization: Bearer KEY" or "x-api-key: KEY".
+// dashboard page (/, /dashboard) needs "Authorization: Bearer KEY" or "x-api-key: KEY". With --api-keys the key
+// names a tenant, and every route sees only that tenant's cache, answers, responses and pins (docs/tenants.md).
 // A generation is a ResponseSource driven by engine events (api/generation.h): no thread waits for it, and a client
 // that leaves (a stream or not) aborts its request, whose blocks return to the pool within one engine step.
 
@@ -35,6 +36,7 @@
 #include "server/api/server_context.h"
 #include "server/http/http_transport.h"
 #include "server/http/http_types.h"
+#include "server/http/tenant_keys.h"
 #include "server/observe/stats_history.h"
 #include "server/responses/response_store.h"
 #include "tokenizer/tokenizer.h"
@@ -43,6 +45,9 @@ namespace hearth::server {
 
 struct ServerConfig {
   std::string api_key;             // empty: no authentication
+  // --api-keys: every key names a tenant, the caller's cache namespace (http/tenant_keys.h). Null: none. Not with
+  // api_key.
+  std::shared_ptr<TenantKeys> tenants;
   HttpTransportConfig http;        // host, port (0 picks a free one), body and header limits, deadlines, connection cap
   double shutdown_grace_s = 10.0;  // in-flight requests may finish for this long after SIGINT/SIGTERM
   VolatilePrefixConfig volatile_prefix;    // the volatile-prefix warning (see kv/volatile_prefix.h)
@@ -82,8 +87,9 @@ class HttpServer {
   HttpResponse handle(const HttpRequest& req);
   // Requests whose generation has not ended yet (each choice of each response); any thread.
   int num_in_flight();
-  // The GET /metrics text of this server and its engine (observe/metrics.h); any thread.
-  std::string metrics_text();
+  // The GET /metrics text of this server and its engine (observe/metrics.h): the per-tenant series of `tenant` only,
+  // or of every tenant when empty; any thread.
+  std::string metrics_text(std::string_view tenant = {});
 
   // Graceful stop, from any thread: refuse new work (503), stop accepting, let in-flight requests finish for up to
   // shutdown_grace_s, then abort the rest, stop the engine loop and close the connections. Idempotent.
@@ -95,7 +101,10 @@ class HttpServer {
  private:
   // The routes of every feature, in the order they are looked up: one line per feature.
   void install_routes();
-  std::optional<HttpResponse> check_auth(const HttpRequest& req);
+  // The 401 for a request without a known key.
+  HttpResponse unauthorized(const HttpRequest& req);
+  // The route of `req` (already authenticated), or its 404 / 405.
+  HttpResponse route(const HttpRequest& req);
   // The error in the shape of the dialect `path` belongs to (Anthropic's under /v1/messages, else OpenAI's).
   HttpResponse error_response(std::string_view path, const ApiError& error);
 

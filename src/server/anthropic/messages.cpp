@@ -12,6 +12,7 @@
 #include "server/anthropic/harmony_messages.h"
 #include "server/anthropic/routes.h"
 #include "server/api/generation.h"
+#include "server/http/tenant_keys.h"
 
 namespace hearth::server {
 namespace {
@@ -257,6 +258,7 @@ HttpResponse handle_messages(ServerContext& context, const HttpRequest& req) {
   auto parsed = parse_messages_request(req.body, random_hex());
   if (!parsed) return anthropic_error_response(context, parsed.error());
   MessagesRequest& request = *parsed;
+  request.chat.cache_salt = scoped_cache_salt(req, request.chat.cache_salt);
   auto prepared = prepare_messages(context, request);
   if (!prepared) return anthropic_error_response(context, prepared.error());
   ServerContext::BuiltPrompt& prompt = prepared->prompt;
@@ -284,6 +286,7 @@ HttpResponse handle_messages(ServerContext& context, const HttpRequest& req) {
 HttpResponse handle_count_tokens(ServerContext& context, const HttpRequest& req) {
   auto parsed = parse_messages_request(req.body, random_hex(), MessagesBody::kCountTokens);
   if (!parsed) return anthropic_error_response(context, parsed.error());
+  parsed->chat.cache_salt = scoped_cache_salt(req, parsed->chat.cache_salt);  // answer memory splices by salt
   auto prepared = prepare_messages(context, *parsed);
   if (!prepared) return anthropic_error_response(context, prepared.error());
   return ServerContext::json_response(json{{"input_tokens", prepared->prompt.tokens.size()}});

@@ -4,6 +4,7 @@
 #include "engine/explain.h"
 #include "server/cache/routes.h"
 #include "server/http/json_body.h"
+#include "server/http/tenant_keys.h"
 #include "server/openai/openai_json.h"
 
 namespace hearth::server {
@@ -18,7 +19,8 @@ HttpResponse handle_cache_explain(ServerContext& context, const HttpRequest& req
   const bool chat = body.is_object() && body.contains("messages");
   auto parsed = validate_completion_request(body, chat ? Endpoint::kChat : Endpoint::kCompletion);
   if (!parsed) return context.error_response(parsed.error());
-  const CompletionRequest& request = *parsed;
+  CompletionRequest& request = *parsed;
+  request.cache_salt = scoped_cache_salt(req, request.cache_salt);
   if (auto error = context.check_model(request)) return context.error_response(*error);
   auto prompt = context.build_prompt(request);
   if (!prompt) return context.error_response(prompt.error());

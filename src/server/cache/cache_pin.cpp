@@ -4,6 +4,7 @@
 
 #include "server/cache/routes.h"
 #include "server/http/json_body.h"
+#include "server/http/tenant_keys.h"
 #include "server/openai/openai_json.h"
 
 namespace hearth::server {
@@ -16,7 +17,8 @@ HttpResponse handle_cache_pin(ServerContext& context, const HttpRequest& req) {
   const bool chat = body.is_object() && body.contains("messages");
   auto parsed = validate_completion_request(body, chat ? Endpoint::kChat : Endpoint::kCompletion);
   if (!parsed) return context.error_response(parsed.error());
-  const CompletionRequest& request = *parsed;
+  CompletionRequest& request = *parsed;
+  request.cache_salt = scoped_cache_salt(req, request.cache_salt);
   if (auto error = context.check_model(request)) return context.error_response(*error);
   auto prompt = context.build_prompt(request);
   if (!prompt) return context.error_response(prompt.error());
@@ -34,7 +36,12 @@ HttpResponse handle_cache_pin(ServerContext& context, const HttpRequest& req) {
 HttpResponse handle_cache_unpin(ServerContext& context, const HttpRequest& req) {
   constexpr std::string_view kPrefix = "/v1/cache/pin/";
   const std::string key = req.path.substr(kPrefix.size());
-  const auto removed = context.loop().unpin(key);
+  // A tenant removes only the pins of its own namespaces (its ?cache_salt=); without tenants, any pin by its key
+  // unless ?cache_salt= names the namespace.
+  const auto salt = req.param("cache_salt");
+  std::optional<std::string> scope;
+  if (salt || !req.tenant.empty()) scope = scoped_cache_salt(req, salt.value_or(""));
+  const auto removed = context.loop().unpin(key, scope);
   if (!removed) {
     return context.error_response(
         ApiError{503, "the server is shutting down", "server_error", {}, "server_shutting_down"});

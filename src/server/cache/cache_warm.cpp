@@ -7,11 +7,12 @@
 
 #include "server/cache/routes.h"
 #include "server/http/json_body.h"
+#include "server/http/tenant_keys.h"
 #include "server/openai/openai_json.h"
 
 namespace hearth::server {
 
-ApiResult<nlohmann::json> warm_prefix(ServerContext& context, const nlohmann::json& body) {
+ApiResult<nlohmann::json> warm_prefix(ServerContext& context, const nlohmann::json& body, std::string_view tenant) {
   if (context.draining()) {
     return ApiError{503, "the server is shutting down", "server_error", {}, "server_shutting_down"};
   }
@@ -19,6 +20,7 @@ ApiResult<nlohmann::json> warm_prefix(ServerContext& context, const nlohmann::js
   auto parsed = validate_completion_request(body, chat ? Endpoint::kChat : Endpoint::kCompletion);
   if (!parsed) return parsed.error();
   CompletionRequest& request = *parsed;
+  request.cache_salt = tenant_cache_salt(tenant, request.cache_salt);
   if (auto error = context.check_model(request)) return *error;
   if (!request.use_cache) {
     return ApiError{400, "warming needs the prefix cache: cache_prompt must not be false", "invalid_request_error",
@@ -79,7 +81,7 @@ HttpResponse handle_cache_warm(ServerContext& context, std::atomic<int>& warms_i
                  {},
                  "too_many_warmups"});
   }
-  auto result = warm_prefix(context, *json_body);
+  auto result = warm_prefix(context, *json_body, req.tenant);
   warms_in_flight.fetch_sub(1);
   if (!result) return context.error_response(result.error());
   return ServerContext::json_response(*result);

@@ -20,7 +20,9 @@ void add_cache_pin_routes(Routes& routes, ServerContext& context);
 void add_kv_plan_routes(Routes& routes, ServerContext& context);
 
 // Prefills and (unless "pin": false) pins the prompt or chat of a completion-shaped body, waiting until done:
-// POST /v1/cache/warm and --warm (HttpServer::warm). The result says what the prefix cache holds of it.
-[[nodiscard]] ApiResult<nlohmann::json> warm_prefix(ServerContext& context, const nlohmann::json& body);
+// POST /v1/cache/warm and --warm (HttpServer::warm). The result says what the prefix cache holds of it. `tenant`
+// (--api-keys; empty: none) scopes the body's cache_salt (http/tenant_keys.h).
+[[nodiscard]] ApiResult<nlohmann::json> warm_prefix(ServerContext& context, const nlohmann::json& body,
+                                                    std::string_view tenant = {});
 
 }  // namespace hearth::server

@@ -20,6 +20,9 @@ struct HttpRequest {
   std::vector<std::pair<std::string, std::string>> query;    // percent-decoded, in order
   std::vector<std::pair<std::string, std::string>> headers;  // as sent
   std::string body;  // complete (the transport enforces the size limit for every framing)
+  // The caller's tenant (--api-keys), set by authentication, never from the wire; empty without tenants. Routes
+  // scope every cache_salt with it (tenant_keys.h).
+  std::string tenant;
 
   // The first header named `name` (case-insensitive), or nullopt.
   std::optional<std::string_view> header(std::string_view name) const;

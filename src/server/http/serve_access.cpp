@@ -49,16 +49,21 @@ std::string exposure_warning(std::string_view host, bool has_api_key) {
       host);
 }
 
-bool bearer_matches(std::string_view header, std::string_view key) {
+std::optional<std::string_view> bearer_credentials(std::string_view header) {
   // RFC 7235: the scheme is case-insensitive and one or more spaces separate it from the credentials.
   constexpr std::string_view kScheme = "bearer";
-  if (header.size() <= kScheme.size() || header[kScheme.size()] != ' ') return false;
+  if (header.size() <= kScheme.size() || header[kScheme.size()] != ' ') return std::nullopt;
   for (size_t i = 0; i < kScheme.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(header[i])) != kScheme[i]) return false;
+    if (std::tolower(static_cast<unsigned char>(header[i])) != kScheme[i]) return std::nullopt;
   }
   std::string_view given = header.substr(kScheme.size());
   given.remove_prefix(std::min(given.find_first_not_of(' '), given.size()));
-  return api_key_matches(given, key);
+  return given;
+}
+
+bool bearer_matches(std::string_view header, std::string_view key) {
+  const auto given = bearer_credentials(header);
+  return given && api_key_matches(*given, key);
 }
 
 bool api_key_matches(std::string_view given, std::string_view key) {

@@ -23,6 +23,8 @@ namespace hearth::server {
 // The warning to log at start, or empty: listening on `host` beyond loopback with no API key.
 [[nodiscard]] std::string exposure_warning(std::string_view host, bool has_api_key);
 
+// The credentials of an "Authorization: Bearer KEY" header (the scheme case-insensitive), or nullopt.
+[[nodiscard]] std::optional<std::string_view> bearer_credentials(std::string_view header);
 // Constant-time comparison of an Authorization header against "Bearer KEY" (the scheme case-insensitive).
 [[nodiscard]] bool bearer_matches(std::string_view header, std::string_view key);
 // Constant-time comparison of a bare key (the x-api-key header) against `key`.

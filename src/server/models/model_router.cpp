@@ -223,24 +223,36 @@ HttpResponse ModelRouter::error_response(const HttpRequest& req, const ApiError&
   return res;
 }
 
-std::optional<HttpResponse> ModelRouter::check_auth(const HttpRequest& req) const {
-  const bool open = req.path == "/health" || (req.method == "GET" && (req.path == "/" || req.path == "/dashboard"));
-  if (open || config_.api_key.empty()) return std::nullopt;
-  const auto header = req.header("Authorization");
-  const auto x_api_key = req.header("x-api-key");
-  if (header && bearer_matches(*header, config_.api_key)) return std::nullopt;
-  if (x_api_key && api_key_matches(*x_api_key, config_.api_key)) return std::nullopt;
-  return const_cast<ModelRouter*>(this)->error_response(
-      req, ApiError{401,
-                    header || x_api_key ? "incorrect API key provided"
-                                        : "missing API key: send 'Authorization: Bearer KEY' or 'x-api-key: KEY'",
-                    "authentication_error",
-                    {},
-                    "invalid_api_key"});
+HttpResponse ModelRouter::unauthorized(const HttpRequest& req) {
+  const bool sent = req.header("Authorization") || req.header("x-api-key");
+  return error_response(req, ApiError{401,
+                                      sent ? "incorrect API key provided"
+                                           : "missing API key: send 'Authorization: Bearer KEY' or 'x-api-key: KEY'",
+                                      "authentication_error",
+                                      {},
+                                      "invalid_api_key"});
 }
 
 HttpResponse ModelRouter::handle(const HttpRequest& req) {
-  if (auto refused = check_auth(req)) return *refused;
+  const bool open = req.path == "/health" || (req.method == "GET" && (req.path == "/" || req.path == "/dashboard"));
+  if (open) return route(req);
+  const std::optional<std::string> tenant = authenticate(req, config_.api_key, config_.tenants.get());
+  if (!tenant) return unauthorized(req);
+  if (tenant->empty()) return route(req);
+  auto slot = config_.tenants->try_acquire(*tenant);
+  if (!slot) {
+    return error_response(req, ApiError{429,
+                                        "too many requests in flight for this API key's tenant",
+                                        "rate_limit_error",
+                                        {},
+                                        "tenant_max_concurrent"});
+  }
+  HttpRequest scoped = req;
+  scoped.tenant = *tenant;
+  return hold_until_sent(route(scoped), std::move(*slot));
+}
+
+HttpResponse ModelRouter::route(const HttpRequest& req) {
   if (req.path == "/health" && req.method == "GET") {
     HttpResponse res;
     res.body = draining_ ? R"({"status":"shutting_down"})" : R"({"status":"ok"})";
@@ -252,7 +264,7 @@ HttpResponse ModelRouter::handle(const HttpRequest& req) {
   } else if (req.path == "/v1/models" || path_matches("/v1/models/", req.path)) {
     if (req.method == "GET") return handle_models(req);
   } else if (req.path == "/metrics") {
-    if (req.method == "GET") return handle_metrics();
+    if (req.method == "GET") return handle_metrics(req);
   } else if (auto ollama = handle_ollama_listing(req)) {
     return *ollama;
   } else {
@@ -450,7 +462,7 @@ HttpResponse ModelRouter::handle_models(const HttpRequest& req) {
   return res;
 }
 
-HttpResponse ModelRouter::handle_metrics() {
+HttpResponse ModelRouter::handle_metrics(const HttpRequest& req) {
   std::vector<std::pair<std::string, std::string>> texts;
   std::string own;
   own += "# HELP hearth_memory_budget_bytes The memory budget all models share (--memory).\n";
@@ -468,7 +480,7 @@ HttpResponse ModelRouter::handle_metrics() {
     const std::string label = "model=\"" + label_escape(host_.specs()[i].id) + "\"";
     own += fmt::format("hearth_model_loaded{{{}}} {}\n", label, st.state == ModelState::kLoaded ? 1 : 0);
     loads += fmt::format("hearth_model_loads_total{{{}}} {}\n", label, st.num_loads);
-    if (auto lease = host_.peek(i)) texts.emplace_back(host_.specs()[i].id, lease->http().metrics_text());
+    if (auto lease = host_.peek(i)) texts.emplace_back(host_.specs()[i].id, lease->http().metrics_text(req.tenant));
   }
   own += loads;
   const ModelHostCounters c = host_.counters();

@@ -31,12 +31,15 @@
 #include "server/api/api_error.h"
 #include "server/http/http_transport.h"
 #include "server/http/http_types.h"
+#include "server/http/tenant_keys.h"
 #include "server/models/model_host.h"
 
 namespace hearth::server {
 
 struct ModelRouterConfig {
   std::string api_key;  // empty: no authentication
+  // --api-keys: each key names a tenant, passed on to the model's server in HttpRequest::tenant. Null: none.
+  std::shared_ptr<TenantKeys> tenants;
   HttpTransportConfig http;
   double shutdown_grace_s = 10.0;
   bool strict_model_names = false;  // matters with one model only: several models always need a known name
@@ -71,7 +74,10 @@ class ModelRouter {
 
  private:
   HttpResponse handle(const HttpRequest& req);
-  std::optional<HttpResponse> check_auth(const HttpRequest& req) const;
+  // The 401 for a request without a known key.
+  HttpResponse unauthorized(const HttpRequest& req);
+  // The route of an authenticated `req` (its tenant set).
+  HttpResponse route(const HttpRequest& req);
   // The ?model= of a request without a body to read it from; empty when none.
   static std::string requested_model(const HttpRequest& req);
   HttpResponse handle_use(const HttpRequest& req);   // load when needed, counts as use
@@ -81,7 +87,7 @@ class ModelRouter {
   // GET /api/tags, /api/ps, /api/version, POST /api/show (every model, loaded or not): Ollama's
   // listing routes, answered by the router; nullopt for any other path.
   std::optional<HttpResponse> handle_ollama_listing(const HttpRequest& req);
-  HttpResponse handle_metrics();
+  HttpResponse handle_metrics(const HttpRequest& req);
   nlohmann::json model_entry(size_t i, const std::string& name);
   HttpResponse error_response(const HttpRequest& req, const ApiError& error);
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "server/cache/kv_plan_json.h"
+#include "server/http/tenant_keys.h"
 #include "server/observe/dashboard_page.h"
 #include "server/observe/routes.h"
 
@@ -114,8 +115,9 @@ HttpResponse handle_dashboard_page(const std::string& csp) {
   return res;
 }
 
-// GET /v1/stats[?cache_salt=S]: the salt only chooses whose volatile-prefix warnings (which quote prompt text) are
-// listed; every other figure is the whole server's, as /metrics shows it.
+// GET /v1/stats[?cache_salt=S]: the salt (within the caller's tenant, --api-keys) only chooses whose volatile-prefix
+// warnings (which quote prompt text) and tenant counters are listed; every other figure is the whole server's, as
+// /metrics shows it.
 HttpResponse handle_stats(ServerContext& context, const HttpRequest& req) {
   const std::optional<EngineStats> stats = context.loop().stats();
   if (!stats) {
@@ -124,7 +126,7 @@ HttpResponse handle_stats(ServerContext& context, const HttpRequest& req) {
   }
   const EngineInfo& info = context.loop().info();
   const ServerCounts counts = context.metrics().counts();
-  const std::string scope(req.param("cache_salt").value_or(""));
+  const std::string scope = scoped_cache_salt(req, req.param("cache_salt").value_or(""));
   const double now = context.seconds_since_start();
   json out = context.history().to_json(now, *stats, scope);
   out["object"] = "hearth.stats";
@@ -173,7 +175,8 @@ HttpResponse handle_stats(ServerContext& context, const HttpRequest& req) {
 // other's, so a caller sees only what its own requests could reuse.
 HttpResponse handle_cache(ServerContext& context, const HttpRequest& req) {
   CachedPrefixQuery query;
-  query.cache_salt = std::string(req.param("cache_salt").value_or(""));
+  const std::string_view client_salt = req.param("cache_salt").value_or("");
+  query.cache_salt = scoped_cache_salt(req, client_salt);
   const std::optional<CachedPrefixes> listing = context.loop().cached_prefixes(query);
   if (!listing) {
     return context.error_response(
@@ -193,7 +196,7 @@ HttpResponse handle_cache(ServerContext& context, const HttpRequest& req) {
                     {"idle_s", d.idle_s}});
   }
   json out = {{"object", "hearth.cache"},
-              {"salted", !query.cache_salt.empty()},
+              {"salted", !client_salt.empty()},
               {"blocks", listing->num_blocks},
               {"tokens_per_block", context.loop().info().block_size},
               {"truncated", listing->truncated},

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "server/http/tenant_keys.h"
+
 namespace hearth::server {
 namespace {
 
@@ -75,13 +77,46 @@ void Metrics::record_disconnect() {
   ++disconnects_;
 }
 
-std::string Metrics::render(const EngineStats& e, const KvPlan& plan) const {
+std::string Metrics::render(const EngineStats& e, const KvPlan& plan, std::string_view tenant) const {
   std::string out;
   out.reserve(8192);
   render_engine(e, plan, out);
   render_tiers(e, out);
   render_server(out);
+  render_keyed_tenants(tenant, out);
   return out;
+}
+
+void Metrics::render_keyed_tenants(std::string_view tenant, std::string& out) const {
+  std::lock_guard lock(mutex_);
+  std::vector<std::pair<std::string_view, TenantCounts>> shown;
+  if (!tenant.empty()) {
+    auto it = keyed_tenants_.find(tenant);
+    shown.emplace_back(tenant, it == keyed_tenants_.end() ? TenantCounts{} : it->second);
+  } else {
+    for (const auto& [name, counts] : keyed_tenants_) shown.emplace_back(name, counts);
+  }
+  if (shown.empty()) return;
+  struct Family {
+    const char* name;
+    const char* help;
+    int64_t (*value)(const TenantCounts&);
+  };
+  static constexpr Family kFamilies[] = {
+      {"hearth_tenant_requests_total", "Finished requests of each API key's tenant (--api-keys).",
+       [](const TenantCounts& c) { return static_cast<int64_t>(c.num_requests); }},
+      {"hearth_tenant_prompt_tokens_total", "Prompt tokens of each tenant's finished requests.",
+       [](const TenantCounts& c) { return c.prompt_tokens; }},
+      {"hearth_tenant_cached_tokens_total", "Prompt tokens of each tenant's requests reused from its prefix cache.",
+       [](const TenantCounts& c) { return c.cached_tokens; }},
+      {"hearth_tenant_completion_tokens_total", "Generated tokens of each tenant's finished requests.",
+       [](const TenantCounts& c) { return c.completion_tokens; }},
+  };
+  for (const Family& f : kFamilies) {
+    header(out, f.name, "counter", f.help);
+    for (const auto& [name, counts] : shown)
+      out += fmt::format("{}{{tenant=\"{}\"}} {}\n", f.name, name, f.value(counts));
+  }
 }
 
 void Metrics::render_engine(const EngineStats& e, const KvPlan& plan, std::string& out) {
@@ -278,6 +313,14 @@ void Metrics::record_tenant(const std::string& cache_salt, int64_t prompt_tokens
   t.counts.cached_tokens += cached_tokens;
   t.counts.completion_tokens += completion_tokens;
   if (!reuse_stop.empty()) t.counts.reuse_stops[reuse_stop] += 1;
+  if (const std::string_view keyed = tenant_of_cache_salt(cache_salt); !keyed.empty()) {
+    auto k = keyed_tenants_.find(keyed);
+    if (k == keyed_tenants_.end()) k = keyed_tenants_.emplace(std::string(keyed), TenantCounts{}).first;
+    k->second.num_requests += 1;
+    k->second.prompt_tokens += prompt_tokens;
+    k->second.cached_tokens += cached_tokens;
+    k->second.completion_tokens += completion_tokens;
+  }
 }
 
 TenantCounts Metrics::tenant_counts(const std::string& cache_salt) const {

@@ -78,13 +78,15 @@ class Metrics {
   [[nodiscard]] TenantCounts tenant_counts(const std::string& cache_salt) const;
 
   // The whole exposition: the engine's counters and pool (`stats`, read on the loop thread) and its KV plan first,
-  // then the server's own series.
-  [[nodiscard]] std::string render(const EngineStats& stats, const KvPlan& plan) const;
+  // then the server's own series, then the per-tenant series (--api-keys, label tenant="NAME"): only those of
+  // `tenant` when it is not empty (a tenant's key reads its own), else every tenant's.
+  [[nodiscard]] std::string render(const EngineStats& stats, const KvPlan& plan, std::string_view tenant = {}) const;
 
  private:
   static void render_engine(const EngineStats& stats, const KvPlan& plan, std::string& out);
   static void render_tiers(const EngineStats& stats, std::string& out);
   void render_server(std::string& out) const;
+  void render_keyed_tenants(std::string_view tenant, std::string& out) const;
 
   mutable std::mutex mutex_;
   Histogram ttft_;
@@ -102,6 +104,9 @@ class Metrics {
     uint64_t last_seen = 0;
   };
   std::map<std::string, Tenant> tenants_;  // at most kMaxTenants
+  // By the tenant of an API key (--api-keys; tenant_of_cache_salt), every salt of it together: the tenant="NAME"
+  // series. Bounded by the keys file, not by clients.
+  std::map<std::string, TenantCounts, std::less<>> keyed_tenants_;
   uint64_t tenant_clock_ = 0;
   uint64_t answer_tokens_ = 0;
 };

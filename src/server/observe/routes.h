@@ -16,7 +16,7 @@ void add_metrics_routes(Routes& routes, ServerContext& context);
 void add_dashboard_routes(Routes& routes, ServerContext& context);
 
 // The GET /metrics text of the server and its engine.
-[[nodiscard]] std::string metrics_text(ServerContext& context);
+[[nodiscard]] std::string metrics_text(ServerContext& context, std::string_view tenant = {});
 // One sample of the engine's stats into the history /v1/stats draws: what the 1 s sampler calls.
 void sample_stats(ServerContext& context);
 

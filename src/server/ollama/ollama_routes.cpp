@@ -17,6 +17,7 @@
 
 #include "server/api/generation.h"
 #include "server/api/harmony.h"
+#include "server/http/tenant_keys.h"
 #include "server/ollama/ollama_json.h"
 #include "server/ollama/routes.h"
 
@@ -239,6 +240,7 @@ HttpResponse handle_generation(ServerContext& context, const HttpRequest& req, b
   auto parsed = generate ? parse_ollama_generate(req.body) : parse_ollama_chat(req.body);
   if (!parsed) return ollama_error_response(context, parsed.error());
   OllamaRequest& request = *parsed;
+  request.chat.cache_salt = scoped_cache_salt(req, request.chat.cache_salt);
   if (auto error = context.check_model(request.chat)) {
     error->message = fmt::format("model '{}' not found", request.model);
     return ollama_error_response(context, *error);

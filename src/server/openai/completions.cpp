@@ -5,6 +5,7 @@
 #include <ctime>
 #include <random>
 
+#include "server/http/tenant_keys.h"
 #include "server/openai/completion_generation.h"
 #include "server/openai/routes.h"
 
@@ -26,6 +27,7 @@ HttpResponse handle_completion(ServerContext& context, const HttpRequest& req, E
   auto parsed = parse_completion_request(req.body, endpoint);
   if (!parsed) return context.error_response(parsed.error());
   CompletionRequest& request = *parsed;
+  request.cache_salt = scoped_cache_salt(req, request.cache_salt);
   if (auto error = context.check_model(request)) return context.error_response(*error);
   if (auto error = context.force_tool_call(request)) return context.error_response(*error);
   auto built = context.build_prompt(request);

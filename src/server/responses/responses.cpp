@@ -8,6 +8,7 @@
 
 #include <chrono>
 
+#include "server/http/tenant_keys.h"
 #include "server/responses/responses_generation.h"
 #include "server/responses/routes.h"
 
@@ -63,6 +64,7 @@ HttpResponse handle_create(ServerContext& context, const std::shared_ptr<Respons
   auto parsed = parse_responses_request(req.body);
   if (!parsed) return context.error_response(parsed.error());
   ResponsesRequest& request = *parsed;
+  request.chat.cache_salt = scoped_cache_salt(req, request.chat.cache_salt);
   if (auto error = context.check_model(request.chat)) return context.error_response(*error);
   if (auto error = check_route(context, *store, request)) return context.error_response(*error);
   if (auto error = context.force_tool_call(request.chat)) return context.error_response(*error);
@@ -106,7 +108,7 @@ ApiError unknown_path(const HttpRequest& req) {
 HttpResponse handle_get(ServerContext& context, ResponseStore& store, const HttpRequest& req) {
   const std::string_view id = response_id(req);
   if (id.empty()) return context.error_response(unknown_path(req));
-  const std::string salt(req.param("cache_salt").value_or(""));
+  const std::string salt = scoped_cache_salt(req, req.param("cache_salt").value_or(""));
   auto stored = store.get(salt, id);
   if (!stored) return context.error_response(not_found(id));
   return ServerContext::json_response(stored->response);
@@ -115,7 +117,7 @@ HttpResponse handle_get(ServerContext& context, ResponseStore& store, const Http
 HttpResponse handle_delete(ServerContext& context, ResponseStore& store, const HttpRequest& req) {
   const std::string_view id = response_id(req);
   if (id.empty()) return context.error_response(unknown_path(req));
-  const std::string salt(req.param("cache_salt").value_or(""));
+  const std::string salt = scoped_cache_salt(req, req.param("cache_salt").value_or(""));
   if (!store.remove(salt, id)) return context.error_response(not_found(id));
   return ServerContext::json_response(json{{"id", id}, {"object", "response.deleted"}, {"deleted", true}});
 }
