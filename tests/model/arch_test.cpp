@@ -24,6 +24,7 @@
 #include "model/model.h"
 #include "model/synth.h"
 #include "reference_forward.h"
+#include "tmp_files.h"
 #include "tokenizer/tokenizer.h"
 
 namespace hearth {
@@ -126,7 +127,8 @@ SynthConfig tiny_config(const std::string& variant) {
   SynthConfig c;
   fs::create_directories(HEARTH_TEST_TMP_DIR);
   // One file per process: ctest runs the tests of this binary in parallel processes.
-  c.out_path = std::string(HEARTH_TEST_TMP_DIR) + "/arch_test_" + variant + "_" + std::to_string(getpid()) + ".gguf";
+  c.out_path = test::remove_at_exit(std::string(HEARTH_TEST_TMP_DIR) + "/arch_test_" + variant + "_" +
+                                    std::to_string(getpid()) + ".gguf");
   c.vocab_from = kQwenVocab;
   c.architecture = variant;
   c.name = "hearth-synthetic-" + variant;

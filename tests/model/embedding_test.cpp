@@ -26,6 +26,7 @@
 #include "model/pooling.h"
 #include "model/synth.h"
 #include "reference_forward.h"
+#include "tmp_files.h"
 #include "tokenizer/tokenizer.h"
 #include "util/thread_pool.h"
 
@@ -115,8 +116,8 @@ const std::string& embedding_model(int32_t pooling) {
   if (it != paths.end()) return it->second;
   fs::create_directories(HEARTH_TEST_TMP_DIR);
   SynthConfig c;
-  c.out_path = std::string(HEARTH_TEST_TMP_DIR) + "/embedding_test_" + std::to_string(pooling) + "_" +
-               std::to_string(getpid()) + ".gguf";
+  c.out_path = test::remove_at_exit(std::string(HEARTH_TEST_TMP_DIR) + "/embedding_test_" + std::to_string(pooling) +
+                                    "_" + std::to_string(getpid()) + ".gguf");
   c.vocab_from = kShared + "/vocab/ggml-vocab-qwen2.gguf";
   c.architecture = "qwen3";
   c.name = "hearth-synthetic-qwen3-embedding";

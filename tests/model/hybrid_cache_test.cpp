@@ -16,6 +16,7 @@
 #include "kv/disk_tier.h"
 #include "model/model.h"
 #include "model/synth.h"
+#include "tmp_files.h"
 #include "tokenizer/tokenizer.h"
 
 namespace hearth {
@@ -33,8 +34,8 @@ const std::string& qwen35_model(uint64_t seed = 7) {
   it->second = [seed] {
     SynthConfig c;
     fs::create_directories(HEARTH_TEST_TMP_DIR);
-    c.out_path = std::string(HEARTH_TEST_TMP_DIR) + "/hybrid_cache_qwen35_" + std::to_string(getpid()) + "_" +
-                 std::to_string(seed) + ".gguf";
+    c.out_path = test::remove_at_exit(std::string(HEARTH_TEST_TMP_DIR) + "/hybrid_cache_qwen35_" +
+                                      std::to_string(getpid()) + "_" + std::to_string(seed) + ".gguf");
     c.vocab_from = std::string(HEARTH_SHARED_DIR) + "/vocab/ggml-vocab-qwen2.gguf";
     c.architecture = "qwen35";
     c.dim = 64;
@@ -338,7 +339,8 @@ DiskRun run_on_disk_tier(Loaded& l, const fs::path& dir, const std::vector<int32
 // computes the cold bits. A checkpoint entry with a flipped bit is never loaded: the request recomputes, same bits.
 TEST(ArchPrefixCacheHit, Qwen35FromDiskAfterRestartBitIdenticalToCold) {
   Loaded l = load();
-  const fs::path dir = fs::path(HEARTH_TEST_TMP_DIR) / ("hybrid_disk_" + std::to_string(getpid()));
+  const fs::path dir =
+      test::remove_at_exit(std::string(HEARTH_TEST_TMP_DIR) + "/hybrid_disk_" + std::to_string(getpid()));
   fs::remove_all(dir);
   const std::vector<int32_t> base = sample_tokens(60, 0);
   std::vector<int32_t> prompt = base;
@@ -355,7 +357,8 @@ TEST(ArchPrefixCacheHit, Qwen35FromDiskAfterRestartBitIdenticalToCold) {
   expect_same_bits(hit.logits, cold, "checkpoint from the disk tier");
 
   // Damage every checkpoint entry (a state entry is 57 KiB; a KV block's 4 KiB): none is loaded, the bits hold.
-  const fs::path other = fs::path(HEARTH_TEST_TMP_DIR) / ("hybrid_disk_flip_" + std::to_string(getpid()));
+  const fs::path other =
+      test::remove_at_exit(std::string(HEARTH_TEST_TMP_DIR) + "/hybrid_disk_flip_" + std::to_string(getpid()));
   fs::remove_all(other);
   EXPECT_EQ(run_on_disk_tier(l, other, base).cached, 0);
   int flipped = 0;
@@ -392,7 +395,8 @@ TEST(ArchPrefixCacheHit, Qwen35TruncatedOrForeignCheckpointsAreNeverLoaded) {
   int32_t cold_cached = -1;
   const auto cold = test::first_logits(**cold_engine, prompt, &cold_cached);
 
-  const fs::path cut = fs::path(HEARTH_TEST_TMP_DIR) / ("hybrid_disk_cut_" + std::to_string(getpid()));
+  const fs::path cut =
+      test::remove_at_exit(std::string(HEARTH_TEST_TMP_DIR) + "/hybrid_disk_cut_" + std::to_string(getpid()));
   fs::remove_all(cut);
   EXPECT_EQ(run_on_disk_tier(l, cut, base).cached, 0);
   int truncated = 0;
@@ -408,7 +412,8 @@ TEST(ArchPrefixCacheHit, Qwen35TruncatedOrForeignCheckpointsAreNeverLoaded) {
   expect_same_bits(after_cut.logits, cold, "truncated checkpoint");
   fs::remove_all(cut);
 
-  const fs::path shared = fs::path(HEARTH_TEST_TMP_DIR) / ("hybrid_disk_foreign_" + std::to_string(getpid()));
+  const fs::path shared =
+      test::remove_at_exit(std::string(HEARTH_TEST_TMP_DIR) + "/hybrid_disk_foreign_" + std::to_string(getpid()));
   fs::remove_all(shared);
   Loaded other = load(8);
   EXPECT_EQ(run_on_disk_tier(other, shared, base).cached, 0);

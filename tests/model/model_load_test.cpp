@@ -16,6 +16,7 @@
 #include "model/model.h"
 #include "model/synth.h"
 #include "reference_forward.h"
+#include "tmp_files.h"
 
 namespace hearth {
 namespace {
@@ -31,8 +32,8 @@ const GgufFile& small_model(const std::string& arch) {
   if (it != files.end()) return it->second;
   SynthConfig c;
   fs::create_directories(HEARTH_TEST_TMP_DIR);
-  c.out_path = std::string(HEARTH_TEST_TMP_DIR) + "/model_load_test_" + arch + "_" + std::to_string(getpid()) +
-               ".gguf";  // one per process
+  c.out_path = test::remove_at_exit(std::string(HEARTH_TEST_TMP_DIR) + "/model_load_test_" + arch + "_" +
+                                    std::to_string(getpid()) + ".gguf");  // one per process
   c.vocab_from = kShared + "/models/stories260K.gguf";
   c.architecture = arch;
   c.dim = 64;

@@ -13,6 +13,7 @@
 #include "kernels/cpu_isa.h"
 #include "model/model.h"
 #include "model/synth.h"
+#include "tmp_files.h"
 
 namespace hearth {
 namespace {
@@ -22,8 +23,8 @@ namespace fs = std::filesystem;
 std::shared_ptr<const GgufFile> synthetic(const std::string& arch, DType type) {
   SynthConfig c;
   fs::create_directories(HEARTH_TEST_TMP_DIR);
-  c.out_path = std::string(HEARTH_TEST_TMP_DIR) + "/model_memory_test_" + arch + "_" + std::to_string(getpid()) +
-               ".gguf";
+  c.out_path = test::remove_at_exit(std::string(HEARTH_TEST_TMP_DIR) + "/model_memory_test_" + arch + "_" +
+                                    std::to_string(getpid()) + ".gguf");
   c.vocab_from = std::string(HEARTH_SHARED_DIR) + "/models/stories260K.gguf";
   c.architecture = arch;
   c.dim = 256;

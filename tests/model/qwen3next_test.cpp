@@ -20,6 +20,7 @@
 #include "model/model.h"
 #include "model/synth.h"
 #include "reference_forward.h"
+#include "tmp_files.h"
 #include "tokenizer/tokenizer.h"
 
 namespace hearth {
@@ -39,7 +40,8 @@ const std::string& qwen3next_model(const std::string& variant = "f32") {
   if (!inserted) return it->second;
   SynthConfig c;
   fs::create_directories(HEARTH_TEST_TMP_DIR);
-  c.out_path = std::string(HEARTH_TEST_TMP_DIR) + "/qwen3next_" + variant + "_" + std::to_string(getpid()) + ".gguf";
+  c.out_path = test::remove_at_exit(std::string(HEARTH_TEST_TMP_DIR) + "/qwen3next_" + variant + "_" +
+                                    std::to_string(getpid()) + ".gguf");
   c.vocab_from = std::string(HEARTH_SHARED_DIR) + "/vocab/ggml-vocab-qwen2.gguf";
   c.architecture = "qwen3next";
   c.name = "hearth-synthetic-qwen3next";

@@ -16,6 +16,7 @@
 #include "gguf/gguf_file.h"
 #include "model/synth.h"
 #include "tensor/quant.h"
+#include "tmp_files.h"
 
 namespace hearth {
 namespace {
@@ -27,7 +28,8 @@ const std::string kVocab = kShared + "/models/stories260K.gguf";
 
 std::string tmp_path(const std::string& name) {
   fs::create_directories(HEARTH_TEST_TMP_DIR);
-  return std::string(HEARTH_TEST_TMP_DIR) + "/synth_test_" + std::to_string(getpid()) + "_" + name;  // one per process
+  return test::remove_at_exit(std::string(HEARTH_TEST_TMP_DIR) + "/synth_test_" + std::to_string(getpid()) + "_" +
+                              name);  // one per process
 }
 
 // dim 64, 2 layers, 4 heads of 16, 2 KV heads (kv_dim 32), ffn 128: every block type that fits 32-wide rows.
