@@ -10,6 +10,7 @@ packages=(
   libcpp-httplib-dev libboost-dev libicu-dev libxxhash-dev
   chromium
   python3-jinja2
+  haproxy redis-server lua5.3
 )
 
 missing=()
