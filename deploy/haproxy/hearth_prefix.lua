@@ -24,8 +24,17 @@
 -- that is not JSON, gives no key (round-robin) rather than an error.
 
 local MAX_DEPTH = 32
-local PREFIX_CHARS = tonumber(os.getenv("HEARTH_PREFIX_CHARS") or "") or 2048
-local SPREAD = math.max(1, math.floor(tonumber(os.getenv("HEARTH_SPREAD") or "") or 1))
+-- Read at each request, not when the file loads: HAProxy's `setenv` lines may follow `lua-load`.
+local PREFIX_CHARS, SPREAD = 2048, 1
+-- hearth_settings (a global table, for tests) overrides the environment.
+local function setting(name, default)
+  local v = (hearth_settings and hearth_settings[name]) or os.getenv(name)
+  return tonumber(v or "") or default
+end
+local function read_settings()
+  PREFIX_CHARS = math.max(1, math.floor(setting("HEARTH_PREFIX_CHARS", 2048)))
+  SPREAD = math.max(1, math.floor(setting("HEARTH_SPREAD", 1)))
+end
 
 -- A JSON parser that tolerates a truncated document: at the end of the input every open value is returned as far
 -- as it was read (p.eof set), so a cut body still yields its leading fields.
@@ -180,6 +189,7 @@ end
 -- The routing key of a request body (a string), or nil when the body is empty or not JSON.
 function hearth_key_of(body, tenant)
   if body == nil or #body == 0 then return nil end
+  read_settings()
   local req = parse_json(body)
   if req == nil then return nil end
   local out = { n = 0 }

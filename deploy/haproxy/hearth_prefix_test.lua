@@ -1,6 +1,7 @@
 -- Tests of hearth_prefix.lua's routing key outside HAProxy (lua5.3 hearth_prefix_test.lua DIR; ctest runs it).
 local dir = arg[1] or "."
 dofile(dir .. "/hearth_prefix.lua")
+hearth_settings = { HEARTH_PREFIX_CHARS = 2048, HEARTH_SPREAD = 1 }
 
 local failures = 0
 local function check(cond, what)
@@ -53,6 +54,23 @@ check(hearth_key_of(nil) == nil, "no body has no key")
 check(hearth_key_of("not json") == nil, "a body that is not JSON has no key")
 check(hearth_key_of(string.rep("[", 100000)) == nil, "deep nesting has no key")
 check(hearth_key_of('{"a":' .. string.rep('"\\', 3)) ~= nil or true, "a cut escape does not raise")
+
+-- HEARTH_SPREAD: a conversation keeps its slot, conversations of one prefix take several.
+hearth_settings.HEARTH_SPREAD = 4
+local function conv(first, later)
+  return '{"model":"m","messages":[{"role":"system","content":"' .. rules .. '"},{"role":"user","content":"' ..
+         first .. '"},{"role":"assistant","content":"ok"},{"role":"user","content":"' .. later .. '"}]}'
+end
+check(hearth_key_of(conv("plan my day", "and tomorrow?")) == hearth_key_of(conv("plan my day", "and friday?")),
+      "a conversation keeps its slot")
+local slots = {}
+for i = 1, 40 do slots[hearth_key_of(conv("question " .. i, "more"))] = true end
+local n = 0
+for _ in pairs(slots) do n = n + 1 end
+check(n == 4, "40 conversations of one prefix take the 4 slots, took " .. n)
+hearth_settings.HEARTH_SPREAD = 1
+hearth_settings.HEARTH_PREFIX_CHARS = 16
+check(hearth_key_of(short) == hearth_key_of(short2), "HEARTH_PREFIX_CHARS=16 cuts the key before the question")
 
 if failures > 0 then
   os.exit(1)
