@@ -36,7 +36,7 @@ int run_synth(const SynthFlags& f) {
   if (!preset) {
     std::fprintf(stderr,
                  "error: unknown preset '%s' (tiny, 110m, 1b, 3b, 8b, 30b-a3b, gpt-oss-20b, qwen35-0.8b, "
-                 "qwen35-35b-a3b, qwen3next-80b-a3b)\n",
+                 "qwen35-35b-a3b, qwen3next-80b-a3b, minilm-l6, nomic-embed)\n",
                  f.preset.c_str());
     return 1;
   }
@@ -51,7 +51,9 @@ int run_synth(const SynthFlags& f) {
   c.pooling_type = o.pooling_type;
   c.add_eos = o.add_eos;
   // 30b-a3b is qwen3moe, qwen35-0.8b qwen35 and qwen35-35b-a3b qwen35moe unless told
-  if (f.has_arch || (c.n_expert == 0 && c.architecture != "qwen35")) c.architecture = o.architecture;
+  if (f.has_arch || (c.n_expert == 0 && c.architecture != "qwen35" && !synth_is_encoder(c.architecture))) {
+    c.architecture = o.architecture;
+  }
   if (f.ssm_state) c.ssm_d_state = *f.ssm_state;
   if (f.ssm_k_heads) c.ssm_n_k_heads = *f.ssm_k_heads;
   if (f.ssm_v_heads) c.ssm_n_v_heads = *f.ssm_v_heads;
@@ -75,6 +77,11 @@ int run_synth(const SynthFlags& f) {
   if (f.has_experts) c.n_expert = o.n_expert;
   if (f.has_experts_used) c.n_expert_used = o.n_expert_used;
   if (f.has_expert_ffn) c.expert_ffn_dim = o.expert_ffn_dim;
+  if (synth_is_encoder(c.architecture)) {  // every head its own K/V, a pooling (mean unless told), BERT's epsilon
+    if (!f.has_kv_heads) c.n_kv_heads = c.n_heads;
+    if (c.pooling_type < 0) c.pooling_type = static_cast<int32_t>(PoolingType::kMean);
+    c.rms_eps = 1e-12f;
+  }
   if (c.architecture == "gemma4") {  // Gemma 4's E-style knobs (synth.h); 0 takes the generator's default
     c.head_dim_swa = o.head_dim_swa;
     c.n_kv_heads_global = o.n_kv_heads_global;

@@ -174,6 +174,12 @@ Result<std::unique_ptr<Engine>> Engine::create(Model& model, const Tokenizer& to
     info.embedding_pooling = pooling_name(pooling);
     info.embedding_dim = c.dim;
   }
+  if (c.encoder) {
+    info.generation_refusal = fmt::format(
+        "{} is an embedding model ({}, a bidirectional encoder with no language-model head): it serves "
+        "/v1/embeddings and /api/embed, not chat or completions",
+        model.file().name(), c.architecture);
+  }
   if (c.is_hybrid()) {
     (*storage)->reserve_state_slots(states->running_slots + states->checkpoint_slots, c.recurrent_state_floats());
   }
