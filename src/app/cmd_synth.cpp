@@ -143,9 +143,11 @@ Command add_synth(CLI::App& app) {
          "clamped SwiGLU), qwen35 (Qwen3.5 dense: three of four layers Gated DeltaNet, the fourth gated full "
          "attention with partial RoPE), qwen35moe (Qwen3.5-MoE: qwen35's layers with qwen3moe's experts and a "
          "sigmoid-gated shared expert of width --ffn), qwen3next (Qwen3-Next: qwen35moe with llama.cpp's fused "
-         "ssm_in and ssm_ba DeltaNet projections, key heads grouped, plain neox RoPE)")
+         "ssm_in and ssm_ba DeltaNet projections, key heads grouped, plain neox RoPE), bert and nomic-bert "
+         "(embedding encoders with a synthetic WordPiece vocabulary; --vocab-from is not read; pooling mean unless "
+         "--pooling cls)")
       ->check(CLI::IsMember({"llama", "qwen2", "qwen3", "qwen3moe", "phi3", "gemma2", "gemma3", "gemma4", "gpt-oss",
-                             "qwen35", "qwen35moe", "qwen3next"}));
+                             "qwen35", "qwen35moe", "qwen3next", "bert", "nomic-bert"}));
   app.add_option("--head-dim-swa", f->overrides.head_dim_swa, "gemma4: sliding layers' head size (0: head dim / 2)");
   app.add_option("--kv-heads-global", f->overrides.n_kv_heads_global,
                  "gemma4: global layers' KV heads (0: --kv-heads)");
@@ -162,7 +164,8 @@ Command add_synth(CLI::App& app) {
   app.add_option("--rope-base", f->rope_base, "RoPE frequency base (default 10000, 500000 with --rope-freqs)");
   app.add_option("--preset", f->preset,
                  "Shape: tiny, 110m, 1b, 3b, 8b, 30b-a3b (Qwen3-30B-A3B, qwen3moe), gpt-oss-20b (gpt-oss), qwen35-0.8b "
-                 "(qwen35), qwen35-35b-a3b (qwen35moe), qwen3next-80b-a3b (qwen3next)")
+                 "(qwen35), qwen35-35b-a3b (qwen35moe), qwen3next-80b-a3b (qwen3next), minilm-l6 (bert), nomic-embed "
+                 "(nomic-bert)")
       ->capture_default_str();
   app.add_option("--type", f->type,
                  "Weight type (mxfp4: qwen3moe, qwen35moe, qwen3next and gpt-oss, MXFP4 experts and Q8_0 for the other "

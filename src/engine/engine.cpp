@@ -18,6 +18,9 @@ namespace hearth {
 SubmitResult<int32_t> check_request(const RequestSpec& spec, const EngineInfo& info, const AdmissionLimits& limits,
                                     int32_t num_waiting) {
   using enum SubmitErrorCode;
+  // An encoder's blocks must never reach the prefix index (a prefix's states depend on the tokens after it), and it
+  // has no LM head: no request is ever admitted.
+  if (!info.generation_refusal.empty()) return SubmitError{kNotGenerative, info.generation_refusal};
   for (TokenId t : spec.prompt) {
     if (t.value < 0 || t.value >= info.vocab_size) {
       return submit_error(kInvalidToken, "token id {} is outside the vocabulary of {}", t.value, info.vocab_size);

@@ -354,7 +354,14 @@ TEST(Encoder, InputLongerThanAForwardIsRefusedAndChatIsRefused) {
   ASSERT_FALSE(too_long.ok());
   EXPECT_EQ(too_long.error().code, SubmitErrorCode::kPromptTooLong);
   EXPECT_NE(too_long.error().message.find("--max-batch-tokens"), std::string::npos) << too_long.error().message;
+  RequestSpec spec;  // no generation request is admitted, so none can index an encoder's blocks
+  spec.prompt = {TokenId{2}, TokenId{7}, TokenId{3}};
+  spec.max_tokens = 2;
+  auto added = (*engine)->add_request(spec);
+  ASSERT_FALSE(added.ok());
+  EXPECT_EQ(added.error().code, SubmitErrorCode::kNotGenerative);
   EXPECT_EQ((*engine)->kv().pool().num_blocks_in_use(), 0);
+  EXPECT_EQ((*engine)->kv().pool().num_blocks_cached(), 0);
 }
 
 TEST(Encoder, WordPieceSplitsLikeBert) {
