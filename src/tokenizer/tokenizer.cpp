@@ -125,7 +125,7 @@ Result<void> resolve_special_ids(const TokenizerVocab& v, Vocab& out) {
     if (out.eos == Vocab::kNone) out.eos = out.sep;  // [SEP] ends an input; nothing is generated
     out.add_bos = true;
     out.add_space_prefix = false;
-    out.wpm_lowercase = v.lowercase.value_or(false);
+    out.wpm_lowercase = v.lowercase.value_or(true);  // llama.cpp's normalizer default
     out.wpm_strip_accents = v.strip_accents.value_or(out.wpm_lowercase);
   }
   return {};

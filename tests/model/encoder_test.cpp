@@ -379,6 +379,32 @@ TEST(Encoder, WordPieceSplitsLikeBert) {
   EXPECT_EQ(texts("東"), (std::vector<std::string>{"[CLS]", "[UNK]", "[SEP]"}));
 }
 
+// llama.cpp's BertNormalizer defaults: lowercase unless tokenizer.ggml.normalizer.lowercase is false, accents
+// stripped as lowercase says unless strip_accents says otherwise.
+TEST(Encoder, WordPieceNormalizerKeysAsLlamaCpp) {
+  const std::string u = "\xE2\x96\x81";
+  TokenizerVocab v;
+  v.model = "bert";
+  v.tokens = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", u + "the", u + "The", u + "cafe", u + "caf\xC3\xA9"};
+  v.token_types = {3, 3, 3, 3, 1, 1, 1, 1};
+  v.bos_id = 2;
+  v.unknown_id = 1;
+  v.sep_id = 3;
+  auto ids = [&](const TokenizerVocab& vocab) {
+    auto t = Tokenizer::from_vocab(vocab);
+    EXPECT_TRUE(t.ok()) << (t.ok() ? "" : t.error().message);
+    std::vector<int32_t> out;
+    if (!t.ok()) return out;
+    for (TokenId id : t->encode("The caf\xC3\xA9", true)) out.push_back(id.value);
+    return out;
+  };
+  EXPECT_EQ(ids(v), (std::vector<int32_t>{2, 4, 6, 3}));
+  v.lowercase = false;
+  EXPECT_EQ(ids(v), (std::vector<int32_t>{2, 5, 7, 3}));
+  v.strip_accents = true;
+  EXPECT_EQ(ids(v), (std::vector<int32_t>{2, 5, 6, 3}));
+}
+
 // ---- (c) against the peer ----
 
 std::string run_command(const std::string& command) {
