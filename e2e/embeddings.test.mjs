@@ -140,3 +140,34 @@ test('a chat model answers 400 naming why', async () => {
     await pooled.stop();
   }
 });
+
+// A BERT-family encoder (`hearth synth --arch bert`: a synthetic WordPiece vocabulary, mean pooling): the openai
+// client's embeddings.create gives unit vectors, the same for an input alone or batched, and chat is a 400 naming
+// why.
+test('a bert encoder embeds through embeddings.create and refuses chat', async () => {
+  const bert = path.join(repoRoot, 'models', 'e2e-bert-tiny.gguf');
+  if (!existsSync(bert)) {
+    mkdirSync(path.dirname(bert), { recursive: true });
+    execFileSync(BIN, ['synth', '--arch', 'bert', '--dim', '64', '--layers', '2', '--heads', '4', '--ffn', '128',
+      '--ctx', '512', '--type', 'f32', '-o', bert], { stdio: 'ignore' });
+  }
+  const encoder = await startServer(['--model-id', 'bert-tiny'], {}, { models: [bert] });
+  try {
+    const c = encoder.client();
+    const texts = ['The house rules: no shoes in the kitchen!', 'Café déjà vu, 東京 and 42 apples.'];
+    const many = await c.embeddings.create({ model: 'bert-tiny', input: texts, encoding_format: 'float' });
+    assert.equal(many.data.length, 2);
+    for (const d of many.data) {
+      assert.equal(d.embedding.length, 64);
+      assert.ok(Math.abs(norm(d.embedding) - 1) < 1e-5);
+    }
+    const one = await c.embeddings.create({ model: 'bert-tiny', input: texts[1], encoding_format: 'float' });
+    assert.deepEqual(one.data[0].embedding, many.data[1].embedding, 'batched or alone, the same bits');
+    assert.ok(cosine(many.data[0].embedding, many.data[1].embedding) < 0.99);
+    await assert.rejects(
+      c.chat.completions.create({ model: 'bert-tiny', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 }),
+      (e) => e.status === 400 && /embedding model/.test(e.message));
+  } finally {
+    await encoder.stop();
+  }
+});

@@ -209,6 +209,11 @@ int run_bench_model(const BenchModelFlags& f) {
   auto loaded = load_model_file(f.model_path);
   if (!loaded) return std::fprintf(stderr, "error: %s\n", loaded.error().message.c_str()), 1;
   Model& model = *loaded->model;
+  if (model.config().encoder) {
+    return std::fprintf(stderr, "error: %s is an encoder (%s): bench model times generation\n", f.model_path.c_str(),
+                        model.config().architecture.c_str()),
+           1;
+  }
   const int32_t n_positions = positions_of(f);
   if (n_positions > model.config().n_ctx_train) {
     std::fprintf(stderr,

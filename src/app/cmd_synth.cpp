@@ -36,7 +36,7 @@ int run_synth(const SynthFlags& f) {
   if (!preset) {
     std::fprintf(stderr,
                  "error: unknown preset '%s' (tiny, 110m, 1b, 3b, 8b, 30b-a3b, gpt-oss-20b, qwen35-0.8b, "
-                 "qwen35-35b-a3b, qwen3next-80b-a3b)\n",
+                 "qwen35-35b-a3b, qwen3next-80b-a3b, minilm-l6, nomic-embed)\n",
                  f.preset.c_str());
     return 1;
   }
@@ -51,7 +51,9 @@ int run_synth(const SynthFlags& f) {
   c.pooling_type = o.pooling_type;
   c.add_eos = o.add_eos;
   // 30b-a3b is qwen3moe, qwen35-0.8b qwen35 and qwen35-35b-a3b qwen35moe unless told
-  if (f.has_arch || (c.n_expert == 0 && c.architecture != "qwen35")) c.architecture = o.architecture;
+  if (f.has_arch || (c.n_expert == 0 && c.architecture != "qwen35" && !synth_is_encoder(c.architecture))) {
+    c.architecture = o.architecture;
+  }
   if (f.ssm_state) c.ssm_d_state = *f.ssm_state;
   if (f.ssm_k_heads) c.ssm_n_k_heads = *f.ssm_k_heads;
   if (f.ssm_v_heads) c.ssm_n_v_heads = *f.ssm_v_heads;
@@ -75,6 +77,11 @@ int run_synth(const SynthFlags& f) {
   if (f.has_experts) c.n_expert = o.n_expert;
   if (f.has_experts_used) c.n_expert_used = o.n_expert_used;
   if (f.has_expert_ffn) c.expert_ffn_dim = o.expert_ffn_dim;
+  if (synth_is_encoder(c.architecture)) {  // every head its own K/V, a pooling (mean unless told), BERT's epsilon
+    if (!f.has_kv_heads) c.n_kv_heads = c.n_heads;
+    if (c.pooling_type < 0) c.pooling_type = static_cast<int32_t>(PoolingType::kMean);
+    c.rms_eps = 1e-12f;
+  }
   if (c.architecture == "gemma4") {  // Gemma 4's E-style knobs (synth.h); 0 takes the generator's default
     c.head_dim_swa = o.head_dim_swa;
     c.n_kv_heads_global = o.n_kv_heads_global;
@@ -136,9 +143,11 @@ Command add_synth(CLI::App& app) {
          "clamped SwiGLU), qwen35 (Qwen3.5 dense: three of four layers Gated DeltaNet, the fourth gated full "
          "attention with partial RoPE), qwen35moe (Qwen3.5-MoE: qwen35's layers with qwen3moe's experts and a "
          "sigmoid-gated shared expert of width --ffn), qwen3next (Qwen3-Next: qwen35moe with llama.cpp's fused "
-         "ssm_in and ssm_ba DeltaNet projections, key heads grouped, plain neox RoPE)")
+         "ssm_in and ssm_ba DeltaNet projections, key heads grouped, plain neox RoPE), bert and nomic-bert "
+         "(embedding encoders with a synthetic WordPiece vocabulary; --vocab-from is not read; pooling mean unless "
+         "--pooling cls)")
       ->check(CLI::IsMember({"llama", "qwen2", "qwen3", "qwen3moe", "phi3", "gemma2", "gemma3", "gemma4", "gpt-oss",
-                             "qwen35", "qwen35moe", "qwen3next"}));
+                             "qwen35", "qwen35moe", "qwen3next", "bert", "nomic-bert"}));
   app.add_option("--head-dim-swa", f->overrides.head_dim_swa, "gemma4: sliding layers' head size (0: head dim / 2)");
   app.add_option("--kv-heads-global", f->overrides.n_kv_heads_global,
                  "gemma4: global layers' KV heads (0: --kv-heads)");
@@ -155,7 +164,8 @@ Command add_synth(CLI::App& app) {
   app.add_option("--rope-base", f->rope_base, "RoPE frequency base (default 10000, 500000 with --rope-freqs)");
   app.add_option("--preset", f->preset,
                  "Shape: tiny, 110m, 1b, 3b, 8b, 30b-a3b (Qwen3-30B-A3B, qwen3moe), gpt-oss-20b (gpt-oss), qwen35-0.8b "
-                 "(qwen35), qwen35-35b-a3b (qwen35moe), qwen3next-80b-a3b (qwen3next)")
+                 "(qwen35), qwen35-35b-a3b (qwen35moe), qwen3next-80b-a3b (qwen3next), minilm-l6 (bert), nomic-embed "
+                 "(nomic-bert)")
       ->capture_default_str();
   app.add_option("--type", f->type,
                  "Weight type (mxfp4: qwen3moe, qwen35moe, qwen3next and gpt-oss, MXFP4 experts and Q8_0 for the other "

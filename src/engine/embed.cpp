@@ -4,6 +4,10 @@
 //   (no cache: use_cache false, so nothing is shared or registered) ─► one forward_hidden over up to
 //   max_batch_tokens rows (the first admitted input may be a later chunk of a long one) ─► pool each sequence's
 //   rows into its vector (pooling.h) ─► finish and release the inputs whose last token ran.
+//
+// Encoders (bert, nomic-bert) attend bidirectionally, so an input is never chunked: each must fit one forward
+// (max_batch_tokens) and is admitted only when it fits the forward being filled. Their blocks are never shared or
+// registered either (use_cache false): a prefix's states depend on the tokens after it.
 
 #include <algorithm>
 
@@ -52,6 +56,12 @@ SubmitResult<void> Engine::check_embedding_inputs(std::span<const std::vector<To
       return submit_error(kPromptTooLong, "input {} has {} tokens; the model's context is {}", i, tokens.size(),
                           info_.n_ctx);
     }
+    if (model_.config().encoder && tokens.size() > static_cast<size_t>(config_.max_batch_tokens)) {
+      return submit_error(kPromptTooLong,
+                          "input {} has {} tokens; an encoder ({}) embeds each input whole in one forward of at most "
+                          "{} tokens (raise --max-batch-tokens)",
+                          i, tokens.size(), model_.config().architecture, config_.max_batch_tokens);
+    }
     const int64_t blocks = (static_cast<int64_t>(tokens.size()) + block_size - 1) / block_size;
     if (blocks > usable_blocks) {
       return submit_error(kExceedsKvPool, "input {} needs {} KV blocks; the pool has {} (less pins)", i, blocks,
@@ -71,6 +81,8 @@ void Engine::embed_forward(std::span<const std::vector<TokenId>> inputs, std::ve
     const int32_t take =
         std::min<int32_t>(static_cast<int32_t>(tokens.size()) - a.num_done, config_.max_batch_tokens - rows);
     if (take <= 0) break;
+    HEARTH_CHECK(!model_.config().encoder || (a.num_done == 0 && take == static_cast<int32_t>(tokens.size())),
+                 "an encoder's input must run whole in one forward");
     BatchSequence seq;
     seq.first_row = rows;
     seq.n_tokens = take;
@@ -111,8 +123,10 @@ SubmitResult<Embeddings> Engine::embed(std::span<const std::vector<TokenId>> inp
     int64_t rows_wanted = 0;
     for (const EmbedSequence& a : active) rows_wanted += static_cast<int64_t>(inputs[a.input].size()) - a.num_done;
     while (next < inputs.size() && rows_wanted < config_.max_batch_tokens) {
-      const RequestId id{next_request_id_++};
       const auto n = static_cast<int32_t>(inputs[next].size());
+      // An encoder attends bidirectionally: an input is admitted only when it fits this forward whole.
+      if (model_.config().encoder && rows_wanted + n > config_.max_batch_tokens) break;
+      const RequestId id{next_request_id_++};
       if (!kv_->admit(id, ns, inputs[next], n, /*use_cache=*/false)) break;
       active.push_back({next, id, 0});
       rows_wanted += n;

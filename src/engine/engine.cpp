@@ -18,6 +18,9 @@ namespace hearth {
 SubmitResult<int32_t> check_request(const RequestSpec& spec, const EngineInfo& info, const AdmissionLimits& limits,
                                     int32_t num_waiting) {
   using enum SubmitErrorCode;
+  // An encoder's blocks must never reach the prefix index (a prefix's states depend on the tokens after it), and it
+  // has no LM head: no request is ever admitted.
+  if (!info.generation_refusal.empty()) return SubmitError{kNotGenerative, info.generation_refusal};
   for (TokenId t : spec.prompt) {
     if (t.value < 0 || t.value >= info.vocab_size) {
       return submit_error(kInvalidToken, "token id {} is outside the vocabulary of {}", t.value, info.vocab_size);
@@ -173,6 +176,12 @@ Result<std::unique_ptr<Engine>> Engine::create(Model& model, const Tokenizer& to
   if (info.embedding_refusal.empty()) {
     info.embedding_pooling = pooling_name(pooling);
     info.embedding_dim = c.dim;
+  }
+  if (c.encoder) {
+    info.generation_refusal = fmt::format(
+        "{} is an embedding model ({}, a bidirectional encoder with no language-model head): it serves "
+        "/v1/embeddings and /api/embed, not chat or completions",
+        model.file().name(), c.architecture);
   }
   if (c.is_hybrid()) {
     (*storage)->reserve_state_slots(states->running_slots + states->checkpoint_slots, c.recurrent_state_floats());

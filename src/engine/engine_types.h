@@ -212,6 +212,8 @@ struct EngineInfo {
   std::string embedding_pooling;
   int32_t embedding_dim = 0;
   std::string embedding_refusal;
+  // Why the model generates no text (an encoder: bert, nomic-bert), in words a client can act on; empty when it does.
+  std::string generation_refusal;
 };
 
 // One L2-normalised vector per input, in input order (Engine::embed).

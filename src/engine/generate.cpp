@@ -29,6 +29,10 @@ Result<GenerateResult> generate(Model& model, const Tokenizer& tokenizer, std::s
                                 const GenerateOptions& options, ThreadPool& pool,
                                 const std::function<void(std::string_view)>& on_text) {
   const ModelConfig& c = model.config();
+  if (c.encoder) {
+    return make_error("{} is an embedding model ({} encoder): it generates no text (serve it for /v1/embeddings)",
+                      model.file().name(), c.architecture);
+  }
   GenerateResult result;
   result.prompt_tokens = tokenizer.encode(prompt, /*add_bos=*/true);
   if (result.prompt_tokens.empty()) return make_error("prompt is empty and the model adds no BOS token");

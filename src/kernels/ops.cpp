@@ -37,6 +37,30 @@ void rms_norm_reference(const float* x, const float* w, float* out, int64_t n, f
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * w[i];
 }
 
+void layer_norm(const float* x, const float* w, const float* b, float* out, int64_t n, float eps) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += x[i];
+  const double mean = sum / static_cast<double>(n);
+  double sq = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double d = x[i] - mean;
+    sq += d * d;
+  }
+  const auto mean_f = static_cast<float>(mean);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(sq / static_cast<double>(n)) + eps);
+  for (int64_t i = 0; i < n; ++i) out[i] = (x[i] - mean_f) * scale * w[i] + b[i];
+}
+
+void layer_norm_reference(const float* x, const float* w, const float* b, float* out, int64_t n, float eps) {
+  long double sum = 0.0L;
+  for (int64_t i = 0; i < n; ++i) sum += x[i];
+  const long double mean = sum / n;
+  long double sq = 0.0L;
+  for (int64_t i = 0; i < n; ++i) sq += (x[i] - mean) * (x[i] - mean);
+  const long double inv = 1.0L / std::sqrt(sq / n + eps);
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>((x[i] - mean) * inv * w[i] + b[i]);
+}
+
 void rope_fill_cos_sin(int32_t pos, int32_t rope_dim, float base, float* cos_sin) {
   for (int32_t i = 0; i < rope_dim / 2; ++i) {
     const double freq = std::pow(static_cast<double>(base), -2.0 * i / rope_dim);

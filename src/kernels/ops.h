@@ -14,6 +14,12 @@ void rms_norm(const float* x, const float* w, float* out, int64_t n, float eps);
 // Twin: the squares summed in order.
 void rms_norm_reference(const float* x, const float* w, float* out, int64_t n, float eps);
 
+// out[i] = (x[i] - mean(x)) / sqrt(var(x) + eps) * w[i] + b[i]: LayerNorm (BERT's)       x, w, b, out: [n]
+// Mean and variance are two passes in double over x in order: a fixed function of n alone. out may alias x.
+void layer_norm(const float* x, const float* w, const float* b, float* out, int64_t n, float eps);
+// Twin: the same formula with long double sums and the normalisation in long double, rounded once.
+void layer_norm_reference(const float* x, const float* w, const float* b, float* out, int64_t n, float eps);
+
 // Rotates `x` in place for one head at position `pos`:                x: [head_dim]
 // normal style rotates pairs (x[2i], x[2i+1]), neox style pairs (x[i], x[i + rope_dim/2]), for i < rope_dim/2,
 // by angle pos × base^(-2i / rope_dim). cos_sin holds the precomputed [rope_dim/2][2] values for `pos`.

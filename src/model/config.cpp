@@ -8,9 +8,9 @@
 namespace hearth {
 namespace {
 
-constexpr std::array<std::string_view, 14> kSupportedArchitectures = {
-    "gemma2", "gemma3", "gemma4", "gpt-oss",   "llama",    "mistral",   "phi3",
-    "qwen2",  "qwen3",  "qwen35", "qwen35moe", "qwen3moe", "qwen3next", "smollm"};
+constexpr std::array<std::string_view, 16> kSupportedArchitectures = {
+    "bert", "gemma2", "gemma3", "gemma4", "gpt-oss",   "llama",    "mistral",   "nomic-bert",
+    "phi3", "qwen2",  "qwen3",  "qwen35", "qwen35moe", "qwen3moe", "qwen3next", "smollm"};
 
 // llama.cpp's LLAMA_MAX_EXPERTS: a file with more experts is one the peer refuses too.
 constexpr int32_t kMaxExperts = 512;
@@ -478,6 +478,31 @@ std::string ModelConfig::supported_architectures() {
 
 namespace {
 
+// bert and nomic-bert (config.h's header): LayerNorm epsilon, the token type count, the attention's non-causality.
+Result<void> read_encoder(const GgufFile& file, const std::string& p, ModelConfig& c) {
+  c.encoder = c.architecture == "bert" || c.architecture == "nomic-bert";
+  if (!c.encoder) return {};
+  auto eps = read_float(file, p + "attention.layer_norm_epsilon", 1e-12f, 0.0, 1.0);
+  if (!eps) return eps.error();
+  auto types = file.get_uint("tokenizer.ggml.token_type_count");
+  if (!types) return types.error();
+  if (!types->has_value() || **types == 0 || **types > 1024) {
+    return make_error("{}: {} needs tokenizer.ggml.token_type_count (1 to 1024), as llama.cpp does", file.name(),
+                      c.architecture);
+  }
+  auto causal = file.get_bool(p + "attention.causal");
+  if (!causal) return causal.error();
+  if (causal->has_value() && **causal) {
+    return make_error("{}: metadata '{}attention.causal' = true: Hearth runs {} with bidirectional attention only",
+                      file.name(), p, c.architecture);
+  }
+  c.norm_eps = *eps;
+  c.n_token_types = static_cast<int32_t>(**types);
+  if (c.architecture == "bert") c.rope_dim = 0;  // learned absolute positions instead
+  c.rope_style = RopeStyle::kNeox;
+  return {};
+}
+
 // <arch>.pooling_type, llama.cpp's numbers (pooling.h); absent: none.
 Result<void> read_pooling(const GgufFile& file, const std::string& p, ModelConfig& c) {
   auto value = file.get_uint(p + "pooling_type");
@@ -582,6 +607,7 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
   HEARTH_TRY(read_gemma(file, p, c));
   HEARTH_TRY(read_delta_net(file, p, c));
   HEARTH_TRY(read_pooling(file, p, c));
+  HEARTH_TRY(read_encoder(file, p, c));
 
   const GgufTensor* embd = file.find_tensor("token_embd.weight");
   if (embd == nullptr) return make_error("{}: missing tensor 'token_embd.weight'", file.name());

@@ -73,6 +73,15 @@
 //                           their alpha rows; value head h reads key head h / (n_v / n_k) (llama.cpp's repeat-
 //                           interleave). Plain neox RoPE (no rope.dimension_sections). A file with attn_qkv and
 //                           attn_gate instead of ssm_in (llama.cpp's newer converter) reads them as qwen35 does.
+//   bert                    an encoder (BERT, bge, all-MiniLM; llama.cpp's llm_build_bert): x = token_embd[t] +
+//                           position_embd[pos] + token_types[0], LayerNorm (token_embd_norm, with bias, eps
+//                           attention.layer_norm_epsilon); each layer post-norm: x = LN_attn_output_norm(x + attn(x)),
+//                           x = LN_layer_output_norm(x + down(gelu(up(x) + b) + b)); q/k/v/o biases; attention is
+//                           bidirectional (every token reads every other) and there is no RoPE; no output norm or
+//                           head: the hidden states are the output, pooled by pooling_type. token_types.weight holds
+//                           tokenizer.ggml.token_type_count rows, of which row 0 is added (llama.cpp's "sentence A").
+//   nomic-bert              bert's block with a fused attn_qkv (rows q, k, v; no biases), neox RoPE (rope.freq_base)
+//                           instead of position embeddings, and a SwiGLU FFN (ffn_up, ffn_gate, ffn_down, no biases)
 //
 // RoPE scaling: a rope_freqs.weight tensor (Llama 3.1/3.2, llama family) divides each pair's frequency
 // (weights.h); rope.scaling.type linear (or absent) with rope.scaling.factor F multiplies every angle by 1/F;
@@ -195,6 +204,11 @@ struct ModelConfig {
   DeltaNetConfig delta_net;       // qwen35, qwen35moe: the recurrent layers' shape; full_attention_interval 0 elsewhere
   // <arch>.pooling_type (pooling.h): how an embedding model pools its hidden states; kNone when absent (chat models).
   PoolingType pooling = PoolingType::kNone;
+  // bert, nomic-bert: a bidirectional encoder with LayerNorms (norm_eps) and n_token_types token-type rows; it
+  // produces hidden states, never logits.
+  bool encoder = false;
+  float norm_eps = 1e-12f;
+  int32_t n_token_types = 0;
 
   // gemma4 (config.h's header): per-layer shapes. Empty vectors and zeros mean every layer is alike.
   bool gemma4 = false;

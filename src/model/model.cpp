@@ -142,6 +142,7 @@ void fill_rope_cos_sin(int32_t pos, const ModelConfig& c, int32_t rope_dim, floa
 Model::Model(std::shared_ptr<const GgufFile> file, ModelConfig config, ModelWeights weights)
     : file_(std::move(file)), config_(std::move(config)), weights_(std::move(weights)) {
   if (config_.gemma4) ones_.assign(static_cast<size_t>(std::max(config_.max_head_dim(), config_.dim)), 1.0f);
+  if (config_.encoder) ones_.assign(static_cast<size_t>(config_.ffn_dim), 1.0f);
   packed_bytes_ = weights_.pack_matrices();
   weights_.release_packed_originals();
 }
@@ -538,6 +539,8 @@ std::span<const float> Model::output_logits(const BatchInput& batch, ThreadPool&
 }
 
 std::span<const float> Model::forward(const BatchInput& batch, KvStorage& kv, ThreadPool& pool) {
+  HEARTH_CHECK(!config_.encoder, "{} is an encoder: it computes hidden states (forward_hidden), not logits",
+               config_.architecture);
   if (batch.tokens.empty()) return {};
   run_layers(batch, kv, pool);
   return output_logits(batch, pool);
@@ -548,6 +551,7 @@ std::span<const float> Model::forward_hidden(const BatchInput& batch, KvStorage&
   run_layers(batch, kv, pool);
   const int64_t n = static_cast<int64_t>(batch.tokens.size());
   const int32_t dim = config_.dim;
+  if (config_.encoder) return {s_.x.data(), static_cast<size_t>(n * dim)};
   for_rows(pool, n, [&](int64_t row) {
     float* x = s_.x.data() + row * dim;
     rms_norm(x, weights_.output_norm.data(), x, dim, config_.rms_eps);
@@ -566,6 +570,10 @@ void Model::run_layers(const BatchInput& batch, KvStorage& kv, ThreadPool& pool)
                kv.shape().n_layers, kv.shape().n_kv_heads, kv.shape().head_dim, want.n_layers, want.n_kv_heads,
                want.head_dim);
   prepare_scratch(batch, pool.num_threads());
+  if (config_.encoder) {
+    run_encoder(batch, kv, pool);
+    return;
+  }
   reset_states(batch, kv);
   embed(batch, pool);
   const int64_t n = static_cast<int64_t>(batch.tokens.size());

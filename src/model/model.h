@@ -99,6 +99,8 @@ class Model {
   // Runs the batch as forward() does (K/V written, recurrent states advanced) but returns, instead of logits, every
   // row's final hidden state after the output norm, before the LM head: [n_tokens, dim], in batch row order, what
   // embedding pooling (pooling.h) reads. want_logits is ignored. Valid until the next call.
+  // Encoders (config().encoder: bert, nomic-bert) have no output norm and attend bidirectionally: each sequence must
+  // come whole (pos_begin 0), and forward() (logits) must not be called on them.
   std::span<const float> forward_hidden(const BatchInput& batch, KvStorage& kv, ThreadPool& pool);
 
  private:
@@ -154,6 +156,12 @@ class Model {
   void delta_net_block(int layer, const BatchInput& batch, KvStorage& kv, ThreadPool& pool);
   void delta_net_project(int layer, int64_t n_tokens, ThreadPool& pool);
   void delta_net_recurrence(int layer, const BatchInput& batch, KvStorage& kv, ThreadPool& pool);
+  // bert, nomic-bert (encoder.cpp): the whole forward, leaving the hidden states in s_.x.
+  void run_encoder(const BatchInput& batch, KvStorage& kv, ThreadPool& pool);
+  void encoder_embed(const BatchInput& batch, ThreadPool& pool);
+  void encoder_attention(int layer, const BatchInput& batch, KvStorage& kv, ThreadPool& pool);
+  void attend_bidirectional(int layer, const BatchInput& batch, const KvStorage& kv, ThreadPool& pool);
+  void encoder_ffn(int layer, int64_t n_rows, ThreadPool& pool);
   // Clears the state slot of every sequence that starts at position 0 (hybrid models).
   void reset_states(const BatchInput& batch, KvStorage& kv) const;
   // x += post_norm(proj) (gemma), or x += proj when post_norm is empty.
@@ -164,7 +172,7 @@ class Model {
   ModelConfig config_;
   ModelWeights weights_;
   size_t packed_bytes_ = 0;
-  std::vector<float> ones_;  // [max head_dim]; the weight of gemma4's value norm
+  std::vector<float> ones_;  // [max head_dim]; the weight of gemma4's value norm; [ffn_dim] for encoders' GELU
   Scratch s_;
 };
 

@@ -7,11 +7,14 @@
 
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
+#include "model/synth_internal.h"
 #include "tensor/quant.h"
 #include "util/thread_pool.h"
 
 namespace hearth {
 namespace {
+
+using detail::TensorPlan;
 
 constexpr size_t kBatchBytes = 4 << 20;  // rows generated per parallel batch, before they are written
 
@@ -63,16 +66,6 @@ void gaussian_row(uint64_t stream, int64_t row_index, float sd, float* row, int6
     if (i + 1 < n) row[i + 1] = static_cast<float>(radius * std::sin(angle));
   }
 }
-
-// Values are mean + N(0, sd^2); sd 0 gives exactly `mean` (the norm weights of the llama layout are ones).
-struct TensorPlan {
-  std::string name;
-  std::vector<int64_t> shape;  // GGML order
-  DType type;
-  float mean = 0.0f;
-  float sd = 0.0f;
-  std::vector<float> values = {};  // when set: exactly these values (one row), instead of mean + noise
-};
 
 // qwen35, qwen35moe and qwen3next: the hybrid layers (Gated DeltaNet beside gated attention).
 bool qwen35_family(const std::string& a) {
@@ -343,6 +336,10 @@ std::vector<TensorPlan> plan_tensors(const SynthConfig& c, int64_t n_vocab) {
   return plan;
 }
 
+}  // namespace
+
+namespace detail {
+
 // Streams a tensor's rows in batches: the pool generates and quantizes a batch, then the batch is written.
 GgufTensorFill make_fill(const TensorPlan& t, const SynthConfig& c, ThreadPool& pool) {
   return [&t, &c, &pool](GgufDataSink& sink) -> Result<void> {
@@ -401,6 +398,13 @@ uint32_t llama_file_type(DType type, bool q4_k_m) {
       return 0;  // unreachable: validate_synth_config admits only the types above
   }
 }
+
+}  // namespace detail
+
+namespace {
+
+using detail::llama_file_type;
+using detail::make_fill;
 
 void add_gemma4_metadata(GgufWriter& w, const SynthConfig& c) {
   const std::string a = "gemma4.";
@@ -635,14 +639,18 @@ Result<void> validate_synth_config(const SynthConfig& c) {
   constexpr int64_t kMax = int64_t{1} << 30;
   auto bad = [](std::string_view what) { return make_error("synthetic model: {}", what); };
   if (c.out_path.empty()) return bad("no output path");
-  if (c.vocab_from.empty()) return bad("no vocabulary file to copy the tokenizer from");
   const std::string& a = c.architecture;
+  if (c.vocab_from.empty() && !synth_is_encoder(a)) return bad("no vocabulary file to copy the tokenizer from");
   if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "qwen3moe" && a != "phi3" && a != "gemma2" &&
-      a != "gemma3" && a != "gemma4" && a != "gpt-oss" && !qwen35_family(a)) {
+      a != "gemma3" && a != "gemma4" && a != "gpt-oss" && !qwen35_family(a) && !synth_is_encoder(a)) {
     return bad(fmt::format(
         "architecture '{}' is not one the generator writes (llama, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3, "
-        "gemma4, gpt-oss, qwen35, qwen35moe, qwen3next)",
+        "gemma4, gpt-oss, qwen35, qwen35moe, qwen3next, bert, nomic-bert)",
         a));
+  }
+  if (synth_is_encoder(a) && (c.n_kv_heads != c.n_heads || c.pooling_type < 1 || c.pooling_type > 2)) {
+    return bad(fmt::format("{} needs n_kv_heads = n_heads ({} vs {}) and pooling_type 1 (mean) or 2 (cls), got {}", a,
+                           c.n_kv_heads, c.n_heads, c.pooling_type));
   }
   HEARTH_TRY(validate_gemma4(c));
   if (qwen35_family(a)) {
@@ -724,6 +732,7 @@ Result<void> validate_synth_config(const SynthConfig& c) {
 
 Result<void> write_synthetic_model(const SynthConfig& c) {
   HEARTH_TRY(validate_synth_config(c));
+  if (synth_is_encoder(c.architecture)) return detail::write_synthetic_encoder(c);
   auto vocab = GgufFile::open(c.vocab_from);
   if (!vocab) return make_error("synthetic model: vocabulary: {}", vocab.error().message);
   auto tokens = vocab->get_string_array("tokenizer.ggml.tokens");

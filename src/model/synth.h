@@ -78,6 +78,15 @@
 // layer keeps its dense FFN as a shared expert and adds qwen3moe's router and experts, blk.N.ffn_gate_inp.scale
 // [dim], blk.N.ffn_down_exps.scale [n_expert] and the norms blk.N.pre_ffw_norm_2, post_ffw_norm_1, post_ffw_norm_2
 // [dim].
+// bert and nomic-bert (encoders, synth_encoder.cpp) need no vocab_from: the file carries a synthetic WordPiece
+// vocabulary (tokenizer.ggml.model "bert": [PAD] [UNK] [CLS] [SEP] [MASK], every printable ASCII character and
+// letter pair word-initially ("▁x") and as a continuation ("x"), common English words and suffixes), lowercasing,
+// token_type_count 2, attention.causal false, attention.layer_norm_epsilon rms_eps, and pooling_type (1 mean or
+// 2 cls, required). Tensors as llama.cpp's bert loader names them: token_types.weight [dim, 2], position_embd
+// (bert) [dim, context], token_embd_norm.{weight,bias}, per layer attn_q/k/v.{weight,bias} (bert) or attn_qkv.weight
+// [dim, 3 dim] (nomic-bert), attn_output.{weight,bias} (bias: bert), attn_output_norm.{weight,bias},
+// ffn_up.{weight,bias} and ffn_down.{weight,bias} (biases: bert), ffn_gate.weight (nomic-bert),
+// layer_output_norm.{weight,bias}; LayerNorm weights 1 + noise, biases and norm biases N(0, bias_sd^2).
 // head_dim (attention.key_length) may differ from dim / n_heads for qwen3, qwen3moe and gemma, as Qwen3's does.
 //
 // Generation streams one row at a time (rows are generated in parallel in small batches), so a 1B model needs
@@ -177,13 +186,20 @@ struct SynthConfig {
   std::optional<bool> add_eos;
 };
 
+// Whether `architecture` is an encoder the generator writes (bert, nomic-bert).
+inline bool synth_is_encoder(std::string_view architecture) {
+  return architecture == "bert" || architecture == "nomic-bert";
+}
+
 // qwen35's Gated DeltaNet shape with the 0 defaults above resolved.
 struct SynthDeltaNet {
   int64_t d_conv, d_state, n_k_heads, n_v_heads, rope_dim;
 };
 SynthDeltaNet synth_delta_net(const SynthConfig& config);
 
-// Named shapes: "tiny" (the shape of the shared synth-tiny models), "110m" (dim 768, 12 layers, 12 heads, ffn
+// Named shapes: "minilm-l6" (bert: all-MiniLM-L6-v2's dim 384, 6 layers, 12 heads, ffn 1536, context 512, mean
+// pooling), "nomic-embed" (nomic-bert: nomic-embed-text-v1.5's 768, 12 layers, 12 heads, ffn 3072, context 2048,
+// RoPE base 1000, mean), "tiny" (the shape of the shared synth-tiny models), "110m" (dim 768, 12 layers, 12 heads, ffn
 // 2048), "1b" (dim 2048, 16 layers, 32 heads, 8 KV
 // heads, ffn 8192), "3b", "8b", and "30b-a3b" (Qwen3-30B-A3B, architecture qwen3moe: dim 2048, 48 layers, 32 heads
 // of 128, 4 KV heads, ffn 6144, 128 experts of 768, 8 used), "gpt-oss-20b", "qwen35-0.8b" (qwen35) and

@@ -16,6 +16,21 @@ std::optional<SynthConfig> synth_preset(std::string_view name) {
       {"tiny", 256, 2, 4, 2, 768, 1024},   {"110m", 768, 12, 12, 12, 2048, 4096}, {"1b", 2048, 16, 32, 8, 8192, 4096},
       {"3b", 3072, 28, 24, 8, 8192, 4096}, {"8b", 4096, 32, 32, 8, 14336, 8192},
   };
+  if (name == "minilm-l6" || name == "nomic-embed") {  // all-MiniLM-L6-v2's and nomic-embed-text-v1.5's shapes
+    const bool minilm = name == "minilm-l6";
+    SynthConfig c;
+    c.name = fmt::format("hearth-synthetic-{}", name);
+    c.architecture = minilm ? "bert" : "nomic-bert";
+    c.dim = minilm ? 384 : 768;
+    c.n_layers = minilm ? 6 : 12;
+    c.n_heads = 12;
+    c.n_kv_heads = 12;
+    c.ffn_dim = minilm ? 1536 : 3072;
+    c.context_length = minilm ? 512 : 2048;
+    c.rope_freq_base = 1000.0f;
+    c.pooling_type = 1;
+    return c;
+  }
   if (name == "gpt-oss-20b") {  // gpt-oss-20b's config.json, context cut to 4096
     SynthConfig c;
     c.name = "hearth-synthetic-gpt-oss-20b";

@@ -65,6 +65,11 @@ struct LayerWeights {
   std::vector<float> post_ffn_norm_1;  // [dim]  blk.N.post_ffw_norm_1.weight
   std::vector<float> post_ffn_norm_2;  // [dim]  blk.N.post_ffw_norm_2.weight
   std::vector<float> router_scale;     // [dim]  blk.N.ffn_gate_inp.scale
+  // bert, nomic-bert (config.encoder): the post-norm LayerNorms and the FFN biases (bert; empty when absent).
+  std::vector<float> attn_out_norm, attn_out_norm_b;    // [dim]  blk.N.attn_output_norm.{weight,bias}
+  std::vector<float> layer_out_norm, layer_out_norm_b;  // [dim]  blk.N.layer_output_norm.{weight,bias}
+  std::vector<float> b_up;                              // [ffn_dim]  blk.N.ffn_up.bias
+  std::vector<float> b_down;                            // [dim]      blk.N.ffn_down.bias
 
   // Calls fn(matrix) for every matrix of the layer the matmul kernels read, experts included (unused views of the
   // other FFN kind are empty).
@@ -104,6 +109,10 @@ struct ModelWeights {
   MatrixView ple_token_embd;         // [n_vocab, n_layers × per_layer_dim]  per_layer_token_embd.weight
   MatrixView ple_model_proj;         // [n_layers × per_layer_dim, dim]      per_layer_model_proj.weight
   std::vector<float> ple_proj_norm;  // [per_layer_dim]                      per_layer_proj_norm.weight
+  // bert, nomic-bert (config.encoder): the input's extra embeddings and LayerNorm; empty otherwise.
+  MatrixView pos_embd;                        // [n_ctx_train, dim]  position_embd.weight (bert)
+  std::vector<float> type_embd0;              // [dim]  row 0 of token_types.weight, added to every token
+  std::vector<float> embd_norm, embd_norm_b;  // [dim]  token_embd_norm.{weight,bias}
   std::vector<LayerWeights> layers;
   // The packed copies (kernels/packed.h) that the views' `packed` point to; empty when the active ISA level or the
   // weight types have no packed tiles.

@@ -23,6 +23,7 @@ enum class SubmitErrorCode {
   kExceedsKvPool,     // the prompt (+1 token) needs more KV blocks than the pool less its pins can ever give
   kOverloaded,        // the waiting queue is full: retry later
   kShuttingDown,      // the engine loop has stopped
+  kNotGenerative,     // the model generates no text (an encoder: embeddings only)
 };
 
 struct SubmitError {

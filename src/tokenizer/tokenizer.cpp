@@ -46,6 +46,9 @@ Result<void> read_special_ids(const GgufFile& file, TokenizerVocab& v) {
   HEARTH_TRY(assign(file.get_bool("tokenizer.ggml.add_bos_token"), v.add_bos));
   HEARTH_TRY(assign(file.get_bool("tokenizer.ggml.add_eos_token"), v.add_eos));
   HEARTH_TRY(assign(file.get_bool("tokenizer.ggml.add_space_prefix"), v.add_space_prefix));
+  HEARTH_TRY(assign(read_token_id(file, "tokenizer.ggml.seperator_token_id"), v.sep_id));
+  HEARTH_TRY(assign(file.get_bool("tokenizer.ggml.normalizer.lowercase"), v.lowercase));
+  HEARTH_TRY(assign(file.get_bool("tokenizer.ggml.normalizer.strip_accents"), v.strip_accents));
   return {};
 }
 
@@ -104,8 +107,9 @@ Result<void> check_arrays(const TokenizerVocab& v) {
 Result<void> resolve_special_ids(const TokenizerVocab& v, Vocab& out) {
   const bool spm = out.kind == TokenizerKind::kSpm;
   const size_t n = v.tokens.size();
-  HEARTH_TRY(assign(resolve_id("bos_token_id", v.bos_id, spm ? 1 : Vocab::kNone, n, true), out.bos));
-  HEARTH_TRY(assign(resolve_id("eos_token_id", v.eos_id, spm ? 2 : Vocab::kNone, n, true), out.eos));
+  const bool wpm = out.kind == TokenizerKind::kWpm;  // BERT's vocabularies have no EOS (llama.cpp: none)
+  HEARTH_TRY(assign(resolve_id("bos_token_id", v.bos_id, spm ? 1 : Vocab::kNone, n, !wpm), out.bos));
+  HEARTH_TRY(assign(resolve_id("eos_token_id", v.eos_id, spm ? 2 : Vocab::kNone, n, !wpm), out.eos));
   HEARTH_TRY(assign(resolve_id("unknown_token_id", v.unknown_id, spm ? 0 : Vocab::kNone, n, false), out.unknown));
   HEARTH_TRY(assign(resolve_id("padding_token_id", v.padding_id, Vocab::kNone, n, false), out.padding));
   HEARTH_TRY(assign(resolve_id("eot_token_id", v.eot_id, Vocab::kNone, n, false), out.eot));
@@ -113,6 +117,17 @@ Result<void> resolve_special_ids(const TokenizerVocab& v, Vocab& out) {
   out.add_bos = v.add_bos.value_or(spm);
   out.add_eos = v.add_eos.value_or(false);
   out.add_space_prefix = v.add_space_prefix.value_or(spm);
+  if (out.kind == TokenizerKind::kWpm) {  // llama.cpp's defaults for "bert"
+    HEARTH_TRY(assign(resolve_id("bos_token_id", v.bos_id, 101, n, true), out.bos));
+    HEARTH_TRY(assign(resolve_id("unknown_token_id", v.unknown_id, 100, n, true), out.unknown));
+    HEARTH_TRY(assign(resolve_id("seperator_token_id", v.sep_id, 102, n, true), out.sep));
+    HEARTH_TRY(assign(resolve_id("padding_token_id", v.padding_id, 0, n, false), out.padding));
+    if (out.eos == Vocab::kNone) out.eos = out.sep;  // [SEP] ends an input; nothing is generated
+    out.add_bos = true;
+    out.add_space_prefix = false;
+    out.wpm_lowercase = v.lowercase.value_or(true);  // llama.cpp's normalizer default
+    out.wpm_strip_accents = v.strip_accents.value_or(out.wpm_lowercase);
+  }
   return {};
 }
 
@@ -280,15 +295,20 @@ Result<Tokenizer> Tokenizer::from_vocab(TokenizerVocab v) {
     out->kind = TokenizerKind::kSpm;
   } else if (v.model == "gpt2") {
     out->kind = TokenizerKind::kBpe;
+  } else if (v.model == "bert") {
+    out->kind = TokenizerKind::kWpm;
   } else {
-    return make_error("unsupported tokenizer model '{}' (tokenizer.ggml.model); supported: llama, gpt2", v.model);
+    return make_error("unsupported tokenizer model '{}' (tokenizer.ggml.model); supported: llama, gpt2, bert", v.model);
   }
   HEARTH_TRY(check_arrays(v));
   HEARTH_TRY(resolve_special_ids(v, *out));
   fill_entries(v, *out);
   index_special_tokens(v, *out);
   index_eog_tokens(*out);
-  if (out->kind == TokenizerKind::kSpm) {
+  if (out->kind == TokenizerKind::kWpm) {
+    for (const TokenEntry& e : out->entries) out->max_token_bytes = std::max(out->max_token_bytes, e.text.size());
+    HEARTH_TRY(build_spm_pieces(*out));  // "▁" reads back as a space, as llama.cpp's WPM pieces do
+  } else if (out->kind == TokenizerKind::kSpm) {
     HEARTH_TRY(index_spm_bytes(*out));
     HEARTH_TRY(build_spm_pieces(*out));
     build_spm_joinable(*out);

@@ -10,6 +10,11 @@
 //            tokenizer.ggml.pre splits the text into words (gpt-2, mpt, olmo, starcoder, refact, smollm, llama3 /
 //            llama-bpe, qwen2, deepseek-coder, gpt-4o; see tokenizer_pretokenize.h). qwen2 first normalizes to NFC
 //            (tokenizer_normalize.h). Decoding is byte-exact: no clean-up of spaces.
+//   "bert":  WordPiece (BERT, bge, all-MiniLM, nomic-embed), as llama.cpp's WPM: the text is normalised
+//            (tokenizer.ggml.normalizer.lowercase, .strip_accents: both true unless they say false) and split into
+//            words at whitespace, punctuation and CJK ideographs, and each word covered greedily by the longest pieces,
+//            "▁"-prefixed first (tokenizer_wpm.cpp); a word with an uncovered byte becomes [UNK]. With add_special the
+//            input is framed by [CLS] (bos) and [SEP] (tokenizer.ggml.seperator_token_id), as llama.cpp always does.
 // Results match the reference tokenizations in shared/vocab token for token (llama.cpp c392e5094's for llama-spm,
 // phi-3, gpt-2, mpt, starcoder, refact, deepseek-coder; Hugging Face tokenizers' for llama-bpe, qwen2, gemma3,
 // gpt-oss):
@@ -48,7 +53,7 @@ enum class TokenType : int32_t {
   kByte = 6,  // <0xNN>
 };
 
-enum class TokenizerKind { kSpm, kBpe };
+enum class TokenizerKind { kSpm, kBpe, kWpm };
 
 struct DecodeOptions {
   // Render control tokens (<s>, </s>, <|im_end|>) as their text instead of nothing.
@@ -78,6 +83,9 @@ struct TokenizerVocab {
   std::optional<bool> add_bos;           // unset: llama true, gpt2 false
   std::optional<bool> add_eos;           // unset: false
   std::optional<bool> add_space_prefix;  // unset: llama true, gpt2 false
+  std::optional<int64_t> sep_id;         // bert: [SEP] (tokenizer.ggml.seperator_token_id; unset: 102)
+  std::optional<bool> lowercase;         // bert: tokenizer.ggml.normalizer.lowercase (unset: true)
+  std::optional<bool> strip_accents;     // bert: tokenizer.ggml.normalizer.strip_accents (unset: lowercase)
 };
 
 class Tokenizer {

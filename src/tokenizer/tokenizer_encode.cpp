@@ -124,10 +124,14 @@ std::vector<TokenId> Tokenizer::encode_impl(std::string_view text, bool add_spec
       case TokenizerKind::kBpe:
         bpe_encode_fragment(vocab, fragment.text, out, words);
         break;
+      case TokenizerKind::kWpm:
+        wpm_encode_fragment(vocab, fragment.text, out);
+        break;
     }
     after_special = false;
   }
   if (add_special && vocab.add_eos) out.emplace_back(vocab.eos);
+  if (add_special && vocab.kind == TokenizerKind::kWpm) out.emplace_back(vocab.sep);
   return out;
 }
 

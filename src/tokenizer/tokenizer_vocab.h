@@ -62,6 +62,11 @@ struct Tokenizer::Vocab {
   MergeTable merges;
   PreTokenizer pre = PreTokenizer::kGpt2;
   bool normalize_nfc = false;  // BPE only: NFC before pre-tokenizing (Qwen's normalizer; tokenizer_normalize.h)
+  // WordPiece only (tokenizer_wpm.cpp).
+  int32_t sep = kNone;
+  bool wpm_lowercase = false;
+  bool wpm_strip_accents = false;
+  size_t max_token_bytes = 0;  // the longest token text
 
   std::string_view piece(int32_t id) const {
     return std::string_view(piece_bytes).substr(piece_offsets[id], piece_offsets[id + 1] - piece_offsets[id]);
@@ -103,5 +108,8 @@ void for_each_character_pair(std::string_view text, Fn&& fn) {
 // fragment whole (the reference twin); the tokens are the same.
 void spm_encode_fragment(const Tokenizer::Vocab& vocab, std::string_view text, std::vector<TokenId>& out,
                          WordMemo* memo);
+
+// Appends the WordPiece tokens of one plain-text fragment to `out` (tokenizer_wpm.cpp).
+void wpm_encode_fragment(const Tokenizer::Vocab& vocab, std::string_view text, std::vector<TokenId>& out);
 
 }  // namespace hearth

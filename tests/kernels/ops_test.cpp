@@ -69,6 +69,32 @@ TEST(Ops, RmsNormMatchesReferenceAndItsAvx2FormIsTheScalarOne) {
   }
 }
 
+TEST(Ops, LayerNormExactValuesAndMatchesReference) {
+  const float x[4] = {1, 2, 3, 6};  // mean 3, variance (4 + 1 + 0 + 9) / 4 = 3.5
+  const float w[4] = {1, 2, 1, 1};
+  const float b[4] = {0, 0, 1, -1};
+  float out[4];
+  layer_norm(x, w, b, out, 4, 0.0f);
+  const float sd = std::sqrt(3.5f);
+  EXPECT_FLOAT_EQ(out[0], -2 / sd);
+  EXPECT_FLOAT_EQ(out[1], -2 / sd);
+  EXPECT_FLOAT_EQ(out[2], 1.0f);
+  EXPECT_FLOAT_EQ(out[3], 3 / sd - 1);
+  const auto wr = random_vector(5000, 61);
+  const auto br = random_vector(5000, 62);
+  for (const int64_t n : {1, 7, 64, 384, 768, 5000}) {
+    auto xr = random_vector(n, 63);
+    for (float& v : xr) v += 3.0f;  // an offset the mean must remove
+    std::vector<float> fast(n), ref(n);
+    layer_norm(xr.data(), wr.data(), br.data(), fast.data(), n, 1e-12f);
+    layer_norm_reference(xr.data(), wr.data(), br.data(), ref.data(), n, 1e-12f);
+    for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(fast[i], ref[i], 1e-5f * (1 + std::fabs(ref[i]))) << n << " " << i;
+    std::vector<float> in_place(xr);
+    layer_norm(in_place.data(), wr.data(), br.data(), in_place.data(), n, 1e-12f);
+    EXPECT_EQ(in_place, fast) << "out may be x";
+  }
+}
+
 TEST(Ops, RopeRotatesPairsByPositionAngle) {
   float cs[4];
   rope_fill_cos_sin(3, 4, 10000.0f, cs);

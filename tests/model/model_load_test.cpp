@@ -125,12 +125,12 @@ TEST(ModelLoadErrors, UnknownArchitectureListsTheSupportedOnes) {
   const std::string message = load_error({.arch = "gemma"}, "llama");
   EXPECT_TRUE(contains(message, "edited.gguf: architecture 'gemma' is not supported")) << message;
   EXPECT_TRUE(contains(message,
-                       "(supported: gemma2, gemma3, gemma4, gpt-oss, llama, mistral, phi3, qwen2, qwen3, qwen35, "
-                       "qwen35moe, qwen3moe, qwen3next, smollm)"))
+                       "(supported: bert, gemma2, gemma3, gemma4, gpt-oss, llama, mistral, nomic-bert, phi3, qwen2, "
+                       "qwen3, qwen35, qwen35moe, qwen3moe, qwen3next, smollm)"))
       << message;
   EXPECT_EQ(ModelConfig::supported_architectures(),
-            "gemma2, gemma3, gemma4, gpt-oss, llama, mistral, phi3, qwen2, qwen3, qwen35, qwen35moe, qwen3moe, "
-            "qwen3next, smollm");
+            "bert, gemma2, gemma3, gemma4, gpt-oss, llama, mistral, nomic-bert, phi3, qwen2, qwen3, qwen35, qwen35moe, "
+            "qwen3moe, qwen3next, smollm");
 }
 
 // qwen35's DeltaNet keys are required (as llama.cpp requires them); an inner size that is not heads × state size,

@@ -278,6 +278,10 @@ TEST(OllamaJson, ModelEntriesAndNames) {
   const json show = ollama_show_json(facts, "gguf template", true);
   EXPECT_EQ(show["model_info"]["general.context_length"], 512);
   EXPECT_EQ(show["capabilities"], json({"completion", "tools"}));
+  OllamaModelFacts encoder = facts;  // a BERT-family encoder: embeddings only
+  encoder.embedding = true;
+  encoder.completion = false;
+  EXPECT_EQ(ollama_show_json(encoder, "", true)["capabilities"], json({"embedding"}));
   EXPECT_EQ(*parse_ollama_show(R"({"model": "a:latest"})"), "a:latest");
   EXPECT_EQ(*parse_ollama_show(R"({"name": "b"})"), "b");
   EXPECT_FALSE(parse_ollama_show("{}").ok());

@@ -245,9 +245,9 @@ TEST(TokenizerErrors, NameWhatIsWrong) {
   const auto none = [](GgufWriter&) {};
   expect_error(tokenizer_from_edited_gguf(none, {"tokenizer.ggml.model"}), "tokenizer.ggml.model' is missing");
   expect_error(tokenizer_from_edited_gguf(none, {"tokenizer.ggml.tokens"}), "tokenizer.ggml.tokens is missing");
-  expect_error(tokenizer_from_edited_gguf([](GgufWriter& w) { w.add("tokenizer.ggml.model", gguf_string("bert")); },
+  expect_error(tokenizer_from_edited_gguf([](GgufWriter& w) { w.add("tokenizer.ggml.model", gguf_string("ugm")); },
                                           {"tokenizer.ggml.model"}),
-               "unsupported tokenizer model 'bert'");
+               "unsupported tokenizer model 'ugm'");
   expect_error(tokenizer_from_edited_gguf(
                    [](GgufWriter& w) {
                      w.add("tokenizer.ggml.scores", gguf_array(GgufType::FLOAT32, {gguf_f32(0), gguf_f32(0)}));

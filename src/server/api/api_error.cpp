@@ -49,6 +49,8 @@ ApiError api_error(const SubmitError& e, Endpoint endpoint) {
       return ApiError{429, e.message, "rate_limit_error", {}, "server_overloaded"};
     case SubmitErrorCode::kShuttingDown:
       return ApiError{503, e.message, "server_error", {}, "server_shutting_down"};
+    case SubmitErrorCode::kNotGenerative:
+      return invalid_request(e.message, "model", "model_not_generative");
   }
   return ApiError{500, e.message, "server_error", {}, {}};  // unreachable: every code is mapped above
 }

@@ -87,7 +87,10 @@ HttpResponse ServerContext::error_response(const ApiError& error) {
 }
 
 std::optional<ApiError> ServerContext::check_model(const CompletionRequest& request) const {
-  return model_names_.check(request.model);
+  if (auto error = model_names_.check(request.model)) return error;
+  const std::string& refusal = loop().info().generation_refusal;  // an encoder: embeddings only
+  if (!refusal.empty()) return invalid_request(refusal, "model", "model_not_generative");
+  return std::nullopt;
 }
 
 std::optional<ApiError> ServerContext::force_tool_call(CompletionRequest& request) const {

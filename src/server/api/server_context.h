@@ -108,7 +108,8 @@ class ServerContext {
     std::vector<int32_t> checkpoint_hints;
     std::string answer_primer;  // a continued chat's ContinuedChat::primer, for CompletionRequest::answer_primer
   };
-  // 404 only with strict model names, for a name that is neither the served model nor an alias (model_names.h).
+  // 404 only with strict model names, for a name that is neither the served model nor an alias (model_names.h);
+  // 400 model_not_generative for an embedding-only model (EngineInfo::generation_refusal).
   [[nodiscard]] std::optional<ApiError> check_model(const CompletionRequest& request) const;
   // tool_choice required or a named function: sets request.grammar to one call in the template's format.
   [[nodiscard]] std::optional<ApiError> force_tool_call(CompletionRequest& request) const;

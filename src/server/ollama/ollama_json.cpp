@@ -613,8 +613,9 @@ json ollama_ps_json(const OllamaModelFacts& m) {
 }
 
 json ollama_show_json(const OllamaModelFacts& m, const std::string& template_description, bool tools) {
-  json capabilities = json::array({"completion"});
-  if (tools) capabilities.push_back("tools");
+  json capabilities = json::array();
+  if (m.completion) capabilities.push_back("completion");
+  if (m.completion && tools) capabilities.push_back("tools");
   // Ollama's model_info keys: general.* and the architecture's own ("llama.context_length").
   json info = {{"general.context_length", m.n_ctx},
                {"general.parameter_count", m.listing.num_params},

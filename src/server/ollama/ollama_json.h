@@ -124,6 +124,7 @@ struct OllamaModelFacts {
   double expires_in_s = -1;  // /api/ps: seconds until keep-alive unloads it; < 0: never
   ModelListing listing;      // details (family, parameter_size, quantization_level), digest and modified_at
   bool embedding = false;    // it serves /api/embed (an embedding model): /api/show's capabilities say "embedding"
+  bool completion = true;    // it generates text (not an encoder): /api/show's capabilities say "completion"
 };
 // {"name", "model", "modified_at", "size", "digest", "details"}: one /api/tags entry.
 [[nodiscard]] nlohmann::json ollama_tag_json(const OllamaModelFacts& model);

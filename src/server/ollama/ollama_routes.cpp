@@ -283,6 +283,7 @@ OllamaModelFacts served_model(ServerContext& context, const std::string& id) {
   const EngineInfo& info = context.loop().info();
   OllamaModelFacts facts{id, info.weights_bytes, info.n_ctx, true, -1, info.listing};
   facts.embedding = info.embedding_refusal.empty();
+  facts.completion = info.generation_refusal.empty();
   return facts;
 }
 
