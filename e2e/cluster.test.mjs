@@ -45,7 +45,7 @@ async function freePorts(count) {
 
 const SERVE_ARGS = ['-m', MODEL, '-t', '1', '--kv-memory', '32MiB'];
 
-async function startCluster({ policy = 'prefix', servers = 3, redis = 'off', prefixChars = 200 } = {}) {
+async function startCluster({ policy = 'prefix', servers = 3, redis = 'off', prefixChars = 120 } = {}) {
   const dir = mkdtempSync(path.join(tmpdir(), 'hearth-cluster-'));
   dirs.push(dir);
   const port = await freePorts(servers + 2);
@@ -61,10 +61,10 @@ async function startCluster({ policy = 'prefix', servers = 3, redis = 'off', pre
   };
 }
 
-// `hearth bench household` against `baseURL`: 4 users x 3 turns sharing a ~50-token stories260K prefix (~200
-// characters, the routing key's length here). Returns the run's overall prefix hit rate.
+// `hearth bench household` against `baseURL`: 4 users x 3 turns sharing a ~40-token stories260K prefix (~160 characters; the routing key reads 120
+// ). Returns the run's overall prefix hit rate.
 function household(baseURL) {
-  const args = ['bench', 'household', '--url', baseURL, '--users', '4', '--turns', '3', '--prefix-tokens', '60',
+  const args = ['bench', 'household', '--url', baseURL, '--users', '4', '--turns', '3', '--prefix-tokens', '40',
     '--question-tokens', '8', '--max-tokens', '8', '--json', '-'];
   return new Promise((resolve, reject) => {
     const proc = spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -75,7 +75,7 @@ function household(baseURL) {
     proc.on('close', (code) => {
       if (code !== 0) return reject(new Error(`bench exited ${code}: ${err}`));
       const run = JSON.parse(out).runs[0];
-      assert.equal(run.overall.errors, 0, err);
+      assert.deepEqual(run.overall.errors, {}, err);
       resolve(run.overall.prefix_hit_rate);
     });
   });
@@ -205,8 +205,9 @@ test('a server killed mid-stream is taken out and every other request keeps succ
       assert.equal(r.status, 200, r.body);
       assert.notEqual(r.server, victim);
     }
+    // The others stay in (a loaded machine may fail one check of two: "UP 1/2" is still in).
     const states = await serverStates(cluster.dir);
-    assert.equal(Object.values(states).filter((s) => s === 'UP').length, 2, JSON.stringify(states));
+    assert.equal(Object.values(states).filter((s) => s.startsWith('UP')).length, 2, JSON.stringify(states));
   } finally {
     cluster.stop();
   }

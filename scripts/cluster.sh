@@ -100,8 +100,8 @@ case "$cmd" in
           *"setenv HEARTH_PREFIX_CHARS"*) echo "    setenv HEARTH_PREFIX_CHARS $prefix_chars" ;;
           *"# CLUSTER bind"*) echo "    bind 127.0.0.1:$port" ;;
           *"# CLUSTER server"*) ;;
-          *"balance hash"*) [[ "$policy" == prefix ]] && echo "$line" || echo "    balance roundrobin" ;;
-          *"hash-type consistent"*) [[ "$policy" == prefix ]] && echo "$line" ;;
+          "    balance hash"*) [[ "$policy" == prefix ]] && echo "$line" || echo "    balance roundrobin" ;;
+          "    hash-type consistent"*) [[ "$policy" == prefix ]] && echo "$line" ;;
           *) echo "$line" ;;
         esac
       done <"$root/deploy/haproxy/hearth.cfg"
