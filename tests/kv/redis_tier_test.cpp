@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "kv/redis_test_server.h"
 #include "kv/tier_test_util.h"
 
@@ -220,6 +222,29 @@ TEST_F(RedisTierTest, SealedEntriesAreNamedByHmacAndAPlainTierRemovesThem) {
   auto plain = open_tier(server_);
   EXPECT_TRUE(load_now(*plain, {chain_.headers[0].key}).blocks.empty());
   EXPECT_EQ(plain->stats().num_key_mismatch_removed, 1u);
+}
+
+TEST(RedisTierSlow, ACommandPastTheTimeoutIsCountedAndTheLoadComesBackEmpty) {
+  RedisTestServer server({"--enable-debug-command", "local"});
+  if (!server.installed()) GTEST_SKIP() << "redis-server is not installed (scripts/install-deps.sh installs it)";
+  const TestChain chain = make_chain(ns_of(""), 2, 64);
+  auto tier = open_tier(server);
+  write_chain(*tier, chain);
+  // Redis busy for a second (longer than the 300 ms command timeout): the load gives up, counted as a timeout.
+  std::thread busy([&] { server.command({"DEBUG", "SLEEP", "1.5"}); });
+  TierLoadDone slow;
+  const auto start = std::chrono::steady_clock::now();
+  while (tier->stats().num_timeouts == 0 && std::chrono::steady_clock::now() - start < std::chrono::seconds(1)) {
+    slow = load_now(*tier, keys_of(chain));  // before the sleep begins, a load still succeeds
+  }
+  busy.join();
+  EXPECT_TRUE(slow.blocks.empty());
+  EXPECT_GE(tier->stats().num_timeouts, 1u);
+  // Afterwards the tier reconnects and loads again.
+  TierLoadDone again;
+  const auto deadline = std::chrono::steady_clock::now() + kWait;
+  while (again.blocks.empty() && std::chrono::steady_clock::now() < deadline) again = load_now(*tier, keys_of(chain));
+  EXPECT_EQ(again.blocks.size(), 2u);
 }
 
 TEST(RedisTierAuth, APasswordIsSentAndAWrongOneIsCounted) {
