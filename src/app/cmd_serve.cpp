@@ -126,6 +126,7 @@ Result<std::unique_ptr<RedisTier>> open_redis_tier(const ServeFlags& f) {
   RedisTierConfig config;
   config.url = *url;
   config.default_ttl_ms = f.kv_redis_ttl_s * 1000;
+  config.max_known_keys = 1 << 18;  // about 30 MiB of names at most
   char host[256] = {};
   if (::gethostname(host, sizeof(host) - 1) != 0) std::snprintf(host, sizeof(host), "localhost");
   // hostname:port; with --port 0 (a port the OS picks) the process id tells servers on one host apart.

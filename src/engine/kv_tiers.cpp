@@ -94,11 +94,14 @@ void KvTiers::plan_load(Request& r) {
     t.est_load_ms += est_load_ms;
     t.est_recompute_ms += est_recompute_ms;
     t.load = t.load || load;
+    // The decision and timeout counters are the disk tier's (hearth_kv_tier_*{tier="disk"}); Redis's decisions are
+    // in each response's usage.hearth.tier_load, its timeouts in hearth_kv_redis_timeouts_total.
+    const bool disk = links_[link].kind == TierKind::kDisk;
     if (!load) {
-      counters_.num_recompute_decisions++;
+      counters_.num_recompute_decisions += disk ? 1 : 0;
       return;
     }
-    counters_.num_load_decisions++;
+    counters_.num_load_decisions += disk ? 1 : 0;
     const double wait_ms = 2 * std::max(est_recompute_ms, always ? est_load_ms : 0.0);
     const auto wait = std::max<std::chrono::steady_clock::duration>(
         kMinLoadWait, std::chrono::duration_cast<std::chrono::steady_clock::duration>(
@@ -192,7 +195,7 @@ void KvTiers::apply_loads(Scheduler& scheduler) {
     if (r != nullptr && r->tier.waiting && r->tier.job == job.second && now >= r->tier.deadline) {
       r->tier.waiting = false;
       r->tier.timed_out = true;
-      counters_.num_load_timeouts++;
+      counters_.num_load_timeouts += links_[job.first].kind == TierKind::kDisk ? 1 : 0;
     }
   }
 }
