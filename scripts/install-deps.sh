@@ -7,7 +7,8 @@ packages=(
   build-essential cmake pkg-config git
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libssl-dev libopenblas-dev
-  libcpp-httplib-dev libboost-dev libicu-dev libxxhash-dev
+  libcpp-httplib-dev libboost-dev libicu-dev libxxhash-dev libhiredis-dev
+  redis-server
   chromium
   python3-jinja2
   haproxy redis-server lua5.3

@@ -77,8 +77,10 @@ Result<std::unique_ptr<DiskTier>> open_disk_tier(const ServeFlags& f) {
   // The disk tier (on unless --kv-disk off). A directory another process holds, or one that cannot be created,
   // leaves the server running without it, with a warning: it is a cache, never a reason not to serve.
   std::unique_ptr<DiskTier> disk_tier;
-  if (f.kv_disk == "off" && !f.kv_disk_key.empty()) {
-    return make_error("--kv-disk-key encrypts the disk tier's entries, and --kv-disk is off");
+  if (f.kv_disk == "off" && !f.kv_disk_key.empty() && f.kv_redis.empty()) {
+    return make_error(
+        "--kv-disk-key encrypts the disk and Redis tiers' entries, and --kv-disk is off (and no "
+        "--kv-redis)");
   }
   if (f.kv_disk != "off") {
     DiskTierConfig disk_config;
@@ -115,6 +117,35 @@ Result<std::unique_ptr<DiskTier>> open_disk_tier(const ServeFlags& f) {
   }
 
   return disk_tier;
+}
+
+Result<std::unique_ptr<RedisTier>> open_redis_tier(const ServeFlags& f) {
+  if (f.kv_redis.empty()) return std::unique_ptr<RedisTier>();
+  auto url = parse_redis_url(f.kv_redis);
+  if (!url) return url.error();
+  RedisTierConfig config;
+  config.url = *url;
+  config.default_ttl_ms = f.kv_redis_ttl_s * 1000;
+  config.max_known_keys = 1 << 18;  // about 30 MiB of names at most
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0) std::snprintf(host, sizeof(host), "localhost");
+  // hostname:port; with --port 0 (a port the OS picks) the process id tells servers on one host apart.
+  config.server_id = f.port != 0 ? fmt::format("{}:{}", host, f.port) : fmt::format("{}:0/{}", host, ::getpid());
+  if (!f.kv_disk_key.empty()) {
+    // The same key as the disk tier's: Redis holds the same sealed entries, named by the same HMACs.
+    const std::filesystem::path dir =
+        f.kv_disk.empty() || f.kv_disk == "off" ? default_disk_tier_dir() : std::filesystem::path(f.kv_disk);
+    auto key = load_tier_key(f.kv_disk_key, dir);
+    if (!key) return make_error("--kv-disk-key: {}", key.error().message);
+    config.seal_key = std::move(*key);
+  }
+  spdlog::info("KV Redis tier: {}:{} db {}{} (entries' TTL {} s; server id {})", url->host, url->port, url->db,
+               config.seal_key ? ", encrypted with --kv-disk-key" : "", f.kv_redis_ttl_s, config.server_id);
+  return RedisTier::open(config);
+}
+
+TierLoadPolicy redis_load_policy(const ServeFlags& f) {
+  return f.kv_redis_load == "always" ? TierLoadPolicy::kAlways : TierLoadPolicy::kMeasured;
 }
 
 TierLoadPolicy tier_load_policy(const ServeFlags& f) {
@@ -308,11 +339,16 @@ int run_serve(ServeFlags f) {
   auto opened_tier = open_disk_tier(f);
   if (!opened_tier) return std::fprintf(stderr, "error: %s\n", opened_tier.error().message.c_str()), 1;
   std::unique_ptr<DiskTier> disk_tier = std::move(*opened_tier);
+  auto opened_redis = open_redis_tier(f);
+  if (!opened_redis) return std::fprintf(stderr, "error: %s\n", opened_redis.error().message.c_str()), 1;
+  std::unique_ptr<RedisTier> redis_tier = std::move(*opened_redis);
 
   ThreadPool pool(f.threads);
   EngineConfig engine_config;
   engine_config.disk_tier = disk_tier.get();
   engine_config.tier_load_policy = tier_load_policy(f);
+  engine_config.redis_tier = redis_tier.get();
+  engine_config.redis_load_policy = redis_load_policy(f);
   engine_config.block_size = f.block_size;
   engine_config.kv_memory_bytes = *kv_bytes;
   engine_config.kv_format = *kv_format;
@@ -490,6 +526,20 @@ Command add_serve(CLI::App& app) {
                  "('measured'), or whenever found ('always')")
       ->capture_default_str()
       ->check(CLI::IsMember({"measured", "always"}));
+  app.add_option("--kv-redis", flags->kv_redis,
+                 "Share KV blocks with other Hearth servers through Redis, below the RAM and disk tiers: "
+                 "redis://[user:password@]host[:port][/db] (docs/cluster.md). rediss:// is not supported (Debian's "
+                 "hiredis has no TLS): use a TLS tunnel")
+      ->type_name("URL");
+  app.add_option("--kv-redis-load", flags->kv_redis_load,
+                 "Blocks Redis holds: load them when the measured costs say it is faster than recomputing "
+                 "('measured'), or whenever found ('always')")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"measured", "always"}));
+  app.add_option("--kv-redis-ttl", flags->kv_redis_ttl_s,
+                 "TTL in seconds of the Redis tier's entries without a retention expiry of their own")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{365} * 86400));
   app.add_option("--warm", flags->warm_file,
                  "Prefill and pin these prefixes at start: one per line, a JSON body of POST /v1/cache/warm "
                  "(prompt or messages) or plain prompt text")

@@ -16,6 +16,7 @@
 #include "engine/kv_tiers.h"
 #include "gguf/gguf_file.h"
 #include "kv/disk_tier.h"
+#include "kv/redis_tier.h"
 #include "server/http/tenant_keys.h"
 #include "server/models/model_host.h"
 #include "server/responses/response_store.h"
@@ -67,6 +68,9 @@ struct ServeFlags {
   std::string kv_disk_size;  // empty: default_disk_tier_bytes()
   std::string kv_disk_key;   // a key file: the tier's entries are encrypted (kv/tier_seal.h); empty: plain
   std::string kv_disk_load = "measured";  // "measured": load when faster than recomputing; "always"
+  std::string kv_redis;                   // redis://[user:password@]host[:port][/db]; empty: no Redis tier
+  std::string kv_redis_load = "measured";  // as kv_disk_load, for blocks Redis holds
+  int64_t kv_redis_ttl_s = 86400;          // TTL of entries without a retention expiry
   std::string kv_prefault = "on";         // "on": commit the KV pool's pages ahead of use (engine/kv_prefault.h)
   std::string warm_file;     // prompts to prefill and pin at start (--warm)
 };
@@ -75,6 +79,12 @@ struct ServeFlags {
 // server runs without it). Error for a bad --kv-disk-size, and for a --kv-disk-key that cannot be used (a server
 // asked to encrypt never falls back to plain entries).
 [[nodiscard]] Result<std::unique_ptr<DiskTier>> open_disk_tier(const ServeFlags& f);
+// The Redis tier of --kv-redis (null without it), sealed with --kv-disk-key's key when one is given. Error for a
+// bad URL (rediss:// included: no TLS in Debian's hiredis), a bad --kv-redis-ttl or an unusable key. A Redis that is
+// down is no error: the tier connects when it can.
+[[nodiscard]] Result<std::unique_ptr<RedisTier>> open_redis_tier(const ServeFlags& f);
+// --kv-redis-load: whether blocks Redis holds load by measured cost or always.
+TierLoadPolicy redis_load_policy(const ServeFlags& f);
 // --responses-store, --responses-store-bytes, --responses-store-ttl; error for a bad byte size.
 [[nodiscard]] Result<server::ResponseStore::Limits> responses_store_limits(const ServeFlags& f);
 // --kv-disk-load: whether blocks the disk tier holds load by measured cost or always.

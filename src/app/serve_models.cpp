@@ -55,7 +55,7 @@ class LoadedModel : public server::ServedModel {
 
   static Result<std::unique_ptr<server::ServedModel>> load(const ServeFlags& f, const server::ModelSpec& spec,
                                                            int64_t kv_bytes, const server::ServerConfig& base,
-                                                           DiskTier* disk, ThreadPool* shared_pool,
+                                                           DiskTier* disk, RedisTier* redis, ThreadPool* shared_pool,
                                                            std::function<void()> on_idle) {
     auto m = std::unique_ptr<LoadedModel>(new LoadedModel());
     m->disk_ = disk;
@@ -76,6 +76,8 @@ class LoadedModel : public server::ServedModel {
     EngineConfig ec;
     ec.disk_tier = disk;
     ec.tier_load_policy = tier_load_policy(f);
+    ec.redis_tier = redis;
+    ec.redis_load_policy = redis_load_policy(f);
     ec.block_size = f.block_size;
     ec.kv_memory_bytes = kv_bytes;
     ec.kv_format = *kv_format;
@@ -278,6 +280,9 @@ int run_serve_models(ServeFlags f, int64_t kv_bytes, int64_t max_body, const sig
   auto opened_tier = open_disk_tier(f);
   if (!opened_tier) return fail(opened_tier.error().message);
   std::unique_ptr<DiskTier> disk_tier = std::move(*opened_tier);
+  auto opened_redis = open_redis_tier(f);
+  if (!opened_redis) return fail(opened_redis.error().message);
+  std::unique_ptr<RedisTier> redis_tier = std::move(*opened_redis);
   std::unique_ptr<ThreadPool> shared_pool = f.shared_pool ? std::make_unique<ThreadPool>(f.threads) : nullptr;
 
   server::ServerConfig base;
@@ -292,7 +297,7 @@ int run_serve_models(ServeFlags f, int64_t kv_bytes, int64_t max_body, const sig
   host_config.keep_alive = *keep_alive;
   server::ModelHost* host_ptr = nullptr;  // set before the first load (the loader runs only inside acquire)
   auto loader = [&](const server::ModelSpec& spec, size_t index) {
-    return LoadedModel::load(f, spec, kv_bytes, base, disk_tier.get(), shared_pool.get(),
+    return LoadedModel::load(f, spec, kv_bytes, base, disk_tier.get(), redis_tier.get(), shared_pool.get(),
                              [&host_ptr, index] { host_ptr->notify_idle(index); });
   };
   auto host = std::make_unique<server::ModelHost>(host_config, std::move(specs), loader);

@@ -73,7 +73,7 @@ CachedPrefixes Engine::cached_prefixes(const CachedPrefixQuery& query) const {
     e.tiers = {"ram"};
     out.entries.push_back(std::move(e));
   }
-  if (tiers_->enabled()) out.disk = disk_prefixes(query);
+  if (tiers_->disk() != nullptr) out.disk = disk_prefixes(query);
   out.engine_ms = std::chrono::duration<double, std::milli>(RequestTimes::Clock::now() - start).count();
   return out;
 }

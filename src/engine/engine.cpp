@@ -82,6 +82,14 @@ SubmitResult<int32_t> check_request(const RequestSpec& spec, const EngineInfo& i
 
 namespace {
 
+// The tiers below the pool a hybrid model's checkpoints are written through to, in load order.
+std::vector<BlockTier*> tier_list(const EngineConfig& c) {
+  std::vector<BlockTier*> tiers;
+  if (c.disk_tier != nullptr) tiers.push_back(c.disk_tier);
+  if (c.redis_tier != nullptr) tiers.push_back(c.redis_tier);
+  return tiers;
+}
+
 // The model's fingerprint (its weights' digest included), logged with what it cost.
 std::string timed_fingerprint(const GgufFile& file) {
   const auto start = std::chrono::steady_clock::now();
@@ -209,7 +217,7 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineConfig& con
   if (info_.state_bytes_per_sequence > 0) {
     const DeltaNetConfig& d = model.config().delta_net;
     states_ = std::make_unique<RecurrentStates>(
-        info_.num_state_running_slots, info_.num_state_checkpoint_slots, config.block_size, config.disk_tier,
+        info_.num_state_running_slots, info_.num_state_checkpoint_slots, config.block_size, tier_list(config),
         fmt::format("recurrent-state-v1 f32 x{} ({} layers: conv {} x {}, {} heads of {}x{})",
                     model.config().recurrent_state_floats(), model.config().n_recurrent_layers(), d.d_conv - 1,
                     d.conv_channels(), d.n_v_heads, d.d_state, d.d_state));
@@ -242,7 +250,10 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineConfig& con
       SchedulerConfig{config.max_batch_tokens, max_running, config.max_waiting, info_.n_ctx}, *kv_);
   int64_t n_params = 0;
   for (const GgufTensor& t : model.file().tensors()) n_params += t.num_elements();
-  tiers_ = std::make_unique<KvTiers>(config.disk_tier, *storage_, *kv_, n_params, config.tier_load_policy);
+  tiers_ = std::make_unique<KvTiers>(
+      config.disk_tier, *storage_, *kv_, n_params, config.tier_load_policy,
+      KvTiers::RedisLink{config.redis_tier, config.redis_load_policy,
+                         config.model_id.empty() ? fingerprint_.substr(0, 16) : config.model_id});
   if (config.kv_prefault) {
     prefaulter_ = std::make_unique<KvPrefaulter>(*storage_);
     prefaulter_->ahead_of(kv_->pool().high_water());
@@ -367,10 +378,9 @@ EngineStats Engine::stats() const {
   s.num_prefill_tokens = counters_.num_prefill_tokens;
   s.num_decode_tokens = counters_.num_decode_tokens;
   s.num_finished = counters_.num_finished;
-  if (tiers_->enabled()) {
-    s.disk = tiers_->disk()->stats();
-    s.tier_link = tiers_->counters();
-  }
+  if (tiers_->disk() != nullptr) s.disk = tiers_->disk()->stats();
+  if (tiers_->redis() != nullptr) s.redis = tiers_->redis()->stats();
+  if (tiers_->enabled()) s.tier_link = tiers_->counters();
   return s;
 }
 

@@ -30,6 +30,7 @@
 namespace hearth {
 
 class DiskTier;
+class RedisTier;
 class KvStorage;
 struct ModelConfig;
 class Model;
@@ -56,6 +57,9 @@ struct EngineConfig {
   // Load blocks the tier holds when the measured costs say loading is faster (kMeasured), or always (tests,
   // hearth serve --kv-disk-load always).
   TierLoadPolicy tier_load_policy = TierLoadPolicy::kMeasured;
+  // The tier below the disk that several servers share (kv/redis_tier.h); not owned, may be shared; null: none.
+  RedisTier* redis_tier = nullptr;
+  TierLoadPolicy redis_load_policy = TierLoadPolicy::kMeasured;  // hearth serve --kv-redis-load
   RetentionClock retention_clock = unix_time_ms;  // retention TTLs are measured against it (tests inject one)
   // Sliding-window models: keep the sliding-window layers' K/V only for the blocks a window reads (window slabs,
   // kv/kv_cache_manager.h), the pool split for users at kv_window_plan_context tokens. Off: every layer keeps its

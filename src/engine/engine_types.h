@@ -21,6 +21,7 @@
 #include "kv/kv_cache_manager.h"
 #include "kv/kv_plan.h"
 #include "kv/prefix_explain.h"
+#include "kv/redis_tier.h"
 #include "sched/admission.h"
 #include "sched/request.h"
 #include "sched/sampling_params.h"
@@ -225,9 +226,12 @@ struct TierLinkCounters {
   uint64_t num_recompute_decisions = 0;  // requests that found blocks in the tier but recomputed (cheaper)
   uint64_t num_load_timeouts = 0;        // loads given up at their deadline
   uint64_t num_loaded_tokens = 0;        // tokens put back into the pool
-  uint64_t num_blocks_persisted = 0;     // blocks queued for the tier (write-through)
+  uint64_t num_blocks_persisted = 0;     // blocks queued for the disk tier (write-through)
+  uint64_t num_blocks_persisted_redis = 0;  // blocks queued for the Redis tier (those it is known to hold skipped)
+  uint64_t num_loaded_tokens_redis = 0;     // of num_loaded_tokens, from the Redis tier
   double prefill_tokens_per_s = 0;       // the measured prefill speed (0: none yet)
-  double tier_seconds_per_block = 0;     // the tier's measured load speed (0: none yet)
+  double tier_seconds_per_block = 0;     // the disk tier's measured load speed (0: none yet)
+  double redis_seconds_per_block = 0;    // the Redis tier's
 };
 
 // The engine's counters and pool state at one instant (EngineLoop::stats).
@@ -264,6 +268,7 @@ struct EngineStats {
   uint64_t num_decode_tokens = 0;
   uint64_t num_finished = 0;
   std::optional<DiskTierStats> disk;  // set when the engine has a disk tier
+  std::optional<RedisTierStats> redis;  // set when the engine has a Redis tier
   TierLinkCounters tier_link;
 };
 

@@ -143,6 +143,7 @@ RequestUsage OutputProcessor::usage_of(const Request& r) const {
   u.max_tokens_clamped_to = r.max_tokens_clamped ? r.max_tokens : 0;
   u.tier = r.tier;
   u.tier.loaded_tokens = std::min(r.tier.loaded_tokens, u.cached_tokens);  // what the request reused of them
+  u.tier.loaded_tokens_redis = std::min(r.tier.loaded_tokens_redis, u.tier.loaded_tokens);
   u.ttft_ms = t.first_token ? ms_between(t.arrival, *t.first_token) : 0;
   u.prefill_ms = t.first_token && t.first_scheduled ? ms_between(*t.first_scheduled, *t.first_token) : 0;
   u.total_ms = ms_between(t.arrival, RequestTimes::Clock::now());

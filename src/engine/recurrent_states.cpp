@@ -5,7 +5,7 @@
 #include <optional>
 #include <tuple>
 
-#include "kv/disk_tier.h"
+#include "kv/block_tier.h"
 #include "model/kv_storage.h"
 #include "sched/request.h"
 #include "util/result.h"
@@ -17,12 +17,12 @@ BlockHash state_namespace(const BlockHash& ns) {
   return hash_block(ns, ns, kStateTag);
 }
 
-RecurrentStates::RecurrentStates(int32_t n_running, int32_t n_checkpoints, int32_t block_size, DiskTier* disk,
-                                 std::string layout)
+RecurrentStates::RecurrentStates(int32_t n_running, int32_t n_checkpoints, int32_t block_size,
+                                 std::vector<BlockTier*> tiers, std::string layout)
     : n_running_(n_running),
       n_checkpoints_(n_checkpoints),
       block_size_(block_size),
-      disk_(disk),
+      tiers_(std::move(tiers)),
       layout_(std::move(layout)) {
   HEARTH_CHECK(n_running >= 1 && n_checkpoints >= 0 && block_size >= 1, "recurrent states: {} running, {} checkpoints",
                n_running, n_checkpoints);
@@ -160,7 +160,7 @@ std::vector<BlockHash> RecurrentStates::chain_keys(const Request& r, const Block
 void RecurrentStates::persist(const Request& r, const CheckpointPlan& plan, const KvStorage& kv) {
   if (plan.slot < 0) return;
   std::erase(planned_slots_, plan.slot);
-  if (disk_ == nullptr) return;
+  if (tiers_.empty()) return;
   const int32_t n_blocks = plan.pos / block_size_;
   const BlockHash sns = state_namespace(r.cache_namespace);
   const std::vector<BlockHash> keys = chain_keys(r, sns, n_blocks, block_size_);
@@ -179,11 +179,11 @@ void RecurrentStates::persist(const Request& r, const CheckpointPlan& plan, cons
   std::vector<uint8_t> payload(sizeof(float) * static_cast<size_t>(kv.state_floats_per_slot()));
   std::memcpy(payload.data(), state, payload.size());
   header.payload_bytes = payload.size();
-  (void)disk_->write(std::move(header), std::move(payload));  // a full queue drops it: that state recomputes
+  for (BlockTier* tier : tiers_) (void)tier->write(header, payload, {});  // a full queue drops it: it recomputes
 }
 
 int32_t RecurrentStates::load_from_tier(const Request& r, KvStorage& kv, int64_t now_ms) {
-  if (disk_ == nullptr || !r.use_cache || n_checkpoints_ == 0) return 0;
+  if (tiers_.empty() || !r.use_cache || n_checkpoints_ == 0) return 0;
   const int32_t n_blocks = (r.num_prompt_tokens - 1) / block_size_;
   if (n_blocks == 0) return 0;
   const std::vector<BlockHash> keys = chain_keys(r, r.cache_namespace, n_blocks, block_size_);
@@ -191,26 +191,28 @@ int32_t RecurrentStates::load_from_tier(const Request& r, KvStorage& kv, int64_t
     if (checkpoints_.contains(key)) return 0;  // RAM holds one: the pool's own hit decides
   }
   const std::vector<BlockHash> state_keys = chain_keys(r, state_namespace(r.cache_namespace), n_blocks, block_size_);
+  const size_t bytes = sizeof(float) * static_cast<size_t>(kv.state_floats_per_slot());
+  const auto owner = reinterpret_cast<uintptr_t>(this);
   for (int32_t i = n_blocks - 1; i >= 0; --i) {
-    if (!disk_->contains(state_keys[i])) continue;
-    const auto owner = reinterpret_cast<uintptr_t>(this);
-    const uint64_t job = disk_->load({state_keys[i]}, layout_, owner);
-    const auto deadline = std::chrono::steady_clock::now() + kTierLoadWait;
-    std::vector<TierLoadDone> done;
-    while (done.empty() && std::chrono::steady_clock::now() < deadline) {
-      disk_->wait_loaded(deadline, owner);
-      for (TierLoadDone& d : disk_->take_loaded(owner)) {
-        if (d.job == job) done.push_back(std::move(d));
+    for (BlockTier* tier : tiers_) {
+      if (!tier->contains(state_keys[i])) continue;
+      const uint64_t job = tier->load({state_keys[i]}, layout_, owner);
+      const auto deadline = std::chrono::steady_clock::now() + kTierLoadWait;
+      std::vector<TierLoadDone> done;
+      while (done.empty() && std::chrono::steady_clock::now() < deadline) {
+        tier->wait_loaded(deadline, owner);
+        for (TierLoadDone& d : tier->take_loaded(owner)) {
+          if (d.job == job) done.push_back(std::move(d));
+        }
       }
+      if (done.empty() || done[0].blocks.size() != 1 || done[0].blocks[0].payload.size() != bytes) continue;
+      const int32_t slot = take_checkpoint_slot(now_ms);
+      if (slot < 0) return 0;
+      std::memcpy(kv.state_slot(slot), done[0].blocks[0].payload.data(), bytes);
+      checkpoints_[keys[i]] = Checkpoint{slot, ++clock_, 0, kDefaultRetentionPriority, Kind::kPromptEnd, kNoExpiry};
+      num_tier_loads_++;
+      return (i + 1) * block_size_;
     }
-    const size_t bytes = sizeof(float) * static_cast<size_t>(kv.state_floats_per_slot());
-    if (done.empty() || done[0].blocks.size() != 1 || done[0].blocks[0].payload.size() != bytes) return 0;
-    const int32_t slot = take_checkpoint_slot(now_ms);
-    if (slot < 0) return 0;
-    std::memcpy(kv.state_slot(slot), done[0].blocks[0].payload.data(), bytes);
-    checkpoints_[keys[i]] = Checkpoint{slot, ++clock_, 0, kDefaultRetentionPriority, Kind::kPromptEnd, kNoExpiry};
-    num_tier_loads_++;
-    return (i + 1) * block_size_;
   }
   return 0;
 }

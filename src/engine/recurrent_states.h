@@ -26,13 +26,14 @@
 //   3. least recently used.
 // A block whose checkpoint is gone is still a valid KV block, but a hit can no longer end there.
 //
-// With a disk tier, every checkpoint is also written through to it as a tier entry (kv/tier_entry.h: self-describing,
-// checksummed, verified before use) in the request's state namespace (state_namespace: derived from the cache
-// namespace, so its keys never meet a KV block's): key' of block i = hash_block(key' of block i − 1, state ns, the
-// block's tokens), its payload the state's floats, its layout state_layout. A request whose prompt has no checkpoint in
-// RAM looks for the deepest one of its prompt blocks on disk when it arrives (load_from_tier) and reads it back
-// before it is admitted (a synchronous read of one entry, at most kTierLoadWait), so after a restart the first
-// request resumes from disk; a damaged, foreign or missing entry is never used: the request recomputes.
+// With lower tiers (disk, Redis), every checkpoint is also written through to each as a tier entry (kv/tier_entry.h:
+// self-describing, checksummed, verified before use) in the request's state namespace (state_namespace: derived from
+// the cache namespace, so its keys never meet a KV block's): key' of block i = hash_block(key' of block i − 1, state
+// ns, the block's tokens), its payload the state's floats, its layout state_layout. A request whose prompt has no
+// checkpoint in RAM looks for the deepest one of its prompt blocks in the tiers (disk first, then Redis) when it
+// arrives (load_from_tier) and reads it back before it is admitted (a synchronous read of one entry, at most
+// kTierLoadWait), so after a restart, or on another server sharing Redis, the first request resumes from there; a
+// damaged, foreign or missing entry is never used: the request recomputes.
 //
 // Because the state update has one definition whatever the chunking (kernels/delta_net.h), a request resumed from a
 // checkpoint computes the bits a cold run does.
@@ -53,7 +54,7 @@
 
 namespace hearth {
 
-class DiskTier;
+class BlockTier;
 class KvStorage;
 struct Request;
 
@@ -64,9 +65,10 @@ class RecurrentStates {
  public:
   static constexpr std::chrono::milliseconds kTierLoadWait{2000};
 
-  // Requires n_running >= 1, n_checkpoints >= 0, block_size >= 1. `disk` may be null (no tier); `layout` names the
-  // state's shape for its entries (a checkpoint is only read back into a model with the same one).
-  RecurrentStates(int32_t n_running, int32_t n_checkpoints, int32_t block_size, DiskTier* disk = nullptr,
+  // Requires n_running >= 1, n_checkpoints >= 0, block_size >= 1. `tiers`: the tiers below the pool in load order
+  // (none: no tier; not owned); `layout` names the state's shape for its entries (a checkpoint is only read back
+  // into a model with the same one).
+  RecurrentStates(int32_t n_running, int32_t n_checkpoints, int32_t block_size, std::vector<BlockTier*> tiers = {},
                   std::string layout = {});
 
   int32_t num_running_slots() const { return n_running_; }
@@ -98,10 +100,10 @@ class RecurrentStates {
   void forget(RequestId id);
 
   // After the forward wrote a checkpoint plan_checkpoints gave r: its slot may be taken again (until then no other
-  // plan evicts it, so two never share a slot), and with a disk tier it is written through to the tier.
+  // plan evicts it, so two never share a slot), and it is written through to every tier.
   void persist(const Request& r, const CheckpointPlan& plan, const KvStorage& kv);
-  // With a disk tier: when none of the blocks of r's prompt before its last token has a checkpoint in RAM, reads the
-  // deepest one the tier holds (verified) into a checkpoint slot, so r's admission can resume there. Returns the
+  // With tiers: when none of the blocks of r's prompt before its last token has a checkpoint in RAM, reads the
+  // deepest one a tier holds (verified) into a checkpoint slot, so r's admission can resume there. Returns the
   // tokens it covers (0: none). `now_ms`: the retention clock, for the slot it takes.
   int32_t load_from_tier(const Request& r, KvStorage& kv, int64_t now_ms = 0);
   uint64_t num_tier_loads() const { return num_tier_loads_; }
@@ -147,7 +149,7 @@ class RecurrentStates {
   uint64_t num_resumes_ = 0;
   uint64_t num_checkpoints_written_ = 0;
   uint64_t num_tier_loads_ = 0;
-  DiskTier* disk_;
+  std::vector<BlockTier*> tiers_;
   std::string layout_;
   std::vector<int32_t> free_running_;
   std::vector<int32_t> free_checkpoints_;

@@ -124,7 +124,7 @@ int64_t default_disk_tier_bytes(const fs::path& dir) {
   return std::clamp<int64_t>(free_bytes / 10, std::min<int64_t>(256ll << 20, free_bytes), 64ll << 30);
 }
 
-DiskTier::DiskTier(const DiskTierConfig& config) : config_(config) {}
+DiskTier::DiskTier(const DiskTierConfig& config) : config_(config), codec_(config.seal_key) {}
 
 Result<std::unique_ptr<DiskTier>> DiskTier::open(const DiskTierConfig& config) {
   if (config.capacity_bytes < kPage) {
@@ -170,36 +170,6 @@ DiskTier::~DiskTier() {
 fs::path DiskTier::entry_path(const BlockHash& key) const {
   const std::string name = entry_name(key);
   return config_.dir / "v1" / name.substr(0, 2) / (name + ".kvb");
-}
-
-std::string DiskTier::entry_name(const BlockHash& key) const {
-  // A plain tier's names are the block keys: an unkeyed hash of the namespace and the tokens, so whoever can list
-  // the directory and knows the namespace (the model's fingerprint and the salt) can confirm a guessed prompt. The
-  // contents are in clear there anyway. A sealed tier names entries by an HMAC under its key, which confirms nothing.
-  return config_.seal_key ? config_.seal_key->entry_name(key) : key.hex();
-}
-
-std::vector<uint8_t> DiskTier::encode_entry(const WriteJob& job) const {
-  return config_.seal_key ? config_.seal_key->seal(job.header, job.payload)
-                          : encode_tier_entry(job.header, job.payload);
-}
-
-Result<TierEntryHeader, TierEntryError> DiskTier::decode_header(std::span<const uint8_t> prefix,
-                                                                uint64_t entry_bytes) const {
-  if (config_.seal_key) return config_.seal_key->open_header(prefix, entry_bytes);
-  if (is_sealed_tier_entry(prefix)) {
-    return TierEntryError{TierEntryProblem::kKeyMismatch, "an encrypted entry, and no key is set"};
-  }
-  return decode_tier_header(prefix, entry_bytes);
-}
-
-Result<TierEntryHeader, TierEntryError> DiskTier::verify_entry(std::span<uint8_t> entry,
-                                                               std::span<const uint8_t>* payload) const {
-  if (config_.seal_key) return config_.seal_key->open(entry, payload);
-  if (is_sealed_tier_entry(entry)) {
-    return TierEntryError{TierEntryProblem::kKeyMismatch, "an encrypted entry, and no key is set"};
-  }
-  return verify_tier_entry(entry, payload);
 }
 
 void DiskTier::check_private_modes() {
@@ -261,7 +231,7 @@ void DiskTier::scan() {
       std::optional<TierEntryHeader> header;
       bool key_mismatch = false;
       if (ok) {
-        auto decoded = decode_header(buf, size);
+        auto decoded = codec_.decode_header(buf, size);
         key_mismatch = !decoded && decoded.error().problem == TierEntryProblem::kKeyMismatch;
         if (decoded && entry_name(decoded->key) + ".kvb" == file.path().filename().string()) {
           header = std::move(*decoded);
@@ -367,7 +337,7 @@ bool DiskTier::contains(const BlockHash& key) const {
   return index_.contains(key);
 }
 
-bool DiskTier::write(TierEntryHeader header, std::vector<uint8_t> payload) {
+bool DiskTier::write(TierEntryHeader header, std::vector<uint8_t> payload, std::string_view /*model*/) {
   std::lock_guard lock(mutex_);
   if (auto it = index_.find(header.key); it != index_.end()) {
     index_touch(header.key, unix_ms_now());
@@ -434,7 +404,7 @@ void DiskTier::write_retention(const BlockHash& key, const TierRetention& retent
   const int fd = ::open(entry_path(key).c_str(), O_WRONLY | O_CLOEXEC);
   if (fd < 0) return;
   const auto bytes = encode_tier_retention(retention);
-  const size_t offset = config_.seal_key ? kTierSealRetentionOffset : kTierRetentionOffset;
+  const size_t offset = codec_.retention_offset();
   if (::pwrite(fd, bytes.data(), bytes.size(), static_cast<off_t>(offset)) == static_cast<ssize_t>(bytes.size())) {
     ::fdatasync(fd);
   }
@@ -536,7 +506,7 @@ void DiskTier::write_batch(std::vector<WriteJob> jobs) {
   std::vector<Pending> pending;
   std::vector<fs::path> doomed;
   for (WriteJob& job : jobs) {
-    std::vector<uint8_t> bytes = encode_entry(job);
+    std::vector<uint8_t> bytes = codec_.encode(job.header, job.payload);
     const int64_t need = rounded(static_cast<int64_t>(bytes.size()));
     {
       std::lock_guard lock(mutex_);
@@ -652,15 +622,12 @@ std::optional<TierBlock> DiskTier::read_entry(const BlockHash& key, const std::s
   std::optional<TierBlock> block;
   bool key_mismatch = false;
   if (read_ok) {
-    std::span<const uint8_t> payload;
-    auto header = verify_entry(bytes, &payload);
-    if (header && header->key == key && header->layout == layout) {
-      block = TierBlock{std::move(*header), std::vector<uint8_t>(payload.begin(), payload.end())};
-    } else if (header) {
-      spdlog::warn("disk tier: {} holds a block of another layout; removed", path.string());
+    auto opened = codec_.open_block(bytes, key, layout);
+    if (opened) {
+      block = std::move(*opened);
     } else {
-      key_mismatch = header.error().problem == TierEntryProblem::kKeyMismatch;
-      spdlog::warn("disk tier: {} is corrupt ({}); removed", path.string(), header.error().message);
+      key_mismatch = opened.error().refusal == TierBlockRefusal::kKeyMismatch;
+      spdlog::warn("disk tier: {} is corrupt or foreign ({}); removed", path.string(), opened.error().message);
     }
   }
   if (block) {

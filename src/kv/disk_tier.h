@@ -43,6 +43,8 @@
 #include <vector>
 
 #include "kv/block_hash.h"
+#include "kv/block_tier.h"
+#include "kv/tier_codec.h"
 #include "kv/tier_entry.h"
 #include "kv/tier_seal.h"
 #include "util/result.h"
@@ -77,18 +79,6 @@ struct DiskTierStats {
   uint64_t num_loose_modes = 0;        // tier directories and entries other users may read (found at open; a warning)
 };
 
-// One block read back from the tier: its verified header and payload.
-struct TierBlock {
-  TierEntryHeader header;
-  std::vector<uint8_t> payload;
-};
-
-struct TierLoadDone {
-  uint64_t job = 0;
-  std::vector<TierBlock> blocks;  // the leading keys of the job that loaded and verified, in the order asked
-  double seconds = 0;             // from load() to completion
-};
-
 // What the index knows of one entry (listings, tests).
 struct TierEntryInfo {
   BlockHash key;
@@ -102,39 +92,39 @@ struct TierEntryInfo {
   int64_t bytes = 0;
 };
 
-class DiskTier {
+class DiskTier final : public BlockTier {
  public:
   // Creates the directory layout, takes the lock (fails when another process holds it), removes temporaries and
   // indexes the entries, deleting those whose header is unreadable.
   [[nodiscard]] static Result<std::unique_ptr<DiskTier>> open(const DiskTierConfig& config);
   DiskTier(const DiskTier&) = delete;
   DiskTier& operator=(const DiskTier&) = delete;
-  ~DiskTier();  // finishes the queued writes, then stops the thread
+  ~DiskTier() override;  // finishes the queued writes, then stops the thread
 
   const std::filesystem::path& dir() const { return config_.dir; }
   int64_t capacity_bytes() const { return config_.capacity_bytes; }
   // Entries the header scan at open() removed as corrupt or foreign.
   uint64_t num_removed_at_open() const { return removed_at_open_; }
 
-  bool contains(const BlockHash& key) const;
+  bool contains(const BlockHash& key) const override;
 
   // Queues a write of one block. Returns false (counted as dropped) when the queue is full or the entry is larger than
   // the budget; an entry whose key is already stored is only touched.
-  bool write(TierEntryHeader header, std::vector<uint8_t> payload);
+  bool write(TierEntryHeader header, std::vector<uint8_t> payload, std::string_view model = {}) override;
 
   // Queues a read of `keys` (a chain, first block first) whose payloads must have `layout`, for `owner` (any id
   // that tells the tier's users apart, e.g. one per engine: several models may share one tier). The result (the
   // verified leading blocks) arrives through take_loaded(owner). Returns the job id.
-  uint64_t load(std::vector<BlockHash> keys, std::string layout, uint64_t owner = 0);
-  std::vector<TierLoadDone> take_loaded(uint64_t owner = 0);
+  uint64_t load(std::vector<BlockHash> keys, std::string layout, uint64_t owner = 0) override;
+  std::vector<TierLoadDone> take_loaded(uint64_t owner = 0) override;
   // Waits until a load of `owner` is done or `deadline` passes; true when take_loaded(owner) has something.
-  bool wait_loaded(std::chrono::steady_clock::time_point deadline, uint64_t owner = 0);
+  bool wait_loaded(std::chrono::steady_clock::time_point deadline, uint64_t owner = 0) override;
 
   // Changes an entry's retention: in memory at once, in its file (in place) on the writer thread.
-  void set_retention(const BlockHash& key, const TierRetention& retention);
+  void set_retention(const BlockHash& key, const TierRetention& retention) override;
 
   // Measured seconds per block of finished loads (an exponential average, queueing included); 0 until measured.
-  double seconds_per_block() const;
+  double seconds_per_block() const override;
 
   DiskTierStats stats() const;
   // Entries of namespace `ns`, most recently used first, at most `max`.
@@ -182,13 +172,7 @@ class DiskTier {
   std::optional<TierBlock> read_entry(const BlockHash& key, const std::string& layout);
   std::filesystem::path entry_path(const BlockHash& key) const;
   // The entry's file name without extension: the block key in hex, or its HMAC under the key (kv/tier_seal.h).
-  std::string entry_name(const BlockHash& key) const;
-  // The entry format the tier's setting asks for: sealed with config_.seal_key, else plain.
-  std::vector<uint8_t> encode_entry(const WriteJob& job) const;
-  Result<TierEntryHeader, TierEntryError> decode_header(std::span<const uint8_t> prefix, uint64_t entry_bytes) const;
-  // Decrypts a sealed entry in place.
-  Result<TierEntryHeader, TierEntryError> verify_entry(std::span<uint8_t> entry,
-                                                       std::span<const uint8_t>* payload) const;
+  std::string entry_name(const BlockHash& key) const { return codec_.entry_name(key); }
   // Index maintenance; require mutex_ held.
   EvictOrder evict_order(const Entry& e, int64_t now_ms) const;
   void index_insert(Entry e);
@@ -199,6 +183,7 @@ class DiskTier {
   bool evict_one(std::vector<std::filesystem::path>* doomed = nullptr);
 
   DiskTierConfig config_;
+  TierCodec codec_;  // the entry format the setting asks for: sealed with config_.seal_key, else plain
   int lock_fd_ = -1;
   uint64_t removed_at_open_ = 0;
 

@@ -38,12 +38,18 @@ struct RequestTimes {
 
 // Prompt blocks a lower tier (the disk) held beyond what the pool caches, and what the engine did about them: load
 // them back when its measurements say reading is faster than recomputing (README "Tiers"), else recompute.
+// The tiers below the pool, in the order a request loads from them.
+enum class TierKind : uint8_t { kDisk, kRedis };
+
 struct TierReuse {
-  int32_t found_tokens = 0;        // full-block tokens the tier held right after the pool's prefix
+  int32_t found_tokens = 0;        // full-block tokens the tiers held right after the pool's prefix
+  int32_t found_tokens_redis = 0;  // of those, the Redis tier's
   bool load = false;               // the decision: load (true) or recompute
   double est_load_ms = 0;          // the estimates the decision compared
   double est_recompute_ms = 0;
   int32_t loaded_tokens = 0;       // tokens put back into the pool for this request
+  int32_t loaded_tokens_redis = 0;  // of those, from the Redis tier
+  uint8_t planned_tiers = 0;        // bit 1 << TierKind per tier whose stage was planned (each at most once)
   bool timed_out = false;          // the load took too long; the request went on without it
   // While set the scheduler does not admit the request: its blocks are on their way from the tier.
   bool waiting = false;

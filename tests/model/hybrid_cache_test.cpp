@@ -14,6 +14,8 @@
 #include "../engine/first_logits.h"
 #include "engine/engine.h"
 #include "kv/disk_tier.h"
+#include "kv/redis_test_server.h"  // tests/kv
+#include "kv/redis_tier.h"
 #include "model/model.h"
 #include "model/synth.h"
 #include "tmp_files.h"
@@ -384,6 +386,53 @@ TEST(ArchPrefixCacheHit, Qwen35FromDiskAfterRestartBitIdenticalToCold) {
 
 // The disk tier's other faults, on checkpoint entries: an entry cut short, and a directory holding another model's
 // checkpoints for the same prompt. Neither is ever loaded; the request recomputes and gives the cold bits.
+// Checkpoints reach the Redis tier as they reach the disk: server A computes a prompt, server B (another engine
+// with its own connection to the same redis-server) resumes a prompt sharing 40 tokens from A's checkpoint after
+// block 2 and A's KV, bit-identical to a cold run.
+TEST(ArchPrefixCacheHit, Qwen35FromRedisOnAnotherServerBitIdenticalToCold) {
+  hearth::testing::RedisTestServer server;
+  if (!server.installed()) GTEST_SKIP() << "redis-server is not installed (scripts/install-deps.sh installs it)";
+  Loaded l = load();
+  const auto open = [&](const std::string& id) {
+    RedisTierConfig c;
+    c.url = *parse_redis_url(server.url());
+    c.server_id = id;
+    return RedisTier::open(c);
+  };
+  auto redis_a = open("a");
+  auto redis_b = open("b");
+  const std::vector<int32_t> base = sample_tokens(60, 0);
+  std::vector<int32_t> prompt = base;
+  for (size_t i = 40; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(100 + i);
+  ThreadPool pool(2);
+  const auto run = [&](RedisTier* redis, const std::vector<int32_t>& p, int32_t* cached, uint64_t* tier_loads) {
+    EngineConfig config = small_config();
+    config.redis_tier = redis;
+    config.redis_load_policy = TierLoadPolicy::kAlways;
+    auto engine = Engine::create(*l.model, *l.tokenizer, config, pool);
+    EXPECT_TRUE(engine.ok()) << (engine.ok() ? "" : engine.error().message);
+    auto logits = test::first_logits(**engine, p, cached);
+    *tier_loads = (*engine)->stats().num_state_tier_loads;
+    return logits;
+  };
+  int32_t cached = -1;
+  uint64_t tier_loads = 0;
+  run(redis_a.get(), base, &cached, &tier_loads);
+  EXPECT_EQ(cached, 0);
+  redis_a->flush();
+  const auto written = static_cast<size_t>(redis_a->stats().num_writes);
+  EXPECT_GT(written, 3u);  // KV blocks and state checkpoints
+  ASSERT_TRUE(redis_b->wait_num_known(written, std::chrono::steady_clock::now() + std::chrono::seconds(5)));
+  const auto hit = run(redis_b.get(), prompt, &cached, &tier_loads);
+  EXPECT_EQ(cached, 32);
+  EXPECT_EQ(tier_loads, 1u);
+  auto cold_engine = Engine::create(*l.model, *l.tokenizer, small_config(), pool);
+  ASSERT_TRUE(cold_engine.ok()) << cold_engine.error().message;
+  int32_t cold_cached = -1;
+  const auto cold = test::first_logits(**cold_engine, prompt, &cold_cached);
+  expect_same_bits(hit, cold, "checkpoint from the Redis tier");
+}
+
 TEST(ArchPrefixCacheHit, Qwen35TruncatedOrForeignCheckpointsAreNeverLoaded) {
   Loaded l = load();
   const std::vector<int32_t> base = sample_tokens(60, 0);

@@ -167,6 +167,45 @@ TEST(Metrics, CountsStateCheckpoints) {
   }
 }
 
+// The Redis tier (docs/cluster.md): its own series beside the disk tier's, and no disk series without a disk tier.
+TEST(Metrics, RendersTheRedisTier) {
+  Metrics m;
+  EngineStats e;
+  RedisTierStats r;
+  r.connected = true;
+  r.num_known_keys = 12;
+  r.num_loaded_blocks = 6;
+  r.num_loaded_bytes = 6144;
+  r.num_writes = 7;
+  r.num_writes_dropped = 2;
+  r.num_errors = 3;
+  r.num_timeouts = 1;
+  r.num_corrupt_removed = 4;
+  e.redis = r;
+  e.tier_link.num_loaded_tokens_redis = 96;
+  KvPlan plan;
+  plan.block_size = 16;
+  plan.cost.dtype = "f16";
+  const std::string text = m.render(e, plan);
+  for (const char* line : {
+           "# TYPE hearth_kv_redis_connected gauge",
+           "hearth_kv_redis_connected 1",
+           "hearth_kv_redis_known_keys 12",
+           "# TYPE hearth_kv_redis_loads_total counter",
+           "hearth_kv_redis_loads_total 6",
+           "hearth_kv_redis_loaded_bytes_total 6144",
+           "hearth_kv_redis_reused_tokens_total 96",
+           "hearth_kv_redis_writes_total 7",
+           "hearth_kv_redis_dropped_total 2",
+           "hearth_kv_redis_errors_total 3",
+           "hearth_kv_redis_timeouts_total 1",
+           "hearth_kv_redis_corrupt_removed_total 4",
+       }) {
+    EXPECT_NE(text.find(std::string(line) + "\n"), std::string::npos) << "missing line: " << line << "\n" << text;
+  }
+  EXPECT_EQ(text.find("hearth_kv_tier_entries"), std::string::npos);
+}
+
 TEST(Metrics, RendersReuseStopsAndVolatilePrefixSeries) {
   Metrics m;
   m.record_reuse_stop("diverged");

@@ -470,6 +470,23 @@ TEST(Render, UsageExplainsWhereReuseStopped) {
   EXPECT_FALSE(none.contains("reuse_stop"));
 }
 
+TEST(Render, UsageTiersSplitReusedTokensByTheTierTheyCameFrom) {
+  RequestUsage u;
+  u.prompt_tokens = 100;
+  u.cached_tokens = 96;
+  u.tier.found_tokens = 80;
+  u.tier.found_tokens_redis = 48;
+  u.tier.load = true;
+  u.tier.loaded_tokens = 80;
+  u.tier.loaded_tokens_redis = 48;
+  const json h = usage_json(u, CompletionRequest{})["hearth"];
+  EXPECT_EQ(h["tiers"], (json{{"ram", 16}, {"disk", 32}, {"redis", 48}}));
+  EXPECT_EQ(h["tier_load"]["tier"], "disk+redis");
+  EXPECT_EQ(h["tier_load"]["loaded_tokens"], 80);
+  u.tier.found_tokens = 48;
+  EXPECT_EQ(usage_json(u, CompletionRequest{})["hearth"]["tier_load"]["tier"], "redis");
+}
+
 TEST(Render, CacheReportHasTiersAndReason) {
   CacheReport r;
   r.prompt_tokens = 100;

@@ -54,7 +54,10 @@ ApiResult<nlohmann::json> warm_prefix(ServerContext& context, const nlohmann::js
       {"prompt_tokens", u.prompt_tokens},
       {"cached_tokens", u.cached_tokens},  // reused when the warm-up ran: what was already there
       {"computed_tokens", u.prompt_tokens - u.cached_tokens},
-      {"tiers", {{"ram", u.cached_tokens - u.tier.loaded_tokens}, {"disk", u.tier.loaded_tokens}}},
+      {"tiers",
+       {{"ram", u.cached_tokens - u.tier.loaded_tokens},
+        {"disk", u.tier.loaded_tokens - u.tier.loaded_tokens_redis},
+        {"redis", u.tier.loaded_tokens_redis}}},
       {"pinned", pin},
   };
   if (pin) {

@@ -188,7 +188,57 @@ void Metrics::render_engine(const EngineStats& e, const KvPlan& plan, std::strin
 }
 
 void Metrics::render_tiers(const EngineStats& e, std::string& out) {
-  if (!e.disk) return;
+  if (e.redis) render_redis_tier(e, out);
+  if (!e.disk && !e.redis) return;
+  if (e.disk) render_disk_tier(e, out);
+  header(out, "hearth_prefill_tokens_per_second", "gauge",
+         "The engine's measured prefill speed, which the load-or-recompute decision compares with (0 until measured).");
+  out += fmt::format("hearth_prefill_tokens_per_second {}\n", e.tier_link.prefill_tokens_per_s);
+}
+
+void Metrics::render_redis_tier(const EngineStats& e, std::string& out) {
+  const RedisTierStats& r = *e.redis;
+  const TierLinkCounters& l = e.tier_link;
+  gauge(out, "hearth_kv_redis_connected", "1 when the last command on the Redis tier's connections succeeded.",
+        r.connected ? 1 : 0);
+  gauge(out, "hearth_kv_redis_known_keys", "Blocks this server knows Redis holds (its writes and the KV events).",
+        r.num_known_keys);
+  gauge(out, "hearth_kv_redis_queued_writes", "Blocks waiting to be written to Redis.", r.num_queued_writes);
+  counter(out, "hearth_kv_redis_loads_total", "Blocks loaded back from Redis and verified.", r.num_loaded_blocks);
+  counter(out, "hearth_kv_redis_loaded_bytes_total", "Bytes of the blocks loaded back from Redis.", r.num_loaded_bytes);
+  counter(out, "hearth_kv_redis_reused_tokens_total", "Prompt tokens put back into the pool from Redis.",
+          l.num_loaded_tokens_redis);
+  counter(out, "hearth_kv_redis_writes_total", "Blocks Redis accepted (SET).", r.num_writes);
+  counter(out, "hearth_kv_redis_written_bytes_total", "Bytes of the entries written to Redis.", r.num_written_bytes);
+  counter(out, "hearth_kv_redis_dropped_total",
+          "Blocks not written to Redis: queue full, too large, expired, or Redis down.", r.num_writes_dropped);
+  counter(out, "hearth_kv_redis_loads_dropped_total", "Loads refused at once: the load queue was full.",
+          r.num_loads_dropped);
+  counter(out, "hearth_kv_redis_errors_total",
+          "Redis connection failures and error replies (refused, OOM, NOAUTH, ...); the requests recomputed.",
+          r.num_errors);
+  counter(out, "hearth_kv_redis_timeouts_total", "Redis commands past the command timeout.", r.num_timeouts);
+  counter(out, "hearth_kv_redis_corrupt_removed_total",
+          "Values that failed verification (truncated, corrupt, foreign, too large) and were DELeted.",
+          r.num_corrupt_removed);
+  counter(out, "hearth_kv_redis_key_mismatch_removed_total",
+          "Of the values removed: sealed with another --kv-disk-key, or not sealed as the key setting asks.",
+          r.num_key_mismatch_removed);
+  counter(out, "hearth_kv_redis_missing_total", "Blocks known to be in Redis that were gone when loaded.",
+          r.num_missing);
+  counter(out, "hearth_kv_redis_events_published_total", "KV events this server added to hearth:kv-events.",
+          r.num_events_published);
+  counter(out, "hearth_kv_redis_events_read_total", "KV events read from hearth:kv-events.", r.num_events_read);
+  counter(out, "hearth_kv_redis_reconnects_total", "Connections to Redis re-established after a failure.",
+          r.num_reconnects);
+  counter(out, "hearth_kv_redis_restarts_seen_total",
+          "Reconnects that found a restarted Redis (another run_id): the blocks known to be there were forgotten.",
+          r.num_restarts_seen);
+  header(out, "hearth_kv_redis_seconds_per_block", "gauge", "Measured Redis load time per block (0 until measured).");
+  out += fmt::format("hearth_kv_redis_seconds_per_block {}\n", l.redis_seconds_per_block);
+}
+
+void Metrics::render_disk_tier(const EngineStats& e, std::string& out) {
   const DiskTierStats& d = *e.disk;
   const TierLinkCounters& l = e.tier_link;
   header(out, "hearth_kv_tier_bytes", "gauge", "KV tier bytes: used (entries, rounded to 4 KiB) and capacity.");
@@ -240,9 +290,6 @@ void Metrics::render_tiers(const EngineStats& e, std::string& out) {
             "Loads given up at their deadline (the request recomputed instead).", l.num_load_timeouts);
   tier_line("hearth_kv_tier_seconds_per_block", "gauge", "Measured load time per block (0 until measured).",
             l.tier_seconds_per_block);
-  header(out, "hearth_prefill_tokens_per_second", "gauge",
-         "The engine's measured prefill speed, which the load-or-recompute decision compares with (0 until measured).");
-  out += fmt::format("hearth_prefill_tokens_per_second {}\n", l.prefill_tokens_per_s);
 }
 
 void Metrics::render_server(std::string& out) const {

@@ -85,6 +85,8 @@ class Metrics {
  private:
   static void render_engine(const EngineStats& stats, const KvPlan& plan, std::string& out);
   static void render_tiers(const EngineStats& stats, std::string& out);
+  static void render_disk_tier(const EngineStats& stats, std::string& out);
+  static void render_redis_tier(const EngineStats& stats, std::string& out);
   void render_server(std::string& out) const;
   void render_keyed_tenants(std::string_view tenant, std::string& out) const;
 

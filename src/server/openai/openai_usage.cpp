@@ -78,17 +78,20 @@ nlohmann::json usage_json(const RequestUsage& u, const CompletionRequest& reques
       {"cache", request.use_cache ? "on" : "off"},
       {"answer_tokens_reused", answer_tokens_reused},
   };
-  const int32_t disk_tokens = u.tier.loaded_tokens;
-  hearth["tiers"] = {{"ram", u.cached_tokens - disk_tokens}, {"disk", disk_tokens}};
+  const int32_t redis_tokens = u.tier.loaded_tokens_redis;
+  const int32_t disk_tokens = u.tier.loaded_tokens - redis_tokens;
+  hearth["tiers"] = {{"ram", u.cached_tokens - u.tier.loaded_tokens}, {"disk", disk_tokens}, {"redis", redis_tokens}};
   if (u.tier.found_tokens > 0) {
-    // The load-or-recompute decision on the blocks the disk tier held (README "Tiers").
+    // The load-or-recompute decision on the blocks the lower tiers held (README "Tiers"; docs/cluster.md).
+    const bool found_disk = u.tier.found_tokens > u.tier.found_tokens_redis;
+    const bool found_redis = u.tier.found_tokens_redis > 0;
     hearth["tier_load"] = {
-        {"tier", "disk"},
+        {"tier", found_disk && found_redis ? "disk+redis" : (found_redis ? "redis" : "disk")},
         {"found_tokens", u.tier.found_tokens},
         {"decision", u.tier.load ? "load" : "recompute"},
         {"estimated_load_ms", u.tier.est_load_ms},
         {"estimated_recompute_ms", u.tier.est_recompute_ms},
-        {"loaded_tokens", disk_tokens},
+        {"loaded_tokens", u.tier.loaded_tokens},
         {"timed_out", u.tier.timed_out},
     };
   }
