@@ -68,6 +68,8 @@ struct ServeFlags {
   std::string kv_disk_key;   // a key file: the tier's entries are encrypted (kv/tier_seal.h); empty: plain
   std::string kv_disk_load = "measured";  // "measured": load when faster than recomputing; "always"
   std::string kv_prefault = "on";         // "on": commit the KV pool's pages ahead of use (engine/kv_prefault.h)
+  std::string speculative = "off";    // default speculative decoding: off, prompt-lookup, auto (sched/speculation.h)
+  int32_t speculative_max_draft = 8;  // drafted tokens per step at most
   std::string warm_file;     // prompts to prefill and pin at start (--warm)
 };
 

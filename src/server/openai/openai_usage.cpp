@@ -92,6 +92,10 @@ nlohmann::json usage_json(const RequestUsage& u, const CompletionRequest& reques
         {"timed_out", u.tier.timed_out},
     };
   }
+  if (u.verify_steps > 0) {
+    hearth["speculative"] = {
+        {"drafted_tokens", u.drafted_tokens}, {"accepted_tokens", u.accepted_tokens}, {"verify_steps", u.verify_steps}};
+  }
   hearth["reuse_stop_reason"] = reuse_reason_json(u.reuse);
   if (u.reuse.reason) hearth["reuse_stop"] = reuse_stop_detail_json(u.reuse);
   if (u.max_tokens_clamped_to > 0) hearth["max_tokens_clamped_to"] = u.max_tokens_clamped_to;
@@ -123,7 +127,9 @@ nlohmann::json usage_json(std::span<const RequestUsage> choices, const Completio
     per_choice.push_back({{"index", i},
                           {"reused_tokens", c.cached_tokens},
                           {"computed_prompt_tokens", c.prompt_tokens - c.cached_tokens},
-                          {"completion_tokens", c.completion_tokens}});
+                          {"completion_tokens", c.completion_tokens},
+                          {"drafted_tokens", c.drafted_tokens},
+                          {"accepted_tokens", c.accepted_tokens}});
   }
   usage["completion_tokens"] = completion_tokens;
   usage["total_tokens"] = choices.front().prompt_tokens + completion_tokens;
