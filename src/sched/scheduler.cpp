@@ -77,8 +77,8 @@ int32_t Scheduler::draft(Request& r, int32_t budget) {
   if (!r.speculative.enabled() || !r.spec.wants_draft(r.speculative.mode)) return 0;
   // Emitted tokens are the accepted drafts plus one, so max_tokens bounds the draft at the tokens left less one; the
   // drafted tokens take positions [num_tokens, num_tokens + k), inside the context.
-  const int32_t limit = std::min({r.speculative.max_draft, budget - 1, r.max_tokens - r.num_output_tokens() - 1,
-                                  config_.max_model_len - r.num_tokens()});
+  const int32_t limit = std::min({r.spec.draft_limit(r.speculative), budget - 1,
+                                  r.max_tokens - r.num_output_tokens() - 1, config_.max_model_len - r.num_tokens()});
   if (limit <= 0) return 0;
   const int32_t k =
       prompt_lookup_draft(r.tokens, r.speculative.min_ngram, r.speculative.max_ngram, limit, r.spec.draft);

@@ -66,21 +66,31 @@ bool SpeculationState::wants_draft(SpeculativeMode mode) {
   return true;
 }
 
+int32_t SpeculationState::draft_limit(const SpeculativeParams& params) const {
+  return params.mode == SpeculativeMode::kAuto ? std::min(params.max_draft, auto_draft) : params.max_draft;
+}
+
 void SpeculationState::on_verified(SpeculativeMode mode, int32_t drafted, int32_t accepted) {
   num_drafted += drafted;
   num_accepted += accepted;
   ++num_verify_steps;
   if (mode != SpeculativeMode::kAuto) return;
+  if (accepted == drafted) {
+    auto_draft = std::min(auto_draft * 2, SpeculativeParams::kMaxDraftLimit);
+  } else if (2 * accepted < drafted) {
+    auto_draft = std::max(auto_draft / 2, 1);
+  }
+  ++window_steps;
   window_drafted += drafted;
   window_accepted += accepted;
-  if (window_drafted < kAutoWindow) return;
+  if (window_steps < kAutoWindowSteps) return;
   if (window_accepted < kAutoMinAcceptance * window_drafted) {
     paused_steps = backoff;
     backoff = std::min(backoff * 2, kAutoMaxBackoff);
   } else {
     backoff = kAutoFirstBackoff;
   }
-  window_drafted = window_accepted = 0;
+  window_steps = window_drafted = window_accepted = 0;
 }
 
 }  // namespace hearth

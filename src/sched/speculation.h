@@ -52,13 +52,17 @@ int32_t prompt_lookup_draft(std::span<const TokenId> tokens, int32_t min_ngram, 
                             std::vector<TokenId>& draft);
 
 // One request's speculation: this step's draft, totals for usage, and `auto`'s pause.
-//   auto: after every kAutoWindow drafted tokens the window's acceptance is judged. Below kAutoMinAcceptance
-//   drafting pauses for `backoff` decode steps, and the backoff doubles (up to kAutoMaxBackoff) for the next
-//   failure; a window at or above it resets the backoff. So a request whose output never repeats its input pays a
-//   few drafts, then ever rarer retries, and one that starts repeating later is found again.
+//   auto: a verify step with k rows costs more than a plain step (on a CPU a 9-row pass over a 110M model takes a few
+//   times one row's), so auto drafts short until drafts pay: its draft length starts at kAutoFirstDraft, doubles
+//   (up to max_draft) after a draft accepted whole and halves (down to 1) after one less than half accepted. After
+//   every kAutoWindowSteps verify steps the window's acceptance is judged: below kAutoMinAcceptance drafting pauses
+//   for `backoff` decode steps, and the backoff doubles (up to kAutoMaxBackoff) for the next failure; a window at or
+//   above it resets the backoff. So a request whose output never repeats its input pays a few short drafts, then
+//   ever rarer retries, and one that starts repeating later is found again.
 struct SpeculationState {
-  static constexpr int32_t kAutoWindow = 16;
+  static constexpr int32_t kAutoWindowSteps = 4;
   static constexpr double kAutoMinAcceptance = 0.25;
+  static constexpr int32_t kAutoFirstDraft = 4;
   static constexpr int32_t kAutoFirstBackoff = 16;
   static constexpr int32_t kAutoMaxBackoff = 1024;
 
@@ -67,13 +71,17 @@ struct SpeculationState {
   int32_t num_accepted = 0;
   int32_t num_verify_steps = 0;
   // auto
+  int32_t window_steps = 0;
   int32_t window_drafted = 0;
   int32_t window_accepted = 0;
   int32_t paused_steps = 0;
   int32_t backoff = kAutoFirstBackoff;
+  int32_t auto_draft = kAutoFirstDraft;
 
   // Whether to draft at this decode step (auto: counts down a pause).
   bool wants_draft(SpeculativeMode mode);
+  // The longest draft to propose now: max_draft, or auto's current length.
+  int32_t draft_limit(const SpeculativeParams& params) const;
   // A verified draft: `drafted` tokens proposed, `accepted` of them equal to the tokens decoding picked.
   void on_verified(SpeculativeMode mode, int32_t drafted, int32_t accepted);
 };

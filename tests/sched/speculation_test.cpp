@@ -74,34 +74,43 @@ TEST(SpeculativeParams, ValidatesRangesAndParsesModes) {
 TEST(SpeculationState, AutoPausesWithDoublingBackoffAndResetsOnSuccess) {
   SpeculationState s;
   const auto mode = SpeculativeMode::kAuto;
-  // Two drafts of 8 with nothing accepted: the window of 16 fails, drafting pauses for 16 steps.
-  EXPECT_TRUE(s.wants_draft(mode));
-  s.on_verified(mode, 8, 0);
-  EXPECT_TRUE(s.wants_draft(mode));
-  s.on_verified(mode, 8, 1);
+  const SpeculativeParams params{.mode = mode, .max_draft = 8};
+  constexpr int32_t kWindow = SpeculationState::kAutoWindowSteps;
+  // Rejected drafts: the draft length halves from 4 to 1, and after the window drafting pauses for 16 steps.
+  std::vector<int32_t> limits;
+  for (int32_t i = 0; i < kWindow; ++i) {
+    EXPECT_TRUE(s.wants_draft(mode));
+    limits.push_back(s.draft_limit(params));
+    s.on_verified(mode, limits.back(), 0);
+  }
+  EXPECT_EQ(limits, (std::vector<int32_t>{4, 2, 1, 1}));
   for (int i = 0; i < SpeculationState::kAutoFirstBackoff; ++i) EXPECT_FALSE(s.wants_draft(mode)) << i;
   EXPECT_TRUE(s.wants_draft(mode));
-  // A second failure pauses twice as long.
-  s.on_verified(mode, 16, 0);
+  // A second failed window pauses twice as long.
+  for (int32_t i = 0; i < kWindow; ++i) s.on_verified(mode, 1, 0);
   for (int i = 0; i < 2 * SpeculationState::kAutoFirstBackoff; ++i) EXPECT_FALSE(s.wants_draft(mode)) << i;
   EXPECT_TRUE(s.wants_draft(mode));
-  // A good window resets the backoff.
-  s.on_verified(mode, 16, 12);
+  // Whole acceptances double the draft up to max_draft, and a good window resets the backoff.
+  for (int32_t i = 0; i < kWindow; ++i) s.on_verified(mode, s.draft_limit(params), s.draft_limit(params));
+  EXPECT_EQ(s.draft_limit(params), 8);
   EXPECT_EQ(s.backoff, SpeculationState::kAutoFirstBackoff);
   EXPECT_TRUE(s.wants_draft(mode));
-  EXPECT_EQ(s.num_drafted, 48);
-  EXPECT_EQ(s.num_accepted, 13);
-  // Prompt lookup never pauses; off never drafts.
+  EXPECT_EQ(s.num_verify_steps, 3 * kWindow);
+  EXPECT_EQ(s.num_drafted, 4 + 2 + 1 + 1 + 4 * 1 + 1 + 2 + 4 + 8);
+  EXPECT_EQ(s.num_accepted, 1 + 2 + 4 + 8);
+  // Prompt lookup never pauses and always drafts max_draft; off never drafts.
   SpeculationState p;
-  p.on_verified(SpeculativeMode::kPromptLookup, 32, 0);
+  const SpeculativeParams lookup{.mode = SpeculativeMode::kPromptLookup, .max_draft = 8};
+  for (int32_t i = 0; i < 3 * kWindow; ++i) p.on_verified(SpeculativeMode::kPromptLookup, 8, 0);
   EXPECT_TRUE(p.wants_draft(SpeculativeMode::kPromptLookup));
+  EXPECT_EQ(p.draft_limit(lookup), 8);
   EXPECT_FALSE(p.wants_draft(SpeculativeMode::kOff));
 }
 
 TEST(SpeculationState, BackoffIsBounded) {
   SpeculationState s;
-  for (int i = 0; i < 20; ++i) {
-    s.on_verified(SpeculativeMode::kAuto, SpeculationState::kAutoWindow, 0);
+  for (int i = 0; i < 20 * SpeculationState::kAutoWindowSteps; ++i) {
+    s.on_verified(SpeculativeMode::kAuto, 1, 0);
     s.paused_steps = 0;
   }
   EXPECT_EQ(s.backoff, SpeculationState::kAutoMaxBackoff);
