@@ -124,12 +124,15 @@ nlohmann::json usage_json(std::span<const RequestUsage> choices, const Completio
     const RequestUsage& c = choices[i];
     completion_tokens += c.completion_tokens;
     computed_prompt_tokens += c.prompt_tokens - c.cached_tokens;
-    per_choice.push_back({{"index", i},
-                          {"reused_tokens", c.cached_tokens},
-                          {"computed_prompt_tokens", c.prompt_tokens - c.cached_tokens},
-                          {"completion_tokens", c.completion_tokens},
-                          {"drafted_tokens", c.drafted_tokens},
-                          {"accepted_tokens", c.accepted_tokens}});
+    json entry = {{"index", i},
+                  {"reused_tokens", c.cached_tokens},
+                  {"computed_prompt_tokens", c.prompt_tokens - c.cached_tokens},
+                  {"completion_tokens", c.completion_tokens}};
+    if (c.verify_steps > 0) {  // speculative decoding verified drafts for this choice
+      entry["drafted_tokens"] = c.drafted_tokens;
+      entry["accepted_tokens"] = c.accepted_tokens;
+    }
+    per_choice.push_back(std::move(entry));
   }
   usage["completion_tokens"] = completion_tokens;
   usage["total_tokens"] = choices.front().prompt_tokens + completion_tokens;
