@@ -8,7 +8,6 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libssl-dev libopenblas-dev
   libcpp-httplib-dev libboost-dev libicu-dev libxxhash-dev libhiredis-dev
-  redis-server
   chromium
   python3-jinja2
   haproxy redis-server lua5.3

@@ -356,6 +356,8 @@ int run_serve(ServeFlags f) {
   engine_config.kv_window_slabs = !f.kv_full_window;
   engine_config.pooling = pooling_from_name(f.pooling);
   engine_config.kv_prefault = f.kv_prefault == "on";
+  engine_config.speculative.mode = parse_speculative_mode(f.speculative).value_or(SpeculativeMode::kOff);
+  engine_config.speculative.max_draft = f.speculative_max_draft;
   engine_config.kv_window_plan_context = f.kv_window_context;
   engine_config.max_running = f.max_running;
   engine_config.max_waiting = f.max_queue;
@@ -471,6 +473,15 @@ Command add_serve(CLI::App& app) {
                  "written (off)")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
+  app.add_option("--speculative", flags->speculative,
+                 "Speculative decoding for requests that do not choose (\"speculative\" in the body): off, "
+                 "prompt-lookup (draft from n-grams of the prompt and the answer, verify in one pass; output identical "
+                 "to plain decoding), or auto (prompt lookup, paused while its measured acceptance makes it slower)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"off", "prompt-lookup", "prompt_lookup", "auto"}));
+  app.add_option("--speculative-max-draft", flags->speculative_max_draft, "Tokens drafted per step at most")
+      ->capture_default_str()
+      ->check(CLI::Range(1, SpeculativeParams::kMaxDraftLimit));
   app.add_option("--kv-window-context", flags->kv_window_context,
                  "Sliding-window models: the context per user the KV pool's split between full-attention blocks and "
                  "window slabs is sized for")

@@ -72,6 +72,8 @@ struct ServeFlags {
   std::string kv_redis_load = "measured";  // as kv_disk_load, for blocks Redis holds
   int64_t kv_redis_ttl_s = 86400;          // TTL of entries without a retention expiry
   std::string kv_prefault = "on";         // "on": commit the KV pool's pages ahead of use (engine/kv_prefault.h)
+  std::string speculative = "off";    // default speculative decoding: off, prompt-lookup, auto (sched/speculation.h)
+  int32_t speculative_max_draft = 8;  // drafted tokens per step at most
   std::string warm_file;     // prompts to prefill and pin at start (--warm)
 };
 

@@ -85,6 +85,8 @@ class LoadedModel : public server::ServedModel {
     ec.kv_window_slabs = !f.kv_full_window;
     ec.pooling = pooling_from_name(f.pooling);
     ec.kv_prefault = f.kv_prefault == "on";
+    ec.speculative.mode = parse_speculative_mode(f.speculative).value_or(SpeculativeMode::kOff);
+    ec.speculative.max_draft = f.speculative_max_draft;
     ec.kv_window_plan_context = f.kv_window_context;
     ec.max_running = f.max_running;
     ec.max_waiting = f.max_queue;

@@ -27,6 +27,11 @@ SubmitResult<int32_t> check_request(const RequestSpec& spec, const EngineInfo& i
     }
   }
   if (auto valid = spec.sampling.validate(); !valid) return SubmitError{kInvalidSampling, valid.error().message};
+  if (spec.speculative) {
+    if (auto valid = spec.speculative->validate(); !valid) {
+      return SubmitError{kInvalidSampling, valid.error().message};
+    }
+  }
   for (const auto& [token, bias] : spec.sampling.logit_bias) {
     if (token < 0 || token >= info.vocab_size) {
       return submit_error(kInvalidSampling, "logit_bias names token id {}, outside the vocabulary of {}", token,
@@ -318,6 +323,8 @@ SubmitResult<RequestId> Engine::add_request(RequestSpec spec) {
   request->max_tokens_clamped = spec.max_tokens && *max_tokens < *spec.max_tokens;
   if (!spec.ignore_eos) request->stop_token_ids = eog_ids_;
   request->use_cache = spec.use_cache;
+  request->speculative = spec.speculative.value_or(config_.speculative);
+  if (states_) request->speculative.mode = SpeculativeMode::kOff;  // a recurrent state cannot roll back a draft
   request->retention = std::move(spec.retention);
   if (states_) {  // where other prompts may branch: the hints, and the ends of the retention spans
     request->checkpoint_hints = std::move(spec.checkpoint_hints);
@@ -378,6 +385,8 @@ EngineStats Engine::stats() const {
   s.num_prefill_tokens = counters_.num_prefill_tokens;
   s.num_decode_tokens = counters_.num_decode_tokens;
   s.num_finished = counters_.num_finished;
+  s.num_drafted_tokens = counters_.num_drafted_tokens;
+  s.num_accepted_tokens = counters_.num_accepted_tokens;
   if (tiers_->disk() != nullptr) s.disk = tiers_->disk()->stats();
   if (tiers_->redis() != nullptr) s.redis = tiers_->redis()->stats();
   if (tiers_->enabled()) s.tier_link = tiers_->counters();
@@ -399,11 +408,16 @@ std::vector<RequestOutput> Engine::step() {
   counters_.num_steps++;
   mark_scheduled(plan);
   apply_block_copies();
-  const std::vector<TokenId> sampled = sample(plan, run_batch(plan));
+  const std::span<const float> logits = run_batch(plan);  // valid until the next forward
+  const std::vector<TokenId> sampled = sample(plan, logits);
   scheduler_->update(plan, sampled);
   tiers_->persist_new_blocks();
   if (prefaulter_) prefaulter_->ahead_of(kv_->pool().high_water());
-  process_outputs(plan, sampled, outputs);
+  process_outputs(plan, sampled, logits, outputs);
+  // Blocks a verified draft filled were registered just now: copied out before the next step allocates.
+  if (std::any_of(plan.chunks.begin(), plan.chunks.end(), [](const ScheduledChunk& c) { return c.num_draft > 0; })) {
+    tiers_->persist_new_blocks();
+  }
   note_pool_clock();
   return outputs;
 }
@@ -435,8 +449,11 @@ std::span<const float> Engine::run_batch(const SchedulerOutput& plan) {
     seq.block_table = kv_->block_table(r.id);
     seq.window_table = kv_->window_table(r.id);
     seq.want_logits = chunk.needs_logits;
+    const int32_t n_known = chunk.num_tokens - chunk.num_draft;  // the rest is the draft
     batch_tokens_.insert(batch_tokens_.end(), r.tokens.begin() + chunk.pos_begin,
-                         r.tokens.begin() + chunk.pos_begin + chunk.num_tokens);
+                         r.tokens.begin() + chunk.pos_begin + n_known);
+    batch_tokens_.insert(batch_tokens_.end(), r.spec.draft.begin(), r.spec.draft.begin() + chunk.num_draft);
+    seq.n_logits = 1 + chunk.num_draft;
     if (states_) seq.state_slot = states_->acquire(r, chunk.pos_begin, chunk.num_tokens, *storage_);
     batch_seqs_.push_back(seq);
     if (chunk.needs_logits) {
@@ -468,49 +485,68 @@ std::span<const float> Engine::run_batch(const SchedulerOutput& plan) {
   return logits;
 }
 
+TokenId Engine::sample_row(const Request& r, std::span<const float> row_logits) {
+  if (logits_observer_) logits_observer_(r.id, row_logits);
+  const bool finite = std::all_of(row_logits.begin(), row_logits.end(), [](float x) { return std::isfinite(x); });
+  std::span<const float> sample_from = row_logits;
+  bool can_sample = finite;
+  if (finite && outputs_.has_grammar(r.id)) {
+    can_sample = outputs_.constrain(r, row_logits, masked_logits_);
+    sample_from = masked_logits_;
+  }
+  const TokenId token = can_sample ? outputs_.sampler(r.id).sample(sample_from) : kNoToken;
+  if (token != kNoToken) outputs_.observe_logits(r.id, row_logits, token);
+  return token;
+}
+
 std::vector<TokenId> Engine::sample(const SchedulerOutput& plan, std::span<const float> logits) {
   std::vector<TokenId> sampled;
   const size_t n_vocab = static_cast<size_t>(model_.config().n_vocab);
   size_t row = 0;
   for (const ScheduledChunk& chunk : plan.chunks) {
     if (!chunk.needs_logits) continue;
-    const auto row_logits = logits.subspan(row++ * n_vocab, n_vocab);
-    if (logits_observer_) logits_observer_(chunk.request->id, row_logits);
-    const bool finite = std::all_of(row_logits.begin(), row_logits.end(), [](float x) { return std::isfinite(x); });
-    std::span<const float> sample_from = row_logits;
-    bool can_sample = finite;
-    if (finite && outputs_.has_grammar(chunk.request->id)) {
-      can_sample = outputs_.constrain(*chunk.request, row_logits, masked_logits_);
-      sample_from = masked_logits_;
+    if (chunk.num_draft > 0) {  // verified row by row in process_outputs
+      row += 1 + static_cast<size_t>(chunk.num_draft);
+      continue;
     }
-    const TokenId token = can_sample ? outputs_.sampler(chunk.request->id).sample(sample_from) : kNoToken;
-    if (token != kNoToken) outputs_.observe_logits(chunk.request->id, row_logits, token);
-    sampled.push_back(token);
+    sampled.push_back(sample_row(*chunk.request, logits.subspan(row++ * n_vocab, n_vocab)));
   }
   return sampled;
 }
 
+RequestOutput Engine::finish_unsampled(Request& r, RequestOutput news) {
+  if (outputs_.grammar_stuck(r.id)) {
+    // No token can extend the grammar's output (a vocabulary without some byte): nothing more can be generated.
+    return finish_request(r.id, FinishReason::kLength, std::move(news));
+  }
+  const std::string message = fmt::format(
+      "the model's logits for the next token (position {}) of request {} are not finite (NaN or inf); "
+      "nothing was sampled",
+      r.num_tokens(), r.id.value);
+  return finish_request(r.id, FinishReason::kAborted, std::move(news),
+                        RuntimeError{RuntimeErrorCode::kNonFiniteLogits, message});
+}
+
 void Engine::process_outputs(const SchedulerOutput& plan, std::span<const TokenId> sampled,
-                             std::vector<RequestOutput>& outputs) {
+                             std::span<const float> logits, std::vector<RequestOutput>& outputs) {
   const auto now = RequestTimes::Clock::now();
+  const size_t n_vocab = static_cast<size_t>(model_.config().n_vocab);
   size_t next = 0;
+  size_t row = 0;
   for (const ScheduledChunk& chunk : plan.chunks) {
     if (!chunk.needs_logits) continue;
     Request& r = *chunk.request;
     if (!r.times.first_token) r.times.first_token = now;
-    const TokenId token = sampled[next++];
-    if (token == kNoToken && outputs_.grammar_stuck(r.id)) {
-      // No token can extend the grammar's output (a vocabulary without some byte): nothing more can be generated.
-      outputs.push_back(finish_request(r.id, FinishReason::kLength));
+    if (chunk.num_draft > 0) {
+      const size_t n_rows = 1 + static_cast<size_t>(chunk.num_draft);
+      verify_draft(chunk, logits.subspan(row * n_vocab, n_rows * n_vocab), outputs);
+      row += n_rows;
       continue;
     }
+    ++row;
+    const TokenId token = sampled[next++];
     if (token == kNoToken) {
-      const std::string message = fmt::format(
-          "the model's logits for the next token (position {}) of request {} are not finite (NaN or inf); "
-          "nothing was sampled",
-          r.num_tokens(), r.id.value);
-      outputs.push_back(
-          finish_request(r.id, FinishReason::kAborted, {}, RuntimeError{RuntimeErrorCode::kNonFiniteLogits, message}));
+      outputs.push_back(finish_unsampled(r, {}));
       continue;
     }
     RequestOutput news;
@@ -521,6 +557,44 @@ void Engine::process_outputs(const SchedulerOutput& plan, std::span<const TokenI
     } else if (!news.new_tokens.empty() || !news.new_text.empty()) {
       outputs.push_back(std::move(news));
     }
+  }
+}
+
+void Engine::verify_draft(const ScheduledChunk& chunk, std::span<const float> chunk_logits,
+                          std::vector<RequestOutput>& outputs) {
+  Request& r = *chunk.request;
+  const size_t n_vocab = static_cast<size_t>(model_.config().n_vocab);
+  const std::vector<TokenId>& draft = r.spec.draft;
+  RequestOutput news;
+  news.num_cached_tokens = r.num_cached_tokens;
+  FinishReason reason = FinishReason::kNone;
+  bool unsampled = false;
+  int32_t accepted = 0;
+  for (int32_t i = 0; i <= chunk.num_draft; ++i) {
+    // Row i's logits are those a plain decode step would compute after the tokens emitted so far (the pending token
+    // and draft[0, i), all accepted): batch-invariant kernels make them bitwise the same.
+    const TokenId token = sample_row(r, chunk_logits.subspan(static_cast<size_t>(i) * n_vocab, n_vocab));
+    if (token == kNoToken) {
+      unsampled = true;
+      break;
+    }
+    scheduler_->append_verified(r, token);
+    reason = outputs_.process_token(r, token, news);
+    const bool matches = i < chunk.num_draft && token == draft[static_cast<size_t>(i)];
+    accepted += matches ? 1 : 0;
+    if (reason != FinishReason::kNone || !matches) break;
+  }
+  const auto emitted = static_cast<uint64_t>(news.new_tokens.size());
+  counters_.num_decode_tokens += emitted > 0 ? emitted - 1 : 0;  // run_batch counted the step's first token
+  counters_.num_drafted_tokens += static_cast<uint64_t>(chunk.num_draft);
+  counters_.num_accepted_tokens += static_cast<uint64_t>(accepted);
+  scheduler_->end_verification(chunk, accepted);
+  if (unsampled) {
+    outputs.push_back(finish_unsampled(r, std::move(news)));
+  } else if (reason != FinishReason::kNone) {
+    outputs.push_back(finish_request(r.id, reason, std::move(news)));
+  } else if (!news.new_tokens.empty() || !news.new_text.empty()) {
+    outputs.push_back(std::move(news));
   }
 }
 

@@ -76,6 +76,9 @@ struct EngineConfig {
   // How embeddings pool the hidden states: unset, the file's <arch>.pooling_type (none for chat models: they serve
   // no embeddings); set, this one whatever the file says (hearth serve --pooling).
   std::optional<PoolingType> pooling;
+  // Speculative decoding for requests that do not choose (RequestSpec::speculative): off, prompt lookup, or auto
+  // (hearth serve --speculative). Hybrid models never speculate.
+  SpeculativeParams speculative;
 };
 
 // How a hybrid model's budget is split (EngineInfo's state fields): running slots (at most max_running, at most half
@@ -102,6 +105,8 @@ struct EngineCounters {
   uint64_t num_prefill_tokens = 0;  // prompt tokens computed (not reused)
   uint64_t num_decode_tokens = 0;
   uint64_t num_finished = 0;
+  uint64_t num_drafted_tokens = 0;   // speculative decoding: tokens drafted and verified
+  uint64_t num_accepted_tokens = 0;  // of them, equal to the tokens decoding picked
 };
 
 class Engine {
@@ -184,8 +189,19 @@ class Engine {
   void apply_block_copies();
   std::span<const float> run_batch(const SchedulerOutput& plan);
   std::vector<TokenId> sample(const SchedulerOutput& plan, std::span<const float> logits);
-  void process_outputs(const SchedulerOutput& plan, std::span<const TokenId> sampled,
+  void process_outputs(const SchedulerOutput& plan, std::span<const TokenId> sampled, std::span<const float> logits,
                        std::vector<RequestOutput>& outputs);
+  // One row of logits to a token, as plain decoding samples it: the observer, the finite check, the grammar's mask,
+  // the sampler (one draw), the logprobs. kNoToken when nothing can be sampled.
+  TokenId sample_row(const Request& r, std::span<const float> row_logits);
+  // A draft chunk (ScheduledChunk::num_draft > 0): at each of its rows in order, the token plain decoding would pick
+  // there is emitted (Scheduler::append_verified, OutputProcessor::process_token) while it equals the drafted one;
+  // the first mismatch, or a finish, ends it. Then the rejected rows' K/V is dropped (Scheduler::end_verification).
+  void verify_draft(const ScheduledChunk& chunk, std::span<const float> chunk_logits,
+                    std::vector<RequestOutput>& outputs);
+  // What a token that could not be sampled (kNoToken) means for r: the grammar stuck (length), else non-finite
+  // logits (aborted with the runtime error).
+  RequestOutput finish_unsampled(Request& r, RequestOutput news);
   // The one finish path: releases the request's blocks (Scheduler::finish), pins its prompt when asked (not for an
   // abort), and returns its final output with `news` (this step's tokens and text) in front and `runtime_error`.
   RequestOutput finish_request(RequestId id, FinishReason reason, RequestOutput news = {},

@@ -91,6 +91,10 @@ struct RequestSpec {
   // The output text spells control tokens (<|channel|>, <|end|>, ...) instead of leaving them out, for answers
   // whose markup the caller parses (the server's harmony answers). Stop tokens are never emitted either way.
   bool render_special_tokens = false;
+  // Speculative decoding (sched/speculation.h); unset: the engine's default (EngineConfig::speculative). The output
+  // is the one plain decoding gives, token for token (greedy, seeded sampling, grammar, logprobs); hybrid models
+  // never speculate (their recurrent state cannot roll back a rejected draft).
+  std::optional<SpeculativeParams> speculative;
 };
 
 // Where prefix reuse stopped and why, with the text around that point (engine/explain.h fills it).
@@ -130,6 +134,9 @@ struct RequestUsage {
   std::string pin_error;      // with pin_prefix: why pinning failed (e.g. the pin cap)
   ReuseExplanation reuse;     // where prefix reuse stopped and why
   TierReuse tier;             // blocks a lower tier held, the load-or-recompute decision, tokens loaded
+  int32_t drafted_tokens = 0;  // speculative decoding: tokens drafted, and of them accepted (equal to the picks)
+  int32_t accepted_tokens = 0;
+  int32_t verify_steps = 0;  // decode steps that verified a draft
 };
 
 // What the cache holds of a prompt right now (Engine::explain_prompt); nothing is computed or changed.
@@ -267,6 +274,8 @@ struct EngineStats {
   uint64_t num_prefill_tokens = 0;  // prompt tokens computed (not reused)
   uint64_t num_decode_tokens = 0;
   uint64_t num_finished = 0;
+  uint64_t num_drafted_tokens = 0;    // speculative decoding: tokens drafted and verified
+  uint64_t num_accepted_tokens = 0;   // of them, accepted
   std::optional<DiskTierStats> disk;  // set when the engine has a disk tier
   std::optional<RedisTierStats> redis;  // set when the engine has a Redis tier
   TierLinkCounters tier_link;

@@ -139,6 +139,9 @@ RequestUsage OutputProcessor::usage_of(const Request& r) const {
   u.cached_tokens = std::max(0, r.num_cached_tokens);
   u.copied_tokens = r.num_copied_tokens;
   u.preemptions = r.num_preemptions;
+  u.drafted_tokens = r.spec.num_drafted;
+  u.accepted_tokens = r.spec.num_accepted;
+  u.verify_steps = r.spec.num_verify_steps;
   u.stopped_by_kv_pool = r.stopped_by_kv_pool;
   u.max_tokens_clamped_to = r.max_tokens_clamped ? r.max_tokens : 0;
   u.tier = r.tier;

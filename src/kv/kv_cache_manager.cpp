@@ -236,6 +236,25 @@ bool KvCacheManager::allocate_slots(RequestId id, int32_t num_total_tokens) {
   return true;
 }
 
+void KvCacheManager::truncate_slots(RequestId id, int32_t num_total_tokens) {
+  Sequence& seq = sequence(id);
+  HEARTH_CHECK(num_total_tokens >= seq.num_computed, "truncating request {} to {} tokens, below its {} computed",
+               id.value, num_total_tokens, seq.num_computed);
+  const auto keep = static_cast<size_t>(ceil_div(num_total_tokens, pool_.block_size()));
+  HEARTH_CHECK(keep >= seq.keys.size(), "truncating request {} below its cached blocks", id.value);
+  while (seq.table.size() > keep) {
+    const auto i = static_cast<int32_t>(seq.table.size()) - 1;
+    if (window_tokens_ > 0) {
+      if (i >= seq.window_begin && i < seq.window_end) pool_.release_window_slab(seq.table[i]);
+      seq.window_end = std::min(seq.window_end, i);
+      seq.window_begin = std::min(seq.window_begin, seq.window_end);
+      seq.window_slabs.resize(static_cast<size_t>(i));
+    }
+    pool_.release(seq.table.back());
+    seq.table.pop_back();
+  }
+}
+
 void KvCacheManager::extend_window(Sequence& seq, int32_t to) {
   to = std::min(to, static_cast<int32_t>(seq.table.size()));
   for (int32_t i = seq.window_end; i < to; ++i) {

@@ -180,6 +180,11 @@ class KvCacheManager {
   // to num_total_tokens; too few slabs is false too.
   [[nodiscard]] bool allocate_slots(RequestId id, int32_t num_total_tokens);
 
+  // Shrinks `id`'s block table to the blocks covering num_total_tokens: the blocks past it (a rejected draft's, never
+  // registered: they hold no computed token) go back to the pool, tail first, with their window slabs. Requires id
+  // active and num_total_tokens >= the tokens cache_full_blocks was told are computed.
+  void truncate_slots(RequestId id, int32_t num_total_tokens);
+
   // Blocks `id` needs from the pool to cover num_total_tokens (0 when already covered).
   int32_t num_blocks_needed(RequestId id, int32_t num_total_tokens) const;
 

@@ -523,7 +523,9 @@ std::span<const float> Model::output_logits(const BatchInput& batch, ThreadPool&
   std::vector<int64_t>& rows = s_.logit_rows;
   rows.clear();
   for (const BatchSequence& seq : batch.seqs) {
-    if (seq.want_logits) rows.push_back(seq.first_row + seq.n_tokens - 1);
+    if (!seq.want_logits) continue;
+    for (int32_t i = std::min(seq.n_logits, seq.n_tokens); i >= 1; --i)
+      rows.push_back(seq.first_row + seq.n_tokens - i);
   }
   const int64_t n_out = static_cast<int64_t>(rows.size());
   if (n_out == 0) return {};

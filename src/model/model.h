@@ -31,6 +31,7 @@ struct BatchSequence {
   int32_t pos_begin = 0;
   std::span<const BlockId> block_table;  // must cover positions [0, pos_begin + n_tokens)
   bool want_logits = false;              // produce logits for the last token
+  int32_t n_logits = 1;                  // with want_logits: for the last n_logits tokens (speculative verification)
   // With window slabs (KvStorage::windowed layers): each block's slab, BlockId{-1} where none is held; it must
   // hold every position those layers read or write this step. Empty otherwise.
   std::span<const BlockId> window_table;
@@ -82,10 +83,10 @@ class Model {
   void release_packed_originals() const { weights_.release_packed_originals(); }
 
   // Runs the batch: writes each token's K/V into `kv` at its position, then returns logits
-  // [n_logit_rows, n_vocab], one row per sequence with want_logits, in sequence order. The returned span stays
-  // valid until the next call. Logits of a token depend only on the sequence's tokens, never on how the batch
-  // was formed or chunked: results are bitwise reproducible.
-  // Requires: token ids < n_vocab, block tables covering every position, kv shaped for this model.
+  // [n_logit_rows, n_vocab], n_logits rows per sequence with want_logits (its last tokens, in order), in sequence
+  // order. The returned span stays valid until the next call. Logits of a token depend only on the sequence's tokens,
+  // never on how the batch was formed or chunked: results are bitwise reproducible. Requires: token ids < n_vocab,
+  // block tables covering every position, kv shaped for this model.
   //
   // Hybrid models (config().is_hybrid(): Gated DeltaNet layers, model/delta_net.cpp) also carry each sequence's
   // recurrent state in kv's state slot `state_slot` (KvStorage::reserve_state_slots with

@@ -16,6 +16,7 @@
 #include "kv/prefix_explain.h"
 #include "kv/retention_queue.h"
 #include "sched/sampling_params.h"
+#include "sched/speculation.h"
 #include "util/ids.h"
 
 namespace hearth {
@@ -90,6 +91,10 @@ struct Request {
   std::vector<BlockHash> prompt_block_keys;      // keys of the prompt's full blocks, computed when first needed
   RequestTimes times;
   TierReuse tier;
+  // Speculative decoding (sched/speculation.h): the request's mode (kOff for hybrid models: their recurrent state
+  // cannot roll back a rejected draft) and its drafts and acceptance so far.
+  SpeculativeParams speculative;
+  SpeculationState spec;
 
   int32_t num_output_tokens() const { return static_cast<int32_t>(tokens.size()) - num_prompt_tokens; }
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }

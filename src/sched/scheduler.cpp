@@ -54,6 +54,14 @@ void Scheduler::schedule_running(SchedulerOutput& out, int32_t& budget) {
       Request& r = *running_[i];
       const int32_t remaining = r.num_tokens() - r.num_computed_tokens;
       if (remaining <= 0 || (remaining == 1) != decode_pass) continue;
+      if (decode_pass) {
+        const int32_t k = draft(r, budget);
+        if (k > 0) {
+          out.chunks.push_back({&r, r.num_computed_tokens, 1 + k, true, k});
+          budget -= 1 + k;
+          continue;
+        }
+      }
       const int32_t n = std::min(remaining, budget);
       const Growth growth = make_room(r, n, out, budget);
       if (growth == Growth::kPreemptedItself) break;  // r was the newest running request
@@ -62,6 +70,27 @@ void Scheduler::schedule_running(SchedulerOutput& out, int32_t& budget) {
       budget -= n;
     }
   }
+}
+
+int32_t Scheduler::draft(Request& r, int32_t budget) {
+  r.spec.draft.clear();
+  if (!r.speculative.enabled() || !r.spec.wants_draft(r.speculative.mode)) return 0;
+  // Emitted tokens are the accepted drafts plus one, so max_tokens bounds the draft at the tokens left less one; the
+  // drafted tokens take positions [num_tokens, num_tokens + k), inside the context.
+  const int32_t limit = std::min({r.spec.draft_limit(r.speculative), budget - 1,
+                                  r.max_tokens - r.num_output_tokens() - 1, config_.max_model_len - r.num_tokens()});
+  if (limit <= 0) return 0;
+  const int32_t k =
+      prompt_lookup_draft(r.tokens, r.speculative.min_ngram, r.speculative.max_ngram, limit, r.spec.draft);
+  // A draft never preempts anyone: without the blocks now, this is a plain decode step. It leaves a block for each
+  // other running request, so it does not take the block another's next token needs.
+  const int32_t others = static_cast<int32_t>(running_.size()) - 1;
+  if (k == 0 || kv_.num_blocks_needed(r.id, r.num_computed_tokens + 1 + k) + others > kv_.pool().num_blocks_free() ||
+      !kv_.allocate_slots(r.id, r.num_computed_tokens + 1 + k)) {
+    r.spec.draft.clear();
+    return 0;
+  }
+  return k;
 }
 
 Scheduler::Growth Scheduler::make_room(Request& r, int32_t n, SchedulerOutput& out, int32_t& budget) {
@@ -206,10 +235,35 @@ std::unique_ptr<Request> Scheduler::finish(RequestId id, FinishReason reason) {
   return r;
 }
 
+void Scheduler::append_verified(Request& r, TokenId token) {
+  if (token != kNoToken && !r.is_stop_token(token)) r.tokens.push_back(token);
+}
+
+void Scheduler::end_verification(const ScheduledChunk& chunk, int32_t accepted) {
+  Request& r = *chunk.request;
+  const auto& draft = r.spec.draft;
+  HEARTH_CHECK(static_cast<int32_t>(draft.size()) == chunk.num_draft, "request {}: a draft of {} tokens, {} planned",
+               r.id.value, draft.size(), chunk.num_draft);
+  // Row 0 is the pending token; row j > 0 holds draft[j - 1]'s K/V, valid when that token is now the request's.
+  const int32_t first_draft_pos = chunk.pos_begin + chunk.num_tokens - chunk.num_draft;
+  int32_t valid = chunk.num_tokens - chunk.num_draft;
+  while (valid < chunk.num_tokens) {
+    const int32_t pos = chunk.pos_begin + valid;
+    if (pos >= r.num_tokens() || r.tokens[pos] != draft[pos - first_draft_pos]) break;
+    ++valid;
+  }
+  r.num_computed_tokens = chunk.pos_begin + valid;
+  kv_.truncate_slots(r.id, r.num_computed_tokens);
+  kv_.cache_full_blocks(r.id, r.tokens, r.num_computed_tokens);
+  r.spec.on_verified(r.speculative.mode, chunk.num_draft, accepted);
+  r.spec.draft.clear();
+}
+
 void Scheduler::update(const SchedulerOutput& output, std::span<const TokenId> sampled) {
   size_t next_sample = 0;
   for (const ScheduledChunk& chunk : output.chunks) {
     Request& r = *chunk.request;
+    if (chunk.num_draft > 0) continue;  // append_verified and end_verification
     r.num_computed_tokens += chunk.num_tokens;
     kv_.cache_full_blocks(r.id, r.tokens, r.num_computed_tokens);
     if (!chunk.needs_logits) continue;

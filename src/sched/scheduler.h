@@ -45,6 +45,10 @@ struct ScheduledChunk {
   int32_t pos_begin = 0;
   int32_t num_tokens = 0;
   bool needs_logits = false;  // the chunk reaches the last token: sample from it
+  // A decode step with a draft: the chunk's last num_draft tokens are request->spec.draft (not yet in
+  // request->tokens), and every one of its 1 + num_draft rows needs logits. The engine verifies them and reports
+  // the outcome through append_verified() and end_verification(), not update().
+  int32_t num_draft = 0;
 };
 
 struct SchedulerOutput {
@@ -75,6 +79,15 @@ class Scheduler {
   // kNoToken. Finishes nothing: the caller decides (token_finish_reason, stop strings) and calls finish().
   void update(const SchedulerOutput& output, std::span<const TokenId> sampled);
 
+  // A draft chunk's verification (ScheduledChunk::num_draft > 0), one emitted token at a time: appends `token` to
+  // the request's tokens unless it is a stop token or kNoToken, like update() does for a sampled token.
+  void append_verified(Request& r, TokenId token);
+  // Ends a draft chunk's verification: of its rows, those whose tokens are now in r.tokens keep their K/V
+  // (num_computed_tokens advances over them); the rest (rejected draft tokens) are dropped: the blocks past the new
+  // length go back to the pool, and only full blocks of accepted tokens are cached. `accepted`: drafted tokens that
+  // equalled the picked ones (acceptance bookkeeping). Clears the draft.
+  void end_verification(const ScheduledChunk& chunk, int32_t accepted);
+
   // Ends a request now (abort, stop string, disconnect) and releases its blocks. Returns it, or nullptr when
   // the id is unknown or already finished.
   std::unique_ptr<Request> finish(RequestId id, FinishReason reason);
@@ -91,6 +104,9 @@ class Scheduler {
  private:
   void schedule_running(SchedulerOutput& out, int32_t& budget);
   void schedule_waiting(SchedulerOutput& out, int32_t& budget);
+  // Drafts r's next tokens when its speculation wants to (at most budget - 1, bounded by max_tokens, the context
+  // and the blocks the pool can give now without preempting anyone); returns the draft's size (0: plain decode).
+  int32_t draft(Request& r, int32_t budget);
   // Admits r with the KV for its first chunk of at most `first_chunk` tokens (window slabs, kv_cache_manager.h).
   bool admit(Request& r, int32_t first_chunk);
   PrefixExplanation explain(const Request& r) const;

@@ -195,6 +195,33 @@ TEST(ParseRequest, PenaltiesAndLogitBiasAreRead) {
   EXPECT_EQ(llama->repeat_last_n, -1);
 }
 
+TEST(ParseRequest, SpeculativeModesAreReadAndUnknownOnesRefused) {
+  auto unset = parse_completion_request(R"({"prompt": "x"})", Endpoint::kCompletion);
+  ASSERT_TRUE(unset.ok());
+  EXPECT_FALSE(unset->speculative.has_value()) << "unset: the server's default";
+  auto named = parse_completion_request(R"({"prompt": "x", "speculative": "auto"})", Endpoint::kCompletion);
+  ASSERT_TRUE(named.ok()) << named.error().message;
+  EXPECT_EQ(named->speculative->mode, SpeculativeMode::kAuto);
+  auto object = parse_completion_request(R"({"prompt": "x", "hearth": {"speculative": {"max_draft": 4}}})",
+                                         Endpoint::kCompletion);
+  ASSERT_TRUE(object.ok()) << object.error().message;
+  EXPECT_EQ(object->speculative->mode, SpeculativeMode::kPromptLookup);
+  EXPECT_EQ(object->speculative->max_draft, 4);
+  auto off = parse_completion_request(R"({"messages": [{"role": "user", "content": "hi"}],
+                                          "speculative": {"mode": "off"}})",
+                                      Endpoint::kChat);
+  ASSERT_TRUE(off.ok()) << off.error().message;
+  EXPECT_EQ(off->speculative->mode, SpeculativeMode::kOff);
+  for (const char* bad : {R"("draft_model")", R"({"mode": "eagle"})", R"({"max_draft": 0})", R"({"max_draft": 33})",
+                          R"({"mode": "auto", "k": 3})", R"(3)", R"({"mode": 1})"}) {
+    auto r =
+        parse_completion_request(std::string(R"({"prompt": "x", "speculative": )") + bad + "}", Endpoint::kCompletion);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.error().status, 400) << bad;
+    EXPECT_NE(r.error().param.find("speculative"), std::string::npos) << bad << ": " << r.error().param;
+  }
+}
+
 TEST(ParseRequest, ChatFieldsAndDefaults) {
   auto result = parse_completion_request(R"({
       "model": "stories260K",

@@ -79,6 +79,9 @@ struct CompletionRequest {
   // "cache_retention" (retention_json.h), or the Anthropic route's cache_control breakpoints: one span each.
   std::vector<RetentionSpan> retention;
   bool ignore_eos = false;
+  // "speculative" (Hearth extension, top level or inside "hearth"): "off", "prompt_lookup", "auto", or
+  // {"mode": one of those (default prompt_lookup), "max_draft": 1..32}. Unset: the server's --speculative.
+  std::optional<SpeculativeParams> speculative;
 };
 
 // The most choices one request may ask for ("n").

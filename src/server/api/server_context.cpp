@@ -225,6 +225,7 @@ RequestSpec ServerContext::build_spec(const CompletionRequest& request, std::vec
   spec.cache_salt = request.cache_salt;
   spec.retention = request.retention;
   spec.pin_prefix = request.pin_prefix;
+  spec.speculative = request.speculative;
   spec.top_logprobs = request.top_logprobs;
   spec.grammar = request.grammar;
   spec.render_special_tokens = uses_channels(request);

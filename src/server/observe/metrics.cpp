@@ -184,6 +184,10 @@ void Metrics::render_engine(const EngineStats& e, const KvPlan& plan, std::strin
   gauge(out, "hearth_requests_waiting", "Requests queued for admission.", e.num_waiting);
   counter(out, "hearth_prefill_tokens_total", "Prompt tokens computed (not reused).", e.num_prefill_tokens);
   counter(out, "hearth_decode_tokens_total", "Tokens generated.", e.num_decode_tokens);
+  counter(out, "hearth_speculative_drafted_tokens_total", "Tokens drafted by speculative decoding and verified.",
+          e.num_drafted_tokens);
+  counter(out, "hearth_speculative_accepted_tokens_total",
+          "Drafted tokens accepted (equal to the token plain decoding picked).", e.num_accepted_tokens);
   counter(out, "hearth_engine_steps_total", "Engine steps run.", e.num_steps);
 }
 

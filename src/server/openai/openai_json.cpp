@@ -338,6 +338,45 @@ std::optional<ApiError> parse_stream(const json& body, CompletionRequest& r) {
   return std::nullopt;
 }
 
+// "speculative": "off" | "prompt_lookup" | "auto", or {"mode": ..., "max_draft": k}. Anything else is a 400.
+std::optional<ApiError> parse_speculative(const json& value, CompletionRequest& r) {
+  constexpr const char* kModes = "one of \"off\", \"prompt_lookup\", \"auto\"";
+  SpeculativeParams p;
+  p.mode = SpeculativeMode::kPromptLookup;
+  const json* mode = nullptr;
+  if (value.is_string()) {
+    mode = &value;
+  } else if (value.is_object()) {
+    for (const auto& [key, v] : value.items()) {
+      if (key != "mode" && key != "max_draft") {
+        return invalid_request(fmt::format("'speculative.{}' is not a field of 'speculative' (mode, max_draft)", key),
+                               "speculative." + key, "invalid_value");
+      }
+    }
+    if (auto it = value.find("mode"); it != value.end() && !it->is_null()) mode = &*it;
+    std::optional<int64_t> max_draft;
+    if (auto err = read_int(value, "max_draft", 1, SpeculativeParams::kMaxDraftLimit, max_draft)) {
+      err->param = "speculative.max_draft";
+      return err;
+    }
+    if (max_draft) p.max_draft = static_cast<int32_t>(*max_draft);
+  } else if (!value.is_null()) {
+    return wrong_type("speculative", "a string or an object", value);
+  } else {
+    return std::nullopt;
+  }
+  if (mode) {
+    const std::optional<SpeculativeMode> parsed =
+        mode->is_string() ? parse_speculative_mode(mode->get<std::string>()) : std::nullopt;
+    if (!parsed) {
+      return invalid_request(fmt::format("'speculative' mode must be {}", kModes), "speculative.mode", "invalid_value");
+    }
+    p.mode = *parsed;
+  }
+  r.speculative = p;
+  return std::nullopt;
+}
+
 // Cache controls: top level, or inside "hearth": {...}; the inner object wins.
 std::optional<ApiError> parse_cache_controls(const json& body, CompletionRequest& r) {
   for (const json* scope : {&body, static_cast<const json*>(nullptr)}) {
@@ -352,6 +391,9 @@ std::optional<ApiError> parse_cache_controls(const json& body, CompletionRequest
     if (auto err = read_bool(*s, "pin_prefix", r.pin_prefix)) return err;
     if (auto err = read_bool(*s, "cache_prompt", r.use_cache)) return err;
     if (auto err = read_bool(*s, "ignore_eos", r.ignore_eos)) return err;
+    if (auto it = s->find("speculative"); it != s->end()) {
+      if (auto err = parse_speculative(*it, r)) return err;
+    }
     if (auto it = s->find("cache_retention"); it != s->end() && !it->is_null()) {
       auto span = parse_cache_retention(*it, "cache_retention");
       if (!span) return span.error();

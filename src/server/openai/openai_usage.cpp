@@ -95,6 +95,10 @@ nlohmann::json usage_json(const RequestUsage& u, const CompletionRequest& reques
         {"timed_out", u.tier.timed_out},
     };
   }
+  if (u.verify_steps > 0) {
+    hearth["speculative"] = {
+        {"drafted_tokens", u.drafted_tokens}, {"accepted_tokens", u.accepted_tokens}, {"verify_steps", u.verify_steps}};
+  }
   hearth["reuse_stop_reason"] = reuse_reason_json(u.reuse);
   if (u.reuse.reason) hearth["reuse_stop"] = reuse_stop_detail_json(u.reuse);
   if (u.max_tokens_clamped_to > 0) hearth["max_tokens_clamped_to"] = u.max_tokens_clamped_to;
@@ -123,10 +127,15 @@ nlohmann::json usage_json(std::span<const RequestUsage> choices, const Completio
     const RequestUsage& c = choices[i];
     completion_tokens += c.completion_tokens;
     computed_prompt_tokens += c.prompt_tokens - c.cached_tokens;
-    per_choice.push_back({{"index", i},
-                          {"reused_tokens", c.cached_tokens},
-                          {"computed_prompt_tokens", c.prompt_tokens - c.cached_tokens},
-                          {"completion_tokens", c.completion_tokens}});
+    json entry = {{"index", i},
+                  {"reused_tokens", c.cached_tokens},
+                  {"computed_prompt_tokens", c.prompt_tokens - c.cached_tokens},
+                  {"completion_tokens", c.completion_tokens}};
+    if (c.verify_steps > 0) {  // speculative decoding verified drafts for this choice
+      entry["drafted_tokens"] = c.drafted_tokens;
+      entry["accepted_tokens"] = c.accepted_tokens;
+    }
+    per_choice.push_back(std::move(entry));
   }
   usage["completion_tokens"] = completion_tokens;
   usage["total_tokens"] = choices.front().prompt_tokens + completion_tokens;

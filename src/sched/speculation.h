@@ -1,0 +1,89 @@
+#pragma once
+// Speculative decoding, the scheduler's half: which requests draft, the prompt-lookup drafter, and the per-request
+// acceptance bookkeeping that lets `auto` switch drafting off where it would only cost time. Pure token logic: the
+// engine verifies a draft (one forward pass over the pending token and the k drafted ones, then the sampler picks
+// at each row exactly as plain decoding would, accepting while the pick equals the draft), so the output is the
+// one plain decoding gives, token for token.
+//
+// Prompt lookup (llama.cpp's lookup decoding, vLLM's n-gram proposer): the last n tokens of the sequence (n from
+// max_ngram down to min_ngram) are looked for earlier in the prompt and the generated text, the most recent match
+// first; the tokens that followed it are the draft. It is right exactly where an answer repeats its input: quoting
+// a document, tool-call JSON over a catalogue, a code edit.
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "util/ids.h"
+#include "util/result.h"
+
+namespace hearth {
+
+enum class SpeculativeMode : uint8_t {
+  kOff,
+  kPromptLookup,  // draft at every decode step where the history has a match
+  kAuto,          // prompt lookup, paused (with backoff) while the measured acceptance makes it slower than plain
+};
+
+// "off", "prompt_lookup" ("prompt-lookup" too), "auto"; nullopt for anything else.
+[[nodiscard]] std::optional<SpeculativeMode> parse_speculative_mode(std::string_view name);
+[[nodiscard]] std::string_view speculative_mode_name(SpeculativeMode mode);
+
+struct SpeculativeParams {
+  static constexpr int32_t kMaxDraftLimit = 32;
+  static constexpr int32_t kMaxNgramLimit = 8;
+  SpeculativeMode mode = SpeculativeMode::kOff;
+  int32_t max_draft = 8;  // drafted tokens per step at most, in [1, kMaxDraftLimit]
+  int32_t max_ngram = 3;  // the longest suffix looked up, in [min_ngram, kMaxNgramLimit]
+  int32_t min_ngram = 1;  // the shortest, >= 1
+
+  bool enabled() const { return mode != SpeculativeMode::kOff; }
+  // Checks ranges; the message names the field.
+  [[nodiscard]] Result<void> validate() const;
+};
+
+// Prompt lookup: writes into `draft` (cleared first) up to max_draft tokens that followed the most recent earlier
+// occurrence of the longest suffix of `tokens` of max_ngram down to min_ngram tokens, searching at most the last
+// kMaxLookback tokens. Returns the draft's size (0: no match, or max_draft <= 0). O(kMaxLookback * max_ngram).
+inline constexpr int32_t kMaxLookback = 4096;
+int32_t prompt_lookup_draft(std::span<const TokenId> tokens, int32_t min_ngram, int32_t max_ngram, int32_t max_draft,
+                            std::vector<TokenId>& draft);
+
+// One request's speculation: this step's draft, totals for usage, and `auto`'s pause.
+//   auto: a verify step with k rows costs more than a plain step (on a CPU a 9-row pass over a 110M model takes a few
+//   times one row's), so auto drafts short until drafts pay: its draft length starts at kAutoFirstDraft, doubles
+//   (up to max_draft) after a draft accepted whole and halves (down to 1) after one less than half accepted. After
+//   every kAutoWindowSteps verify steps the window's acceptance is judged: below kAutoMinAcceptance drafting pauses
+//   for `backoff` decode steps, and the backoff doubles (up to kAutoMaxBackoff) for the next failure; a window at or
+//   above it resets the backoff. So a request whose output never repeats its input pays a few short drafts, then
+//   ever rarer retries, and one that starts repeating later is found again.
+struct SpeculationState {
+  static constexpr int32_t kAutoWindowSteps = 4;
+  static constexpr double kAutoMinAcceptance = 0.25;
+  static constexpr int32_t kAutoFirstDraft = 4;
+  static constexpr int32_t kAutoFirstBackoff = 16;
+  static constexpr int32_t kAutoMaxBackoff = 1024;
+
+  std::vector<TokenId> draft;  // the tokens drafted for this step (empty: a plain decode step)
+  int32_t num_drafted = 0;     // totals over the request
+  int32_t num_accepted = 0;
+  int32_t num_verify_steps = 0;
+  // auto
+  int32_t window_steps = 0;
+  int32_t window_drafted = 0;
+  int32_t window_accepted = 0;
+  int32_t paused_steps = 0;
+  int32_t backoff = kAutoFirstBackoff;
+  int32_t auto_draft = kAutoFirstDraft;
+
+  // Whether to draft at this decode step (auto: counts down a pause).
+  bool wants_draft(SpeculativeMode mode);
+  // The longest draft to propose now: max_draft, or auto's current length.
+  int32_t draft_limit(const SpeculativeParams& params) const;
+  // A verified draft: `drafted` tokens proposed, `accepted` of them equal to the tokens decoding picked.
+  void on_verified(SpeculativeMode mode, int32_t drafted, int32_t accepted);
+};
+
+}  // namespace hearth

@@ -1,0 +1,120 @@
+// The prompt-lookup drafter and auto mode's bookkeeping: exact drafts on tiny token lists.
+#include <gtest/gtest.h>
+
+#include "sched/speculation.h"
+
+namespace hearth {
+namespace {
+
+std::vector<TokenId> ids(std::initializer_list<int32_t> values) {
+  std::vector<TokenId> out;
+  for (int32_t v : values) out.push_back(TokenId{v});
+  return out;
+}
+
+TEST(PromptLookup, DraftsWhatFollowedTheLongestRecentSuffix) {
+  struct Case {
+    std::vector<TokenId> tokens;
+    int32_t min_ngram, max_ngram, max_draft;
+    std::vector<TokenId> want;
+  };
+  const std::vector<Case> cases = {
+      // The trigram 1 2 3 was followed by 4 5 6 7.
+      {ids({1, 2, 3, 4, 5, 6, 7, 9, 1, 2, 3}), 1, 3, 8, ids({4, 5, 6, 7, 9, 1, 2, 3})},
+      {ids({1, 2, 3, 4, 5, 6, 7, 9, 1, 2, 3}), 1, 3, 2, ids({4, 5})},
+      // The trigram 8 2 3 never occurred; the bigram 2 3 did, most recently before 6.
+      {ids({2, 3, 5, 2, 3, 6, 8, 2, 3}), 1, 3, 3, ids({6, 8, 2})},
+      // Only the unigram matches.
+      {ids({7, 1, 9, 4, 7}), 1, 3, 2, ids({1, 9})},
+      // min_ngram 2 rules the unigram out.
+      {ids({7, 1, 9, 4, 7}), 2, 3, 2, {}},
+      // The most recent occurrence wins, even when it is short of max_draft.
+      {ids({5, 1, 2, 5, 3, 5}), 1, 1, 4, ids({3, 5})},
+      // Nothing to look in.
+      {ids({5}), 1, 3, 4, {}},
+      {{}, 1, 3, 4, {}},
+      {ids({1, 1, 1}), 1, 3, 0, {}},
+      // A run of one token drafts the run.
+      {ids({4, 4, 4, 4}), 1, 3, 5, ids({4})},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    std::vector<TokenId> draft = ids({99});
+    const int32_t n = prompt_lookup_draft(c.tokens, c.min_ngram, c.max_ngram, c.max_draft, draft);
+    EXPECT_EQ(draft, c.want) << "case " << i;
+    EXPECT_EQ(n, static_cast<int32_t>(c.want.size())) << "case " << i;
+  }
+}
+
+TEST(PromptLookup, SearchesOnlyTheLastLookbackTokens) {
+  std::vector<TokenId> tokens = ids({1, 2, 3, 42});
+  tokens.resize(kMaxLookback + 10, TokenId{0});
+  for (size_t i = 4; i < tokens.size(); ++i) tokens[i] = TokenId{static_cast<int32_t>(1000 + i)};
+  tokens.push_back(TokenId{1});
+  tokens.push_back(TokenId{2});
+  tokens.push_back(TokenId{3});
+  std::vector<TokenId> draft;
+  EXPECT_EQ(prompt_lookup_draft(tokens, 1, 3, 4, draft), 0) << "the match lies before the window";
+}
+
+TEST(SpeculativeParams, ValidatesRangesAndParsesModes) {
+  EXPECT_TRUE(SpeculativeParams{}.validate().ok());
+  EXPECT_FALSE((SpeculativeParams{.max_draft = 0}).validate().ok());
+  EXPECT_FALSE((SpeculativeParams{.max_draft = SpeculativeParams::kMaxDraftLimit + 1}).validate().ok());
+  EXPECT_FALSE((SpeculativeParams{.max_ngram = 1, .min_ngram = 2}).validate().ok());
+  EXPECT_FALSE((SpeculativeParams{.min_ngram = 0}).validate().ok());
+  EXPECT_EQ(parse_speculative_mode("prompt_lookup"), SpeculativeMode::kPromptLookup);
+  EXPECT_EQ(parse_speculative_mode("prompt-lookup"), SpeculativeMode::kPromptLookup);
+  EXPECT_EQ(parse_speculative_mode("auto"), SpeculativeMode::kAuto);
+  EXPECT_EQ(parse_speculative_mode("off"), SpeculativeMode::kOff);
+  EXPECT_EQ(parse_speculative_mode("draft_model"), std::nullopt);
+  EXPECT_EQ(speculative_mode_name(SpeculativeMode::kPromptLookup), "prompt_lookup");
+}
+
+TEST(SpeculationState, AutoPausesWithDoublingBackoffAndResetsOnSuccess) {
+  SpeculationState s;
+  const auto mode = SpeculativeMode::kAuto;
+  const SpeculativeParams params{.mode = mode, .max_draft = 8};
+  constexpr int32_t kWindow = SpeculationState::kAutoWindowSteps;
+  // Rejected drafts: the draft length halves from 4 to 1, and after the window drafting pauses for 16 steps.
+  std::vector<int32_t> limits;
+  for (int32_t i = 0; i < kWindow; ++i) {
+    EXPECT_TRUE(s.wants_draft(mode));
+    limits.push_back(s.draft_limit(params));
+    s.on_verified(mode, limits.back(), 0);
+  }
+  EXPECT_EQ(limits, (std::vector<int32_t>{4, 2, 1, 1}));
+  for (int i = 0; i < SpeculationState::kAutoFirstBackoff; ++i) EXPECT_FALSE(s.wants_draft(mode)) << i;
+  EXPECT_TRUE(s.wants_draft(mode));
+  // A second failed window pauses twice as long.
+  for (int32_t i = 0; i < kWindow; ++i) s.on_verified(mode, 1, 0);
+  for (int i = 0; i < 2 * SpeculationState::kAutoFirstBackoff; ++i) EXPECT_FALSE(s.wants_draft(mode)) << i;
+  EXPECT_TRUE(s.wants_draft(mode));
+  // Whole acceptances double the draft up to max_draft, and a good window resets the backoff.
+  for (int32_t i = 0; i < kWindow; ++i) s.on_verified(mode, s.draft_limit(params), s.draft_limit(params));
+  EXPECT_EQ(s.draft_limit(params), 8);
+  EXPECT_EQ(s.backoff, SpeculationState::kAutoFirstBackoff);
+  EXPECT_TRUE(s.wants_draft(mode));
+  EXPECT_EQ(s.num_verify_steps, 3 * kWindow);
+  EXPECT_EQ(s.num_drafted, 4 + 2 + 1 + 1 + 4 * 1 + 1 + 2 + 4 + 8);
+  EXPECT_EQ(s.num_accepted, 1 + 2 + 4 + 8);
+  // Prompt lookup never pauses and always drafts max_draft; off never drafts.
+  SpeculationState p;
+  const SpeculativeParams lookup{.mode = SpeculativeMode::kPromptLookup, .max_draft = 8};
+  for (int32_t i = 0; i < 3 * kWindow; ++i) p.on_verified(SpeculativeMode::kPromptLookup, 8, 0);
+  EXPECT_TRUE(p.wants_draft(SpeculativeMode::kPromptLookup));
+  EXPECT_EQ(p.draft_limit(lookup), 8);
+  EXPECT_FALSE(p.wants_draft(SpeculativeMode::kOff));
+}
+
+TEST(SpeculationState, BackoffIsBounded) {
+  SpeculationState s;
+  for (int i = 0; i < 20 * SpeculationState::kAutoWindowSteps; ++i) {
+    s.on_verified(SpeculativeMode::kAuto, 1, 0);
+    s.paused_steps = 0;
+  }
+  EXPECT_EQ(s.backoff, SpeculationState::kAutoMaxBackoff);
+}
+
+}  // namespace
+}  // namespace hearth
