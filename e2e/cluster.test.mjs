@@ -1,6 +1,7 @@
 // Several Hearth servers behind HAProxy (Debian's haproxy 2.6 with its Lua), started by scripts/cluster.sh on
-// loopback: routing by prompt prefix keeps the household's hit rate at a single server's, round-robin loses it, and
-// a server killed mid-stream is taken out while every other request keeps succeeding.
+// loopback with a redis-server as their shared KV tier: routing by prompt prefix keeps the household's hit rate at a
+// single server's, round-robin (a plain balancer, no shared tier) loses it, and a server killed mid-stream is taken
+// out while every other request keeps succeeding. e2e/redis.test.mjs covers the Redis tier itself.
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -21,7 +22,8 @@ const have = (cmd) => {
     return false;
   }
 };
-const skip = have('haproxy') ? false : 'haproxy is not installed (scripts/install-deps.sh installs it)';
+const skip = have('haproxy') && have('redis-server') ? false
+  : 'haproxy or redis-server is not installed (scripts/install-deps.sh installs both)';
 
 const dirs = [];
 after(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
@@ -126,7 +128,7 @@ test('through HAProxy, routing by prefix keeps a single server\'s hit rate and r
   const singleHit = await household(single.baseURL);
   assert.equal((await single.stop()).code, 0);
 
-  const byPrefix = await startCluster({ policy: 'prefix' });
+  const byPrefix = await startCluster({ policy: 'prefix', redis: 'on' });
   const prefixHit = await household(byPrefix.baseURL);
   byPrefix.stop();
 
@@ -161,7 +163,7 @@ test('the same prefix always reaches the same server, and different prefixes spr
 });
 
 test('a server killed mid-stream is taken out and every other request keeps succeeding', { skip, timeout: 300000 }, async () => {
-  const cluster = await startCluster({ policy: 'prefix', prefixChars: 64 });
+  const cluster = await startCluster({ policy: 'prefix', prefixChars: 64, redis: 'on' });
   try {
     const system = 'The story of the house that never forgot a single prompt, told in full, every night.';
     const res = await fetch(`${cluster.baseURL}/v1/chat/completions`, {
