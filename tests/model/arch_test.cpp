@@ -514,10 +514,16 @@ TEST(ArchHybrid, Qwen35StateSameBitsWhateverTheChunking) {
     for (int32_t pos = 0, i = 0; pos < 60; ++i) {
       const int32_t n = std::min(chunks[std::min<size_t>(i, chunks.size() - 1)], 60 - pos);
       std::vector<TokenId> batch(ids.begin() + pos, ids.begin() + pos + n);
-      std::vector<BatchSequence> seqs = {{0, n, pos, table, true, {}, 1}};
+      std::vector<BatchSequence> seqs = {{.first_row = 0,
+                                          .n_tokens = n,
+                                          .pos_begin = pos,
+                                          .block_table = table,
+                                          .want_logits = true,
+                                          .state_slot = 1}};
       if (paired) {
         batch.insert(batch.end(), other.begin() + pos, other.begin() + pos + n);
-        seqs.push_back({n, n, pos, other_table, true, {}, 0});
+        seqs.push_back(
+            {.first_row = n, .n_tokens = n, .pos_begin = pos, .block_table = other_table, .want_logits = true});
       }
       const auto logits = (*model)->forward({batch, seqs}, kv, pool);
       r.logits.assign(logits.begin(), logits.begin() + c.n_vocab);

@@ -65,7 +65,12 @@ void run_steps(Model& model, const std::vector<std::vector<int32_t>>& steps) {
       for (int32_t i = 0; i < rows[s]; ++i) tokens.push_back(TokenId{(first + i * 7) % c.n_vocab});
       // Sequence s owns blocks [16 s, 16 s + 16): 256 positions each.
       for (int32_t b = 0; b < 16; ++b) tables[s].push_back(BlockId{static_cast<int32_t>(16 * s) + b});
-      seqs.push_back(BatchSequence{first, rows[s], 0, tables[s], true, {}, static_cast<int32_t>(s)});
+      seqs.push_back(BatchSequence{.first_row = first,
+                                   .n_tokens = rows[s],
+                                   .pos_begin = 0,
+                                   .block_table = tables[s],
+                                   .want_logits = true,
+                                   .state_slot = static_cast<int32_t>(s)});
     }
     model.forward({tokens, seqs}, kv, pool);
   }

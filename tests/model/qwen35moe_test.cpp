@@ -136,7 +136,8 @@ void expect_same_bits_whatever_the_chunking(const std::string& variant) {
     for (int32_t pos = 0; pos < 60; pos += chunk) {
       const int32_t n = std::min(chunk, 60 - pos);
       const std::vector<TokenId> batch(ids.begin() + pos, ids.begin() + pos + n);
-      const BatchSequence seq{0, n, pos, table, true, {}, 0};
+      const BatchSequence seq{
+          .first_row = 0, .n_tokens = n, .pos_begin = pos, .block_table = table, .want_logits = true};
       const auto out = (*model)->forward({batch, {&seq, 1}}, kv, pool);
       logits.assign(out.begin(), out.end());
     }
