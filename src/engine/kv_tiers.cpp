@@ -104,8 +104,9 @@ void KvTiers::plan_load(Request& r) {
     counters_.num_load_decisions += disk ? 1 : 0;
     const double wait_ms = 2 * std::max(est_recompute_ms, always ? est_load_ms : 0.0);
     const auto wait = std::max<std::chrono::steady_clock::duration>(
-        kMinLoadWait, std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                          std::chrono::duration<double, std::milli>(wait_ms)));
+        always ? std::chrono::milliseconds(kMinAlwaysLoadWait) : std::chrono::milliseconds(kMinLoadWait),
+        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+            std::chrono::duration<double, std::milli>(wait_ms)));
     t.waiting = true;
     t.deadline = std::chrono::steady_clock::now() + wait;
     t.job = links_[link].tier->load(std::move(keys), layout_, owner());

@@ -14,8 +14,8 @@
 //                      Before a measurement exists, the prefill speed is guessed from the model's size (kPriorFlops)
 //                      and the tier's from its block size (kPriorReadBytesPerS plus kPriorBlockSeconds).
 //   while loading      the request waits (Request::tier.waiting); a load not back by its deadline (twice the recompute
-//                      estimate, at least kMinLoadWait) is given up and the request recomputes: a slow disk costs at
-//                      most that wait, never a stall or an error
+//                      estimate, at least kMinLoadWait; kMinAlwaysLoadWait under kAlways) is given up and the request
+//                      recomputes: a slow disk costs at most that wait, never a stall or an error
 //   promotion          loaded blocks go into the pool as cached blocks (KvCacheManager::insert_chain), so the
 //                      request's admission reuses them like any hit, bit-identical to computing them.
 
@@ -53,6 +53,9 @@ class KvTiers {
   static constexpr double kPriorReadBytesPerS = 500e6;
   static constexpr double kPriorBlockSeconds = 50e-6;
   static constexpr std::chrono::milliseconds kMinLoadWait{20};
+  // With TierLoadPolicy::kAlways the operator asked for loads whatever they cost: a load is waited for at least this
+  // long (a loaded machine can take more than kMinLoadWait for one round trip), still bounded.
+  static constexpr std::chrono::milliseconds kMinAlwaysLoadWait{1000};
   static constexpr std::chrono::milliseconds kWaitSlice{5};  // longest an idle step waits for a load
 
   using RedisLink = KvRedisLink;
