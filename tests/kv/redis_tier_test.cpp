@@ -201,9 +201,17 @@ TEST_F(RedisTierTest, RedisDownDropsAndCountsThenRestartedEmptyIsMissingAndRefil
   EXPECT_EQ(tier->stats().num_missing, 3u);  // the whole chain: all three are forgotten
   EXPECT_EQ(tier->stats().num_restarts_seen, 1u);
   for (const auto& h : chain_.headers) EXPECT_FALSE(tier->contains(h.key));
+  // A recompute writes the chain again. The writer, up before the stop, drops writes until its backoff (at most
+  // max_backoff after its last refused attempt) lets it reconnect, which it counts; then the chain loads.
+  const auto refill_deadline = std::chrono::steady_clock::now() + RedisTierConfig{}.max_backoff + kWait;
+  size_t reloaded = 0;
+  while (std::chrono::steady_clock::now() < refill_deadline && reloaded < 3) {
+    write_chain(*tier, chain_);
+    reloaded = load_now(*tier, keys_of(chain_)).blocks.size();
+    if (reloaded < 3) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(reloaded, 3u);
   EXPECT_GE(tier->stats().num_reconnects, 1u);
-  write_chain(*tier, chain_);  // a recompute writes the chain again
-  EXPECT_EQ(load_now(*tier, keys_of(chain_)).blocks.size(), 3u);
 }
 
 TEST_F(RedisTierTest, SealedEntriesAreNamedByHmacAndAPlainTierRemovesThem) {
