@@ -10,7 +10,7 @@ packages=(
   libcpp-httplib-dev libboost-dev libicu-dev libxxhash-dev libhiredis-dev
   chromium
   python3-jinja2
-  haproxy redis-server lua5.3
+  haproxy redis-server lua5.3 curl
 )
 
 missing=()
