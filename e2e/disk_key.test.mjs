@@ -161,7 +161,7 @@ test('a key file others may read, one inside the tier, a malformed one, or a key
     [['--kv-disk', dir, '--kv-disk-key', keyFile('loose.key', hex, 0o644)], /the key file .*loose\.key is accessible by other users \(mode 0644\)/],
     [['--kv-disk', dir, '--kv-disk-key', keyFile('short.key', hex.slice(0, 40))], /the key file .*short\.key holds 40 bytes; expected 32 random bytes, or 64 hex digits/],
     [['--kv-disk', dir, '--kv-disk-key', path.join(root, 'missing.key')], /cannot open the key file .*missing\.key/],
-    [['--kv-disk', 'off', '--kv-disk-key', keyFile('ok.key', hex)], /--kv-disk-key encrypts the disk tier's entries, and --kv-disk is off/],
+    [['--kv-disk', 'off', '--kv-disk-key', keyFile('ok.key', hex)], /--kv-disk-key encrypts the disk and Redis tiers' entries, and --kv-disk is off/],
   ];
   const inside = path.join(dir, 'inside.key');
   writeFileSync(inside, hex, { mode: 0o600 });
