@@ -26,6 +26,16 @@ SubmitResult<int32_t> check_request(const RequestSpec& spec, const EngineInfo& i
       return submit_error(kInvalidToken, "token id {} is outside the vocabulary of {}", t.value, info.vocab_size);
     }
   }
+  if (spec.prediction.size() > kMaxPredictionTokens) {
+    return submit_error(kInvalidSampling, "the prediction is {} tokens; at most {} are allowed", spec.prediction.size(),
+                        kMaxPredictionTokens);
+  }
+  for (TokenId t : spec.prediction) {
+    if (t.value < 0 || t.value >= info.vocab_size) {
+      return submit_error(kInvalidToken, "prediction token id {} is outside the vocabulary of {}", t.value,
+                          info.vocab_size);
+    }
+  }
   if (auto valid = spec.sampling.validate(); !valid) return SubmitError{kInvalidSampling, valid.error().message};
   if (spec.speculative) {
     if (auto valid = spec.speculative->validate(); !valid) {
@@ -324,6 +334,7 @@ SubmitResult<RequestId> Engine::add_request(RequestSpec spec) {
   if (!spec.ignore_eos) request->stop_token_ids = eog_ids_;
   request->use_cache = spec.use_cache;
   request->speculative = spec.speculative.value_or(config_.speculative);
+  if (!states_) request->prediction = std::move(spec.prediction);
   if (states_) request->speculative.mode = SpeculativeMode::kOff;  // a recurrent state cannot roll back a draft
   request->retention = std::move(spec.retention);
   if (states_) {  // where other prompts may branch: the hints, and the ends of the retention spans

@@ -54,6 +54,7 @@ struct TokenLogprobs {
 
 // The most checkpoint hints one request may carry (RequestSpec::checkpoint_hints).
 inline constexpr size_t kMaxCheckpointHints = 4;
+inline constexpr size_t kMaxPredictionTokens = 32768;  // RequestSpec::prediction
 
 struct RequestSpec {
   std::vector<TokenId> prompt;
@@ -95,6 +96,10 @@ struct RequestSpec {
   // is the one plain decoding gives, token for token (greedy, seeded sampling, grammar, logprobs); hybrid models
   // never speculate (their recurrent state cannot roll back a rejected draft).
   std::optional<SpeculativeParams> speculative;
+  // A predicted output (OpenAI's "prediction"; at most kMaxPredictionTokens, ids in the vocabulary): drafted from
+  // where the output follows it (sched/speculation.h), whatever `speculative` says, with the same guarantee: the
+  // output is plain decoding's. Hybrid models ignore it (no speculation); usage then shows nothing drafted.
+  std::vector<TokenId> prediction;
 };
 
 // Where prefix reuse stopped and why, with the text around that point (engine/explain.h fills it).
@@ -137,6 +142,10 @@ struct RequestUsage {
   int32_t drafted_tokens = 0;  // speculative decoding: tokens drafted, and of them accepted (equal to the picks)
   int32_t accepted_tokens = 0;
   int32_t verify_steps = 0;  // decode steps that verified a draft
+  // With a prediction (RequestSpec::prediction): its tokens, and the drafted ones of them accepted or rejected.
+  int32_t prediction_tokens = 0;
+  int32_t accepted_prediction_tokens = 0;
+  int32_t rejected_prediction_tokens = 0;
 };
 
 // What the cache holds of a prompt right now (Engine::explain_prompt); nothing is computed or changed.

@@ -142,6 +142,9 @@ RequestUsage OutputProcessor::usage_of(const Request& r) const {
   u.drafted_tokens = r.spec.num_drafted;
   u.accepted_tokens = r.spec.num_accepted;
   u.verify_steps = r.spec.num_verify_steps;
+  u.prediction_tokens = static_cast<int32_t>(r.prediction.size());
+  u.accepted_prediction_tokens = r.spec.num_prediction_accepted;
+  u.rejected_prediction_tokens = r.spec.num_prediction_drafted - r.spec.num_prediction_accepted;
   u.stopped_by_kv_pool = r.stopped_by_kv_pool;
   u.max_tokens_clamped_to = r.max_tokens_clamped ? r.max_tokens : 0;
   u.tier = r.tier;

@@ -95,6 +95,8 @@ struct Request {
   // cannot roll back a rejected draft) and its drafts and acceptance so far.
   SpeculativeParams speculative;
   SpeculationState spec;
+  // A predicted output (RequestSpec::prediction): drafted from whatever the mode; empty for hybrid models.
+  std::vector<TokenId> prediction;
 
   int32_t num_output_tokens() const { return static_cast<int32_t>(tokens.size()) - num_prompt_tokens; }
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }

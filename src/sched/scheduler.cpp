@@ -74,14 +74,26 @@ void Scheduler::schedule_running(SchedulerOutput& out, int32_t& budget) {
 
 int32_t Scheduler::draft(Request& r, int32_t budget) {
   r.spec.draft.clear();
-  if (!r.speculative.enabled() || !r.spec.wants_draft(r.speculative.mode)) return 0;
+  r.spec.draft_is_prediction = false;
+  // A predicted output drafts whatever the mode (the client asked for it); auto's pause still applies.
+  const bool predicted = !r.prediction.empty();
+  if (!predicted && !r.speculative.enabled()) return 0;
+  if (r.speculative.enabled() && !r.spec.wants_draft(r.speculative.mode)) return 0;
   // Emitted tokens are the accepted drafts plus one, so max_tokens bounds the draft at the tokens left less one; the
   // drafted tokens take positions [num_tokens, num_tokens + k), inside the context.
   const int32_t limit = std::min({r.spec.draft_limit(r.speculative), budget - 1,
                                   r.max_tokens - r.num_output_tokens() - 1, config_.max_model_len - r.num_tokens()});
   if (limit <= 0) return 0;
-  const int32_t k =
-      prompt_lookup_draft(r.tokens, r.speculative.min_ngram, r.speculative.max_ngram, limit, r.spec.draft);
+  int32_t k = 0;
+  if (predicted) {
+    const std::span<const TokenId> output = std::span<const TokenId>(r.tokens).subspan(r.num_prompt_tokens);
+    k = prediction_draft(r.prediction, output, r.speculative.min_ngram, r.speculative.max_ngram, limit,
+                         r.spec.prediction, r.spec.draft);
+    r.spec.draft_is_prediction = k > 0;
+  }
+  if (k == 0 && r.speculative.enabled()) {
+    k = prompt_lookup_draft(r.tokens, r.speculative.min_ngram, r.speculative.max_ngram, limit, r.spec.draft);
+  }
   // A draft never preempts anyone: without the blocks now, this is a plain decode step. It leaves a block for each
   // other running request, so it does not take the block another's next token needs.
   const int32_t others = static_cast<int32_t>(running_.size()) - 1;

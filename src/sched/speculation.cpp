@@ -57,6 +57,53 @@ int32_t prompt_lookup_draft(std::span<const TokenId> tokens, int32_t min_ngram, 
   return 0;
 }
 
+namespace {
+
+// Whether `suffix` occurs at prediction[i], followed by at least one token.
+bool occurs_at(std::span<const TokenId> prediction, std::span<const TokenId> suffix, size_t i) {
+  return i + suffix.size() < prediction.size() &&
+         std::equal(suffix.begin(), suffix.end(), prediction.begin() + static_cast<std::ptrdiff_t>(i));
+}
+
+}  // namespace
+
+int32_t prediction_draft(std::span<const TokenId> prediction, std::span<const TokenId> output, int32_t min_ngram,
+                         int32_t max_ngram, int32_t max_draft, PredictionCursor& cursor, std::vector<TokenId>& draft) {
+  draft.clear();
+  if (max_draft <= 0 || prediction.empty()) return 0;
+  const auto out_len = static_cast<int32_t>(output.size());
+  const auto pred_len = static_cast<int32_t>(prediction.size());
+  while (!cursor.diverged && cursor.aligned < out_len) {
+    if (cursor.aligned >= pred_len || output[cursor.aligned] != prediction[cursor.aligned]) {
+      cursor.diverged = true;
+    } else {
+      ++cursor.aligned;
+    }
+  }
+  auto take = [&](int32_t from) {
+    const int32_t count = std::min(max_draft, pred_len - from);
+    draft.assign(prediction.begin() + from, prediction.begin() + from + count);
+    return count;
+  };
+  if (!cursor.diverged) return cursor.aligned < pred_len ? take(cursor.aligned) : 0;
+  for (int32_t n = std::min(max_ngram, out_len); n >= std::max(min_ngram, 1); --n) {
+    const std::span<const TokenId> suffix = output.subspan(static_cast<size_t>(out_len - n));
+    // The first at or after the cursor (the answer moving on through the prediction), else the nearest before it.
+    const auto from = static_cast<size_t>(std::clamp(cursor.next, 0, pred_len));
+    std::optional<size_t> found;
+    for (size_t i = from; !found && i + static_cast<size_t>(n) < prediction.size(); ++i) {
+      if (occurs_at(prediction, suffix, i)) found = i;
+    }
+    for (size_t i = from; !found && i-- > 0;) {
+      if (occurs_at(prediction, suffix, i)) found = i;
+    }
+    if (!found) continue;
+    cursor.next = static_cast<int32_t>(*found) + n;
+    return take(cursor.next);
+  }
+  return 0;
+}
+
 bool SpeculationState::wants_draft(SpeculativeMode mode) {
   if (mode == SpeculativeMode::kOff) return false;
   if (mode == SpeculativeMode::kAuto && paused_steps > 0) {
@@ -74,6 +121,10 @@ void SpeculationState::on_verified(SpeculativeMode mode, int32_t drafted, int32_
   num_drafted += drafted;
   num_accepted += accepted;
   ++num_verify_steps;
+  if (draft_is_prediction) {
+    num_prediction_drafted += drafted;
+    num_prediction_accepted += accepted;
+  }
   if (mode != SpeculativeMode::kAuto) return;
   if (accepted == drafted) {
     auto_draft = std::min(auto_draft * 2, SpeculativeParams::kMaxDraftLimit);

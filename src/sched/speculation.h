@@ -51,6 +51,19 @@ inline constexpr int32_t kMaxLookback = 4096;
 int32_t prompt_lookup_draft(std::span<const TokenId> tokens, int32_t min_ngram, int32_t max_ngram, int32_t max_draft,
                             std::vector<TokenId>& draft);
 
+// A predicted output (OpenAI's "prediction": the text the client expects the answer to be mostly, e.g. the file a
+// code edit rewrites): while the output so far equals the prediction's head, the draft is the prediction's next
+// tokens; once they differ (an edit), the output's last max_ngram..min_ngram tokens are looked up in the prediction,
+// the occurrence nearest at or after the last one drafted from first, so the draft follows the prediction again
+// where the answer rejoins it. `output` is the generated tokens only; the cursor carries what was already checked.
+struct PredictionCursor {
+  int32_t aligned = 0;     // output tokens known equal to the prediction's head
+  bool diverged = false;   // the output left the prediction's head (then only the n-gram lookup drafts)
+  int32_t next = 0;        // the prediction index after the last n-gram match drafted from
+};
+int32_t prediction_draft(std::span<const TokenId> prediction, std::span<const TokenId> output, int32_t min_ngram,
+                         int32_t max_ngram, int32_t max_draft, PredictionCursor& cursor, std::vector<TokenId>& draft);
+
 // One request's speculation: this step's draft, totals for usage, and `auto`'s pause.
 //   auto: a verify step with k rows costs more than a plain step (on a CPU a 9-row pass over a 110M model takes a few
 //   times one row's), so auto drafts short until drafts pay: its draft length starts at kAutoFirstDraft, doubles
@@ -67,9 +80,13 @@ struct SpeculationState {
   static constexpr int32_t kAutoMaxBackoff = 1024;
 
   std::vector<TokenId> draft;  // the tokens drafted for this step (empty: a plain decode step)
-  int32_t num_drafted = 0;     // totals over the request
+  bool draft_is_prediction = false;  // this step's draft came from the request's predicted output
+  int32_t num_drafted = 0;           // totals over the request
   int32_t num_accepted = 0;
   int32_t num_verify_steps = 0;
+  int32_t num_prediction_drafted = 0;  // of them, drafted from the predicted output
+  int32_t num_prediction_accepted = 0;
+  PredictionCursor prediction;
   // auto
   int32_t window_steps = 0;
   int32_t window_drafted = 0;
@@ -82,7 +99,8 @@ struct SpeculationState {
   bool wants_draft(SpeculativeMode mode);
   // The longest draft to propose now: max_draft, or auto's current length.
   int32_t draft_limit(const SpeculativeParams& params) const;
-  // A verified draft: `drafted` tokens proposed, `accepted` of them equal to the tokens decoding picked.
+  // A verified draft (this step's, draft_is_prediction telling its source): `drafted` tokens proposed, `accepted` of
+  // them equal to the tokens decoding picked.
   void on_verified(SpeculativeMode mode, int32_t drafted, int32_t accepted);
 };
 

@@ -327,5 +327,50 @@ TEST(Speculative, PerRequestModeOverridesTheEngineDefault) {
   EXPECT_FALSE(engine->add_request(bad).ok());
 }
 
+// A predicted output (OpenAI's "prediction") drafts with speculation off: equal to the answer, every draft is
+// accepted and the answer takes a step per max_draft + 1 tokens; edited, the answer is still plain decoding's, and
+// seeded sampling's too.
+TEST(Speculative, APredictedOutputDraftsAndTheAnswerIsPlainDecodings) {
+  auto& m = load_model(kStories);
+  const std::vector<TokenId> prompt = m.tokenizer->encode("Once upon a time", true, false);
+  const SpecRun plain = run_engine(kStories, SpeculativeMode::kOff, {story_spec(prompt, 64)});
+  const std::vector<TokenId>& answer = plain.outcomes[0].tokens;
+  ASSERT_EQ(answer.size(), 64u);
+
+  RequestSpec exact = story_spec(prompt, 64);
+  exact.prediction = answer;
+  const SpecRun hit = run_engine(kStories, SpeculativeMode::kOff, {exact});
+  EXPECT_EQ(hit.outcomes[0].tokens, answer);
+  const RequestUsage& u = hit.outcomes[0].usage;
+  EXPECT_EQ(u.prediction_tokens, 64);
+  EXPECT_EQ(u.accepted_prediction_tokens, u.drafted_tokens) << "every drafted token is the answer's";
+  EXPECT_EQ(u.rejected_prediction_tokens, 0);
+  EXPECT_GE(u.accepted_prediction_tokens, 56);
+  EXPECT_LE(hit.steps, plain.steps / 6) << "8 drafted + 1 per step after the prompt";
+
+  // An edit: tokens 20..23 of the prediction replaced, and its tail cut.
+  std::vector<TokenId> edited(answer.begin(), answer.begin() + 56);
+  for (int i = 20; i < 24; ++i) edited[i] = TokenId{(edited[i].value + 7) % 512};
+  for (const float temperature : {0.0f, 0.8f}) {
+    RequestSpec plain_spec = story_spec(prompt, 64, temperature, 11);
+    RequestSpec predicted = plain_spec;
+    predicted.prediction = edited;
+    predicted.top_logprobs = plain_spec.top_logprobs = 2;
+    const SpecRun a = run_engine(kStories, SpeculativeMode::kOff, {plain_spec});
+    SpecRun b = run_engine(kStories, SpeculativeMode::kOff, {predicted});
+    EXPECT_GT(b.outcomes[0].usage.accepted_prediction_tokens, 0) << "temperature " << temperature;
+    EXPECT_GT(b.outcomes[0].usage.rejected_prediction_tokens, 0) << "temperature " << temperature;
+    b.outcomes[0].usage.drafted_tokens = 0;
+    expect_same_output(a, b);
+  }
+
+  // Ids outside the vocabulary are refused at submit.
+  ThreadPool pool(1);
+  auto engine = *Engine::create(*m.model, *m.tokenizer, config(SpeculativeMode::kOff), pool);
+  RequestSpec bad = story_spec(prompt, 4);
+  bad.prediction = {TokenId{1}, TokenId{1 << 20}};
+  EXPECT_FALSE(engine->add_request(bad).ok());
+}
+
 }  // namespace
 }  // namespace hearth

@@ -116,5 +116,46 @@ TEST(SpeculationState, BackoffIsBounded) {
   EXPECT_EQ(s.backoff, SpeculationState::kAutoMaxBackoff);
 }
 
+TEST(PredictionDraft, FollowsThePredictionWhileTheOutputIsItsHead) {
+  const std::vector<TokenId> prediction = ids({10, 11, 12, 13, 14, 15});
+  PredictionCursor cursor;
+  std::vector<TokenId> draft;
+  EXPECT_EQ(prediction_draft(prediction, {}, 1, 3, 4, cursor, draft), 4);
+  EXPECT_EQ(draft, ids({10, 11, 12, 13}));
+  const std::vector<TokenId> out = ids({10, 11, 12});
+  EXPECT_EQ(prediction_draft(prediction, out, 1, 3, 4, cursor, draft), 3);
+  EXPECT_EQ(draft, ids({13, 14, 15}));
+  EXPECT_EQ(cursor.aligned, 3);
+  const std::vector<TokenId> whole = ids({10, 11, 12, 13, 14, 15});
+  EXPECT_EQ(prediction_draft(prediction, whole, 1, 3, 4, cursor, draft), 0) << "nothing is left to draft";
+  EXPECT_TRUE(draft.empty());
+}
+
+TEST(PredictionDraft, AfterAnEditRejoinsThePredictionWhereTheOutputDoes) {
+  // The answer replaces 12 13 by 99, then goes on as predicted from 14.
+  const std::vector<TokenId> prediction = ids({10, 11, 12, 13, 14, 15, 16, 17});
+  PredictionCursor cursor;
+  std::vector<TokenId> draft;
+  EXPECT_EQ(prediction_draft(prediction, ids({10, 11, 99}), 1, 3, 3, cursor, draft), 0) << "99 is nowhere in it";
+  EXPECT_TRUE(cursor.diverged);
+  EXPECT_EQ(prediction_draft(prediction, ids({10, 11, 99, 14}), 1, 3, 3, cursor, draft), 3);
+  EXPECT_EQ(draft, ids({15, 16, 17}));
+  // An output that leaves the prediction for good drafts nothing, never past the prediction's end.
+  EXPECT_EQ(prediction_draft(prediction, ids({10, 11, 99, 14, 15, 16, 17}), 1, 3, 3, cursor, draft), 0);
+}
+
+TEST(PredictionDraft, PrefersTheOccurrenceAfterTheLastOneDraftedFrom) {
+  // 5 6 occurs twice; the answer has moved past the first, so the second one's continuation is drafted.
+  const std::vector<TokenId> prediction = ids({5, 6, 1, 2, 5, 6, 3, 4});
+  PredictionCursor cursor;
+  std::vector<TokenId> draft;
+  EXPECT_EQ(prediction_draft(prediction, ids({0, 5, 6}), 2, 2, 2, cursor, draft), 2);
+  EXPECT_EQ(draft, ids({1, 2})) << "the first occurrence at first";
+  EXPECT_EQ(prediction_draft(prediction, ids({0, 5, 6, 1, 2, 5, 6}), 2, 2, 2, cursor, draft), 2);
+  EXPECT_EQ(draft, ids({3, 4}));
+  EXPECT_EQ(prediction_draft({}, ids({1}), 1, 3, 2, cursor, draft), 0);
+  EXPECT_EQ(prediction_draft(prediction, ids({5}), 1, 3, 0, cursor, draft), 0);
+}
+
 }  // namespace
 }  // namespace hearth

@@ -222,6 +222,34 @@ TEST(ParseRequest, SpeculativeModesAreReadAndUnknownOnesRefused) {
   }
 }
 
+TEST(ParseRequest, PredictionContentIsReadAndMalformedOnesRefused) {
+  constexpr const char* kChat = R"({"messages": [{"role": "user", "content": "hi"}], "prediction": )";
+  auto text = parse_completion_request(std::string(kChat) + R"({"type": "content", "content": "a = 1"}})",
+                                       Endpoint::kChat);
+  ASSERT_TRUE(text.ok()) << text.error().message;
+  EXPECT_TRUE(text->has_prediction);
+  EXPECT_EQ(text->prediction_text, "a = 1");
+  auto parts = parse_completion_request(
+      std::string(kChat) +
+          R"({"type": "content", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}})",
+      Endpoint::kChat);
+  ASSERT_TRUE(parts.ok()) << parts.error().message;
+  EXPECT_EQ(parts->prediction_text, "ab");
+  auto none = parse_completion_request(std::string(kChat) + "null}", Endpoint::kChat);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_prediction);
+  const std::string huge = R"({"type": "content", "content": ")" + std::string(kMaxPredictionBytes + 1, 'x') + "\"}";
+  for (const std::string& bad : std::vector<std::string>{R"("text")", R"({"type": "text", "content": "x"})", R"({"content": "x"})",
+                                R"({"type": "content"})", R"({"type": "content", "content": 3})",
+                                R"({"type": "content", "content": [{"type": "image_url"}]})",
+                                R"({"type": "content", "content": "x", "extra": 1})", huge}) {
+    auto r = parse_completion_request(std::string(kChat) + bad + "}", Endpoint::kChat);
+    ASSERT_FALSE(r.ok()) << bad.substr(0, 80);
+    EXPECT_EQ(r.error().status, 400);
+    EXPECT_NE(r.error().param.find("prediction"), std::string::npos) << r.error().param;
+  }
+}
+
 TEST(ParseRequest, ChatFieldsAndDefaults) {
   auto result = parse_completion_request(R"({
       "model": "stories260K",

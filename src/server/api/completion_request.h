@@ -82,7 +82,14 @@ struct CompletionRequest {
   // "speculative" (Hearth extension, top level or inside "hearth"): "off", "prompt_lookup", "auto", or
   // {"mode": one of those (default prompt_lookup), "max_draft": 1..32}. Unset: the server's --speculative.
   std::optional<SpeculativeParams> speculative;
+  // OpenAI's "prediction" ({"type": "content", "content": ...}; at most kMaxPredictionBytes): the text the answer
+  // is expected to repeat mostly, drafted from (engine RequestSpec::prediction). Usage then reports
+  // completion_tokens_details.accepted_prediction_tokens / rejected_prediction_tokens.
+  bool has_prediction = false;
+  std::string prediction_text;
 };
+
+inline constexpr size_t kMaxPredictionBytes = 256 * 1024;
 
 // The most choices one request may ask for ("n").
 inline constexpr int32_t kMaxChoices = 16;

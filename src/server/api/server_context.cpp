@@ -237,8 +237,12 @@ ApiResult<std::vector<std::unique_ptr<RequestHandle>>> ServerContext::submit_cho
   // In order, so the scheduler admits choice 0 first and the others wait for its prompt blocks, then share them
   // (Scheduler::waits_for_shared_prefix): the prompt is computed once, not n times.
   std::vector<std::unique_ptr<RequestHandle>> handles;
+  // The predicted output's ids as the answer would spell them: plain text, no special tokens.
+  const std::vector<TokenId> prediction =
+      request.has_prediction ? tokenizer_.encode(request.prediction_text, false, false) : std::vector<TokenId>{};
   for (int32_t i = 0; i < request.n; ++i) {
     RequestSpec spec = build_spec(request, i + 1 < request.n ? prompt : std::move(prompt), checkpoint_hints);
+    spec.prediction = prediction;
     if (request.seed) spec.sampling.seed = *request.seed + static_cast<uint64_t>(i);  // distinct, reproducible
     if (i == 0 && spec.use_cache && !spec.prompt.empty()) observe_prompt(spec.prompt, spec);
     auto handle = loop_.submit(std::move(spec));

@@ -377,6 +377,48 @@ std::optional<ApiError> parse_speculative(const json& value, CompletionRequest& 
   return std::nullopt;
 }
 
+// OpenAI's predicted output: "prediction": {"type": "content", "content": a string or an array of text parts}.
+std::optional<ApiError> parse_prediction(const json& body, CompletionRequest& r) {
+  auto it = body.find("prediction");
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_object()) return wrong_type("prediction", "an object", *it);
+  for (const auto& [key, v] : it->items()) {
+    if (key != "type" && key != "content") {
+      return invalid_request(fmt::format("'prediction.{}' is not a field of 'prediction' (type, content)", key),
+                             "prediction." + key, "invalid_value");
+    }
+  }
+  auto type = it->find("type");
+  if (type == it->end() || *type != "content") {
+    return invalid_request("'prediction.type' must be \"content\"", "prediction.type", "invalid_value");
+  }
+  auto content = it->find("content");
+  if (content == it->end()) return invalid_request("'prediction.content' is required", "prediction.content");
+  std::string text;
+  if (content->is_string()) {
+    text = content->get<std::string>();
+  } else if (content->is_array()) {
+    for (const json& part : *content) {
+      auto t = part.is_object() ? part.find("text") : part.end();
+      if (!part.is_object() || part.value("type", "") != "text" || t == part.end() || !t->is_string()) {
+        return invalid_request("'prediction.content' parts must be {\"type\": \"text\", \"text\": string}",
+                               "prediction.content", "invalid_value");
+      }
+      text += t->get<std::string>();
+    }
+  } else {
+    return wrong_type("prediction.content", "a string or an array of text parts", *content);
+  }
+  if (text.size() > kMaxPredictionBytes) {
+    return invalid_request(fmt::format("'prediction.content' is {} bytes; at most {} are allowed", text.size(),
+                                       kMaxPredictionBytes),
+                           "prediction.content", "invalid_value");
+  }
+  r.has_prediction = true;
+  r.prediction_text = std::move(text);
+  return std::nullopt;
+}
+
 // Cache controls: top level, or inside "hearth": {...}; the inner object wins.
 std::optional<ApiError> parse_cache_controls(const json& body, CompletionRequest& r) {
   for (const json* scope : {&body, static_cast<const json*>(nullptr)}) {
@@ -424,7 +466,7 @@ ApiResult<CompletionRequest> validate_completion_request(const nlohmann::json& b
     if (auto err = read_bool(body, "echo", r.echo)) return *err;
     if (auto err = parse_response_format(body, r)) return *err;
   }
-  for (auto parse : {parse_limits, parse_stop, parse_stream, parse_logprobs, parse_cache_controls}) {
+  for (auto parse : {parse_limits, parse_stop, parse_stream, parse_logprobs, parse_cache_controls, parse_prediction}) {
     if (auto err = parse(body, r)) return *err;
   }
   return r;

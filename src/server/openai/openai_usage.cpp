@@ -48,6 +48,18 @@ json reuse_reason_json(const ReuseExplanation& r) {
   return r.reason ? json(reuse_stop_name(*r.reason)) : json();
 }
 
+// OpenAI's predicted-output counts: the prediction's tokens the answers accepted as drafts, and the rest of the
+// prediction's tokens (drafted and rejected, or never reached), summed over the choices.
+json prediction_details(std::span<const RequestUsage> choices) {
+  int32_t accepted = 0;
+  int32_t rejected = 0;
+  for (const RequestUsage& c : choices) {
+    accepted += c.accepted_prediction_tokens;
+    rejected += std::max(0, c.prediction_tokens - c.accepted_prediction_tokens);
+  }
+  return {{"accepted_prediction_tokens", accepted}, {"rejected_prediction_tokens", rejected}};
+}
+
 }  // namespace
 
 nlohmann::json cache_report_json(const CacheReport& report, const std::string& model) {
@@ -106,13 +118,15 @@ nlohmann::json usage_json(const RequestUsage& u, const CompletionRequest& reques
     hearth["pinned_tokens"] = u.pinned_tokens;
     hearth["pin_error"] = u.pin_error.empty() ? json() : json(u.pin_error);
   }
-  return json{
+  json usage = {
       {"prompt_tokens", u.prompt_tokens},
       {"completion_tokens", u.completion_tokens},
       {"total_tokens", u.prompt_tokens + u.completion_tokens},
       {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}},
       {"hearth", std::move(hearth)},
   };
+  if (request.has_prediction) usage["completion_tokens_details"] = prediction_details({&u, 1});
+  return usage;
 }
 
 nlohmann::json usage_json(std::span<const RequestUsage> choices, const CompletionRequest& request,
@@ -141,6 +155,7 @@ nlohmann::json usage_json(std::span<const RequestUsage> choices, const Completio
   usage["total_tokens"] = choices.front().prompt_tokens + completion_tokens;
   usage["hearth"]["computed_prompt_tokens"] = computed_prompt_tokens;
   usage["hearth"]["choices"] = std::move(per_choice);
+  if (request.has_prediction) usage["completion_tokens_details"] = prediction_details(choices);
   return usage;
 }
 

@@ -34,7 +34,6 @@ constexpr RefusedField kRefused[] = {
     {"function_call", true, false, never, "the deprecated functions API is not supported; use tools"},
     {"modalities", true, false, is_text_modality, "only text output is supported ([\"text\"])"},
     {"audio", true, false, never, "audio output is not supported"},
-    {"prediction", true, false, never, "predicted outputs are not supported"},
     {"web_search_options", true, false, never, "web search is not supported"},
 };
 
