@@ -419,12 +419,18 @@ std::vector<RequestOutput> Engine::step() {
   counters_.num_steps++;
   mark_scheduled(plan);
   apply_block_copies();
+  const auto start = std::chrono::steady_clock::now();
+  const uint64_t prefill_before = counters_.num_prefill_tokens;
   const std::span<const float> logits = run_batch(plan);  // valid until the next forward
   const std::vector<TokenId> sampled = sample(plan, logits);
   scheduler_->update(plan, sampled);
   tiers_->persist_new_blocks();
   if (prefaulter_) prefaulter_->ahead_of(kv_->pool().high_water());
-  process_outputs(plan, sampled, logits, outputs);
+  process_outputs(plan, sampled, logits, outputs);  // verifies drafts row by row
+  if (counters_.num_prefill_tokens == prefill_before) {  // decode and verify rows only: what a row costs
+    scheduler_->observe_decode_step(static_cast<int32_t>(batch_tokens_.size()),
+                                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
   // Blocks a verified draft filled were registered just now: copied out before the next step allocates.
   if (std::any_of(plan.chunks.begin(), plan.chunks.end(), [](const ScheduledChunk& c) { return c.num_draft > 0; })) {
     tiers_->persist_new_blocks();

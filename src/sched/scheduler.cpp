@@ -267,7 +267,7 @@ void Scheduler::end_verification(const ScheduledChunk& chunk, int32_t accepted) 
   r.num_computed_tokens = chunk.pos_begin + valid;
   kv_.truncate_slots(r.id, r.num_computed_tokens);
   kv_.cache_full_blocks(r.id, r.tokens, r.num_computed_tokens);
-  r.spec.on_verified(r.speculative.mode, chunk.num_draft, accepted);
+  r.spec.on_verified(r.speculative.mode, chunk.num_draft, accepted, row_cost_.ratio());
   r.spec.draft.clear();
 }
 

@@ -87,6 +87,9 @@ class Scheduler {
   // length go back to the pool, and only full blocks of accepted tokens are cached. `accepted`: drafted tokens that
   // equalled the picked ones (acceptance bookkeeping). Clears the draft.
   void end_verification(const ScheduledChunk& chunk, int32_t accepted);
+  // The wall time of a step that computed `rows` decode and verify rows and no prompt token: what auto's break-even
+  // acceptance is measured from (VerifyRowCost).
+  void observe_decode_step(int32_t rows, double seconds) { row_cost_.observe(rows, seconds); }
 
   // Ends a request now (abort, stop string, disconnect) and releases its blocks. Returns it, or nullptr when
   // the id is unknown or already finished.
@@ -123,6 +126,7 @@ class Scheduler {
   std::unique_ptr<Request> take(RequestId id);
 
   SchedulerConfig config_;
+  VerifyRowCost row_cost_;
   KvCacheManager& kv_;
   std::unordered_map<RequestId, std::unique_ptr<Request>> requests_;
   std::deque<Request*> waiting_;

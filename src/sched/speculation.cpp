@@ -117,7 +117,26 @@ int32_t SpeculationState::draft_limit(const SpeculativeParams& params) const {
   return params.mode == SpeculativeMode::kAuto ? std::min(params.max_draft, auto_draft) : params.max_draft;
 }
 
-void SpeculationState::on_verified(SpeculativeMode mode, int32_t drafted, int32_t accepted) {
+void VerifyRowCost::observe(int32_t rows, double seconds) {
+  if (rows < 1 || !(seconds >= 0)) return;
+  auto average = [](double& avg, int32_t& samples, double value) {
+    avg = samples == 0 ? value : avg + kWeight * (value - avg);
+    ++samples;
+  };
+  if (rows == 1) {
+    average(one_row_, one_row_samples_, seconds);
+  } else if (one_row_samples_ > 0) {
+    average(per_row_, per_row_samples_, std::max(0.0, seconds - one_row_) / (rows - 1));
+  }
+}
+
+std::optional<double> VerifyRowCost::ratio() const {
+  if (one_row_samples_ < kMinSamples || per_row_samples_ < kMinSamples || one_row_ <= 0) return std::nullopt;
+  return per_row_ / one_row_;
+}
+
+void SpeculationState::on_verified(SpeculativeMode mode, int32_t drafted, int32_t accepted,
+                                   std::optional<double> row_cost) {
   num_drafted += drafted;
   num_accepted += accepted;
   ++num_verify_steps;
@@ -135,8 +154,10 @@ void SpeculationState::on_verified(SpeculativeMode mode, int32_t drafted, int32_
   window_drafted += drafted;
   window_accepted += accepted;
   if (window_steps < kAutoWindowSteps) return;
-  if (window_accepted < kAutoMinAcceptance * window_drafted) {
-    paused_steps = backoff;
+  // The measured break-even, kept inside [0.05, 0.95]: a draft is always worth a retry now and then.
+  const double break_even = row_cost ? std::clamp(*row_cost, 0.05, 0.95) : kAutoMinAcceptance;
+  if (window_accepted < break_even * window_drafted) {
+    paused_steps = static_cast<int32_t>(backoff * std::max(1.0, break_even / kAutoMinAcceptance));
     backoff = std::min(backoff * 2, kAutoMaxBackoff);
   } else {
     backoff = kAutoFirstBackoff;

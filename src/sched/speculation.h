@@ -64,6 +64,27 @@ struct PredictionCursor {
 int32_t prediction_draft(std::span<const TokenId> prediction, std::span<const TokenId> output, int32_t min_ngram,
                          int32_t max_ngram, int32_t max_draft, PredictionCursor& cursor, std::vector<TokenId>& draft);
 
+// What a verify row costs, measured: the engine reports the wall time of every step that computed no prompt token
+// (only decode and verify rows), and this keeps an average of a one-row step's time t1 and of the marginal time of
+// each further row m. A draft of k tokens accepted at rate a emits 1 + a·k tokens for t1 + m·k, against one token
+// per t1 plain, so drafting pays where a > m / t1: that ratio is auto's break-even acceptance. On a model whose
+// step is one pass over its weights (110M and up) a row costs a small fraction of a step; on stories260K, nearly a
+// whole one.
+class VerifyRowCost {
+ public:
+  static constexpr double kWeight = 0.1;      // of each new observation in the running averages
+  static constexpr int32_t kMinSamples = 3;   // of each kind before the ratio is trusted
+  void observe(int32_t rows, double seconds);
+  // m / t1, or nullopt until both are measured.
+  [[nodiscard]] std::optional<double> ratio() const;
+
+ private:
+  double one_row_ = 0;
+  double per_row_ = 0;
+  int32_t one_row_samples_ = 0;
+  int32_t per_row_samples_ = 0;
+};
+
 // One request's speculation: this step's draft, totals for usage, and `auto`'s pause.
 //   auto: a verify step with k rows costs more than a plain step (on a CPU a 9-row pass over a 110M model takes a few
 //   times one row's), so auto drafts short until drafts pay: its draft length starts at kAutoFirstDraft, doubles
@@ -71,7 +92,8 @@ int32_t prediction_draft(std::span<const TokenId> prediction, std::span<const To
 //   every kAutoWindowSteps verify steps the window's acceptance is judged: below kAutoMinAcceptance drafting pauses
 //   for `backoff` decode steps, and the backoff doubles (up to kAutoMaxBackoff) for the next failure; a window at or
 //   above it resets the backoff. So a request whose output never repeats its input pays a few short drafts, then
-//   ever rarer retries, and one that starts repeating later is found again.
+//   ever rarer retries, and one that starts repeating later is found again. Where the engine has measured what a
+//   verify row costs (VerifyRowCost), the break-even acceptance replaces kAutoMinAcceptance.
 struct SpeculationState {
   static constexpr int32_t kAutoWindowSteps = 4;
   static constexpr double kAutoMinAcceptance = 0.25;
@@ -100,8 +122,10 @@ struct SpeculationState {
   // The longest draft to propose now: max_draft, or auto's current length.
   int32_t draft_limit(const SpeculativeParams& params) const;
   // A verified draft (this step's, draft_is_prediction telling its source): `drafted` tokens proposed, `accepted` of
-  // them equal to the tokens decoding picked.
-  void on_verified(SpeculativeMode mode, int32_t drafted, int32_t accepted);
+  // them equal to the tokens decoding picked. `row_cost`: VerifyRowCost::ratio() where measured; auto then pauses
+  // below that acceptance (not kAutoMinAcceptance), for pauses as much longer as the ratio is above it.
+  void on_verified(SpeculativeMode mode, int32_t drafted, int32_t accepted,
+                   std::optional<double> row_cost = std::nullopt);
 };
 
 }  // namespace hearth

@@ -157,5 +157,36 @@ TEST(PredictionDraft, PrefersTheOccurrenceAfterTheLastOneDraftedFrom) {
   EXPECT_EQ(prediction_draft(prediction, ids({5}), 1, 3, 0, cursor, draft), 0);
 }
 
+TEST(VerifyRowCost, MeasuresTheMarginalRowAgainstAOneRowStep) {
+  VerifyRowCost cost;
+  EXPECT_FALSE(cost.ratio());
+  cost.observe(9, 0.009);  // no one-row step yet: nothing to take the margin from
+  for (int i = 0; i < 3; ++i) cost.observe(1, 0.010);
+  EXPECT_FALSE(cost.ratio()) << "no multi-row step measured yet";
+  for (int i = 0; i < 3; ++i) cost.observe(9, 0.018);  // 8 more rows cost 8 ms: 0.1 of a step each
+  ASSERT_TRUE(cost.ratio());
+  EXPECT_NEAR(*cost.ratio(), 0.1, 1e-9);
+  cost.observe(0, 1.0);   // ignored
+  cost.observe(5, -1.0);  // ignored
+  EXPECT_NEAR(*cost.ratio(), 0.1, 1e-9);
+}
+
+TEST(SpeculationState, AutoJudgesAgainstTheMeasuredBreakEven) {
+  // Half the drafts accepted: worth it where a row costs 0.1 of a step, not where it costs 0.9.
+  for (const double row_cost : {0.1, 0.9}) {
+    SpeculationState s;
+    for (int i = 0; i < SpeculationState::kAutoWindowSteps; ++i) {
+      s.on_verified(SpeculativeMode::kAuto, 4, 2, row_cost);
+    }
+    if (row_cost < 0.5) {
+      EXPECT_EQ(s.paused_steps, 0);
+    } else {
+      EXPECT_EQ(s.paused_steps, static_cast<int32_t>(SpeculationState::kAutoFirstBackoff * 0.9 /
+                                                     SpeculationState::kAutoMinAcceptance))
+          << "pauses as much longer as a row costs more";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace hearth
