@@ -2,7 +2,7 @@
 // state from a checkpoint (engine/recurrent_states.h) and gives the bits of a cold run, whether the checkpoint was
 // written while prefilling a prompt, while decoding an answer, read back from the disk tier after a restart, or the
 // request was preempted and resumed. Those four run on every hybrid family (EveryHybrid: qwen35, and the mixtures of
-// experts qwen35moe and qwen3next); the rest, which the FFN cannot change, on qwen35.
+// experts qwen35moe and qwen3next); the rest, the cache's bookkeeping of checkpoints, on qwen35.
 
 #include <unistd.h>
 
