@@ -1,23 +1,24 @@
 // The prefix cache on a hybrid model (qwen35: Gated DeltaNet layers beside attention): a hit resumes the recurrent
 // state from a checkpoint (engine/recurrent_states.h) and gives the bits of a cold run, whether the checkpoint was
-// written while prefilling a prompt, while decoding an answer, or the request was preempted and resumed.
+// written while prefilling a prompt, while decoding an answer, read back from the disk tier after a restart, or the
+// request was preempted and resumed. Those four run on every hybrid family (EveryHybrid: qwen35, and the mixtures of
+// experts qwen35moe and qwen3next); the rest, the cache's bookkeeping of checkpoints, on qwen35.
 
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 
 #include "../engine/first_logits.h"
 #include "engine/engine.h"
+#include "hybrid_support.h"
 #include "kv/disk_tier.h"
 #include "kv/redis_test_server.h"  // tests/kv
 #include "kv/redis_tier.h"
 #include "model/model.h"
-#include "model/synth.h"
 #include "tmp_files.h"
 #include "tokenizer/tokenizer.h"
 
@@ -26,40 +27,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// arch_test's tiny qwen35: dim 64, 4 layers (0-2 Gated DeltaNet, 3 gated attention), 4 heads of 32, 2 KV heads,
-// DeltaNet heads of 32 (2 key, 4 value heads), F32 weights of sd 0.1, Qwen's vocabulary.
-// Another seed makes another model (another fingerprint) of the same shape.
-const std::string& qwen35_model(uint64_t seed = 7) {
-  static std::map<uint64_t, std::string> paths;
-  auto [it, inserted] = paths.try_emplace(seed);
-  if (!inserted) return it->second;
-  it->second = [seed] {
-    SynthConfig c;
-    fs::create_directories(HEARTH_TEST_TMP_DIR);
-    c.out_path = test::remove_at_exit(std::string(HEARTH_TEST_TMP_DIR) + "/hybrid_cache_qwen35_" +
-                                      std::to_string(getpid()) + "_" + std::to_string(seed) + ".gguf");
-    c.vocab_from = std::string(HEARTH_SHARED_DIR) + "/vocab/ggml-vocab-qwen2.gguf";
-    c.architecture = "qwen35";
-    c.dim = 64;
-    c.n_layers = 4;
-    c.n_heads = 4;
-    c.n_kv_heads = 2;
-    c.head_dim = 32;
-    c.ffn_dim = 128;
-    c.context_length = 256;
-    c.weight_type = DType::F32;
-    c.weight_sd = 0.1f;
-    c.bias_sd = 0.5f;
-    c.qk_norm_sd = 0.3f;
-    c.rope_freq_base = 1000000.0f;
-    c.seed = seed;
-    c.num_threads = 2;
-    auto written = write_synthetic_model(c);
-    EXPECT_TRUE(written.ok()) << (written.ok() ? "" : written.error().message);
-    return c.out_path;
-  }();
-  return it->second;
-}
+using test::expect_same_bits;
+using test::sample_tokens;
 
 struct Loaded {
   std::shared_ptr<const GgufFile> file;
@@ -67,9 +36,10 @@ struct Loaded {
   std::unique_ptr<Tokenizer> tokenizer;
 };
 
-Loaded load(uint64_t seed = 7) {
+// hybrid_support.h's tiny model of `architecture`.
+Loaded load(const std::string& architecture = "qwen35", uint64_t seed = 7) {
   Loaded l;
-  auto file = GgufFile::open(qwen35_model(seed));
+  auto file = GgufFile::open(test::hybrid_model(architecture, DType::F32, seed));
   EXPECT_TRUE(file.ok()) << (file.ok() ? "" : file.error().message);
   l.file = std::make_shared<const GgufFile>(std::move(*file));
   auto model = Model::load(l.file);
@@ -91,18 +61,17 @@ EngineConfig small_config() {
   return config;
 }
 
-std::vector<int32_t> sample_tokens(int32_t n, int32_t seed) {
-  const std::vector<int32_t> kQwenTokens = {9707, 11, 1879, 0, 151643, 42, 1000, 77777, 123, 5, 151000, 220, 13, 3};
-  std::vector<int32_t> out;
-  for (int32_t i = 0; i < n; ++i) out.push_back((kQwenTokens[(i + seed) % kQwenTokens.size()] + i / 16 + seed) % 151000);
-  return out;
-}
-
-void expect_same_bits(const std::vector<float>& a, const std::vector<float>& b, const std::string& what) {
-  ASSERT_EQ(a.size(), b.size()) << what;
-  ASSERT_FALSE(a.empty()) << what;
-  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << what << ": hit differs from cold";
-}
+// The hit matrix every hybrid family passes, named ArchPrefixCacheHit/EveryHybrid.<case>/<family>: neither the FFN
+// (dense, or routed experts beside a shared expert) nor how the DeltaNet's projections are stored (qwen3next's fused
+// ssm_in and ssm_ba) may change how a checkpoint is written, kept or resumed.
+class EveryHybrid : public ::testing::TestWithParam<test::HybridFamily> {
+ protected:
+  static Loaded load_family() { return load(GetParam().architecture); }
+};
+INSTANTIATE_TEST_SUITE_P(ArchPrefixCacheHit, EveryHybrid, ::testing::ValuesIn(test::kHybridFamilies),
+                         [](const ::testing::TestParamInfo<test::HybridFamily>& family) {
+                           return std::string(family.param.name);
+                         });
 
 // The engine's budget holds the recurrent states beside the KV pool, and the pool holds the attention layer only.
 TEST(ArchHybrid, Qwen35EngineCarvesStatesOutOfTheBudget) {
@@ -127,8 +96,8 @@ TEST(ArchHybrid, Qwen35EngineCarvesStatesOutOfTheBudget) {
 
 // A 60-token prompt is cached; a prompt sharing its first 40 tokens matches 40 tokens of KV, resumes from the
 // checkpoint after block 2 (32 tokens: no partial block, no token of block 3), and computes the cold bits.
-TEST(ArchPrefixCacheHit, Qwen35BitIdenticalToCold) {
-  Loaded l = load();
+TEST_P(EveryHybrid, BitIdenticalToCold) {
+  Loaded l = load_family();
   ThreadPool pool(2);
   const std::vector<int32_t> base = sample_tokens(60, 0);
   std::vector<int32_t> prompt = base;
@@ -221,8 +190,8 @@ TEST(ArchPrefixCacheHit, Qwen35CheckpointHintBitIdenticalToCold) {
 
 // The state after the answer's tokens is checkpointed as it is decoded: the next turn (prompt, 28 of the answer's
 // tokens, a new question) resumes after block 2, which ends inside the answer, and computes the cold bits.
-TEST(ArchPrefixCacheHit, Qwen35FromAnswerCheckpointBitIdenticalToCold) {
-  Loaded l = load();
+TEST_P(EveryHybrid, FromAnswerCheckpointBitIdenticalToCold) {
+  Loaded l = load_family();
   ThreadPool pool(2);
   auto warm = Engine::create(*l.model, *l.tokenizer, small_config(), pool);
   ASSERT_TRUE(warm.ok()) << warm.error().message;
@@ -246,6 +215,7 @@ TEST(ArchPrefixCacheHit, Qwen35FromAnswerCheckpointBitIdenticalToCold) {
   int32_t cached = -1;
   const auto hit = test::first_logits(**warm, next_turn, &cached);
   EXPECT_EQ(cached, 48);
+  EXPECT_EQ((*warm)->stats().num_state_resumes, 1u);
   auto cold_engine = Engine::create(*l.model, *l.tokenizer, small_config(), pool);
   ASSERT_TRUE(cold_engine.ok()) << cold_engine.error().message;
   const auto cold = test::first_logits(**cold_engine, next_turn, &cached);
@@ -281,8 +251,8 @@ RequestSpec greedy_spec(const std::vector<int32_t>& prompt, int32_t max_tokens) 
 // Two requests in a pool of 6 blocks that each need 5: the newer one is preempted (its state slot freed), resumes
 // later from its last checkpoint whose KV blocks are still cached (or from the start), and samples every token from
 // the logits a run alone gives, bit for bit.
-TEST(ArchPrefixCacheHit, Qwen35AfterPreemptionBitIdenticalToCold) {
-  Loaded l = load();
+TEST_P(EveryHybrid, AfterPreemptionBitIdenticalToCold) {
+  Loaded l = load_family();
   ThreadPool pool(2);
   const ModelConfig& c = l.model->config();
   const int64_t state = c.recurrent_state_floats() * 4;
@@ -339,10 +309,10 @@ DiskRun run_on_disk_tier(Loaded& l, const fs::path& dir, const std::vector<int32
 // Checkpoints are written through to the disk tier with their blocks: after a restart (a new engine, the tier
 // reopened) a prompt sharing 40 tokens reads the checkpoint after block 2 back, loads the KV, resumes at 32 and
 // computes the cold bits. A checkpoint entry with a flipped bit is never loaded: the request recomputes, same bits.
-TEST(ArchPrefixCacheHit, Qwen35FromDiskAfterRestartBitIdenticalToCold) {
-  Loaded l = load();
-  const fs::path dir =
-      test::remove_at_exit(std::string(HEARTH_TEST_TMP_DIR) + "/hybrid_disk_" + std::to_string(getpid()));
+TEST_P(EveryHybrid, FromDiskAfterRestartBitIdenticalToCold) {
+  Loaded l = load_family();
+  const fs::path dir = test::remove_at_exit(std::string(HEARTH_TEST_TMP_DIR) + "/hybrid_disk_" +
+                                            GetParam().architecture + "_" + std::to_string(getpid()));
   fs::remove_all(dir);
   const std::vector<int32_t> base = sample_tokens(60, 0);
   std::vector<int32_t> prompt = base;
@@ -359,8 +329,8 @@ TEST(ArchPrefixCacheHit, Qwen35FromDiskAfterRestartBitIdenticalToCold) {
   expect_same_bits(hit.logits, cold, "checkpoint from the disk tier");
 
   // Damage every checkpoint entry (a state entry is 57 KiB; a KV block's 4 KiB): none is loaded, the bits hold.
-  const fs::path other =
-      test::remove_at_exit(std::string(HEARTH_TEST_TMP_DIR) + "/hybrid_disk_flip_" + std::to_string(getpid()));
+  const fs::path other = test::remove_at_exit(std::string(HEARTH_TEST_TMP_DIR) + "/hybrid_disk_flip_" +
+                                              GetParam().architecture + "_" + std::to_string(getpid()));
   fs::remove_all(other);
   EXPECT_EQ(run_on_disk_tier(l, other, base).cached, 0);
   int flipped = 0;
@@ -384,8 +354,6 @@ TEST(ArchPrefixCacheHit, Qwen35FromDiskAfterRestartBitIdenticalToCold) {
   fs::remove_all(other);
 }
 
-// The disk tier's other faults, on checkpoint entries: an entry cut short, and a directory holding another model's
-// checkpoints for the same prompt. Neither is ever loaded; the request recomputes and gives the cold bits.
 // Checkpoints reach the Redis tier as they reach the disk: server A computes a prompt, server B (another engine
 // with its own connection to the same redis-server) resumes a prompt sharing 40 tokens from A's checkpoint after
 // block 2 and A's KV, bit-identical to a cold run.
@@ -433,6 +401,8 @@ TEST(ArchPrefixCacheHit, Qwen35FromRedisOnAnotherServerBitIdenticalToCold) {
   expect_same_bits(hit, cold, "checkpoint from the Redis tier");
 }
 
+// The disk tier's other faults, on checkpoint entries: an entry cut short, and a directory holding another model's
+// checkpoints for the same prompt. Neither is ever loaded; the request recomputes and gives the cold bits.
 TEST(ArchPrefixCacheHit, Qwen35TruncatedOrForeignCheckpointsAreNeverLoaded) {
   Loaded l = load();
   const std::vector<int32_t> base = sample_tokens(60, 0);
@@ -464,7 +434,7 @@ TEST(ArchPrefixCacheHit, Qwen35TruncatedOrForeignCheckpointsAreNeverLoaded) {
   const fs::path shared =
       test::remove_at_exit(std::string(HEARTH_TEST_TMP_DIR) + "/hybrid_disk_foreign_" + std::to_string(getpid()));
   fs::remove_all(shared);
-  Loaded other = load(8);
+  Loaded other = load("qwen35", 8);
   EXPECT_EQ(run_on_disk_tier(other, shared, base).cached, 0);
   const DiskRun foreign = run_on_disk_tier(l, shared, prompt);
   EXPECT_EQ(foreign.tier_loads, 0u);

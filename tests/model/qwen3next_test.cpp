@@ -3,82 +3,26 @@
 // n_k)), proven as qwen35moe_test.cpp proves qwen35moe, on tiny synthetic files with Qwen's vocabulary: (a) the
 // engine's logits agree with the plain scalar forward (reference_forward.cpp), and reading the fused tensors as whole
 // q|k|v|z blocks, or the key heads tiled as qwen35's, moves them far beyond the tolerance; (b) a token's bits do not
-// depend on the batch or the chunking; (c) a prefix-cache hit gives the cold run's bits; (d) Hearth's greedy token ids
-// and text equal llama.cpp v0.5.0's.
-
-#include <unistd.h>
+// depend on the batch or the chunking; (c) Hearth's greedy token ids and text equal llama.cpp v0.5.0's. Its
+// prefix-cache hits are hybrid_cache_test.cpp's, run on every hybrid family; its file is hybrid_support.h's.
 
 #include <gtest/gtest.h>
 
-#include <cstring>
-#include <filesystem>
-#include <map>
-
-#include "../engine/first_logits.h"
 #include "arch_support.h"
-#include "engine/engine.h"
+#include "hybrid_support.h"
 #include "model/model.h"
-#include "model/synth.h"
 #include "reference_forward.h"
-#include "tmp_files.h"
-#include "tokenizer/tokenizer.h"
 
 namespace hearth {
 namespace {
 
-namespace fs = std::filesystem;
-
 const std::vector<int32_t> kQwenTokens = {9707, 11, 1879, 0, 151643, 42, 1000, 77777, 123, 5, 151000, 220, 13, 3};
 constexpr double kTolerance = 1e-4;  // f32 engine against a double reference over a tiny model
-
-// qwen35moe_test's tiny shape (dim 64, 4 layers: 0-2 Gated DeltaNet, 3 gated attention; 4 heads of 32, 2 KV heads;
-// DeltaNet heads of 32, 2 key and 4 value heads, so grouped and tiled key heads differ; 8 experts of 32, 2 used, a
-// shared expert of 64; F32 weights of sd 0.1) as qwen3next. "q8_0": the same shape in Q8_0.
-const std::string& qwen3next_model(const std::string& variant = "f32") {
-  static std::map<std::string, std::string> paths;
-  auto [it, inserted] = paths.try_emplace(variant);
-  if (!inserted) return it->second;
-  SynthConfig c;
-  fs::create_directories(HEARTH_TEST_TMP_DIR);
-  c.out_path = test::remove_at_exit(std::string(HEARTH_TEST_TMP_DIR) + "/qwen3next_" + variant + "_" +
-                                    std::to_string(getpid()) + ".gguf");
-  c.vocab_from = std::string(HEARTH_SHARED_DIR) + "/vocab/ggml-vocab-qwen2.gguf";
-  c.architecture = "qwen3next";
-  c.name = "hearth-synthetic-qwen3next";
-  c.dim = 64;
-  c.n_layers = 4;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
-  c.head_dim = 32;
-  c.ffn_dim = 64;
-  c.n_expert = 8;
-  c.n_expert_used = 2;
-  c.expert_ffn_dim = 32;
-  c.router_sd = 0.5f;
-  c.context_length = 256;
-  c.weight_type = variant == "q8_0" ? DType::Q8_0 : DType::F32;
-  c.weight_sd = 0.1f;
-  c.bias_sd = 0.5f;
-  c.qk_norm_sd = 0.3f;
-  c.rope_freq_base = 1000000.0f;
-  c.seed = 7;
-  c.num_threads = 2;
-  auto written = write_synthetic_model(c);
-  EXPECT_TRUE(written.ok()) << (written.ok() ? "" : written.error().message);
-  it->second = c.out_path;
-  return it->second;
-}
-
-std::shared_ptr<const GgufFile> open_file(const std::string& path) {
-  auto file = GgufFile::open(path);
-  EXPECT_TRUE(file.ok()) << (file.ok() ? "" : file.error().message);
-  return std::make_shared<const GgufFile>(std::move(*file));
-}
 
 // The file's keys give the config llama.cpp's qwen3next loader reads: experts, the shared expert's width, the
 // hybrid layout with grouped key heads; the weights bind every tensor, the fused ones included.
 TEST(Qwen3Next, ConfigReadsFusedDeltaNetAndSharedExpert) {
-  auto model = Model::load(open_file(qwen3next_model()));
+  auto model = Model::load(test::open_file(test::hybrid_model("qwen3next")));
   ASSERT_TRUE(model.ok()) << model.error().message;
   const ModelConfig& c = (*model)->config();
   EXPECT_EQ(c.architecture, "qwen3next");
@@ -97,7 +41,7 @@ TEST(Qwen3Next, ConfigReadsFusedDeltaNetAndSharedExpert) {
 // Hearth's logits agree with the reference; splitting the fused projections as whole blocks, tiling the key heads
 // as qwen35 does, and dropping the shared expert or the convolution each take it far off.
 TEST(ArchReference, Qwen3NextMatchesScalarReference) {
-  const auto file = open_file(qwen3next_model());
+  const auto file = test::open_file(test::hybrid_model("qwen3next"));
   const auto engine = test::engine_logits(file, kQwenTokens);
   const double diff = test::max_relative_difference(engine, test::reference_logits(*file, kQwenTokens));
   EXPECT_LT(diff, kTolerance);
@@ -115,90 +59,20 @@ TEST(ArchReference, Qwen3NextMatchesScalarReference) {
   }
 }
 
-// The logits and the recurrent state after 60 tokens have the same bits whether the tokens came one at a time
-// (each expert read for one row) or in chunks of 7 or one 60-row prefill (rows grouped by expert, the shared
-// expert over the whole batch), in F32 and in Q8_0.
-void expect_same_bits_whatever_the_chunking(const std::string& variant) {
-  auto model = Model::load(open_file(qwen3next_model(variant)));
-  ASSERT_TRUE(model.ok()) << model.error().message;
-  const ModelConfig& c = (*model)->config();
-  std::vector<TokenId> ids;
-  for (int32_t i = 0; i < 60; ++i) ids.push_back(TokenId{(kQwenTokens[i % kQwenTokens.size()] + i / 14) % c.n_vocab});
-  ThreadPool pool(2);
-  const std::vector<BlockId> table = {BlockId{0}, BlockId{1}, BlockId{2}, BlockId{3}};
-  auto run = [&](int32_t chunk, std::vector<float>& state) {
-    KvStorage kv(c.kv_shape(), 16, 4);
-    kv.reserve_state_slots(1, c.recurrent_state_floats());
-    std::vector<float> logits;
-    for (int32_t pos = 0; pos < 60; pos += chunk) {
-      const int32_t n = std::min(chunk, 60 - pos);
-      const std::vector<TokenId> batch(ids.begin() + pos, ids.begin() + pos + n);
-      const BatchSequence seq{
-          .first_row = 0, .n_tokens = n, .pos_begin = pos, .block_table = table, .want_logits = true};
-      const auto out = (*model)->forward({batch, {&seq, 1}}, kv, pool);
-      logits.assign(out.begin(), out.end());
-    }
-    state.assign(kv.state_slot(0), kv.state_slot(0) + kv.state_floats_per_slot());
-    return logits;
-  };
-  std::vector<float> whole_state, state;
-  const std::vector<float> whole = run(60, whole_state);
-  ASSERT_EQ(whole.size(), static_cast<size_t>(c.n_vocab));
-  for (int32_t chunk : {1, 7}) {
-    const std::vector<float> logits = run(chunk, state);
-    EXPECT_EQ(std::memcmp(logits.data(), whole.data(), whole.size() * sizeof(float)), 0) << variant << " " << chunk;
-    EXPECT_EQ(std::memcmp(state.data(), whole_state.data(), whole_state.size() * sizeof(float)), 0)
-        << variant << " " << chunk;
-  }
-}
-
+// The logits and the recurrent state after 60 tokens have the same bits however the tokens are chunked, in F32
+// and in Q8_0 (hybrid_support.h).
 TEST(ArchHybrid, Qwen3NextSameBitsWhateverTheChunking) {
-  expect_same_bits_whatever_the_chunking("f32");
+  test::expect_same_bits_whatever_the_chunking("qwen3next", DType::F32);
 }
 TEST(ArchHybrid, Qwen3NextQ8SameBitsWhateverTheChunking) {
-  expect_same_bits_whatever_the_chunking("q8_0");
-}
-
-// A 60-token prompt is cached; a prompt sharing its first 40 tokens matches 40 tokens of KV, resumes the recurrent
-// state from the checkpoint after block 2 (32 tokens) and computes the cold run's bits.
-TEST(ArchPrefixCacheHit, Qwen3NextBitIdenticalToCold) {
-  const auto file = open_file(qwen3next_model());
-  auto model = Model::load(file);
-  ASSERT_TRUE(model.ok()) << model.error().message;
-  auto tokenizer = Tokenizer::from_gguf(*file);
-  ASSERT_TRUE(tokenizer.ok()) << tokenizer.error().message;
-  ThreadPool pool(2);
-  EngineConfig config;
-  config.block_size = 16;
-  config.kv_memory_bytes = 8 << 20;
-  config.max_batch_tokens = 16;  // a checkpoint after every prompt block
-  config.kv_prefault = false;
-  std::vector<int32_t> base;
-  for (int32_t i = 0; i < 60; ++i) base.push_back((kQwenTokens[i % kQwenTokens.size()] + i / 16) % 151000);
-  std::vector<int32_t> prompt = base;
-  for (size_t i = 40; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(100 + i);
-  auto warm = Engine::create(**model, *tokenizer, config, pool);
-  ASSERT_TRUE(warm.ok()) << warm.error().message;
-  int32_t cached = -1;
-  test::first_logits(**warm, base, &cached);
-  EXPECT_EQ(cached, 0);
-  const auto hit = test::first_logits(**warm, prompt, &cached);
-  EXPECT_EQ(cached, 32);
-  EXPECT_EQ((*warm)->stats().num_state_resumes, 1u);
-  auto cold_engine = Engine::create(**model, *tokenizer, config, pool);
-  ASSERT_TRUE(cold_engine.ok()) << cold_engine.error().message;
-  const auto cold = test::first_logits(**cold_engine, prompt, &cached);
-  EXPECT_EQ(cached, 0);
-  ASSERT_EQ(hit.size(), cold.size());
-  ASSERT_FALSE(hit.empty());
-  EXPECT_EQ(std::memcmp(hit.data(), cold.data(), hit.size() * sizeof(float)), 0) << "hit differs from cold";
+  test::expect_same_bits_whatever_the_chunking("qwen3next", DType::Q8_0);
 }
 
 // llama.cpp v0.5.0's qwen3next graph (ssm_in and ssm_ba split per key head, q and k repeat-interleaved, the
 // experts and the gated shared expert) and Hearth's agree on 32 greedy tokens, on the F32 file (qwen35moe_test says
 // why not Q8_0).
 TEST(ArchPeer, Qwen3NextGreedyMatchesLlamaCpp) {
-  test::expect_greedy_matches_peer(qwen3next_model(), "qwen3next");
+  test::expect_greedy_matches_peer(test::hybrid_model("qwen3next"), "qwen3next");
 }
 
 }  // namespace
