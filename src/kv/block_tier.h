@@ -4,10 +4,12 @@
 // Every call returns at once: a tier does its I/O on its own threads behind bounded queues, and a tier that is slow,
 // full, down or returns garbage only makes loads come back short (the caller recomputes).
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "kv/block_hash.h"
@@ -20,6 +22,40 @@ struct TierLoadDone {
   uint64_t job = 0;
   std::vector<TierBlock> blocks;  // the leading keys of the job that loaded and verified, in the order asked
   double seconds = 0;             // from load() to completion
+};
+
+// A queued read of a tier (BlockTier::load), for the tier's reader thread.
+struct TierLoadJob {
+  uint64_t id;
+  uint64_t owner;
+  std::vector<BlockHash> keys;
+  std::string layout;
+  std::chrono::steady_clock::time_point queued;
+};
+
+// A tier's finished loads, kept by owner until taken; guarded by the tier's own mutex (every call holds it).
+class TierLoadResults {
+ public:
+  void add(uint64_t owner, TierLoadDone done) { done_.emplace_back(owner, std::move(done)); }
+  // Removes and returns `owner`'s finished loads, in the order they finished.
+  std::vector<TierLoadDone> take(uint64_t owner) {
+    std::vector<TierLoadDone> out;
+    for (auto it = done_.begin(); it != done_.end();) {
+      if (it->first == owner) {
+        out.push_back(std::move(it->second));
+        it = done_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    return out;
+  }
+  bool has(uint64_t owner) const {
+    return std::any_of(done_.begin(), done_.end(), [&](const auto& d) { return d.first == owner; });
+  }
+
+ private:
+  std::vector<std::pair<uint64_t, TierLoadDone>> done_;  // (owner, result)
 };
 
 class BlockTier {

@@ -365,23 +365,12 @@ uint64_t DiskTier::load(std::vector<BlockHash> keys, std::string layout, uint64_
 
 std::vector<TierLoadDone> DiskTier::take_loaded(uint64_t owner) {
   std::lock_guard lock(mutex_);
-  std::vector<TierLoadDone> out;
-  for (auto it = loaded_.begin(); it != loaded_.end();) {
-    if (it->first == owner) {
-      out.push_back(std::move(it->second));
-      it = loaded_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  return out;
+  return loaded_.take(owner);
 }
 
 bool DiskTier::wait_loaded(std::chrono::steady_clock::time_point deadline, uint64_t owner) {
   std::unique_lock lock(mutex_);
-  return done_.wait_until(lock, deadline, [&] {
-    return std::any_of(loaded_.begin(), loaded_.end(), [&](const auto& done) { return done.first == owner; });
-  });
+  return done_.wait_until(lock, deadline, [&] { return loaded_.has(owner); });
 }
 
 void DiskTier::set_retention(const BlockHash& key, const TierRetention& retention) {
@@ -448,7 +437,7 @@ void DiskTier::reader_main() {
   for (;;) {
     read_work_.wait(lock, [&] { return stopping_ || !loads_.empty(); });
     if (loads_.empty()) break;  // stopping
-    LoadJob job = std::move(loads_.front());
+    TierLoadJob job = std::move(loads_.front());
     loads_.pop_front();
     lock.unlock();
     do_load(std::move(job));
@@ -655,7 +644,7 @@ std::optional<TierBlock> DiskTier::read_entry(const BlockHash& key, const std::s
   return std::nullopt;
 }
 
-void DiskTier::do_load(LoadJob job) {
+void DiskTier::do_load(TierLoadJob job) {
   const auto start = std::chrono::steady_clock::now();
   TierLoadDone done;
   done.job = job.id;
@@ -677,7 +666,7 @@ void DiskTier::do_load(LoadJob job) {
     seconds_per_block_ =
         seconds_per_block_ == 0 ? per_block : (1 - kAverageWeight) * seconds_per_block_ + kAverageWeight * per_block;
   }
-  loaded_.emplace_back(job.owner, std::move(done));
+  loaded_.add(job.owner, std::move(done));
   done_.notify_all();
 }
 

@@ -150,13 +150,6 @@ class DiskTier final : public BlockTier {
     TierEntryHeader header;
     std::vector<uint8_t> payload;
   };
-  struct LoadJob {
-    uint64_t id;
-    uint64_t owner;
-    std::vector<BlockHash> keys;
-    std::string layout;
-    std::chrono::steady_clock::time_point queued;
-  };
 
   explicit DiskTier(const DiskTierConfig& config);
   void scan();
@@ -166,7 +159,7 @@ class DiskTier final : public BlockTier {
   void reader_main();
   // Writes a batch: each entry to a temporary file, one syncfs for all, then the renames and directory fsyncs.
   void write_batch(std::vector<WriteJob> jobs);
-  void do_load(LoadJob job);
+  void do_load(TierLoadJob job);
   void write_retention(const BlockHash& key, const TierRetention& retention);
   // Reads and verifies one indexed entry; on failure deletes it (counted). Requires mutex_ not held.
   std::optional<TierBlock> read_entry(const BlockHash& key, const std::string& layout);
@@ -195,9 +188,9 @@ class DiskTier final : public BlockTier {
   std::set<EvictOrder> evict_;  // eviction order, first is evicted first
   std::unordered_map<BlockHash, EvictOrder> evict_key_;
   std::deque<WriteJob> writes_;
-  std::deque<LoadJob> loads_;
+  std::deque<TierLoadJob> loads_;
   std::vector<std::pair<BlockHash, TierRetention>> retention_updates_;  // for the writer thread
-  std::vector<std::pair<uint64_t, TierLoadDone>> loaded_;  // (owner, result)
+  TierLoadResults loaded_;
   int64_t queued_write_bytes_ = 0;
   size_t num_writes_in_flight_ = 0;  // the writer's current batch
   bool writing_ = false;

@@ -304,7 +304,7 @@ uint64_t RedisTier::load(std::vector<BlockHash> keys, std::string layout, uint64
   const uint64_t id = next_job_++;
   if (loads_.size() >= config_.max_queued_loads) {
     stats_.num_loads_dropped++;
-    loaded_.emplace_back(owner, TierLoadDone{id, {}, 0});
+    loaded_.add(owner, TierLoadDone{id, {}, 0});
     done_.notify_all();
     return id;
   }
@@ -315,23 +315,12 @@ uint64_t RedisTier::load(std::vector<BlockHash> keys, std::string layout, uint64
 
 std::vector<TierLoadDone> RedisTier::take_loaded(uint64_t owner) {
   std::lock_guard lock(mutex_);
-  std::vector<TierLoadDone> out;
-  for (auto it = loaded_.begin(); it != loaded_.end();) {
-    if (it->first == owner) {
-      out.push_back(std::move(it->second));
-      it = loaded_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  return out;
+  return loaded_.take(owner);
 }
 
 bool RedisTier::wait_loaded(std::chrono::steady_clock::time_point deadline, uint64_t owner) {
   std::unique_lock lock(mutex_);
-  return done_.wait_until(lock, deadline, [&] {
-    return std::any_of(loaded_.begin(), loaded_.end(), [&](const auto& done) { return done.first == owner; });
-  });
+  return done_.wait_until(lock, deadline, [&] { return loaded_.has(owner); });
 }
 
 double RedisTier::seconds_per_block() const {
@@ -441,7 +430,7 @@ void RedisTier::reader_main() {
   for (;;) {
     read_work_.wait(lock, [&] { return stopping_ || !loads_.empty(); });
     if (stopping_) break;
-    LoadJob job = std::move(loads_.front());
+    TierLoadJob job = std::move(loads_.front());
     loads_.pop_front();
     lock.unlock();
     const auto start = std::chrono::steady_clock::now();
@@ -459,15 +448,15 @@ void RedisTier::reader_main() {
       seconds_per_block_ =
           seconds_per_block_ == 0 ? per_block : (1 - kAverageWeight) * seconds_per_block_ + kAverageWeight * per_block;
     }
-    loaded_.emplace_back(job.owner, std::move(done));
+    loaded_.add(job.owner, std::move(done));
     done_.notify_all();
   }
-  for (LoadJob& job : loads_) loaded_.emplace_back(job.owner, TierLoadDone{job.id, {}, 0});
+  for (TierLoadJob& job : loads_) loaded_.add(job.owner, TierLoadDone{job.id, {}, 0});
   loads_.clear();
   done_.notify_all();
 }
 
-TierLoadDone RedisTier::do_load(Connection& c, const LoadJob& job) {
+TierLoadDone RedisTier::do_load(Connection& c, const TierLoadJob& job) {
   TierLoadDone done;
   done.job = job.id;
   if (job.keys.empty() || !ensure_connected(c, config_.command_timeout)) return done;

@@ -131,20 +131,13 @@ class RedisTier final : public BlockTier {
     std::vector<uint8_t> payload;
     std::string model;
   };
-  struct LoadJob {
-    uint64_t id;
-    uint64_t owner;
-    std::vector<BlockHash> keys;
-    std::string layout;
-    std::chrono::steady_clock::time_point queued;
-  };
 
   explicit RedisTier(const RedisTierConfig& config);
   void writer_main();
   void reader_main();
   void events_main();
   void write_batch(Connection& c, std::vector<WriteJob> jobs);
-  TierLoadDone do_load(Connection& c, const LoadJob& job);
+  TierLoadDone do_load(Connection& c, const TierLoadJob& job);
   // Connects `c` when it is down and its backoff has passed (AUTH, SELECT, timeouts). False while down.
   bool ensure_connected(Connection& c, std::chrono::milliseconds timeout);
   // Drops `c` after a failure (counted as a timeout or an error) and doubles its backoff.
@@ -171,8 +164,8 @@ class RedisTier final : public BlockTier {
   std::list<BlockHash> known_order_;  // most recently used first
   std::unordered_map<BlockHash, std::list<BlockHash>::iterator> known_;
   std::deque<WriteJob> writes_;
-  std::deque<LoadJob> loads_;
-  std::vector<std::pair<uint64_t, TierLoadDone>> loaded_;  // (owner, result)
+  std::deque<TierLoadJob> loads_;
+  TierLoadResults loaded_;
   int64_t queued_write_bytes_ = 0;
   size_t num_writes_in_flight_ = 0;
   bool writing_ = false;
