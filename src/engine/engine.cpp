@@ -263,6 +263,7 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineConfig& con
                num_blocks, config.block_size, info_.n_ctx);
   scheduler_ = std::make_unique<Scheduler>(
       SchedulerConfig{config.max_batch_tokens, max_running, config.max_waiting, info_.n_ctx}, *kv_);
+  scheduler_->set_drafter(config.drafter);
   int64_t n_params = 0;
   for (const GgufTensor& t : model.file().tensors()) n_params += t.num_elements();
   tiers_ = std::make_unique<KvTiers>(
@@ -323,6 +324,11 @@ Result<PinInfo> Engine::pin_prefix(std::span<const TokenId> prompt, const std::s
 SubmitResult<RequestId> Engine::add_request(RequestSpec spec) {
   auto max_tokens = check_request(spec, info_, scheduler_->admission_limits(), scheduler_->num_waiting());
   if (!max_tokens) return max_tokens.error();
+  const SpeculativeMode mode = spec.speculative.value_or(config_.speculative).mode;
+  if (mode == SpeculativeMode::kDraftModel && !config_.drafter && !states_) {
+    return submit_error(SubmitErrorCode::kInvalidSampling,
+                        "speculative mode draft_model needs a draft model (hearth serve --draft-model)");
+  }
   auto request = std::make_unique<Request>();
   request->id = RequestId{next_request_id_++};
   request->times.arrival = RequestTimes::Clock::now();
@@ -407,6 +413,9 @@ EngineStats Engine::stats() const {
 std::vector<RequestOutput> Engine::step() {
   std::vector<RequestOutput> outputs = std::exchange(pending_outputs_, {});
   tiers_->apply_loads(*scheduler_);
+  // A step's cost for VerifyRowCost: scheduling included, where a draft model proposes its drafts.
+  const auto start = std::chrono::steady_clock::now();
+  const uint64_t prefill_before = counters_.num_prefill_tokens;
   const SchedulerOutput plan = scheduler_->schedule();
   if (states_) {
     for (RequestId id : plan.preempted) states_->forget(id);  // resumes from a checkpoint, or recomputes
@@ -419,8 +428,6 @@ std::vector<RequestOutput> Engine::step() {
   counters_.num_steps++;
   mark_scheduled(plan);
   apply_block_copies();
-  const auto start = std::chrono::steady_clock::now();
-  const uint64_t prefill_before = counters_.num_prefill_tokens;
   const std::span<const float> logits = run_batch(plan);  // valid until the next forward
   const std::vector<TokenId> sampled = sample(plan, logits);
   scheduler_->update(plan, sampled);

@@ -79,6 +79,9 @@ struct EngineConfig {
   // Speculative decoding for requests that do not choose (RequestSpec::speculative): off, prompt lookup, or auto
   // (hearth serve --speculative). Hybrid models never speculate.
   SpeculativeParams speculative;
+  // The draft model's drafter (engine/model_drafter.h; not owned, outlives the engine): requests in
+  // SpeculativeMode::kDraftModel draft with it. Null: such requests are refused at submit.
+  Drafter* drafter = nullptr;
 };
 
 // How a hybrid model's budget is split (EngineInfo's state fields): running slots (at most max_running, at most half

@@ -91,7 +91,9 @@ int32_t Scheduler::draft(Request& r, int32_t budget) {
                          r.spec.prediction, r.spec.draft);
     r.spec.draft_is_prediction = k > 0;
   }
-  if (k == 0 && r.speculative.enabled()) {
+  if (k == 0 && r.speculative.mode == SpeculativeMode::kDraftModel) {
+    k = drafter_ ? drafter_->propose(r.tokens, limit, r.spec.draft) : 0;
+  } else if (k == 0 && r.speculative.enabled()) {
     k = prompt_lookup_draft(r.tokens, r.speculative.min_ngram, r.speculative.max_ngram, limit, r.spec.draft);
   }
   // A draft never preempts anyone: without the blocks now, this is a plain decode step. It leaves a block for each

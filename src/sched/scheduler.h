@@ -90,6 +90,8 @@ class Scheduler {
   // The wall time of a step that computed `rows` decode and verify rows and no prompt token: what auto's break-even
   // acceptance is measured from (VerifyRowCost).
   void observe_decode_step(int32_t rows, double seconds) { row_cost_.observe(rows, seconds); }
+  // The drafter of SpeculativeMode::kDraftModel (null: such requests decode plainly); outlives the scheduler's use.
+  void set_drafter(Drafter* drafter) { drafter_ = drafter; }
 
   // Ends a request now (abort, stop string, disconnect) and releases its blocks. Returns it, or nullptr when
   // the id is unknown or already finished.
@@ -127,6 +129,7 @@ class Scheduler {
 
   SchedulerConfig config_;
   VerifyRowCost row_cost_;
+  Drafter* drafter_ = nullptr;
   KvCacheManager& kv_;
   std::unordered_map<RequestId, std::unique_ptr<Request>> requests_;
   std::deque<Request*> waiting_;

@@ -8,6 +8,7 @@ std::optional<SpeculativeMode> parse_speculative_mode(std::string_view name) {
   if (name == "off") return SpeculativeMode::kOff;
   if (name == "prompt_lookup" || name == "prompt-lookup") return SpeculativeMode::kPromptLookup;
   if (name == "auto") return SpeculativeMode::kAuto;
+  if (name == "draft_model" || name == "draft-model") return SpeculativeMode::kDraftModel;
   return std::nullopt;
 }
 
@@ -19,6 +20,8 @@ std::string_view speculative_mode_name(SpeculativeMode mode) {
       return "prompt_lookup";
     case SpeculativeMode::kAuto:
       return "auto";
+    case SpeculativeMode::kDraftModel:
+      return "draft_model";
   }
   return "off";
 }
@@ -106,7 +109,7 @@ int32_t prediction_draft(std::span<const TokenId> prediction, std::span<const To
 
 bool SpeculationState::wants_draft(SpeculativeMode mode) {
   if (mode == SpeculativeMode::kOff) return false;
-  if (mode == SpeculativeMode::kAuto && paused_steps > 0) {
+  if (adapts_to_acceptance(mode) && paused_steps > 0) {
     --paused_steps;
     return false;
   }
@@ -114,7 +117,7 @@ bool SpeculationState::wants_draft(SpeculativeMode mode) {
 }
 
 int32_t SpeculationState::draft_limit(const SpeculativeParams& params) const {
-  return params.mode == SpeculativeMode::kAuto ? std::min(params.max_draft, auto_draft) : params.max_draft;
+  return adapts_to_acceptance(params.mode) ? std::min(params.max_draft, auto_draft) : params.max_draft;
 }
 
 void VerifyRowCost::observe(int32_t rows, double seconds) {
@@ -144,7 +147,7 @@ void SpeculationState::on_verified(SpeculativeMode mode, int32_t drafted, int32_
     num_prediction_drafted += drafted;
     num_prediction_accepted += accepted;
   }
-  if (mode != SpeculativeMode::kAuto) return;
+  if (!adapts_to_acceptance(mode)) return;
   if (accepted == drafted) {
     auto_draft = std::min(auto_draft * 2, SpeculativeParams::kMaxDraftLimit);
   } else if (2 * accepted < drafted) {

@@ -25,6 +25,22 @@ enum class SpeculativeMode : uint8_t {
   kOff,
   kPromptLookup,  // draft at every decode step where the history has a match
   kAuto,          // prompt lookup, paused (with backoff) while the measured acceptance makes it slower than plain
+  kDraftModel,    // a small model of the same vocabulary drafts greedily (ModelDrafter), paused as auto is
+};
+
+// Whether auto's draft length and pausing (measured acceptance against the break-even) apply: auto and the draft
+// model, whose drafts cost time to make as well as to verify.
+constexpr bool adapts_to_acceptance(SpeculativeMode mode) {
+  return mode == SpeculativeMode::kAuto || mode == SpeculativeMode::kDraftModel;
+}
+
+// A drafter the scheduler calls out to (the engine's draft model, engine/model_drafter.h): proposes up to `limit`
+// tokens to follow `tokens` (a request's prompt and output so far) into `draft` (cleared first); returns how many.
+// The scheduler never sees what computes them; a proposal that is wrong only costs a rejected draft.
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  virtual int32_t propose(std::span<const TokenId> tokens, int32_t limit, std::vector<TokenId>& draft) = 0;
 };
 
 // "off", "prompt_lookup" ("prompt-lookup" too), "auto"; nullopt for anything else.
@@ -40,6 +56,7 @@ struct SpeculativeParams {
   int32_t min_ngram = 1;  // the shortest, >= 1
 
   bool enabled() const { return mode != SpeculativeMode::kOff; }
+
   // Checks ranges; the message names the field.
   [[nodiscard]] Result<void> validate() const;
 };
