@@ -1,0 +1,143 @@
+#include "gpu/ops.h"
+
+#include <cstring>
+#include <limits>
+
+#include "tensor/quant.h"
+
+namespace hearth::gpu {
+namespace {
+
+constexpr uint32_t kGroupSize = 64;  // local_size_x of every shader
+
+struct MatmulPush {  // matmul_q8_0.comp, matmul_q4_0.comp
+  uint32_t n_rows, n_blocks, w_row_bytes, x_row_bytes;
+};
+struct MatmulF16Push {  // matmul_f16.comp
+  uint32_t n_rows, n_cols, w_row_bytes;
+};
+struct RmsNormPush {
+  uint32_t n;
+  float eps;
+};
+struct SiluMulPush {
+  uint32_t n;
+};
+struct RopePush {
+  uint32_t n_heads, head_dim, rope_dim, row_stride, neox;
+};
+
+uint32_t push_bytes(Shader shader) {
+  switch (shader) {
+    case Shader::kMatmulQ8_0:
+    case Shader::kMatmulQ4_0:
+      return sizeof(MatmulPush);
+    case Shader::kMatmulF16:
+      return sizeof(MatmulF16Push);
+    case Shader::kRmsNorm:
+      return sizeof(RmsNormPush);
+    case Shader::kSiluMul:
+      return sizeof(SiluMulPush);
+    case Shader::kRope:
+      return sizeof(RopePush);
+  }
+  return 0;
+}
+
+uint32_t n_buffers(Shader shader) {
+  return shader == Shader::kRope ? 2 : 3;
+}
+
+// The shaders index with 32-bit byte offsets.
+Result<void> check_fits(const char* op, uint64_t bytes) {
+  if (bytes > std::numeric_limits<uint32_t>::max()) {
+    return make_error("gpu {}: {} bytes exceed the shaders' 32-bit offsets", op, bytes);
+  }
+  return {};
+}
+
+}  // namespace
+
+bool matmul_supported(DType weight_type) {
+  return weight_type == DType::Q8_0 || weight_type == DType::Q4_0 || weight_type == DType::F16;
+}
+
+size_t activation_row_bytes(DType weight_type, int64_t n_cols) {
+  return weight_type == DType::F16 ? static_cast<size_t>(n_cols) * sizeof(float) : row_bytes(DType::Q8_0, n_cols);
+}
+
+void prepare_activations(DType weight_type, const float* x, int64_t n_tokens, int64_t n_cols,
+                         std::vector<uint8_t>& out) {
+  HEARTH_CHECK(matmul_supported(weight_type), "no GPU matmul for {}", dtype_name(weight_type));
+  const size_t row = activation_row_bytes(weight_type, n_cols);
+  out.resize(row * static_cast<size_t>(n_tokens));
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    if (weight_type == DType::F16) {
+      std::memcpy(out.data() + t * row, x + t * n_cols, row);
+    } else {
+      quantize_row(DType::Q8_0, x + t * n_cols, out.data() + t * row, n_cols);
+    }
+  }
+}
+
+Result<std::unique_ptr<Kernels>> Kernels::create(Context& ctx) {
+  std::unique_ptr<Kernels> k(new Kernels());
+  k->device_name_ = ctx.info().name;
+  for (Shader shader : kAllShaders) {
+    if (shader == Shader::kRmsNorm && !ctx.info().has_float64) {
+      k->pipelines_.emplace_back();
+      continue;
+    }
+    auto p = Pipeline::create(ctx, shader_name(shader), shader_spirv(shader), n_buffers(shader), push_bytes(shader));
+    if (!p) return p.error();
+    k->pipelines_.push_back(std::move(*p));
+  }
+  return k;
+}
+
+Result<void> Kernels::matmul(CommandRecorder& rec, DType type, const Buffer& w, int64_t n_rows, int64_t n_cols,
+                             size_t w_row_bytes, const Buffer& x, int64_t n_tokens, Buffer& y) const {
+  HEARTH_CHECK(matmul_supported(type), "no GPU matmul for {}", dtype_name(type));
+  HEARTH_CHECK(n_cols % dtype_info(type).block_size == 0, "n_cols {} is no multiple of the block", n_cols);
+  HEARTH_TRY(check_fits("matmul", static_cast<uint64_t>(n_rows) * w_row_bytes));
+  HEARTH_TRY(check_fits("matmul", static_cast<uint64_t>(n_tokens) * activation_row_bytes(type, n_cols)));
+  const uint32_t groups = groups_for(n_rows, kGroupSize);
+  const auto tokens = static_cast<uint32_t>(n_tokens);
+  if (type == DType::F16) {
+    const MatmulF16Push push{static_cast<uint32_t>(n_rows), static_cast<uint32_t>(n_cols),
+                             static_cast<uint32_t>(w_row_bytes)};
+    return rec.dispatch(*pipeline(Shader::kMatmulF16), {&w, &x, &y}, &push, groups, tokens);
+  }
+  const MatmulPush push{static_cast<uint32_t>(n_rows), static_cast<uint32_t>(n_cols / kQK8_0),
+                        static_cast<uint32_t>(w_row_bytes), static_cast<uint32_t>(activation_row_bytes(type, n_cols))};
+  const Shader shader = type == DType::Q8_0 ? Shader::kMatmulQ8_0 : Shader::kMatmulQ4_0;
+  return rec.dispatch(*pipeline(shader), {&w, &x, &y}, &push, groups, tokens);
+}
+
+Result<void> Kernels::rms_norm(CommandRecorder& rec, const Buffer& x, const Buffer& w, Buffer& y, int64_t n_rows,
+                               int64_t n, float eps) const {
+  const Pipeline* p = pipeline(Shader::kRmsNorm);
+  if (p == nullptr) return make_error("gpu rms_norm needs shaderFloat64, which {} lacks", device_name_);
+  HEARTH_TRY(check_fits("rms_norm", static_cast<uint64_t>(n_rows) * n * sizeof(float)));
+  const RmsNormPush push{static_cast<uint32_t>(n), eps};
+  return rec.dispatch(*p, {&x, &w, &y}, &push, static_cast<uint32_t>(n_rows));
+}
+
+Result<void> Kernels::silu_mul(CommandRecorder& rec, const Buffer& gate, const Buffer& up, Buffer& out,
+                               int64_t n) const {
+  HEARTH_TRY(check_fits("silu_mul", static_cast<uint64_t>(n) * sizeof(float)));
+  const SiluMulPush push{static_cast<uint32_t>(n)};
+  return rec.dispatch(*pipeline(Shader::kSiluMul), {&gate, &up, &out}, &push, groups_for(n, kGroupSize));
+}
+
+Result<void> Kernels::rope(CommandRecorder& rec, Buffer& x, const Buffer& cos_sin, int64_t n_tokens, int64_t n_heads,
+                           int64_t head_dim, int64_t rope_dim, int64_t row_stride, bool neox) const {
+  HEARTH_CHECK(rope_dim % 2 == 0 && rope_dim <= head_dim, "rope_dim {} of head_dim {}", rope_dim, head_dim);
+  HEARTH_TRY(check_fits("rope", static_cast<uint64_t>(n_tokens) * row_stride * sizeof(float)));
+  const RopePush push{static_cast<uint32_t>(n_heads), static_cast<uint32_t>(head_dim), static_cast<uint32_t>(rope_dim),
+                      static_cast<uint32_t>(row_stride), neox ? 1u : 0u};
+  return rec.dispatch(*pipeline(Shader::kRope), {&x, &cos_sin}, &push, groups_for(rope_dim / 2, kGroupSize),
+                      static_cast<uint32_t>(n_heads), static_cast<uint32_t>(n_tokens));
+}
+
+}  // namespace hearth::gpu

@@ -1,0 +1,64 @@
+#include "gpu/shaders.h"
+
+namespace hearth::gpu {
+namespace {
+
+// Each .spv.inc is glslc -mfmt=c output: a brace-enclosed list of the module's 32-bit words.
+constexpr uint32_t kMatmulQ8_0[] =
+#include "matmul_q8_0.spv.inc"
+    ;
+constexpr uint32_t kMatmulQ4_0[] =
+#include "matmul_q4_0.spv.inc"
+    ;
+constexpr uint32_t kMatmulF16[] =
+#include "matmul_f16.spv.inc"
+    ;
+constexpr uint32_t kRmsNorm[] =
+#include "rms_norm.spv.inc"
+    ;
+constexpr uint32_t kSiluMul[] =
+#include "silu_mul.spv.inc"
+    ;
+constexpr uint32_t kRope[] =
+#include "rope.spv.inc"
+    ;
+
+}  // namespace
+
+const char* shader_name(Shader shader) {
+  switch (shader) {
+    case Shader::kMatmulQ8_0:
+      return "matmul_q8_0";
+    case Shader::kMatmulQ4_0:
+      return "matmul_q4_0";
+    case Shader::kMatmulF16:
+      return "matmul_f16";
+    case Shader::kRmsNorm:
+      return "rms_norm";
+    case Shader::kSiluMul:
+      return "silu_mul";
+    case Shader::kRope:
+      return "rope";
+  }
+  return "?";
+}
+
+std::span<const uint32_t> shader_spirv(Shader shader) {
+  switch (shader) {
+    case Shader::kMatmulQ8_0:
+      return kMatmulQ8_0;
+    case Shader::kMatmulQ4_0:
+      return kMatmulQ4_0;
+    case Shader::kMatmulF16:
+      return kMatmulF16;
+    case Shader::kRmsNorm:
+      return kRmsNorm;
+    case Shader::kSiluMul:
+      return kSiluMul;
+    case Shader::kRope:
+      return kRope;
+  }
+  return {};
+}
+
+}  // namespace hearth::gpu

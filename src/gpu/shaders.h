@@ -1,0 +1,17 @@
+#pragma once
+// The SPIR-V of every shader in src/gpu/shaders/, compiled by glslc at build time and embedded in the binary, so
+// nothing is read from disk at run time.
+
+#include <cstdint>
+#include <span>
+
+namespace hearth::gpu {
+
+enum class Shader { kMatmulQ8_0, kMatmulQ4_0, kMatmulF16, kRmsNorm, kSiluMul, kRope };
+inline constexpr Shader kAllShaders[] = {Shader::kMatmulQ8_0, Shader::kMatmulQ4_0, Shader::kMatmulF16,
+                                         Shader::kRmsNorm,    Shader::kSiluMul,    Shader::kRope};
+
+const char* shader_name(Shader shader);
+std::span<const uint32_t> shader_spirv(Shader shader);
+
+}  // namespace hearth::gpu
