@@ -10,7 +10,7 @@ namespace {
 
 constexpr uint32_t kGroupSize = 64;  // local_size_x of every shader
 
-struct MatmulPush {  // matmul_q8_0.comp, matmul_q4_0.comp
+struct MatmulPush {  // matmul_q8_0.comp, matmul_q4_0.comp, matmul_q4_k.comp, matmul_q6_k.comp
   uint32_t n_rows, n_blocks, w_row_bytes, x_row_bytes;
 };
 struct MatmulF16Push {  // matmul_f16.comp
@@ -31,6 +31,8 @@ uint32_t push_bytes(Shader shader) {
   switch (shader) {
     case Shader::kMatmulQ8_0:
     case Shader::kMatmulQ4_0:
+    case Shader::kMatmulQ4_K:
+    case Shader::kMatmulQ6_K:
       return sizeof(MatmulPush);
     case Shader::kMatmulF16:
       return sizeof(MatmulF16Push);
@@ -59,11 +61,33 @@ Result<void> check_fits(const char* op, uint64_t bytes) {
 }  // namespace
 
 bool matmul_supported(DType weight_type) {
-  return weight_type == DType::Q8_0 || weight_type == DType::Q4_0 || weight_type == DType::F16;
+  switch (weight_type) {
+    case DType::Q8_0:
+    case DType::Q4_0:
+    case DType::F16:
+    case DType::Q4_K:
+    case DType::Q6_K:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// What the shader of weight_type reads as activations: matmul_reference's activation type.
+DType activation_type(DType weight_type) {
+  switch (weight_type) {
+    case DType::F16:
+      return DType::F32;
+    case DType::Q4_K:
+    case DType::Q6_K:
+      return DType::Q8_K;
+    default:
+      return DType::Q8_0;
+  }
 }
 
 size_t activation_row_bytes(DType weight_type, int64_t n_cols) {
-  return weight_type == DType::F16 ? static_cast<size_t>(n_cols) * sizeof(float) : row_bytes(DType::Q8_0, n_cols);
+  return row_bytes(activation_type(weight_type), n_cols);
 }
 
 void prepare_activations(DType weight_type, const float* x, int64_t n_tokens, int64_t n_cols,
@@ -72,10 +96,17 @@ void prepare_activations(DType weight_type, const float* x, int64_t n_tokens, in
   const size_t row = activation_row_bytes(weight_type, n_cols);
   out.resize(row * static_cast<size_t>(n_tokens));
   for (int64_t t = 0; t < n_tokens; ++t) {
-    if (weight_type == DType::F16) {
-      std::memcpy(out.data() + t * row, x + t * n_cols, row);
-    } else {
-      quantize_row(DType::Q8_0, x + t * n_cols, out.data() + t * row, n_cols);
+    uint8_t* dst = out.data() + t * row;
+    switch (activation_type(weight_type)) {
+      case DType::F32:
+        std::memcpy(dst, x + t * n_cols, row);
+        break;
+      case DType::Q8_K:
+        quantize_row_q8_k(x + t * n_cols, reinterpret_cast<BlockQ8_K*>(dst), n_cols);
+        break;
+      default:
+        quantize_row_q8_0(x + t * n_cols, reinterpret_cast<BlockQ8_0*>(dst), n_cols);
+        break;
     }
   }
 }
@@ -108,9 +139,12 @@ Result<void> Kernels::matmul(CommandRecorder& rec, DType type, const Buffer& w, 
                              static_cast<uint32_t>(w_row_bytes)};
     return rec.dispatch(*pipeline(Shader::kMatmulF16), {&w, &x, &y}, &push, groups, tokens);
   }
-  const MatmulPush push{static_cast<uint32_t>(n_rows), static_cast<uint32_t>(n_cols / kQK8_0),
+  const MatmulPush push{static_cast<uint32_t>(n_rows), static_cast<uint32_t>(n_cols / dtype_info(type).block_size),
                         static_cast<uint32_t>(w_row_bytes), static_cast<uint32_t>(activation_row_bytes(type, n_cols))};
-  const Shader shader = type == DType::Q8_0 ? Shader::kMatmulQ8_0 : Shader::kMatmulQ4_0;
+  const Shader shader = type == DType::Q8_0   ? Shader::kMatmulQ8_0
+                        : type == DType::Q4_0 ? Shader::kMatmulQ4_0
+                        : type == DType::Q4_K ? Shader::kMatmulQ4_K
+                                              : Shader::kMatmulQ6_K;
   return rec.dispatch(*pipeline(shader), {&w, &x, &y}, &push, groups, tokens);
 }
 

@@ -13,6 +13,12 @@ constexpr uint32_t kMatmulQ4_0[] =
 constexpr uint32_t kMatmulF16[] =
 #include "matmul_f16.spv.inc"
     ;
+constexpr uint32_t kMatmulQ4_K[] =
+#include "matmul_q4_k.spv.inc"
+    ;
+constexpr uint32_t kMatmulQ6_K[] =
+#include "matmul_q6_k.spv.inc"
+    ;
 constexpr uint32_t kRmsNorm[] =
 #include "rms_norm.spv.inc"
     ;
@@ -33,6 +39,10 @@ const char* shader_name(Shader shader) {
       return "matmul_q4_0";
     case Shader::kMatmulF16:
       return "matmul_f16";
+    case Shader::kMatmulQ4_K:
+      return "matmul_q4_k";
+    case Shader::kMatmulQ6_K:
+      return "matmul_q6_k";
     case Shader::kRmsNorm:
       return "rms_norm";
     case Shader::kSiluMul:
@@ -51,6 +61,10 @@ std::span<const uint32_t> shader_spirv(Shader shader) {
       return kMatmulQ4_0;
     case Shader::kMatmulF16:
       return kMatmulF16;
+    case Shader::kMatmulQ4_K:
+      return kMatmulQ4_K;
+    case Shader::kMatmulQ6_K:
+      return kMatmulQ6_K;
     case Shader::kRmsNorm:
       return kRmsNorm;
     case Shader::kSiluMul:
