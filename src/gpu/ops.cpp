@@ -23,6 +23,9 @@ struct RmsNormPush {
 struct SiluMulPush {
   uint32_t n;
 };
+struct SoftmaxPush {
+  uint32_t n;
+};
 struct RopePush {
   uint32_t n_heads, head_dim, rope_dim, row_stride, neox;
 };
@@ -42,6 +45,8 @@ uint32_t push_bytes(Shader shader) {
       return sizeof(SiluMulPush);
     case Shader::kRope:
       return sizeof(RopePush);
+    case Shader::kSoftmax:
+      return sizeof(SoftmaxPush);
   }
   return 0;
 }
@@ -115,7 +120,9 @@ Result<std::unique_ptr<Kernels>> Kernels::create(Context& ctx) {
   std::unique_ptr<Kernels> k(new Kernels());
   k->device_name_ = ctx.info().name;
   for (Shader shader : kAllShaders) {
-    if (shader == Shader::kRmsNorm && !ctx.info().has_float64) {
+    const bool needs_float64 =
+        shader == Shader::kRmsNorm || shader == Shader::kSiluMul || shader == Shader::kSoftmax;  // fma_rn, doubles
+    if (needs_float64 && !ctx.info().has_float64) {
       k->pipelines_.emplace_back();
       continue;
     }
@@ -151,7 +158,7 @@ Result<void> Kernels::matmul(CommandRecorder& rec, DType type, const Buffer& w, 
 Result<void> Kernels::rms_norm(CommandRecorder& rec, const Buffer& x, const Buffer& w, Buffer& y, int64_t n_rows,
                                int64_t n, float eps) const {
   const Pipeline* p = pipeline(Shader::kRmsNorm);
-  if (p == nullptr) return make_error("gpu rms_norm needs shaderFloat64, which {} lacks", device_name_);
+  if (p == nullptr) return no_float64("rms_norm");
   HEARTH_TRY(check_fits("rms_norm", static_cast<uint64_t>(n_rows) * n * sizeof(float)));
   const RmsNormPush push{static_cast<uint32_t>(n), eps};
   return rec.dispatch(*p, {&x, &w, &y}, &push, static_cast<uint32_t>(n_rows));
@@ -159,6 +166,7 @@ Result<void> Kernels::rms_norm(CommandRecorder& rec, const Buffer& x, const Buff
 
 Result<void> Kernels::silu_mul(CommandRecorder& rec, const Buffer& gate, const Buffer& up, Buffer& out,
                                int64_t n) const {
+  if (pipeline(Shader::kSiluMul) == nullptr) return no_float64("silu_mul");
   HEARTH_TRY(check_fits("silu_mul", static_cast<uint64_t>(n) * sizeof(float)));
   const SiluMulPush push{static_cast<uint32_t>(n)};
   return rec.dispatch(*pipeline(Shader::kSiluMul), {&gate, &up, &out}, &push, groups_for(n, kGroupSize));
@@ -172,6 +180,19 @@ Result<void> Kernels::rope(CommandRecorder& rec, Buffer& x, const Buffer& cos_si
                       static_cast<uint32_t>(row_stride), neox ? 1u : 0u};
   return rec.dispatch(*pipeline(Shader::kRope), {&x, &cos_sin}, &push, groups_for(rope_dim / 2, kGroupSize),
                       static_cast<uint32_t>(n_heads), static_cast<uint32_t>(n_tokens));
+}
+
+Result<void> Kernels::softmax(CommandRecorder& rec, const Buffer& scores, Buffer& probs, Buffer& sums, int64_t n_rows,
+                              int64_t n) const {
+  const Pipeline* p = pipeline(Shader::kSoftmax);
+  if (p == nullptr) return no_float64("softmax");
+  HEARTH_TRY(check_fits("softmax", static_cast<uint64_t>(n_rows) * n * sizeof(float)));
+  const SoftmaxPush push{static_cast<uint32_t>(n)};
+  return rec.dispatch(*p, {&scores, &probs, &sums}, &push, static_cast<uint32_t>(n_rows));
+}
+
+Error Kernels::no_float64(const char* op) const {
+  return make_error("gpu {} needs shaderFloat64, which {} lacks", op, device_name_);
 }
 
 }  // namespace hearth::gpu

@@ -33,8 +33,8 @@ size_t activation_row_bytes(DType weight_type, int64_t n_cols);
 
 class Kernels {
  public:
-  // Creates every pipeline of kAllShaders on ctx. rms_norm needs shaderFloat64; on a device without it the
-  // pipeline is not made and rms_norm fails with a message.
+  // Creates every pipeline of kAllShaders on ctx. rms_norm, silu_mul and softmax need shaderFloat64 (common.glsl's
+  // fma_rn and sqrt_rn); on a device without it those pipelines are not made and the ops fail with a message.
   [[nodiscard]] static Result<std::unique_ptr<Kernels>> create(Context& ctx);
 
   // y = x · Wᵀ, y[t][r] = vec_dot_reference(W row r, x row t), as matmul_reference.
@@ -51,6 +51,11 @@ class Kernels {
   [[nodiscard]] Result<void> silu_mul(CommandRecorder& rec, const Buffer& gate, const Buffer& up, Buffer& out,
                                       int64_t n) const;
 
+  // One step of attention's online softmax from a fresh state, per row: m = max s, probs = exp(s − m) with
+  // attention's exp (attention_exp), sums = Σ probs in dot_lanes' order.   scores, probs: [n_rows, n]  sums: [n_rows]
+  [[nodiscard]] Result<void> softmax(CommandRecorder& rec, const Buffer& scores, Buffer& probs, Buffer& sums,
+                                     int64_t n_rows, int64_t n) const;
+
   // rope_apply on each of n_heads heads of each token, in place, with cos_sin rows that rope_fill_cos_sin filled
   // for each token's position.       x: [n_tokens, row_stride], head h at h · head_dim   cos_sin: [n_tokens, rope_dim]
   [[nodiscard]] Result<void> rope(CommandRecorder& rec, Buffer& x, const Buffer& cos_sin, int64_t n_tokens,
@@ -59,6 +64,7 @@ class Kernels {
 
  private:
   Kernels() = default;
+  Error no_float64(const char* op) const;
   const Pipeline* pipeline(Shader shader) const { return pipelines_[static_cast<size_t>(shader)].get(); }
   std::vector<std::unique_ptr<Pipeline>> pipelines_;  // by Shader
   std::string device_name_;

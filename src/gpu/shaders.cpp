@@ -28,6 +28,9 @@ constexpr uint32_t kSiluMul[] =
 constexpr uint32_t kRope[] =
 #include "rope.spv.inc"
     ;
+constexpr uint32_t kSoftmax[] =
+#include "softmax.spv.inc"
+    ;
 
 }  // namespace
 
@@ -49,6 +52,8 @@ const char* shader_name(Shader shader) {
       return "silu_mul";
     case Shader::kRope:
       return "rope";
+    case Shader::kSoftmax:
+      return "softmax";
   }
   return "?";
 }
@@ -71,6 +76,8 @@ std::span<const uint32_t> shader_spirv(Shader shader) {
       return kSiluMul;
     case Shader::kRope:
       return kRope;
+    case Shader::kSoftmax:
+      return kSoftmax;
   }
   return {};
 }

@@ -7,10 +7,20 @@
 
 namespace hearth::gpu {
 
-enum class Shader { kMatmulQ8_0, kMatmulQ4_0, kMatmulF16, kMatmulQ4_K, kMatmulQ6_K, kRmsNorm, kSiluMul, kRope };
+enum class Shader {
+  kMatmulQ8_0,
+  kMatmulQ4_0,
+  kMatmulF16,
+  kMatmulQ4_K,
+  kMatmulQ6_K,
+  kRmsNorm,
+  kSiluMul,
+  kRope,
+  kSoftmax
+};
 inline constexpr Shader kAllShaders[] = {Shader::kMatmulQ8_0, Shader::kMatmulQ4_0, Shader::kMatmulF16,
                                          Shader::kMatmulQ4_K, Shader::kMatmulQ6_K, Shader::kRmsNorm,
-                                         Shader::kSiluMul,    Shader::kRope};
+                                         Shader::kSiluMul,    Shader::kRope,       Shader::kSoftmax};
 
 const char* shader_name(Shader shader);
 std::span<const uint32_t> shader_spirv(Shader shader);

@@ -3,12 +3,17 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <vector>
 
 #include "gpu/ops.h"
 #include "gpu_env.h"
+#include "kernels/attention.h"
+#include "kernels/dot_lanes.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "tensor/fp16.h"
@@ -142,6 +147,7 @@ TEST(GpuOps, RmsNormBitwiseEqualsCpu) {
 
 TEST(GpuOps, SiluMulBitwiseEqualsCpu) {
   HEARTH_REQUIRE_GPU();
+  if (!gpu_env().ctx->info().has_float64) GTEST_SKIP() << "the device has no shaderFloat64";
   // The last length spans the clamps of exp's argument (|gate| > 87).
   for (int64_t n : {1, 63, 1001, 4099, 2000}) {
     const float range = n == 2000 ? 100.0f : 12.0f;
@@ -185,6 +191,45 @@ TEST(GpuOps, RopeBitwiseEqualsCpuBothStyles) {
       ASSERT_EQ(std::memcmp(x.data(), got.data(), x.size() * sizeof(float)), 0)
           << "rope_dim " << rope_dim << " neox " << neox;
     }
+  }
+}
+
+// The CPU side: attention's softmax step from a fresh state (softmax_step_scalar with m = -inf, l = 0): the row
+// max, attention_exp of s - m, and the exps summed in dot_lanes' order.
+float softmax_step_twin(const float* s, int64_t n, float* p) {
+  float m = -INFINITY;
+  for (int64_t j = 0; j < n; ++j) m = std::max(m, s[j]);
+  std::vector<float> shifted(n);
+  for (int64_t j = 0; j < n; ++j) shifted[j] = s[j] - m;
+  attention_exp(shifted.data(), p, n);
+  float lanes[8] = {};
+  const int64_t n8 = n - n % 8;
+  for (int64_t j = 0; j < n8; j += 8) {
+    for (int k = 0; k < 8; ++k) lanes[k] += p[j + k];
+  }
+  float sum = kernels::combine_lanes(lanes);
+  for (int64_t j = n8; j < n; ++j) sum += p[j];
+  return sum;
+}
+
+TEST(GpuOps, SoftmaxBitwiseEqualsAttentionsStep) {
+  HEARTH_REQUIRE_GPU();
+  if (!gpu_env().ctx->info().has_float64) GTEST_SKIP() << "the device has no shaderFloat64";
+  for (int64_t n : {1, 7, 8, 13, 100, 1000}) {
+    const int64_t n_rows = 3;
+    // Scores spread over ±60, so many exps underflow past -87.3 to 0 on some rows.
+    const std::vector<float> s = random_floats(n * n_rows, 31 + static_cast<uint32_t>(n), -60.0f, 60.0f);
+    std::vector<float> want_p(s.size());
+    std::vector<float> want_l(n_rows);
+    for (int64_t r = 0; r < n_rows; ++r) want_l[r] = softmax_step_twin(&s[r * n], n, &want_p[r * n]);
+    Buffer sb = device_buffer(s.data(), s.size() * sizeof(float));
+    Buffer pb = device_buffer(nullptr, s.size() * sizeof(float));
+    Buffer lb = device_buffer(nullptr, n_rows * sizeof(float));
+    run_recorded([&](CommandRecorder& rec) { return gpu_env().kernels->softmax(rec, sb, pb, lb, n_rows, n); });
+    const std::vector<float> got_p = download_floats(pb, s.size());
+    const std::vector<float> got_l = download_floats(lb, n_rows);
+    ASSERT_EQ(std::memcmp(want_p.data(), got_p.data(), s.size() * sizeof(float)), 0) << "n " << n;
+    ASSERT_EQ(std::memcmp(want_l.data(), got_l.data(), n_rows * sizeof(float)), 0) << "n " << n;
   }
 }
 
