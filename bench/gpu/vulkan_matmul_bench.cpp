@@ -1,6 +1,6 @@
-// hearth-bench-vulkan-matmul: the matvec shaders' speed as GB/s of weights read, for a real GPU (lavapipe runs it
-// too, slowly). Each run first checks one product bitwise against matmul_reference, then times `--iters`
-// dispatches recorded in one command batch (so submit overhead is amortized, as an engine step would).
+// hearth-bench-vulkan-matmul: the matvec shaders' speed (Q8_0, Q4_0, F16, Q4_K, Q6_K) as GB/s of weights read, for a
+// real GPU (lavapipe runs it too, slowly). Each run first checks one product bitwise against matmul_reference, then
+// times `--iters` dispatches recorded in one command batch (so submit overhead is amortized, as an engine step would).
 //   build/bench/gpu/hearth-bench-vulkan-matmul [--device 0] [--rows 4096] [--cols 4096] [--tokens 1] [--iters 50]
 
 #include <CLI/CLI.hpp>
@@ -28,7 +28,7 @@ struct Flags {
   int64_t cols = 4096;
   int64_t tokens = 1;
   int iters = 50;
-  std::vector<std::string> types{"q8_0", "q4_0", "f16"};
+  std::vector<std::string> types{"q8_0", "q4_0", "f16", "q4_k", "q6_k"};
 };
 
 std::vector<uint8_t> random_weights(DType type, int64_t rows, int64_t cols) {
@@ -101,12 +101,12 @@ int main(int argc, char** argv) {
   CLI::App app{"Vulkan matvec shaders: GB/s of weights read"};
   app.add_option("--device", f.device, "Vulkan device index (hearth devices)");
   app.add_option("--rows", f.rows, "weight rows (outputs)");
-  app.add_option("--cols", f.cols, "weight columns (a multiple of 32)");
+  app.add_option("--cols", f.cols, "weight columns (a multiple of 256)");
   app.add_option("--tokens", f.tokens, "activation rows");
   app.add_option("--iters", f.iters, "timed dispatches, one batch (at most 256)")->check(CLI::Range(1, 256));
-  app.add_option("--types", f.types, "weight types: q8_0 q4_0 f16");
+  app.add_option("--types", f.types, "weight types: q8_0 q4_0 f16 q4_k q6_k");
   CLI11_PARSE(app, argc, argv);
-  if (f.cols % 32 != 0) return std::fprintf(stderr, "--cols must be a multiple of 32\n"), 2;
+  if (f.cols % 256 != 0) return std::fprintf(stderr, "--cols must be a multiple of 256\n"), 2;
   auto ctx = gpu::Context::create(f.device);
   if (!ctx) return std::fprintf(stderr, "%s\n", ctx.error().message.c_str()), 1;
   auto kernels = gpu::Kernels::create(**ctx);
@@ -120,6 +120,8 @@ int main(int argc, char** argv) {
     const DType type = name == "q8_0"   ? DType::Q8_0
                        : name == "q4_0" ? DType::Q4_0
                        : name == "f16"  ? DType::F16
+                       : name == "q4_k" ? DType::Q4_K
+                       : name == "q6_k" ? DType::Q6_K
                                         : DType::F32;
     if (!gpu::matmul_supported(type)) {
       std::fprintf(stderr, "no GPU matmul for %s\n", name.c_str());
