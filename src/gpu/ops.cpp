@@ -26,6 +26,9 @@ struct SiluMulPush {
 struct SoftmaxPush {
   uint32_t n;
 };
+struct QuantizePush {
+  uint32_t n_blocks_total;
+};
 struct RopePush {
   uint32_t n_heads, head_dim, rope_dim, row_stride, neox;
 };
@@ -47,12 +50,14 @@ uint32_t push_bytes(Shader shader) {
       return sizeof(RopePush);
     case Shader::kSoftmax:
       return sizeof(SoftmaxPush);
+    case Shader::kQuantizeQ8_0:
+      return sizeof(QuantizePush);
   }
   return 0;
 }
 
 uint32_t n_buffers(Shader shader) {
-  return shader == Shader::kRope ? 2 : 3;
+  return shader == Shader::kRope || shader == Shader::kQuantizeQ8_0 ? 2 : 3;
 }
 
 // The shaders index with 32-bit byte offsets.
@@ -120,8 +125,8 @@ Result<std::unique_ptr<Kernels>> Kernels::create(Context& ctx) {
   std::unique_ptr<Kernels> k(new Kernels());
   k->device_name_ = ctx.info().name;
   for (Shader shader : kAllShaders) {
-    const bool needs_float64 =
-        shader == Shader::kRmsNorm || shader == Shader::kSiluMul || shader == Shader::kSoftmax;  // fma_rn, doubles
+    const bool needs_float64 = shader == Shader::kRmsNorm || shader == Shader::kSiluMul || shader == Shader::kSoftmax ||
+                               shader == Shader::kQuantizeQ8_0;  // fma_rn, sqrt_rn: doubles
     if (needs_float64 && !ctx.info().has_float64) {
       k->pipelines_.emplace_back();
       continue;
@@ -189,6 +194,17 @@ Result<void> Kernels::softmax(CommandRecorder& rec, const Buffer& scores, Buffer
   HEARTH_TRY(check_fits("softmax", static_cast<uint64_t>(n_rows) * n * sizeof(float)));
   const SoftmaxPush push{static_cast<uint32_t>(n)};
   return rec.dispatch(*p, {&scores, &probs, &sums}, &push, static_cast<uint32_t>(n_rows));
+}
+
+Result<void> Kernels::quantize_q8_0(CommandRecorder& rec, const Buffer& x, Buffer& out, int64_t n_tokens,
+                                    int64_t n_cols) const {
+  const Pipeline* p = pipeline(Shader::kQuantizeQ8_0);
+  if (p == nullptr) return no_float64("quantize_q8_0");
+  HEARTH_CHECK(n_cols % kQK8_0 == 0, "n_cols {} is no multiple of 32", n_cols);
+  HEARTH_TRY(check_fits("quantize_q8_0", static_cast<uint64_t>(n_tokens) * n_cols * sizeof(float)));
+  const auto n_blocks = static_cast<uint32_t>(n_tokens * n_cols / kQK8_0);
+  const QuantizePush push{n_blocks};
+  return rec.dispatch(*p, {&x, &out}, &push, groups_for((n_blocks + 1) / 2, kGroupSize));
 }
 
 Error Kernels::no_float64(const char* op) const {

@@ -31,6 +31,9 @@ constexpr uint32_t kRope[] =
 constexpr uint32_t kSoftmax[] =
 #include "softmax.spv.inc"
     ;
+constexpr uint32_t kQuantizeQ8_0[] =
+#include "quantize_q8_0.spv.inc"
+    ;
 
 }  // namespace
 
@@ -54,6 +57,8 @@ const char* shader_name(Shader shader) {
       return "rope";
     case Shader::kSoftmax:
       return "softmax";
+    case Shader::kQuantizeQ8_0:
+      return "quantize_q8_0";
   }
   return "?";
 }
@@ -78,6 +83,8 @@ std::span<const uint32_t> shader_spirv(Shader shader) {
       return kRope;
     case Shader::kSoftmax:
       return kSoftmax;
+    case Shader::kQuantizeQ8_0:
+      return kQuantizeQ8_0;
   }
   return {};
 }

@@ -16,11 +16,12 @@ enum class Shader {
   kRmsNorm,
   kSiluMul,
   kRope,
-  kSoftmax
+  kSoftmax,
+  kQuantizeQ8_0,
 };
-inline constexpr Shader kAllShaders[] = {Shader::kMatmulQ8_0, Shader::kMatmulQ4_0, Shader::kMatmulF16,
-                                         Shader::kMatmulQ4_K, Shader::kMatmulQ6_K, Shader::kRmsNorm,
-                                         Shader::kSiluMul,    Shader::kRope,       Shader::kSoftmax};
+inline constexpr Shader kAllShaders[] = {
+    Shader::kMatmulQ8_0, Shader::kMatmulQ4_0, Shader::kMatmulF16, Shader::kMatmulQ4_K, Shader::kMatmulQ6_K,
+    Shader::kRmsNorm,    Shader::kSiluMul,    Shader::kRope,      Shader::kSoftmax,    Shader::kQuantizeQ8_0};
 
 const char* shader_name(Shader shader);
 std::span<const uint32_t> shader_spirv(Shader shader);
