@@ -41,7 +41,7 @@ class Context;
 enum class MemoryKind { kDeviceLocal, kHostVisible };
 
 // A device buffer and its memory; one owner (RAII), movable. Kernels bind it as a storage buffer. The byte size is
-// rounded up to a multiple of 4, since shaders read it as 32-bit words.
+// rounded up to a multiple of 4, since shaders read it as 32-bit words. A Buffer must not outlive its Context.
 class Buffer {
  public:
   Buffer() = default;

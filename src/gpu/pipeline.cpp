@@ -1,5 +1,6 @@
 #include "gpu/pipeline.h"
 
+#include <array>
 #include <utility>
 #include <vector>
 
@@ -8,6 +9,7 @@ namespace hearth::gpu {
 Result<std::unique_ptr<Pipeline>> Pipeline::create(Context& ctx, std::string name, std::span<const uint32_t> spirv,
                                                    uint32_t n_buffers, uint32_t push_bytes) {
   HEARTH_CHECK(push_bytes <= kMaxPushBytes && push_bytes % 4 == 0, "push constants of {} bytes", push_bytes);
+  HEARTH_CHECK(n_buffers <= kMaxBuffers, "{} buffers, at most {}", n_buffers, kMaxBuffers);
   std::unique_ptr<Pipeline> p(new Pipeline());
   p->device_ = ctx.device();
   p->name_ = std::move(name);
@@ -84,8 +86,8 @@ Result<std::unique_ptr<CommandRecorder>> CommandRecorder::create(Context& ctx, u
   r = vkAllocateCommandBuffers(device, &alloc, &rec->cmd_);
   if (r != VK_SUCCESS) return make_error("cannot allocate a Vulkan command buffer: {}", vk_result_name(r));
 
-  // Each dispatch takes one set of at most 8 storage buffers.
-  VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 8 * max_dispatches};
+  // Each dispatch takes one set of at most kMaxBuffers storage buffers.
+  VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kMaxBuffers * max_dispatches};
   VkDescriptorPoolCreateInfo descriptors{};
   descriptors.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO;
   descriptors.maxSets = max_dispatches;
@@ -149,21 +151,22 @@ Result<void> CommandRecorder::dispatch(const Pipeline& pipeline, std::initialize
   VkDescriptorSet set = VK_NULL_HANDLE;
   VkResult r = vkAllocateDescriptorSets(ctx_->device(), &alloc, &set);
   if (r != VK_SUCCESS) return make_error("cannot allocate a descriptor set: {}", vk_result_name(r));
-  std::vector<VkDescriptorBufferInfo> infos;
-  std::vector<VkWriteDescriptorSet> writes;
-  infos.reserve(buffers.size());
-  for (const Buffer* b : buffers) infos.push_back({b->handle(), 0, VK_WHOLE_SIZE});
-  for (uint32_t i = 0; i < infos.size(); ++i) {
-    VkWriteDescriptorSet w{};
+  // Fixed arrays: recording a dispatch allocates nothing on the host.
+  std::array<VkDescriptorBufferInfo, kMaxBuffers> infos{};
+  std::array<VkWriteDescriptorSet, kMaxBuffers> writes{};
+  uint32_t n = 0;
+  for (const Buffer* b : buffers) {
+    infos[n] = {b->handle(), 0, VK_WHOLE_SIZE};
+    VkWriteDescriptorSet& w = writes[n];
     w.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
     w.dstSet = set;
-    w.dstBinding = i;
+    w.dstBinding = n;
     w.descriptorCount = 1;
     w.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-    w.pBufferInfo = &infos[i];
-    writes.push_back(w);
+    w.pBufferInfo = &infos[n];
+    ++n;
   }
-  vkUpdateDescriptorSets(ctx_->device(), static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
+  vkUpdateDescriptorSets(ctx_->device(), n, writes.data(), 0, nullptr);
 
   vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.handle());
   vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.layout(), 0, 1, &set, 0, nullptr);

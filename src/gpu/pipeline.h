@@ -21,6 +21,7 @@
 namespace hearth::gpu {
 
 inline constexpr uint32_t kMaxPushBytes = 128;  // the minimum maxPushConstantsSize Vulkan guarantees
+inline constexpr uint32_t kMaxBuffers = 8;      // storage buffers per shader (and per dispatch)
 
 class Pipeline {
  public:
