@@ -51,13 +51,14 @@ uint32_t push_bytes(Shader shader) {
     case Shader::kSoftmax:
       return sizeof(SoftmaxPush);
     case Shader::kQuantizeQ8_0:
+    case Shader::kQuantizeQ8_K:
       return sizeof(QuantizePush);
   }
   return 0;
 }
 
 uint32_t n_buffers(Shader shader) {
-  return shader == Shader::kRope || shader == Shader::kQuantizeQ8_0 ? 2 : 3;
+  return shader == Shader::kRope || shader == Shader::kQuantizeQ8_0 || shader == Shader::kQuantizeQ8_K ? 2 : 3;
 }
 
 // The shaders index with 32-bit byte offsets.
@@ -126,7 +127,7 @@ Result<std::unique_ptr<Kernels>> Kernels::create(Context& ctx) {
   k->device_name_ = ctx.info().name;
   for (Shader shader : kAllShaders) {
     const bool needs_float64 = shader == Shader::kRmsNorm || shader == Shader::kSiluMul || shader == Shader::kSoftmax ||
-                               shader == Shader::kQuantizeQ8_0;  // fma_rn, sqrt_rn: doubles
+                               shader == Shader::kQuantizeQ8_0 || shader == Shader::kQuantizeQ8_K;  // fma_rn: doubles
     if (needs_float64 && !ctx.info().has_float64) {
       k->pipelines_.emplace_back();
       continue;
@@ -196,15 +197,22 @@ Result<void> Kernels::softmax(CommandRecorder& rec, const Buffer& scores, Buffer
   return rec.dispatch(*p, {&scores, &probs, &sums}, &push, static_cast<uint32_t>(n_rows));
 }
 
-Result<void> Kernels::quantize_q8_0(CommandRecorder& rec, const Buffer& x, Buffer& out, int64_t n_tokens,
-                                    int64_t n_cols) const {
-  const Pipeline* p = pipeline(Shader::kQuantizeQ8_0);
-  if (p == nullptr) return no_float64("quantize_q8_0");
-  HEARTH_CHECK(n_cols % kQK8_0 == 0, "n_cols {} is no multiple of 32", n_cols);
-  HEARTH_TRY(check_fits("quantize_q8_0", static_cast<uint64_t>(n_tokens) * n_cols * sizeof(float)));
-  const auto n_blocks = static_cast<uint32_t>(n_tokens * n_cols / kQK8_0);
+Result<void> Kernels::quantize_activations(CommandRecorder& rec, DType weight_type, const Buffer& x, Buffer& out,
+                                           int64_t n_tokens, int64_t n_cols) const {
+  const DType act = activation_type(weight_type);
+  HEARTH_CHECK(matmul_supported(weight_type) && act != DType::F32, "no activation quantization for {}",
+               dtype_name(weight_type));
+  const Shader shader = act == DType::Q8_K ? Shader::kQuantizeQ8_K : Shader::kQuantizeQ8_0;
+  const Pipeline* p = pipeline(shader);
+  if (p == nullptr) return no_float64(shader_name(shader));
+  const int64_t block = dtype_info(act).block_size;
+  HEARTH_CHECK(n_cols % block == 0, "n_cols {} is no multiple of {}", n_cols, block);
+  HEARTH_TRY(check_fits("quantize_activations", static_cast<uint64_t>(n_tokens) * n_cols * sizeof(float)));
+  const auto n_blocks = static_cast<uint32_t>(n_tokens * n_cols / block);
   const QuantizePush push{n_blocks};
-  return rec.dispatch(*p, {&x, &out}, &push, groups_for((n_blocks + 1) / 2, kGroupSize));
+  // quantize_q8_0 writes a pair of 34-byte blocks per invocation (whole words), quantize_q8_k one 292-byte block.
+  const uint32_t n_invocations = act == DType::Q8_K ? n_blocks : (n_blocks + 1) / 2;
+  return rec.dispatch(*p, {&x, &out}, &push, groups_for(n_invocations, kGroupSize));
 }
 
 Error Kernels::no_float64(const char* op) const {

@@ -33,9 +33,9 @@ size_t activation_row_bytes(DType weight_type, int64_t n_cols);
 
 class Kernels {
  public:
-  // Creates every pipeline of kAllShaders on ctx. rms_norm, silu_mul, softmax and quantize_q8_0 need shaderFloat64
-  // (common.glsl's fma_rn and sqrt_rn); on a device without it those pipelines are not made and the ops fail with a
-  // message.
+  // Creates every pipeline of kAllShaders on ctx. rms_norm, silu_mul, softmax and quantize_activations need
+  // shaderFloat64 (common.glsl's fma_rn and sqrt_rn); on a device without it those pipelines are not made and the ops
+  // fail with a message.
   [[nodiscard]] static Result<std::unique_ptr<Kernels>> create(Context& ctx);
 
   // y = x · Wᵀ, y[t][r] = vec_dot_reference(W row r, x row t), as matmul_reference.
@@ -44,11 +44,12 @@ class Kernels {
   [[nodiscard]] Result<void> matmul(CommandRecorder& rec, DType type, const Buffer& w, int64_t n_rows, int64_t n_cols,
                                     size_t w_row_bytes, const Buffer& x, int64_t n_tokens, Buffer& y) const;
 
-  // Quantizes fp32 activations to Q8_0 blocks on the device, byte for byte what prepare_activations writes for
-  // Q8_0 and Q4_0 weights (quantize_row_q8_0), so a decode step need not leave the device.
-  // x: [n_tokens, n_cols] fp32, contiguous.   out: n_tokens rows of row_bytes(Q8_0, n_cols), contiguous.
-  [[nodiscard]] Result<void> quantize_q8_0(CommandRecorder& rec, const Buffer& x, Buffer& out, int64_t n_tokens,
-                                           int64_t n_cols) const;
+  // Quantizes fp32 activations on the device into what matmul of weight_type reads, byte for byte what
+  // prepare_activations writes: Q8_0 blocks for Q8_0 and Q4_0 weights (quantize_row_q8_0), Q8_K blocks for Q4_K
+  // and Q6_K (quantize_row_q8_k); so a decode step need not leave the device. F16 weights read x as it is: none.
+  // x: [n_tokens, n_cols] fp32, contiguous.   out: n_tokens rows of activation_row_bytes(weight_type, n_cols).
+  [[nodiscard]] Result<void> quantize_activations(CommandRecorder& rec, DType weight_type, const Buffer& x, Buffer& out,
+                                                  int64_t n_tokens, int64_t n_cols) const;
 
   // y[r] = rms_norm(x[r], w, eps) for each of n_rows rows of n, as hearth::rms_norm.   x, y: [n_rows, n]  w: [n]
   [[nodiscard]] Result<void> rms_norm(CommandRecorder& rec, const Buffer& x, const Buffer& w, Buffer& y, int64_t n_rows,

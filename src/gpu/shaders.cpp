@@ -34,6 +34,9 @@ constexpr uint32_t kSoftmax[] =
 constexpr uint32_t kQuantizeQ8_0[] =
 #include "quantize_q8_0.spv.inc"
     ;
+constexpr uint32_t kQuantizeQ8_K[] =
+#include "quantize_q8_k.spv.inc"
+    ;
 
 }  // namespace
 
@@ -59,6 +62,8 @@ const char* shader_name(Shader shader) {
       return "softmax";
     case Shader::kQuantizeQ8_0:
       return "quantize_q8_0";
+    case Shader::kQuantizeQ8_K:
+      return "quantize_q8_k";
   }
   return "?";
 }
@@ -85,6 +90,8 @@ std::span<const uint32_t> shader_spirv(Shader shader) {
       return kSoftmax;
     case Shader::kQuantizeQ8_0:
       return kQuantizeQ8_0;
+    case Shader::kQuantizeQ8_K:
+      return kQuantizeQ8_K;
   }
   return {};
 }

@@ -18,10 +18,12 @@ enum class Shader {
   kRope,
   kSoftmax,
   kQuantizeQ8_0,
+  kQuantizeQ8_K,
 };
-inline constexpr Shader kAllShaders[] = {
-    Shader::kMatmulQ8_0, Shader::kMatmulQ4_0, Shader::kMatmulF16, Shader::kMatmulQ4_K, Shader::kMatmulQ6_K,
-    Shader::kRmsNorm,    Shader::kSiluMul,    Shader::kRope,      Shader::kSoftmax,    Shader::kQuantizeQ8_0};
+inline constexpr Shader kAllShaders[] = {Shader::kMatmulQ8_0,   Shader::kMatmulQ4_0,  Shader::kMatmulF16,
+                                         Shader::kMatmulQ4_K,   Shader::kMatmulQ6_K,  Shader::kRmsNorm,
+                                         Shader::kSiluMul,      Shader::kRope,        Shader::kSoftmax,
+                                         Shader::kQuantizeQ8_0, Shader::kQuantizeQ8_K};
 
 const char* shader_name(Shader shader);
 std::span<const uint32_t> shader_spirv(Shader shader);

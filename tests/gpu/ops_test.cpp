@@ -233,41 +233,54 @@ TEST(GpuOps, SoftmaxBitwiseEqualsAttentionsStep) {
   }
 }
 
-TEST(GpuOps, QuantizeQ8_0BytesEqualTheHostsAndFeedMatmul) {
+struct QuantizeCase {
+  DType weight_type;
+  int64_t n_tokens, n_cols;
+};
+
+class GpuQuantize : public ::testing::TestWithParam<QuantizeCase> {};
+
+TEST_P(GpuQuantize, BytesEqualTheHostsAndFeedMatmul) {
   HEARTH_REQUIRE_GPU();
   if (!gpu_env().ctx->info().has_float64) GTEST_SKIP() << "the device has no shaderFloat64";
-  struct Shape {
-    int64_t n_tokens, n_cols;
-  };
-  // An odd block count leaves the last pair half full; 96 × 3 also ends a row inside a pair.
-  for (const Shape shape : {Shape{1, 32}, Shape{3, 96}, Shape{5, 544}}) {
-    std::vector<float> x = random_floats(shape.n_tokens * shape.n_cols, 41, -3.0f, 3.0f);
-    for (int i = 0; i < 32; ++i) x[i] = 0.0f;            // an all-zero block: d = 0, every q 0
-    if (x.size() > 64) x[40] = 1e-30f, x[41] = -254.0f;  // a tiny value, and a block whose max sits exactly on 127·d
-    std::vector<uint8_t> want;
-    prepare_activations(DType::Q4_0, x.data(), shape.n_tokens, shape.n_cols, want);
-    Buffer xb = device_buffer(x.data(), x.size() * sizeof(float));
-    Buffer qb = device_buffer(nullptr, want.size());
+  const QuantizeCase c = GetParam();
+  std::vector<float> x = random_floats(c.n_tokens * c.n_cols, 41, -3.0f, 3.0f);
+  for (int i = 0; i < 32; ++i) x[i] = 0.0f;               // an all-zero Q8_0 block: d = 0, every q 0
+  if (x.size() > 300) x[290] = 1e-30f, x[291] = -254.0f;  // a tiny value; a block's max exactly 127·d
+  std::vector<uint8_t> want;
+  prepare_activations(c.weight_type, x.data(), c.n_tokens, c.n_cols, want);
+  Buffer xb = device_buffer(x.data(), x.size() * sizeof(float));
+  Buffer qb = device_buffer(nullptr, want.size());
 
-    const int64_t n_rows = 67;
-    const std::vector<uint8_t> w = random_weights(DType::Q4_0, n_rows, shape.n_cols, 5);
-    const size_t row = row_bytes(DType::Q4_0, shape.n_cols);
-    std::vector<float> want_y(n_rows * shape.n_tokens);
-    matmul_reference(MatrixView{DType::Q4_0, n_rows, shape.n_cols, w.data(), row, nullptr}, x.data(), shape.n_tokens,
-                     want_y.data());
-    Buffer wb = device_buffer(w.data(), w.size());
-    Buffer yb = device_buffer(nullptr, want_y.size() * sizeof(float));
-    run_recorded([&](CommandRecorder& rec) -> Result<void> {
-      HEARTH_TRY(gpu_env().kernels->quantize_q8_0(rec, xb, qb, shape.n_tokens, shape.n_cols));
-      return gpu_env().kernels->matmul(rec, DType::Q4_0, wb, n_rows, shape.n_cols, row, qb, shape.n_tokens, yb);
-    });
-    std::vector<uint8_t> got(want.size());
-    ASSERT_TRUE(qb.download(got.data(), got.size()).ok());
-    ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size()), 0) << shape.n_tokens << " x " << shape.n_cols;
-    const std::vector<float> got_y = download_floats(yb, want_y.size());
-    ASSERT_EQ(std::memcmp(want_y.data(), got_y.data(), want_y.size() * sizeof(float)), 0);
-  }
+  const int64_t n_rows = 67;
+  const std::vector<uint8_t> w = random_weights(c.weight_type, n_rows, c.n_cols, 5);
+  const size_t row = row_bytes(c.weight_type, c.n_cols);
+  std::vector<float> want_y(n_rows * c.n_tokens);
+  matmul_reference(MatrixView{c.weight_type, n_rows, c.n_cols, w.data(), row, nullptr}, x.data(), c.n_tokens,
+                   want_y.data());
+  Buffer wb = device_buffer(w.data(), w.size());
+  Buffer yb = device_buffer(nullptr, want_y.size() * sizeof(float));
+  run_recorded([&](CommandRecorder& rec) -> Result<void> {
+    HEARTH_TRY(gpu_env().kernels->quantize_activations(rec, c.weight_type, xb, qb, c.n_tokens, c.n_cols));
+    return gpu_env().kernels->matmul(rec, c.weight_type, wb, n_rows, c.n_cols, row, qb, c.n_tokens, yb);
+  });
+  std::vector<uint8_t> got(want.size());
+  ASSERT_TRUE(qb.download(got.data(), got.size()).ok());
+  ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size()), 0);
+  const std::vector<float> got_y = download_floats(yb, want_y.size());
+  ASSERT_EQ(std::memcmp(want_y.data(), got_y.data(), want_y.size() * sizeof(float)), 0);
 }
+
+// Q8_0: odd block counts leave the last pair half full, and 3 × 96 ends a row inside a pair.
+INSTANTIATE_TEST_SUITE_P(Shapes, GpuQuantize,
+                         ::testing::Values(QuantizeCase{DType::Q4_0, 1, 32}, QuantizeCase{DType::Q4_0, 3, 96},
+                                           QuantizeCase{DType::Q8_0, 5, 544}, QuantizeCase{DType::Q4_K, 1, 256},
+                                           QuantizeCase{DType::Q6_K, 3, 768}),
+                         [](const ::testing::TestParamInfo<QuantizeCase>& info) {
+                           const QuantizeCase& c = info.param;
+                           return std::string(dtype_name(c.weight_type)) + "_t" + std::to_string(c.n_tokens) + "x" +
+                                  std::to_string(c.n_cols);
+                         });
 
 }  // namespace
 }  // namespace hearth::gpu
