@@ -104,7 +104,7 @@ int main(int argc, char** argv) {
   app.add_option("--cols", f.cols, "weight columns (a multiple of 256)");
   app.add_option("--tokens", f.tokens, "activation rows");
   app.add_option("--iters", f.iters, "timed dispatches, one batch (at most 256)")->check(CLI::Range(1, 256));
-  app.add_option("--types", f.types, "weight types: q8_0 q4_0 f16 q4_k q6_k");
+  app.add_option("--types", f.types, "weight types: q8_0 q4_0 f16 q4_k q6_k f32 bf16");
   CLI11_PARSE(app, argc, argv);
   if (f.cols % 256 != 0) return std::fprintf(stderr, "--cols must be a multiple of 256\n"), 2;
   auto ctx = gpu::Context::create(f.device);
@@ -122,7 +122,9 @@ int main(int argc, char** argv) {
                        : name == "f16"  ? DType::F16
                        : name == "q4_k" ? DType::Q4_K
                        : name == "q6_k" ? DType::Q6_K
-                                        : DType::F32;
+                       : name == "f32"  ? DType::F32
+                       : name == "bf16" ? DType::BF16
+                                        : DType::Q2_K;  // no shader: reported below
     if (!gpu::matmul_supported(type)) {
       std::fprintf(stderr, "no GPU matmul for %s\n", name.c_str());
       ++failures;

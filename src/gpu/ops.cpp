@@ -13,7 +13,7 @@ constexpr uint32_t kGroupSize = 64;  // local_size_x of every shader
 struct MatmulPush {  // matmul_q8_0.comp, matmul_q4_0.comp, matmul_q4_k.comp, matmul_q6_k.comp
   uint32_t n_rows, n_blocks, w_row_bytes, x_row_bytes;
 };
-struct MatmulF16Push {  // matmul_f16.comp
+struct MatmulF16Push {  // matmul_f16.comp, matmul_f32.comp (and its BF16 build)
   uint32_t n_rows, n_cols, w_row_bytes;
 };
 struct RmsNormPush {
@@ -41,6 +41,8 @@ uint32_t push_bytes(Shader shader) {
     case Shader::kMatmulQ6_K:
       return sizeof(MatmulPush);
     case Shader::kMatmulF16:
+    case Shader::kMatmulF32:
+    case Shader::kMatmulBF16:
       return sizeof(MatmulF16Push);
     case Shader::kRmsNorm:
       return sizeof(RmsNormPush);
@@ -76,6 +78,8 @@ bool matmul_supported(DType weight_type) {
     case DType::Q8_0:
     case DType::Q4_0:
     case DType::F16:
+    case DType::F32:
+    case DType::BF16:
     case DType::Q4_K:
     case DType::Q6_K:
       return true;
@@ -88,6 +92,8 @@ bool matmul_supported(DType weight_type) {
 DType activation_type(DType weight_type) {
   switch (weight_type) {
     case DType::F16:
+    case DType::F32:
+    case DType::BF16:
       return DType::F32;
     case DType::Q4_K:
     case DType::Q6_K:
@@ -125,16 +131,14 @@ void prepare_activations(DType weight_type, const float* x, int64_t n_tokens, in
 Result<std::unique_ptr<Kernels>> Kernels::create(Context& ctx) {
   std::unique_ptr<Kernels> k(new Kernels());
   k->device_name_ = ctx.info().name;
+  k->pipelines_.resize(std::size(kAllShaders));  // indexed by Shader, whatever kAllShaders' order
   for (Shader shader : kAllShaders) {
     const bool needs_float64 = shader == Shader::kRmsNorm || shader == Shader::kSiluMul || shader == Shader::kSoftmax ||
                                shader == Shader::kQuantizeQ8_0 || shader == Shader::kQuantizeQ8_K;  // fma_rn: doubles
-    if (needs_float64 && !ctx.info().has_float64) {
-      k->pipelines_.emplace_back();
-      continue;
-    }
+    if (needs_float64 && !ctx.info().has_float64) continue;
     auto p = Pipeline::create(ctx, shader_name(shader), shader_spirv(shader), n_buffers(shader), push_bytes(shader));
     if (!p) return p.error();
-    k->pipelines_.push_back(std::move(*p));
+    k->pipelines_[static_cast<size_t>(shader)] = std::move(*p);
   }
   return k;
 }
@@ -147,10 +151,13 @@ Result<void> Kernels::matmul(CommandRecorder& rec, DType type, const Buffer& w, 
   HEARTH_TRY(check_fits("matmul", static_cast<uint64_t>(n_tokens) * activation_row_bytes(type, n_cols)));
   const uint32_t groups = groups_for(n_rows, kGroupSize);
   const auto tokens = static_cast<uint32_t>(n_tokens);
-  if (type == DType::F16) {
+  if (activation_type(type) == DType::F32) {
     const MatmulF16Push push{static_cast<uint32_t>(n_rows), static_cast<uint32_t>(n_cols),
                              static_cast<uint32_t>(w_row_bytes)};
-    return rec.dispatch(*pipeline(Shader::kMatmulF16), {&w, &x, &y}, &push, groups, tokens);
+    const Shader shader = type == DType::F16   ? Shader::kMatmulF16
+                          : type == DType::F32 ? Shader::kMatmulF32
+                                               : Shader::kMatmulBF16;
+    return rec.dispatch(*pipeline(shader), {&w, &x, &y}, &push, groups, tokens);
   }
   const MatmulPush push{static_cast<uint32_t>(n_rows), static_cast<uint32_t>(n_cols / dtype_info(type).block_size),
                         static_cast<uint32_t>(w_row_bytes), static_cast<uint32_t>(activation_row_bytes(type, n_cols))};

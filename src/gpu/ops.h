@@ -25,7 +25,7 @@ bool matmul_supported(DType weight_type);
 
 // Converts n_tokens rows of fp32 activations [n_tokens, n_cols] into what the matmul shader of weight_type reads,
 // exactly as matmul_reference does: Q8_0 blocks (Q8_0, Q4_0 weights) or Q8_K blocks (Q4_K, Q6_K) by the CPU
-// reference quantizers, or the fp32 rows as they are (F16). `out` is resized to n_tokens ·
+// reference quantizers, or the fp32 rows as they are (F16, F32, BF16). `out` is resized to n_tokens ·
 // activation_row_bytes(weight_type, n_cols).
 void prepare_activations(DType weight_type, const float* x, int64_t n_tokens, int64_t n_cols,
                          std::vector<uint8_t>& out);

@@ -13,6 +13,12 @@ constexpr uint32_t kMatmulQ4_0[] =
 constexpr uint32_t kMatmulF16[] =
 #include "matmul_f16.spv.inc"
     ;
+constexpr uint32_t kMatmulF32[] =
+#include "matmul_f32.spv.inc"
+    ;
+constexpr uint32_t kMatmulBF16[] =
+#include "matmul_bf16.spv.inc"
+    ;
 constexpr uint32_t kMatmulQ4_K[] =
 #include "matmul_q4_k.spv.inc"
     ;
@@ -48,6 +54,10 @@ const char* shader_name(Shader shader) {
       return "matmul_q4_0";
     case Shader::kMatmulF16:
       return "matmul_f16";
+    case Shader::kMatmulF32:
+      return "matmul_f32";
+    case Shader::kMatmulBF16:
+      return "matmul_bf16";
     case Shader::kMatmulQ4_K:
       return "matmul_q4_k";
     case Shader::kMatmulQ6_K:
@@ -76,6 +86,10 @@ std::span<const uint32_t> shader_spirv(Shader shader) {
       return kMatmulQ4_0;
     case Shader::kMatmulF16:
       return kMatmulF16;
+    case Shader::kMatmulF32:
+      return kMatmulF32;
+    case Shader::kMatmulBF16:
+      return kMatmulBF16;
     case Shader::kMatmulQ4_K:
       return kMatmulQ4_K;
     case Shader::kMatmulQ6_K:

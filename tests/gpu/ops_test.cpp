@@ -111,6 +111,11 @@ std::vector<MatmulCase> matmul_cases() {
     cases.push_back({type, 130, 256, 3});
     cases.push_back({type, 65, 544, 5});
   }
+  for (DType type : {DType::F32, DType::BF16}) {  // no blocks: any width
+    cases.push_back({type, 1, 1, 1});
+    cases.push_back({type, 67, 33, 1});
+    cases.push_back({type, 130, 101, 3});
+  }
   for (DType type : {DType::Q4_K, DType::Q6_K}) {  // 256-element super-blocks
     cases.push_back({type, 1, 256, 1});
     cases.push_back({type, 67, 512, 1});
