@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tools/check-layers passes on the tree, and fails (naming the file and the header) on a copy of it in which the
-# server includes a kernel header, kv a tensor header, the GPU layer a model header, kernels or the server a GPU header, the server's transport an API header, its neutral API a
-# dialect's header, and one dialect the other's.
+# server includes a kernel header, kv a tensor header, the GPU layer a model header, kernels or the server a GPU
+# header, the server's transport an API header, its neutral API a dialect's header, and one dialect the other's.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 "$repo/tools/check-layers" "$repo" >/dev/null
