@@ -140,6 +140,12 @@ Result<void> CommandRecorder::dispatch(const Pipeline& pipeline, std::initialize
     return make_error("{}: {}x{}x{} workgroups exceed the device's {}x{}x{}", pipeline.name(), groups_x, groups_y,
                       groups_z, max_groups[0], max_groups[1], max_groups[2]);
   }
+  for (const Buffer* b : buffers) {
+    if (b->size() > ctx_->limits().maxStorageBufferRange) {
+      return make_error("{}: a buffer of {} bytes exceeds the device's storage-buffer range of {} bytes",
+                        pipeline.name(), b->size(), ctx_->limits().maxStorageBufferRange);
+    }
+  }
   if (groups_x == 0 || groups_y == 0 || groups_z == 0) return {};
 
   VkDescriptorSetLayout set_layout = pipeline.set_layout();

@@ -68,7 +68,8 @@ class CommandRecorder {
   [[nodiscard]] Result<void> begin();
   // Records `pipeline` over groups_x × groups_y × groups_z workgroups with `buffers` bound in order and `push`
   // (pipeline.push_bytes() bytes) as push constants. Requires buffers.size() == pipeline.n_buffers(); fails
-  // when more than max_dispatches dispatches were recorded since begin(), or a group count exceeds the limit.
+  // when more than max_dispatches dispatches were recorded since begin(), a group count exceeds the device's
+  // limit, or a buffer is larger than its maxStorageBufferRange (a shader sees one binding of at most that).
   [[nodiscard]] Result<void> dispatch(const Pipeline& pipeline, std::initializer_list<const Buffer*> buffers,
                                       const void* push, uint32_t groups_x, uint32_t groups_y = 1,
                                       uint32_t groups_z = 1);
