@@ -1,5 +1,6 @@
 #include "gpu/context.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
