@@ -194,8 +194,10 @@ Result<std::unique_ptr<Context>> Context::create(int index) {
   create.pQueueCreateInfos = &queue;
   create.pEnabledFeatures = &features;
   VkResult r = vkCreateDevice(ctx->physical_, &create, nullptr, &ctx->device_);
-  if (r != VK_SUCCESS)
+  if (r != VK_SUCCESS) {
+    ctx->device_ = VK_NULL_HANDLE;  // the destructor must not touch what was never made
     return make_error("cannot open Vulkan device {} ({}): {}", index, ctx->info_.name, vk_result_name(r));
+  }
   vkGetDeviceQueue(ctx->device_, ctx->queue_family_, 0, &ctx->queue_);
 
   VkCommandPoolCreateInfo pool{};
