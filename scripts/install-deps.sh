@@ -11,6 +11,7 @@ packages=(
   chromium
   python3-jinja2
   haproxy redis-server lua5.3 curl
+  libvulkan-dev glslc mesa-vulkan-drivers
 )
 
 missing=()
@@ -20,6 +21,8 @@ for p in "${packages[@]}"; do
   fi
 done
 
+# libvulkan-dev, glslc: the Vulkan backend (-DHEARTH_VULKAN=ON, which scripts/test.sh builds); mesa-vulkan-drivers:
+# lavapipe, the Vulkan device on the CPU that the shader tests (tests/gpu) run on where there is no GPU.
 # python3-jinja2 (Debian's /usr/bin/python3): the tests that check every chat template against Jinja2 itself.
 # chromium: the dashboard's browser test (e2e/dashboard.test.mjs) drives Debian's /usr/bin/chromium with
 # playwright-core (e2e/package.json); no browser is ever downloaded.

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs dependencies and the peer (scripts/peer-install.sh: llama.cpp through node-llama-cpp, which the ArchPeer
-# tests run), checks the layer rules (tools/check-layers), builds Release with tests and runs the whole suite, then
+# tests run), checks the layer rules (tools/check-layers), builds Release with tests and the Vulkan backend
+# (HEARTH_VULKAN=ON: the shader tests run on lavapipe, which install-deps installs, and CI=1 makes a missing Vulkan
+# device fail them instead of skipping) and runs the whole suite, then
 # the e2e suite (scripts/e2e.sh: the openai npm client against a real hearth serve); then builds every suite and
 # hearth itself with AddressSanitizer + UBSan (Debug, -O1) and runs them again: ctest, and the e2e suite against the
 # sanitizer build of `hearth serve` on stories260K.
@@ -9,8 +11,8 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/peer-install.sh
 tools/check-layers
-scripts/build.sh
-(cd build && ctest --output-on-failure -j"$(nproc)")
+HEARTH_VULKAN=ON scripts/build.sh
+(cd build && CI="${CI:-1}" ctest --output-on-failure -j"$(nproc)")
 scripts/e2e.sh
 
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DHEARTH_SANITIZE=ON -DHEARTH_BUILD_TESTS=ON >/dev/null

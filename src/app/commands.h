@@ -24,5 +24,6 @@ Command add_plan(CLI::App& app);
 Command add_explain(CLI::App& app);
 Command add_bench_household(CLI::App& app);
 Command add_bench_model(CLI::App& app);  // `hearth bench model`
+Command add_devices(CLI::App& app);      // `hearth devices`: the Vulkan devices (src/gpu)
 
 }  // namespace hearth::app

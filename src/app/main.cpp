@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   add(hearth::app::add_plan, "plan", "KV memory plan: bytes per token by KV dtype, and what fits in a budget");
   add(hearth::app::add_explain, "explain", "Show where two prompts diverge for the prefix cache (tokenizer only)");
   add(hearth::app::add_synth, "synth", "Write a synthetic llama GGUF with random weights at a chosen shape");
+  add(hearth::app::add_devices, "devices", "List the Vulkan devices (index, name, type, VRAM) Hearth can compute on");
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks");
   bench->require_subcommand(1);
   CLI::App* household = bench->add_subcommand(
