@@ -1,8 +1,9 @@
-// OpenAI's predicted outputs through the official openai client: the prediction drafts, the answer is the one the
-// request gives without it (greedy and seeded), and usage counts the accepted and rejected prediction tokens.
+// Speculative decoding's drafters through the official openai client: OpenAI's predicted outputs (the answer is the
+// one the request gives without a prediction, greedy and seeded; usage counts accepted and rejected prediction
+// tokens), and hearth serve --draft-model (the served model as its own draft: every draft accepted, the same text).
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { startServer } from './helpers.mjs';
+import { MODEL, startServer } from './helpers.mjs';
 
 let server;
 let client;
@@ -56,5 +57,32 @@ test('a malformed prediction is a 400 naming the field', async () => {
   await assert.rejects(
     client.chat.completions.create({ messages, max_tokens: 4, prediction: { type: 'image', content: 'x' } }),
     (err) => err.status === 400 && err.error?.param === 'prediction.type',
+  );
+});
+
+test('--draft-model drafts by default; the same answer, every draft of the model itself accepted', async () => {
+  const drafted = await startServer(['--draft-model', MODEL, '--kv-memory', '64MiB', '--draft-kv-memory', '16MiB']);
+  try {
+    const body = { messages, max_tokens: 48, temperature: 0 };
+    const plain = await client.chat.completions.create({ ...body, speculative: 'off' });
+    const r = await drafted.client().chat.completions.create(body);
+    assert.equal(r.choices[0].message.content, plain.choices[0].message.content);
+    const s = r.usage.hearth.speculative;
+    assert.ok(s.drafted_tokens > 0 && s.accepted_tokens === s.drafted_tokens, JSON.stringify(r.usage));
+    // Without a draft model, asking for one is a 400 naming --draft-model.
+    await assert.rejects(
+      client.chat.completions.create({ ...body, speculative: 'draft_model' }),
+      (err) => err.status === 400 && /--draft-model/.test(err.message),
+    );
+  } finally {
+    assert.equal((await drafted.stop()).code, 0);
+  }
+});
+
+test('a --draft-kv-memory above a quarter of the KV budget stops the server at start', async () => {
+  await assert.rejects(
+    startServer(['--draft-model', '../shared/models/synthetic/synth-tiny-q8_0.gguf', '--kv-memory', '64MiB',
+      '--draft-kv-memory', '64MiB']),
+    /quarter of the KV budget/,
   );
 });

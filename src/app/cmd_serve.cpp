@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "app/commands.h"
+#include "app/serve_draft.h"
 #include "app/serve_flags.h"
 #include "engine/engine.h"
 #include "engine/engine_loop.h"
@@ -301,7 +302,17 @@ int run_serve(ServeFlags f) {
   if (f.tenants) sigaddset(&stop_signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  if (several && !f.draft_model.empty()) {
+    std::fprintf(stderr, "error: --draft-model drafts for one served model; serve one model (-m once) to use it\n");
+    return 1;
+  }
   if (several) return run_serve_models(std::move(f), *kv_bytes, *max_body, stop_signals);
+  int64_t draft_kv = 0;
+  if (!f.draft_model.empty()) {
+    auto bytes = draft_kv_bytes(f, *kv_bytes);
+    if (!bytes) return std::fprintf(stderr, "error: %s\n", bytes.error().message.c_str()), 1;
+    draft_kv = *bytes;
+  }
   if (f.keep_alive_given)
     spdlog::warn("--keep-alive applies to several models (-m more than once, --models); the one model stays loaded");
   if (f.shared_pool) spdlog::warn("--shared-pool applies to several models; the one model has the one pool anyway");
@@ -313,6 +324,12 @@ int run_serve(ServeFlags f) {
     auto spec = describe_model(f, f.model_path, *kv_bytes);
     if (!spec) return std::fprintf(stderr, "error: %s\n", spec.error().message.c_str()), 1;
     const auto process_bytes = static_cast<int64_t>(resident_bytes());
+    if (!f.draft_model.empty()) {  // the draft's weights and scratch count too (its KV is part of the pool's)
+      auto draft = describe_model(f, f.draft_model, 0);
+      if (!draft) return std::fprintf(stderr, "error: --draft-model: %s\n", draft.error().message.c_str()), 1;
+      spec->cost.weights_bytes += draft->cost.weights_bytes;
+      spec->cost.runtime_bytes += draft->cost.runtime_bytes;
+    }
     if (spec->cost.total() + process_bytes > *budget) {
       std::fprintf(stderr,
                    "error: the model needs %s (%s of weights + %s of KV pool + %s of scratch and tokenizer) beside the %s the "
@@ -344,13 +361,19 @@ int run_serve(ServeFlags f) {
   std::unique_ptr<RedisTier> redis_tier = std::move(*opened_redis);
 
   ThreadPool pool(f.threads);
+  std::unique_ptr<DraftModel> draft;
+  if (!f.draft_model.empty()) {
+    auto loaded = load_draft_model(f, *tokenizer, draft_kv, pool);
+    if (!loaded) return std::fprintf(stderr, "error: %s\n", loaded.error().message.c_str()), 1;
+    draft = std::move(*loaded);
+  }
   EngineConfig engine_config;
   engine_config.disk_tier = disk_tier.get();
   engine_config.tier_load_policy = tier_load_policy(f);
   engine_config.redis_tier = redis_tier.get();
   engine_config.redis_load_policy = redis_load_policy(f);
   engine_config.block_size = f.block_size;
-  engine_config.kv_memory_bytes = *kv_bytes;
+  engine_config.kv_memory_bytes = *kv_bytes - draft_kv;
   engine_config.kv_format = *kv_format;
   engine_config.max_batch_tokens = f.max_batch_tokens;
   engine_config.kv_window_slabs = !f.kv_full_window;
@@ -358,6 +381,11 @@ int run_serve(ServeFlags f) {
   engine_config.kv_prefault = f.kv_prefault == "on";
   engine_config.speculative.mode = parse_speculative_mode(f.speculative).value_or(SpeculativeMode::kOff);
   engine_config.speculative.max_draft = f.speculative_max_draft;
+  if (draft) {
+    engine_config.drafter = draft->drafter.get();
+    // A draft model is there to draft: requests that do not choose use it unless --speculative says otherwise.
+    if (f.speculative == "off") engine_config.speculative.mode = SpeculativeMode::kDraftModel;
+  }
   engine_config.kv_window_plan_context = f.kv_window_context;
   engine_config.max_running = f.max_running;
   engine_config.max_waiting = f.max_queue;
@@ -476,9 +504,18 @@ Command add_serve(CLI::App& app) {
   app.add_option("--speculative", flags->speculative,
                  "Speculative decoding for requests that do not choose (\"speculative\" in the body): off, "
                  "prompt-lookup (draft from n-grams of the prompt and the answer, verify in one pass; output identical "
-                 "to plain decoding), or auto (prompt lookup, paused while its measured acceptance makes it slower)")
+                 "to plain decoding), auto (prompt lookup, paused while its measured acceptance makes it slower), or "
+                 "draft-model (--draft-model drafts, paused as auto)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"off", "prompt-lookup", "prompt_lookup", "auto"}));
+      ->check(CLI::IsMember({"off", "prompt-lookup", "prompt_lookup", "auto", "draft-model", "draft_model"}));
+  app.add_option("--draft-model", flags->draft_model,
+                 "A small GGUF of the same vocabulary that drafts for speculative decoding (its own KV pool and prefix "
+                 "cache; output identical to plain decoding); requests then use it unless --speculative or their "
+                 "\"speculative\" says otherwise")
+      ->check(CLI::ExistingFile);
+  app.add_option("--draft-kv-memory", flags->draft_kv_memory,
+                 "The draft model's KV pool, taken from --kv-memory (at most a quarter of it)")
+      ->capture_default_str();
   app.add_option("--speculative-max-draft", flags->speculative_max_draft, "Tokens drafted per step at most")
       ->capture_default_str()
       ->check(CLI::Range(1, SpeculativeParams::kMaxDraftLimit));

@@ -74,6 +74,8 @@ struct ServeFlags {
   std::string kv_prefault = "on";         // "on": commit the KV pool's pages ahead of use (engine/kv_prefault.h)
   std::string speculative = "off";    // default speculative decoding: off, prompt-lookup, auto (sched/speculation.h)
   int32_t speculative_max_draft = 8;  // drafted tokens per step at most
+  std::string draft_model;            // --draft-model: a GGUF of the same vocabulary drafting (app/serve_draft.h)
+  std::string draft_kv_memory = "64MiB";  // its KV pool, taken from --kv-memory
   std::string warm_file;     // prompts to prefill and pin at start (--warm)
 };
 

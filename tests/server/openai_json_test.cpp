@@ -212,7 +212,7 @@ TEST(ParseRequest, SpeculativeModesAreReadAndUnknownOnesRefused) {
                                       Endpoint::kChat);
   ASSERT_TRUE(off.ok()) << off.error().message;
   EXPECT_EQ(off->speculative->mode, SpeculativeMode::kOff);
-  for (const char* bad : {R"("draft_model")", R"({"mode": "eagle"})", R"({"max_draft": 0})", R"({"max_draft": 33})",
+  for (const char* bad : {R"("medusa")", R"({"mode": "eagle"})", R"({"max_draft": 0})", R"({"max_draft": 33})",
                           R"({"mode": "auto", "k": 3})", R"(3)", R"({"mode": 1})"}) {
     auto r =
         parse_completion_request(std::string(R"({"prompt": "x", "speculative": )") + bad + "}", Endpoint::kCompletion);

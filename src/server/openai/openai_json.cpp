@@ -340,7 +340,7 @@ std::optional<ApiError> parse_stream(const json& body, CompletionRequest& r) {
 
 // "speculative": "off" | "prompt_lookup" | "auto", or {"mode": ..., "max_draft": k}. Anything else is a 400.
 std::optional<ApiError> parse_speculative(const json& value, CompletionRequest& r) {
-  constexpr const char* kModes = "one of \"off\", \"prompt_lookup\", \"auto\"";
+  constexpr const char* kModes = "one of \"off\", \"prompt_lookup\", \"auto\", \"draft_model\"";
   SpeculativeParams p;
   p.mode = SpeculativeMode::kPromptLookup;
   const json* mode = nullptr;
