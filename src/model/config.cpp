@@ -386,9 +386,38 @@ Result<void> check_rope_sections(const GgufFile& file, const std::string& p, con
   return {};
 }
 
+// <arch>.nextn_predict_layers: the multi-token-prediction (MTP) blocks that Qwen3.5/3.6 and Qwen3-Next files keep
+// after the trunk. As in llama.cpp (llama_hparams::n_layer() = block_count − nextn_predict_layers; the qwen35,
+// qwen35moe and qwen3next loaders put the MTP blocks at blk.n_layer … blk.block_count−1 and their graphs run only
+// the first n_layer), block_count counts them and n_layers becomes the layers that run. Their tensors are bound to
+// nothing (model/weights.cpp) and no KV, state or plan counts them. Other architectures' MTP layouts are refused:
+// Hearth knows of none whose trunk it could run without guessing.
+Result<void> read_nextn(const GgufFile& file, const std::string& p, ModelConfig& c) {
+  auto nextn = file.get_uint(p + "nextn_predict_layers");
+  if (!nextn) return nextn.error();
+  if (!nextn->has_value() || **nextn == 0) return {};
+  const std::string& a = c.architecture;
+  if (a != "qwen35" && a != "qwen35moe" && a != "qwen3next") {
+    return make_error(
+        "{}: metadata '{}nextn_predict_layers' = {}: multi-token-prediction layers are supported for "
+        "qwen35, qwen35moe and qwen3next only",
+        file.name(), p, **nextn);
+  }
+  if (**nextn >= static_cast<uint64_t>(c.n_layers)) {
+    return make_error(
+        "{}: metadata '{}nextn_predict_layers' = {} leaves none of block_count {} to run (a file of "
+        "multi-token-prediction layers alone is a draft head, not a model Hearth serves)",
+        file.name(), p, **nextn, c.n_layers);
+  }
+  c.n_nextn_layers = static_cast<int32_t>(**nextn);
+  c.n_layers -= c.n_nextn_layers;
+  return {};
+}
+
 // qwen35, qwen35moe and qwen3next: the Gated DeltaNet layers' ssm.* keys (all required, as llama.cpp's loader
-// requires them) and full_attention_interval (default 4). attention.recurrent_layers (an explicit per-layer list) is
-// refused by name.
+// requires them) and full_attention_interval (default 4) over the layers that run (read_nextn has taken the
+// multi-token-prediction blocks off n_layers). attention.recurrent_layers (an explicit per-layer list) is refused by
+// name.
 Result<void> read_delta_net(const GgufFile& file, const std::string& p, ModelConfig& c) {
   const bool qwen3next = c.architecture == "qwen3next";
   if (c.architecture != "qwen35" && c.architecture != "qwen35moe" && !qwen3next) return {};
@@ -417,12 +446,6 @@ Result<void> read_delta_net(const GgufFile& file, const std::string& p, ModelCon
     return make_error("{}: metadata '{}attention.recurrent_layers' is not supported (Hearth reads "
                       "full_attention_interval)",
                       file.name(), p);
-  }
-  auto nextn = file.get_uint(p + "nextn_predict_layers");
-  if (!nextn) return nextn.error();
-  if (nextn->has_value() && **nextn != 0) {
-    return make_error("{}: metadata '{}nextn_predict_layers' = {}: multi-token-prediction layers are not supported",
-                      file.name(), p, **nextn);
   }
   d = DeltaNetConfig{*conv, *state, *groups, *rank, *interval, /*grouped_heads=*/qwen3next};
   c.attn_output_gate = true;
@@ -548,6 +571,7 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
   }
   c.dim = *dim;
   c.n_layers = *layers;
+  HEARTH_TRY(read_nextn(file, p, c));
   c.n_heads = *heads;
   c.ffn_dim = *ffn;
   c.n_ctx_train = *ctx;

@@ -134,7 +134,8 @@ TEST(ModelLoadErrors, UnknownArchitectureListsTheSupportedOnes) {
 }
 
 // qwen35's DeltaNet keys are required (as llama.cpp requires them); an inner size that is not heads × state size,
-// M-RoPE sections that leave a rotated pair to the non-text section, and MTP layers are refused by name.
+// M-RoPE sections that leave a rotated pair to the non-text section, and MTP layouts it cannot serve are refused by
+// name.
 TEST(ModelLoadErrors, Qwen35HybridKeysAreChecked) {
   const std::string missing = load_error({.arch = "qwen35", .metadata = {{"qwen35.ssm.state_size", gguf_u32(0)}}},
                                          "qwen35");
@@ -148,9 +149,14 @@ TEST(ModelLoadErrors, Qwen35HybridKeysAreChecked) {
       {.arch = "qwen35", .metadata = {{"qwen35.rope.dimension_sections", gguf_array(GgufType::INT32, sections)}}},
       "qwen35");
   EXPECT_TRUE(contains(rope, "rope.dimension_sections")) << rope;
-  const std::string mtp = load_error({.arch = "qwen35", .metadata = {{"qwen35.nextn_predict_layers", gguf_u32(1)}}},
-                                     "qwen35");
-  EXPECT_TRUE(contains(mtp, "nextn_predict_layers")) << mtp;
+  // Multi-token-prediction blocks load as nothing (mtp_test.cpp), but not when they would be every block (an
+  // MTP draft head alone), nor on an architecture whose MTP layout Hearth does not know.
+  const std::string mtp_only =
+      load_error({.arch = "qwen35", .metadata = {{"qwen35.nextn_predict_layers", gguf_u32(1000)}}}, "qwen35");
+  EXPECT_TRUE(contains(mtp_only, "'qwen35.nextn_predict_layers' = 1000 leaves none of block_count")) << mtp_only;
+  const std::string mtp_qwen3 =
+      load_error({.arch = "qwen3", .metadata = {{"qwen3.nextn_predict_layers", gguf_u32(1)}}}, "qwen3");
+  EXPECT_TRUE(contains(mtp_qwen3, "supported for qwen35, qwen35moe and qwen3next only")) << mtp_qwen3;
 }
 
 // qwen35moe's shared expert is required, tensor by tensor, on recurrent and attention layers alike, and its width is
