@@ -159,6 +159,49 @@ TEST(ModelLoadErrors, Qwen35HybridKeysAreChecked) {
   EXPECT_TRUE(contains(mtp_qwen3, "supported for qwen35, qwen35moe and qwen3next only")) << mtp_qwen3;
 }
 
+// attention.recurrent_layers, as llama.cpp's converter writes it from the checkpoint's layer_types (one bool per
+// block, the multi-token-prediction blocks false), is read against full_attention_interval (2 here: block 0 Gated
+// DeltaNet, 1 attention): the interval's own pattern loads, with or without an MTP block after the layers (its
+// tensors bound to nothing), and any other pattern is refused naming the block.
+TEST(ModelLoadErrors, Qwen35RecurrentLayersMustFollowTheInterval) {
+  auto flags = [](std::vector<bool> v) {
+    std::vector<GgufValue> items;
+    for (bool b : v) items.push_back(gguf_bool(b));
+    return gguf_array(GgufType::BOOL, std::move(items));
+  };
+  const auto same =
+      edited(small_model("qwen35"),
+             {.arch = "qwen35", .metadata = {{"qwen35.attention.recurrent_layers", flags({true, false})}}});
+  auto model = Model::load(same->file);
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  const auto mtp =
+      edited(small_model("qwen35"), {.arch = "qwen35",
+                                     .extra = {{"blk.2.nextn.eh_proj.weight", {128, 64}}},
+                                     .metadata = {{"qwen35.block_count", gguf_u32(3)},
+                                                  {"qwen35.nextn_predict_layers", gguf_u32(1)},
+                                                  {"qwen35.attention.recurrent_layers", flags({true, false, false})}}});
+  auto with_mtp = Model::load(mtp->file);
+  ASSERT_TRUE(with_mtp.ok()) << with_mtp.error().message;
+  EXPECT_EQ((*with_mtp)->config().n_layers, 2);
+  EXPECT_EQ((*with_mtp)->config().n_nextn_layers, 1);
+  const std::string other = load_error(
+      {.arch = "qwen35", .metadata = {{"qwen35.attention.recurrent_layers", flags({false, false})}}}, "qwen35");
+  EXPECT_TRUE(contains(other, "marks block 0 attention where full_attention_interval 2 makes it recurrent")) << other;
+  const std::string recurrent_mtp =
+      load_error({.arch = "qwen35",
+                  .metadata = {{"qwen35.block_count", gguf_u32(3)},
+                               {"qwen35.nextn_predict_layers", gguf_u32(1)},
+                               {"qwen35.attention.recurrent_layers", flags({true, false, true})}}},
+                 "qwen35");
+  EXPECT_TRUE(contains(recurrent_mtp,
+                       "marks block 2 recurrent where full_attention_interval 2 makes it a "
+                       "multi-token-prediction block"))
+      << recurrent_mtp;
+  const std::string length =
+      load_error({.arch = "qwen35", .metadata = {{"qwen35.attention.recurrent_layers", flags({true})}}}, "qwen35");
+  EXPECT_TRUE(contains(length, "must be an array of one bool per layer (2)")) << length;
+}
+
 // qwen35moe's shared expert is required, tensor by tensor, on recurrent and attention layers alike, and its width is
 // expert_shared_feed_forward_length: a file whose key disagrees with the tensors is refused naming the tensor.
 TEST(ModelLoadErrors, Qwen35MoeSharedExpertIsRequired) {
