@@ -22,7 +22,7 @@ struct SynthFlags {
   bool has_dim = false, has_layers = false, has_heads = false, has_kv_heads = false, has_ffn = false, has_ctx = false;
   bool has_arch = false, has_head_dim = false, has_experts = false, has_experts_used = false, has_expert_ffn = false;
   // qwen35's DeltaNet shape, when given (else the preset's, or the generator's defaults).
-  std::optional<int64_t> ssm_state, ssm_k_heads, ssm_v_heads, ssm_conv, full_attention_interval, rope_dim;
+  std::optional<int64_t> ssm_state, ssm_k_heads, ssm_v_heads, ssm_conv, full_attention_interval, rope_dim, nextn_layers;
 };
 
 const std::map<std::string, DType> kWeightTypes = {
@@ -60,6 +60,7 @@ int run_synth(const SynthFlags& f) {
   if (f.ssm_conv) c.ssm_d_conv = *f.ssm_conv;
   if (f.full_attention_interval) c.full_attention_interval = *f.full_attention_interval;
   if (f.rope_dim) c.rope_dim = *f.rope_dim;
+  if (f.nextn_layers) c.nextn_layers = *f.nextn_layers;
   c.weight_type = kWeightTypes.at(f.type);
   c.q4_k_m = f.type == "q4_k_m";  // llama-quantize's mix: Q6_K for the output and some attn_v and ffn_down
   c.llama3_rope_freqs = f.rope_freqs;
@@ -242,6 +243,10 @@ Command add_synth(CLI::App& app) {
   app.add_option_function<int64_t>(
       "--rope-dim", [f](int64_t v) { f->rope_dim = v; },
       "qwen35, qwen35moe: rotated dims per head (default head size / 4)");
+  app.add_option_function<int64_t>(
+      "--nextn-layers", [f](int64_t v) { f->nextn_layers = v; },
+      "qwen35, qwen35moe, qwen3next: multi-token-prediction blocks after the --layers that run (nextn_predict_layers; "
+      "default 0)");
   return [f] { return run_synth(*f); };
 }
 

@@ -238,7 +238,8 @@ Result<std::vector<int32_t>> read_per_layer(const GgufFile& file, const std::str
   return std::vector<int32_t>(static_cast<size_t>(n_layers), *one);
 }
 
-// attention.sliding_window_pattern: one bool (or integer) per layer, true where the layer slides.
+// attention.sliding_window_pattern (and attention.recurrent_layers): one bool (or integer) per layer, true where the
+// layer slides (is recurrent).
 Result<std::vector<bool>> read_swa_pattern(const GgufFile& file, const std::string& key, int32_t n_layers) {
   const GgufValue* v = file.find(key);
   if (v == nullptr) return make_error("{}: missing metadata key '{}'", file.name(), key);
@@ -386,9 +387,62 @@ Result<void> check_rope_sections(const GgufFile& file, const std::string& p, con
   return {};
 }
 
+// <arch>.nextn_predict_layers: the multi-token-prediction (MTP) blocks that Qwen3.5/3.6 and Qwen3-Next files keep
+// after the trunk. As in llama.cpp (llama_hparams::n_layer() = block_count − nextn_predict_layers; the qwen35,
+// qwen35moe and qwen3next loaders put the MTP blocks at blk.n_layer … blk.block_count−1 and their graphs run only
+// the first n_layer), block_count counts them and n_layers becomes the layers that run. Their tensors are bound to
+// nothing (model/weights.cpp) and no KV, state or plan counts them. Other architectures' MTP layouts are refused:
+// Hearth knows of none whose trunk it could run without guessing.
+Result<void> read_nextn(const GgufFile& file, const std::string& p, ModelConfig& c) {
+  auto nextn = file.get_uint(p + "nextn_predict_layers");
+  if (!nextn) return nextn.error();
+  if (!nextn->has_value() || **nextn == 0) return {};
+  const std::string& a = c.architecture;
+  if (a != "qwen35" && a != "qwen35moe" && a != "qwen3next") {
+    return make_error(
+        "{}: metadata '{}nextn_predict_layers' = {}: multi-token-prediction layers are supported for "
+        "qwen35, qwen35moe and qwen3next only",
+        file.name(), p, **nextn);
+  }
+  if (**nextn >= static_cast<uint64_t>(c.n_layers)) {
+    return make_error(
+        "{}: metadata '{}nextn_predict_layers' = {} leaves none of block_count {} to run (a file of "
+        "multi-token-prediction layers alone is a draft head, not a model Hearth serves)",
+        file.name(), p, **nextn, c.n_layers);
+  }
+  c.n_nextn_layers = static_cast<int32_t>(**nextn);
+  c.n_layers -= c.n_nextn_layers;
+  return {};
+}
+
+// attention.recurrent_layers: llama.cpp's converter writes it from the checkpoint's layer_types, one bool per block
+// with the MTP blocks false (llama.cpp's loaders read it before full_attention_interval). Hearth's layers follow the
+// interval (ModelConfig::is_recurrent), so a list is accepted only where it says the same of every block; any other
+// pattern is refused naming the first block where they part.
+Result<void> check_recurrent_layers(const GgufFile& file, const std::string& p, const ModelConfig& c) {
+  const std::string key = p + "attention.recurrent_layers";
+  if (file.find(key) == nullptr) return {};
+  const int32_t n_blocks = c.n_layers + c.n_nextn_layers;
+  auto recurrent = read_swa_pattern(file, key, n_blocks);
+  if (!recurrent) return recurrent.error();
+  for (int32_t il = 0; il < n_blocks; ++il) {
+    const bool interval_says = il < c.n_layers && c.is_recurrent(il);
+    if ((*recurrent)[il] != interval_says) {
+      return make_error(
+          "{}: metadata '{}' marks block {} {} where full_attention_interval {} makes it {}: Hearth "
+          "supports only the interval's pattern",
+          file.name(), key, il, (*recurrent)[il] ? "recurrent" : "attention", c.delta_net.full_attention_interval,
+          il >= c.n_layers ? "a multi-token-prediction block (attention)"
+                           : (interval_says ? "recurrent" : "attention"));
+    }
+  }
+  return {};
+}
+
 // qwen35, qwen35moe and qwen3next: the Gated DeltaNet layers' ssm.* keys (all required, as llama.cpp's loader
-// requires them) and full_attention_interval (default 4). attention.recurrent_layers (an explicit per-layer list) is
-// refused by name.
+// requires them) and full_attention_interval (default 4) over the layers that run (read_nextn has taken the
+// multi-token-prediction blocks off n_layers). attention.recurrent_layers (an explicit per-block list) must agree
+// with the interval.
 Result<void> read_delta_net(const GgufFile& file, const std::string& p, ModelConfig& c) {
   const bool qwen3next = c.architecture == "qwen3next";
   if (c.architecture != "qwen35" && c.architecture != "qwen35moe" && !qwen3next) return {};
@@ -411,21 +465,9 @@ Result<void> read_delta_net(const GgufFile& file, const std::string& p, ModelCon
     return make_error("{}: {}ssm.inner_size {} is not time_step_rank {} × state_size {}", file.name(), p, *inner,
                       *rank, *state);
   }
-  auto explicit_layers = file.get_int_array(p + "attention.recurrent_layers");
-  if (!explicit_layers) return explicit_layers.error();
-  if (!explicit_layers->empty()) {
-    return make_error("{}: metadata '{}attention.recurrent_layers' is not supported (Hearth reads "
-                      "full_attention_interval)",
-                      file.name(), p);
-  }
-  auto nextn = file.get_uint(p + "nextn_predict_layers");
-  if (!nextn) return nextn.error();
-  if (nextn->has_value() && **nextn != 0) {
-    return make_error("{}: metadata '{}nextn_predict_layers' = {}: multi-token-prediction layers are not supported",
-                      file.name(), p, **nextn);
-  }
   d = DeltaNetConfig{*conv, *state, *groups, *rank, *interval, /*grouped_heads=*/qwen3next};
   c.attn_output_gate = true;
+  HEARTH_TRY(check_recurrent_layers(file, p, c));
   if (c.n_kv_layers() == 0) {
     return make_error("{}: {}full_attention_interval {} leaves none of the {} layers attending, which Hearth does not "
                       "support",
@@ -548,6 +590,7 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
   }
   c.dim = *dim;
   c.n_layers = *layers;
+  HEARTH_TRY(read_nextn(file, p, c));
   c.n_heads = *heads;
   c.ffn_dim = *ffn;
   c.n_ctx_train = *ctx;

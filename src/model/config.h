@@ -167,7 +167,8 @@ struct ModelConfig {
   int32_t n_vocab = 0;
   int32_t n_ctx_train = 0;  // context length the model was trained for
   int32_t dim = 0;          // embedding width
-  int32_t n_layers = 0;
+  int32_t n_layers = 0;     // the layers that run: block_count less the multi-token-prediction blocks
+  int32_t n_nextn_layers = 0;  // nextn_predict_layers: MTP blocks after the trunk, loaded as nothing, never run
   int32_t n_heads = 0;
   int32_t n_kv_heads = 0;
   int32_t head_dim = 0;

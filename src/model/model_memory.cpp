@@ -8,7 +8,7 @@ namespace hearth {
 
 int64_t resident_weight_bytes(const GgufFile& file, const ModelWeights& weights,
                               const std::function<bool(const MatrixView&)>& packed) {
-  auto bytes = static_cast<int64_t>(file.tensor_data_bytes());
+  auto bytes = static_cast<int64_t>(file.tensor_data_bytes()) - weights.unused_bytes;
   auto count = [&](const MatrixView& m) {
     if (m.data == nullptr || m.n_rows == 0 || !packed(m)) return;
     bytes += static_cast<int64_t>(packed_matrix_bytes(m.type, m.n_rows, m.n_cols));

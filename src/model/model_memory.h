@@ -48,8 +48,8 @@ struct MatrixView;
 [[nodiscard]] int64_t estimate_scratch_bytes(const ModelConfig& c, const ModelWeights& weights,
                                              const ForwardShape& shape);
 
-// The resident weights of `weights` (bound from `file`) when the matrices for which packed(m) is true have packed
-// copies and their originals' pages were handed back.
+// The resident weights of `weights` (bound from `file`, less the tensors bound to nothing: weights.unused_bytes) when
+// the matrices for which packed(m) is true have packed copies and their originals' pages were handed back.
 [[nodiscard]] int64_t resident_weight_bytes(const GgufFile& file, const ModelWeights& weights,
                                             const std::function<bool(const MatrixView&)>& packed);
 

@@ -183,6 +183,22 @@ std::vector<TensorPlan> plan_qwen35_layer(const SynthConfig& c, int64_t i) {
   return plan;
 }
 
+// A multi-token-prediction block (synth.h) at blk.i, as llama.cpp's converter keeps Qwen3.5/3-Next's mtp.* and its
+// qwen35/qwen35moe/qwen3next loaders read them: a gated full-attention layer with the trunk's FFN (experts and
+// shared expert on the MoE architectures), then nextn.eh_proj [2 dim, dim], nextn.enorm, nextn.hnorm and
+// nextn.shared_head_norm [dim]. No embed_tokens or shared_head_head: Qwen's MTP shares the trunk's.
+std::vector<TensorPlan> plan_qwen35_mtp_block(const SynthConfig& c, int64_t i) {
+  SynthConfig attending = c;
+  attending.full_attention_interval = i + 1;  // makes layer i a full-attention layer
+  std::vector<TensorPlan> plan = plan_qwen35_layer(attending, i);
+  const std::string blk = "blk." + std::to_string(i) + ".nextn.";
+  plan.push_back({blk + "eh_proj.weight", {2 * c.dim, c.dim}, dense_type(c), 0.0f, c.weight_sd});
+  for (const char* norm : {"enorm.weight", "hnorm.weight", "shared_head_norm.weight"}) {
+    plan.push_back({blk + norm, {c.dim}, DType::F32, 1.0f, c.qk_norm_sd});
+  }
+  return plan;
+}
+
 // gemma4's shapes (synth.h): which layers slide, their head sizes and KV heads, which compute K/V.
 struct Gemma4Shape {
   int64_t period, head_dim_swa, kv_heads_global;
@@ -316,6 +332,9 @@ std::vector<TensorPlan> plan_tensors(const SynthConfig& c, int64_t n_vocab) {
   plan.push_back({"token_embd.weight", {c.dim, n_vocab}, tied ? w_output : w, 0.0f, c.weight_sd});
   for (int64_t i = 0; i < c.n_layers; ++i) {
     for (TensorPlan& t : plan_layer(c, i)) plan.push_back(std::move(t));
+  }
+  for (int64_t i = c.n_layers; i < c.n_layers + c.nextn_layers; ++i) {
+    for (TensorPlan& t : plan_qwen35_mtp_block(c, i)) plan.push_back(std::move(t));
   }
   plan.push_back({"output_norm.weight", {c.dim}, DType::F32, 1.0f, 0.0f});
   if (!tied) {
@@ -453,7 +472,8 @@ void add_metadata(GgufWriter& w, const SynthConfig& c, const GgufFile& vocab, in
   w.add(a + ".vocab_size", u32(n_vocab));
   w.add(a + ".context_length", u32(c.context_length));
   w.add(a + ".embedding_length", u32(c.dim));
-  w.add(a + ".block_count", u32(c.n_layers));
+  w.add(a + ".block_count", u32(c.n_layers + c.nextn_layers));  // llama.cpp's block_count counts the MTP blocks
+  if (c.nextn_layers > 0) w.add(a + ".nextn_predict_layers", u32(c.nextn_layers));
   w.add(a + ".feed_forward_length", u32(c.ffn_dim));
   w.add(a + ".attention.head_count", u32(c.n_heads));
   if (a == "gemma4" && gemma4_shape(c).kv_heads_global != c.n_kv_heads) {
@@ -664,6 +684,12 @@ Result<void> validate_synth_config(const SynthConfig& c) {
     }
     const int64_t block = dtype_info(c.weight_type).block_size;
     if (c.dim % block != 0) return bad("qwen35's DeltaNet matrices need dim a multiple of the weight type's block");
+  }
+  if (c.nextn_layers < 0 || c.nextn_layers > 16 || (c.nextn_layers > 0 && !qwen35_family(a))) {
+    return bad(
+        fmt::format("nextn_layers {}: multi-token-prediction blocks (0 to 16) are written for qwen35, qwen35moe "
+                    "and qwen3next only",
+                    c.nextn_layers));
   }
   if (a == "gpt-oss" && (!(c.rope_factor >= 1) || c.rope_original_context <= 0)) {
     return bad("gpt-oss's YaRN needs rope_factor >= 1 and an original context > 0");

@@ -61,6 +61,12 @@
 // FFN, plus a shared expert of width ffn_dim (written as expert_shared_feed_forward_length beside the expert_* keys):
 //   blk.N.ffn_gate_inp_shexp.weight [dim]         F32, N(0, weight_sd^2): the shared expert's sigmoid gate
 //   blk.N.ffn_gate_shexp.weight, ffn_up_shexp.weight [dim, ffn_dim]; blk.N.ffn_down_shexp.weight [ffn_dim, dim]
+// qwen35, qwen35moe and qwen3next with nextn_layers > 0 add that many multi-token-prediction blocks after the
+// n_layers that run, as llama.cpp's converter keeps Qwen's mtp.* tensors: block_count is n_layers + nextn_layers,
+// nextn_predict_layers is nextn_layers, and each blk.N (N >= n_layers) is the architecture's full-attention layer
+// (the dense FFN, or the experts and shared expert) plus
+//   blk.N.nextn.eh_proj.weight [2 dim, dim]; blk.N.nextn.enorm/hnorm/shared_head_norm.weight [dim] F32, 1 + noise
+// Every other tensor is the same bytes as without them (weights are a function of the seed and the tensor's name).
 // qwen3next (Qwen3-Next) is qwen35moe with llama.cpp's older DeltaNet tensors (model/config.h) and no
 // rope.dimension_sections: instead of attn_qkv, attn_gate, ssm_alpha and ssm_beta,
 //   blk.N.ssm_in.weight      [dim, 2 key_dim + 2 value_dim]  per key head: q, k, its value heads' v, their z
@@ -177,6 +183,9 @@ struct SynthConfig {
   int64_t ssm_n_v_heads = 0;
   int64_t full_attention_interval = 4;
   int64_t rope_dim = 0;
+  // qwen35, qwen35moe, qwen3next: multi-token-prediction blocks written after the n_layers that run (below), as
+  // llama.cpp's converter keeps Qwen's mtp.* tensors. 0: none (no nextn_predict_layers key).
+  int64_t nextn_layers = 0;
   float ssm_conv_sd = 0.5f;
   // Embedding models: written as <arch>.pooling_type when >= 0 (llama.cpp's numbers, model/pooling.h: 1 mean, 2 cls,
   // 3 last; Qwen3-Embedding's files say 3).

@@ -475,6 +475,7 @@ Result<ModelWeights> ModelWeights::from_gguf(const GgufFile& file, const ModelCo
     if (!layer) return layer.error();
     w.layers.push_back(std::move(*layer));
   }
+  w.unused_bytes = b.skip_blocks(c.n_layers, c.n_layers + c.n_nextn_layers);
   HEARTH_TRY(b.check_all_bound(c.architecture));
   return w;
 }

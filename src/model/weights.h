@@ -117,6 +117,9 @@ struct ModelWeights {
   // The packed copies (kernels/packed.h) that the views' `packed` point to; empty when the active ISA level or the
   // weight types have no packed tiles.
   std::vector<std::unique_ptr<PackedMatrix>> packed;
+  // Bytes of the tensors bound to nothing: the multi-token-prediction blocks (config.n_nextn_layers), mapped and
+  // never read, so never resident (model_memory.h leaves them out).
+  int64_t unused_bytes = 0;
 
   // Packs every layer matrix and the output matrix whose type has a packed layout, when the active ISA level reads
   // packed weights. Returns the bytes of the packed copies.

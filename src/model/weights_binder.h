@@ -86,6 +86,21 @@ class Binder {
   bool has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
   const std::string& file_name() const { return file_.name(); }
 
+  // Marks every tensor of blocks [first, last) (blk.N.*) as handled without binding it: the multi-token-prediction
+  // blocks after the trunk (ModelConfig::n_nextn_layers), which the forward never runs, as llama.cpp's loader skips
+  // them (TENSOR_SKIP) unless it builds the MTP draft. Changes only what check_all_bound accepts; returns the
+  // skipped tensors' bytes.
+  int64_t skip_blocks(int32_t first, int32_t last) {
+    int64_t bytes = 0;
+    for (const GgufTensor& t : file_.tensors()) {
+      for (int32_t il = first; il < last; ++il) {
+        if (!t.name.starts_with(fmt::format("blk.{}.", il)) || !bound_.insert(t.name).second) continue;
+        bytes += static_cast<int64_t>(t.nbytes);
+      }
+    }
+    return bytes;
+  }
+
   // Fails naming the first tensor of the file that nothing bound.
   Result<void> check_all_bound(const std::string& architecture) const {
     for (const GgufTensor& t : file_.tensors()) {

@@ -52,15 +52,18 @@ SynthConfig hybrid_config(const std::string& architecture, DType weight_type, ui
 
 }  // namespace
 
-const std::string& hybrid_model(const std::string& architecture, DType weight_type, uint64_t seed) {
-  static std::map<std::tuple<std::string, DType, uint64_t>, std::string> paths;
-  auto [it, inserted] = paths.try_emplace({architecture, weight_type, seed});
+const std::string& hybrid_model(const std::string& architecture, DType weight_type, uint64_t seed,
+                                int64_t nextn_layers) {
+  static std::map<std::tuple<std::string, DType, uint64_t, int64_t>, std::string> paths;
+  auto [it, inserted] = paths.try_emplace({architecture, weight_type, seed, nextn_layers});
   if (!inserted) return it->second;
   SynthConfig c = hybrid_config(architecture, weight_type, seed);
+  c.nextn_layers = nextn_layers;
   fs::create_directories(HEARTH_TEST_TMP_DIR);
-  c.out_path = remove_at_exit(std::string(HEARTH_TEST_TMP_DIR) + "/hybrid_" + architecture + "_" +
-                              std::string(dtype_name(weight_type)) + "_" + std::to_string(getpid()) + "_" +
-                              std::to_string(seed) + ".gguf");
+  c.out_path =
+      remove_at_exit(std::string(HEARTH_TEST_TMP_DIR) + "/hybrid_" + architecture + "_" +
+                     std::string(dtype_name(weight_type)) + "_" + std::to_string(getpid()) + "_" +
+                     std::to_string(seed) + (nextn_layers > 0 ? "_mtp" + std::to_string(nextn_layers) : "") + ".gguf");
   auto written = write_synthetic_model(c);
   EXPECT_TRUE(written.ok()) << (written.ok() ? "" : written.error().message);
   it->second = c.out_path;

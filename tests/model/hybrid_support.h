@@ -31,8 +31,11 @@ inline void PrintTo(const HybridFamily& family, std::ostream* os) {
 // vocabulary. qwen35's FFN is dense (128); qwen35moe's and qwen3next's a mixture of 8 experts of 32, 2 used, with a
 // router of sd 0.5 (each top-2 decided far above rounding) and a shared expert of 64. Q8_0 reads the experts and
 // the shared expert through the packed tiles where the CPU has AVX2. Another seed makes another model (another
-// fingerprint) of the same shape. Written once per process, removed at its exit; returns the file's path.
-const std::string& hybrid_model(const std::string& architecture, DType weight_type = DType::F32, uint64_t seed = 7);
+// fingerprint) of the same shape. nextn_layers > 0 adds that many multi-token-prediction blocks after the 4 layers
+// (synth.h): every other tensor has the same bytes. Written once per process, removed at its exit; returns the
+// file's path.
+const std::string& hybrid_model(const std::string& architecture, DType weight_type = DType::F32, uint64_t seed = 7,
+                                int64_t nextn_layers = 0);
 
 [[nodiscard]] std::shared_ptr<const GgufFile> open_file(const std::string& path);
 

@@ -134,7 +134,8 @@ TEST(ModelLoadErrors, UnknownArchitectureListsTheSupportedOnes) {
 }
 
 // qwen35's DeltaNet keys are required (as llama.cpp requires them); an inner size that is not heads × state size,
-// M-RoPE sections that leave a rotated pair to the non-text section, and MTP layers are refused by name.
+// M-RoPE sections that leave a rotated pair to the non-text section, and MTP layouts it cannot serve are refused by
+// name.
 TEST(ModelLoadErrors, Qwen35HybridKeysAreChecked) {
   const std::string missing = load_error({.arch = "qwen35", .metadata = {{"qwen35.ssm.state_size", gguf_u32(0)}}},
                                          "qwen35");
@@ -148,9 +149,57 @@ TEST(ModelLoadErrors, Qwen35HybridKeysAreChecked) {
       {.arch = "qwen35", .metadata = {{"qwen35.rope.dimension_sections", gguf_array(GgufType::INT32, sections)}}},
       "qwen35");
   EXPECT_TRUE(contains(rope, "rope.dimension_sections")) << rope;
-  const std::string mtp = load_error({.arch = "qwen35", .metadata = {{"qwen35.nextn_predict_layers", gguf_u32(1)}}},
-                                     "qwen35");
-  EXPECT_TRUE(contains(mtp, "nextn_predict_layers")) << mtp;
+  // Multi-token-prediction blocks load as nothing (mtp_test.cpp), but not when they would be every block (an
+  // MTP draft head alone), nor on an architecture whose MTP layout Hearth does not know.
+  const std::string mtp_only =
+      load_error({.arch = "qwen35", .metadata = {{"qwen35.nextn_predict_layers", gguf_u32(1000)}}}, "qwen35");
+  EXPECT_TRUE(contains(mtp_only, "'qwen35.nextn_predict_layers' = 1000 leaves none of block_count")) << mtp_only;
+  const std::string mtp_qwen3 =
+      load_error({.arch = "qwen3", .metadata = {{"qwen3.nextn_predict_layers", gguf_u32(1)}}}, "qwen3");
+  EXPECT_TRUE(contains(mtp_qwen3, "supported for qwen35, qwen35moe and qwen3next only")) << mtp_qwen3;
+}
+
+// attention.recurrent_layers, as llama.cpp's converter writes it from the checkpoint's layer_types (one bool per
+// block, the multi-token-prediction blocks false), is read against full_attention_interval (2 here: block 0 Gated
+// DeltaNet, 1 attention): the interval's own pattern loads, with or without an MTP block after the layers (its
+// tensors bound to nothing), and any other pattern is refused naming the block.
+TEST(ModelLoadErrors, Qwen35RecurrentLayersMustFollowTheInterval) {
+  auto flags = [](std::vector<bool> v) {
+    std::vector<GgufValue> items;
+    for (bool b : v) items.push_back(gguf_bool(b));
+    return gguf_array(GgufType::BOOL, std::move(items));
+  };
+  const auto same =
+      edited(small_model("qwen35"),
+             {.arch = "qwen35", .metadata = {{"qwen35.attention.recurrent_layers", flags({true, false})}}});
+  auto model = Model::load(same->file);
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  const auto mtp =
+      edited(small_model("qwen35"), {.arch = "qwen35",
+                                     .extra = {{"blk.2.nextn.eh_proj.weight", {128, 64}}},
+                                     .metadata = {{"qwen35.block_count", gguf_u32(3)},
+                                                  {"qwen35.nextn_predict_layers", gguf_u32(1)},
+                                                  {"qwen35.attention.recurrent_layers", flags({true, false, false})}}});
+  auto with_mtp = Model::load(mtp->file);
+  ASSERT_TRUE(with_mtp.ok()) << with_mtp.error().message;
+  EXPECT_EQ((*with_mtp)->config().n_layers, 2);
+  EXPECT_EQ((*with_mtp)->config().n_nextn_layers, 1);
+  const std::string other = load_error(
+      {.arch = "qwen35", .metadata = {{"qwen35.attention.recurrent_layers", flags({false, false})}}}, "qwen35");
+  EXPECT_TRUE(contains(other, "marks block 0 attention where full_attention_interval 2 makes it recurrent")) << other;
+  const std::string recurrent_mtp =
+      load_error({.arch = "qwen35",
+                  .metadata = {{"qwen35.block_count", gguf_u32(3)},
+                               {"qwen35.nextn_predict_layers", gguf_u32(1)},
+                               {"qwen35.attention.recurrent_layers", flags({true, false, true})}}},
+                 "qwen35");
+  EXPECT_TRUE(contains(recurrent_mtp,
+                       "marks block 2 recurrent where full_attention_interval 2 makes it a "
+                       "multi-token-prediction block"))
+      << recurrent_mtp;
+  const std::string length =
+      load_error({.arch = "qwen35", .metadata = {{"qwen35.attention.recurrent_layers", flags({true})}}}, "qwen35");
+  EXPECT_TRUE(contains(length, "must be an array of one bool per layer (2)")) << length;
 }
 
 // qwen35moe's shared expert is required, tensor by tensor, on recurrent and attention layers alike, and its width is

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -288,6 +289,53 @@ TEST(Synth, Qwen35MoeWritesLlamaCppsSharedExpertTensors) {
   fs::remove(c.out_path);
 }
 
+// Multi-token-prediction blocks as llama.cpp's converter keeps Qwen's mtp.* and its qwen35moe loader reads them:
+// block_count counts them, nextn_predict_layers says how many, and blk.4 (after the 4 layers that run) is a gated
+// full-attention layer with the experts and shared expert plus nextn.eh_proj [2 dim, dim] and nextn.enorm, hnorm
+// and shared_head_norm [dim]. Every tensor the file without them has is the same bytes.
+TEST(Synth, Qwen35MoeMtpBlocksFollowLlamaCppsLayout) {
+  SynthConfig c = small_config(DType::Q8_0, "qwen35moe-plain.gguf");
+  c.architecture = "qwen35moe";
+  c.n_layers = 4;
+  c.full_attention_interval = 2;
+  c.head_dim = 32;
+  c.n_expert = 8;
+  c.n_expert_used = 2;
+  c.expert_ffn_dim = 96;
+  ASSERT_TRUE(write_synthetic_model(c));
+  SynthConfig m = c;
+  m.out_path = (fs::path(c.out_path).parent_path() / "qwen35moe-mtp.gguf").string();
+  m.nextn_layers = 1;
+  ASSERT_TRUE(write_synthetic_model(m));
+  auto plain = GgufFile::open(c.out_path);
+  auto f = GgufFile::open(m.out_path);
+  ASSERT_TRUE(plain && f);
+  EXPECT_EQ(*f->get_uint("qwen35moe.block_count").value(), 5u);
+  EXPECT_EQ(*f->get_uint("qwen35moe.nextn_predict_layers").value(), 1u);
+  EXPECT_FALSE(plain->get_uint("qwen35moe.nextn_predict_layers").value().has_value());
+  expect_shape(*f, "blk.4.attn_q.weight", DType::Q8_0, {64, 256});
+  expect_shape(*f, "blk.4.attn_k_norm.weight", DType::F32, {32});
+  expect_shape(*f, "blk.4.ffn_gate_exps.weight", DType::Q8_0, {64, 96, 8});
+  expect_shape(*f, "blk.4.ffn_down_shexp.weight", DType::Q8_0, {128, 64});
+  expect_shape(*f, "blk.4.nextn.eh_proj.weight", DType::Q8_0, {128, 64});
+  for (const char* norm : {"enorm", "hnorm", "shared_head_norm"}) {
+    expect_shape(*f, std::string("blk.4.nextn.") + norm + ".weight", DType::F32, {64});
+  }
+  for (const char* gone : {"blk.4.attn_qkv.weight", "blk.4.ssm_a", "blk.4.nextn.embed_tokens.weight",
+                           "blk.4.nextn.shared_head_head.weight", "blk.5.attn_norm.weight"}) {
+    EXPECT_EQ(f->find_tensor(gone), nullptr) << gone;
+  }
+  EXPECT_EQ(f->tensors().size(), plain->tensors().size() + 20);
+  for (const GgufTensor& t : plain->tensors()) {
+    const GgufTensor* same = f->find_tensor(t.name);
+    ASSERT_NE(same, nullptr) << t.name;
+    ASSERT_EQ(same->nbytes, t.nbytes) << t.name;
+    EXPECT_EQ(std::memcmp(same->data, t.data, t.nbytes), 0) << t.name;
+  }
+  fs::remove(c.out_path);
+  fs::remove(m.out_path);
+}
+
 // qwen3next: qwen35moe's layers with llama.cpp's older DeltaNet tensors, ssm_in [dim, 2 key_dim + 2 value_dim] and
 // ssm_ba [dim, 2 n_v_heads] in place of attn_qkv, attn_gate, ssm_alpha and ssm_beta, and no rope sections.
 TEST(Synth, Qwen3NextWritesFusedDeltaNetTensors) {
@@ -524,6 +572,8 @@ TEST(Synth, BadConfigsAreExplained) {
       {[](SynthConfig& c) { c.architecture = "qwen35moe", c.n_expert = 4, c.n_expert_used = 2, c.expert_ffn_dim = 48; },
        "Q8_0 rows need multiples of 32 elements, but expert_ffn_dim is 48"},
       {[](SynthConfig& c) { c.architecture = "qwen3moe"; }, "qwen3moe needs 1 <= experts used (0) <= experts (0)"},
+      {[](SynthConfig& c) { c.nextn_layers = 1; },
+       "nextn_layers 1: multi-token-prediction blocks (0 to 16) are written for qwen35, qwen35moe and qwen3next only"},
       {[](SynthConfig& c) { c.architecture = "qwen3moe", c.n_expert = 4, c.n_expert_used = 5; },
        "qwen3moe needs 1 <= experts used (5) <= experts (4) <= 512"},
       {[](SynthConfig& c) { c.architecture = "qwen3moe", c.n_expert = 4, c.n_expert_used = 2, c.expert_ffn_dim = 48; },
