@@ -67,8 +67,11 @@ TEST(SpeculativeParams, ValidatesRangesAndParsesModes) {
   EXPECT_EQ(parse_speculative_mode("prompt-lookup"), SpeculativeMode::kPromptLookup);
   EXPECT_EQ(parse_speculative_mode("auto"), SpeculativeMode::kAuto);
   EXPECT_EQ(parse_speculative_mode("off"), SpeculativeMode::kOff);
-  EXPECT_EQ(parse_speculative_mode("draft_model"), std::nullopt);
+  EXPECT_EQ(parse_speculative_mode("draft_model"), SpeculativeMode::kDraftModel);
+  EXPECT_EQ(parse_speculative_mode("draft-model"), SpeculativeMode::kDraftModel);
+  EXPECT_EQ(parse_speculative_mode("medusa"), std::nullopt);
   EXPECT_EQ(speculative_mode_name(SpeculativeMode::kPromptLookup), "prompt_lookup");
+  EXPECT_EQ(speculative_mode_name(SpeculativeMode::kDraftModel), "draft_model");
 }
 
 TEST(SpeculationState, AutoPausesWithDoublingBackoffAndResetsOnSuccess) {
