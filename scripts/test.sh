@@ -15,7 +15,9 @@ HEARTH_VULKAN=ON scripts/build.sh
 (cd build && CI="${CI:-1}" ctest --output-on-failure -j"$(nproc)")
 scripts/e2e.sh
 
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DHEARTH_SANITIZE=ON -DHEARTH_BUILD_TESTS=ON >/dev/null
+launcher=()
+if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache); fi
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DHEARTH_SANITIZE=ON -DHEARTH_BUILD_TESTS=ON "${launcher[@]}" >/dev/null
 cmake --build build-asan -j"$(nproc)" --target hearth_sanitize_tests hearth
 export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
 (cd build-asan && ctest --output-on-failure -L sanitize -j"$(nproc)")
