@@ -4,6 +4,9 @@
 // Pool invariants are checked after every step.
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <map>
+
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
@@ -46,6 +49,34 @@ struct SpecRun {
   std::vector<CachedPrefixNode> cached;  // the unsalted namespace's cached prefixes afterwards
 };
 
+// Runs one round of `specs` on `engine`, all at once, into r.outcomes; `after_step` runs after every step (the
+// invariants of every engine involved).
+void run_round(Engine& engine, const std::vector<RequestSpec>& specs, SpecRun& r,
+               const std::function<void()>& after_step) {
+  std::map<uint64_t, size_t> index;
+  r.outcomes.assign(specs.size(), {});
+  for (size_t i = 0; i < specs.size(); ++i) {
+    auto id = engine.add_request(specs[i]);
+    ASSERT_TRUE(id.ok()) << id.error().message;
+    index[id->value] = i;
+  }
+  while (engine.has_unfinished()) {
+    for (RequestOutput& out : engine.step()) {
+      Outcome& o = r.outcomes[index.at(out.id.value)];
+      EXPECT_EQ(out.logprobs.size(), out.logprobs.empty() ? 0 : out.new_tokens.size());
+      o.tokens.insert(o.tokens.end(), out.new_tokens.begin(), out.new_tokens.end());
+      o.logprobs.insert(o.logprobs.end(), out.logprobs.begin(), out.logprobs.end());
+      o.text += out.new_text;
+      if (out.finished) {
+        o.reason = out.finish_reason;
+        o.usage = out.usage;
+        o.all_tokens = out.tokens;
+      }
+    }
+    after_step();
+  }
+}
+
 // Runs `rounds` rounds of `specs` on one engine (a later round hits the cache of the earlier), all of a round's
 // requests at once. Returns the last round's outcomes.
 SpecRun run_engine(const std::string& model, SpeculativeMode mode, const std::vector<RequestSpec>& specs,
@@ -56,30 +87,7 @@ SpecRun run_engine(const std::string& model, SpeculativeMode mode, const std::ve
   c.max_batch_tokens = max_batch_tokens;
   auto engine = *Engine::create(*m.model, *m.tokenizer, c, pool);
   SpecRun r;
-  for (int round = 0; round < rounds; ++round) {
-    std::map<uint64_t, size_t> index;
-    r.outcomes.assign(specs.size(), {});
-    for (size_t i = 0; i < specs.size(); ++i) {
-      auto id = engine->add_request(specs[i]);
-      EXPECT_TRUE(id.ok());
-      index[id->value] = i;
-    }
-    while (engine->has_unfinished()) {
-      for (RequestOutput& out : engine->step()) {
-        Outcome& o = r.outcomes[index.at(out.id.value)];
-        EXPECT_EQ(out.logprobs.size(), out.logprobs.empty() ? 0 : out.new_tokens.size());
-        o.tokens.insert(o.tokens.end(), out.new_tokens.begin(), out.new_tokens.end());
-        o.logprobs.insert(o.logprobs.end(), out.logprobs.begin(), out.logprobs.end());
-        o.text += out.new_text;
-        if (out.finished) {
-          o.reason = out.finish_reason;
-          o.usage = out.usage;
-          o.all_tokens = out.tokens;
-        }
-      }
-      engine->check_invariants();
-    }
-  }
+  for (int round = 0; round < rounds; ++round) run_round(*engine, specs, r, [&] { engine->check_invariants(); });
   r.steps = engine->counters().num_steps;
   r.stats = engine->stats();
   r.cached = engine->kv().cached_prefix_tree(engine->cache_namespace(""), {}).nodes;
@@ -387,24 +395,10 @@ SpecRun run_with_draft_model(const std::string& draft_path, const std::vector<Re
   c.drafter = drafter->get();
   auto engine = *Engine::create(*target.model, *target.tokenizer, c, pool);
   SpecRun r;
-  std::map<uint64_t, size_t> index;
-  r.outcomes.assign(specs.size(), {});
-  for (size_t i = 0; i < specs.size(); ++i) index[engine->add_request(specs[i])->value] = i;
-  while (engine->has_unfinished()) {
-    for (RequestOutput& out : engine->step()) {
-      Outcome& o = r.outcomes[index.at(out.id.value)];
-      o.tokens.insert(o.tokens.end(), out.new_tokens.begin(), out.new_tokens.end());
-      o.logprobs.insert(o.logprobs.end(), out.logprobs.begin(), out.logprobs.end());
-      o.text += out.new_text;
-      if (out.finished) {
-        o.reason = out.finish_reason;
-        o.usage = out.usage;
-        o.all_tokens = out.tokens;
-      }
-    }
+  run_round(*engine, specs, r, [&] {
     engine->check_invariants();
     (*drafter)->engine().check_invariants();
-  }
+  });
   r.steps = engine->counters().num_steps;
   r.stats = engine->stats();
   if (draft_steps) *draft_steps = (*drafter)->engine().counters().num_steps;
