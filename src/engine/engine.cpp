@@ -324,6 +324,12 @@ Result<PinInfo> Engine::pin_prefix(std::span<const TokenId> prompt, const std::s
 SubmitResult<RequestId> Engine::add_request(RequestSpec spec) {
   auto max_tokens = check_request(spec, info_, scheduler_->admission_limits(), scheduler_->num_waiting());
   if (!max_tokens) return max_tokens.error();
+  if (states_ && (!spec.prediction.empty() || (spec.speculative && spec.speculative->enabled()))) {
+    // Asked for by this request (the server's default is not: that one just stays off here).
+    return submit_error(SubmitErrorCode::kInvalidSampling,
+                        "speculative decoding and predicted outputs are not supported on hybrid models (a recurrent "
+                        "state cannot roll back a rejected draft): send no prediction and \"speculative\": \"off\"");
+  }
   const SpeculativeMode mode = spec.speculative.value_or(config_.speculative).mode;
   if (mode == SpeculativeMode::kDraftModel && !config_.drafter && !states_) {
     return submit_error(SubmitErrorCode::kInvalidSampling,
@@ -340,8 +346,8 @@ SubmitResult<RequestId> Engine::add_request(RequestSpec spec) {
   if (!spec.ignore_eos) request->stop_token_ids = eog_ids_;
   request->use_cache = spec.use_cache;
   request->speculative = spec.speculative.value_or(config_.speculative);
-  if (!states_) request->prediction = std::move(spec.prediction);
-  if (states_) request->speculative.mode = SpeculativeMode::kOff;  // a recurrent state cannot roll back a draft
+  request->prediction = std::move(spec.prediction);
+  if (states_) request->speculative.mode = SpeculativeMode::kOff;  // the server's default; a request's is refused
   request->retention = std::move(spec.retention);
   if (states_) {  // where other prompts may branch: the hints, and the ends of the retention spans
     request->checkpoint_hints = std::move(spec.checkpoint_hints);

@@ -98,7 +98,7 @@ struct RequestSpec {
   std::optional<SpeculativeParams> speculative;
   // A predicted output (OpenAI's "prediction"; at most kMaxPredictionTokens, ids in the vocabulary): drafted from
   // where the output follows it (sched/speculation.h), whatever `speculative` says, with the same guarantee: the
-  // output is plain decoding's. Hybrid models ignore it (no speculation); usage then shows nothing drafted.
+  // output is plain decoding's. Hybrid models refuse it at submit (no speculation there).
   std::vector<TokenId> prediction;
 };
 

@@ -499,5 +499,33 @@ TEST(ArchHybrid, Qwen35WithoutCheckpointsRecomputes) {
   expect_same_bits(first, again, "no checkpoints, twice");
 }
 
+// A hybrid cannot roll a recurrent state back past a rejected draft: a request that asks for speculation or brings
+// a predicted output is refused with the reason (a 400 at the server), not served plainly as if it had not asked;
+// the server's default mode is simply off here.
+TEST(ArchHybrid, Qwen35RefusesSpeculationARequestAsksFor) {
+  Loaded l = load();
+  ThreadPool pool(2);
+  EngineConfig config = small_config();
+  config.speculative.mode = SpeculativeMode::kAuto;
+  auto engine = Engine::create(*l.model, *l.tokenizer, config, pool);
+  ASSERT_TRUE(engine.ok()) << engine.error().message;
+  RequestSpec plain;
+  plain.prompt = {TokenId{1}, TokenId{2}, TokenId{3}};
+  plain.max_tokens = 2;
+  EXPECT_TRUE((*engine)->add_request(plain).ok()) << "the server's default stays off on a hybrid";
+  RequestSpec predicted = plain;
+  predicted.prediction = {TokenId{4}, TokenId{5}};
+  RequestSpec speculative = plain;
+  speculative.speculative = SpeculativeParams{.mode = SpeculativeMode::kPromptLookup};
+  for (const RequestSpec& spec : {predicted, speculative}) {
+    auto id = (*engine)->add_request(spec);
+    ASSERT_FALSE(id.ok());
+    EXPECT_NE(id.error().message.find("hybrid"), std::string::npos) << id.error().message;
+  }
+  RequestSpec off = plain;
+  off.speculative = SpeculativeParams{.mode = SpeculativeMode::kOff};
+  EXPECT_TRUE((*engine)->add_request(off).ok());
+}
+
 }  // namespace
 }  // namespace hearth
